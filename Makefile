@@ -1,0 +1,31 @@
+# Top-level entry points. Both bootstrap what they need on a fresh machine
+# (python3 and a C compiler assumed): a tool venv with tox lives in .venv.
+PYTHON ?= python3
+VENV   := .venv
+TOX    := $(VENV)/bin/tox
+
+.PHONY: test demo lint typecheck bootstrap clean
+
+$(TOX):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet 'tox>=4.11,<5'
+
+bootstrap: $(TOX)
+
+## make test: every tox env that needs no Docker, GPU or network service.
+test: $(TOX)
+	$(TOX) run-parallel --parallel-no-spinner -p auto
+
+## make demo: the local demo (no Kubernetes, no Docker).
+demo: $(TOX)
+	$(TOX) run -e demo
+
+lint: $(TOX)
+	$(TOX) run -e lint
+
+typecheck: $(TOX)
+	$(TOX) run -e typecheck
+
+clean:
+	rm -rf $(VENV) .tox .demo

@@ -1,0 +1,61 @@
+"""The names every part of nvml-mock agrees on.
+
+Env var names, paths, annotations, the NRI plugin identity and ports live here
+once, so that the plugin that injects a value, the library that reads it, the
+Helm chart that wires it and the demo that checks it cannot drift apart. Each
+is a default; the services let flags and env twins override them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Overlay: staged on the host, bind-mounted read-only into every container.
+OVERLAY_HOST_PATH: Final = "/var/lib/nvml-mock"
+OVERLAY_MOUNT_PATH: Final = "/opt/nvml-mock"
+OVERLAY_LIB_DIR: Final = "lib"
+OVERLAY_BIN_DIR: Final = "bin"
+OVERLAY_CONFIG_DIR: Final = "config"
+OVERLAY_DEV_DIR: Final = "dev"
+OVERLAY_CDI_DIR: Final = "cdi"
+OVERLAY_RUNTIME_DIR: Final = "runtime"
+LIBRARY_NAME: Final = "libnvidia-ml.so.1"
+STATE_FILE_NAME: Final = "state.nvmlmock"
+"""Rendered GPU state inside ``config/``; the library's fallback when MOCK_NVML_CONFIG is unset."""
+
+# Env vars injected into containers (and read by the library and tools).
+ENV_PATH: Final = "PATH"
+ENV_LD_LIBRARY_PATH: Final = "LD_LIBRARY_PATH"
+ENV_MOCK_NVML_CONFIG: Final = "MOCK_NVML_CONFIG"
+ENV_NODE_NAME: Final = "NODE_NAME"
+ENV_FABRIC_CLUSTER_UUID: Final = "MOCK_FABRIC_CLUSTER_UUID"
+ENV_FABRIC_CLIQUE_ID: Final = "MOCK_FABRIC_CLIQUE_ID"
+ENV_FABRIC_DOMAIN: Final = "MOCK_FABRIC_DOMAIN"
+FABRIC_ENV_VARS: Final = (ENV_FABRIC_CLUSTER_UUID, ENV_FABRIC_CLIQUE_ID, ENV_FABRIC_DOMAIN)
+
+# Pod annotations.
+ANNOTATION_PREFIX: Final = "nvml-mock.nvidia.com/"
+ANNOTATION_INJECT: Final = "nvml-mock.nvidia.com/inject"
+"""``"false"`` (case-insensitive) opts a pod out of injection."""
+ANNOTATION_DEVICES: Final = "nvml-mock.nvidia.com/devices"
+"""``"true"`` (case-insensitive) opts a pod in to mock device nodes."""
+
+# CDI.
+CDI_KIND: Final = "nvml-mock.nvidia.com/gpu"
+CDI_DEVICE_NAME: Final = "nvml-mock.nvidia.com/gpu=all"
+CDI_SPEC_HOST_PATH: Final = "/var/run/cdi/nvml-mock-nri.yaml"
+
+# NRI plugin identity.
+NRI_PLUGIN_NAME: Final = "nvml-mock"
+NRI_PLUGIN_INDEX: Final = "10"
+NRI_SOCKET_PATH: Final = "/var/run/nri/nri.sock"
+EXCLUDED_NAMESPACES: Final = ("kube-system",)
+"""Always excluded; the release namespace is added by the deployment."""
+
+# Ports.
+TOPOLOGY_SERVICE_PORT: Final = 8090
+NRI_PLUGIN_HEALTH_PORT: Final = 8080
+
+# Topology service HTTP paths.
+TOPOLOGY_IDENTITY_PATH: Final = "/v1/nodes/{node}/identity"
+TOPOLOGY_DOCUMENT_PATH: Final = "/v1/topology"
