@@ -1,0 +1,516 @@
+"""The topology document: which node belongs to which ComputeDomain and NVLink clique.
+
+The document is the reference system's Helm value shape, written to a ConfigMap
+and read by the topology service::
+
+    version: 1
+    domains:
+      - name: demo-domain
+        uuid: 00000000-0000-0000-0000-0000000000ab
+        cliques:
+          - id: 0
+            nodes: [worker-1, worker-2]
+
+The reference documents "each node in exactly one clique" but never checks it;
+a node silently placed twice gets whichever identity a consumer happens to read
+first. Here the whole document is validated before anyone sees it, and every
+problem is reported at once with the place it sits (``domains[0] 'demo-domain'
+.cliques[1] (id 7).nodes[2]``), so that whoever edits the ConfigMap can fix it
+in one pass. :func:`parse_topology` is the entry point for text (YAML or JSON);
+:meth:`TopologyDocument.node_index` is the per-node lookup every consumer needs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "CLIQUE_ID_MAX",
+    "NODE_NAME_MAX_LENGTH",
+    "TOPOLOGY_VERSION",
+    "Clique",
+    "CliqueId",
+    "ClusterUuid",
+    "Domain",
+    "NodeName",
+    "NodePlacement",
+    "TopologyDocument",
+    "TopologyError",
+    "check_node_name",
+    "node_name_problem",
+    "parse_topology",
+    "read_topology_file",
+    "validate_topology_data",
+]
+
+TOPOLOGY_VERSION: Literal[1] = 1
+"""The only document version this build reads."""
+CLIQUE_ID_MAX = 2**32 - 1
+"""NVML reports the clique id as an unsigned 32-bit integer."""
+NODE_NAME_MAX_LENGTH = 253
+"""Kubernetes node names are DNS-1123 subdomains: at most 253 characters."""
+
+_UUID_RE = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def node_name_problem(name: str) -> str | None:
+    """Say why ``name`` is not a valid Kubernetes node name, or return None if it is.
+
+    Node names are DNS-1123 subdomains as Kubernetes checks them: lowercase
+    letters, digits, ``-`` and ``.``, at most 253 characters, each dot-separated
+    label starting and ending with a letter or digit (Kubernetes does not limit
+    a label to 63 characters here, so neither does this). The answer names the
+    first offending character or label so that a 422 or a load error can be
+    acted on without a spec at hand.
+    """
+    if _SUBDOMAIN_RE.fullmatch(name) and len(name) <= NODE_NAME_MAX_LENGTH:
+        return None
+    if not name:
+        return "node name is empty"
+    if len(name) > NODE_NAME_MAX_LENGTH:
+        return f"node name is {len(name)} characters long; at most {NODE_NAME_MAX_LENGTH} allowed"
+    for position, char in enumerate(name):
+        if char.isascii() and char.isupper():
+            return (
+                f"node name has uppercase {char!r} at position {position}; "
+                "node names are lowercase (DNS-1123)"
+            )
+        if not (char.isascii() and (char.isalnum() or char in "-.")):
+            return (
+                f"node name has {char!r} at position {position}; only lowercase letters, "
+                "digits, '-' and '.' are allowed (DNS-1123)"
+            )
+    for label in name.split("."):
+        if not label:
+            return "node name has an empty label (leading, trailing or doubled '.')"
+        if not (label[0].isalnum() and label[-1].isalnum()):
+            return f"node name label {label!r} must start and end with a letter or digit (DNS-1123)"
+    return "node name is not a DNS-1123 subdomain"  # pragma: no cover - the checks above are total
+
+
+def check_node_name(name: str) -> str:
+    """Return ``name`` if it is a valid node name, else raise ``ValueError`` saying why."""
+    problem = node_name_problem(name)
+    if problem is not None:
+        raise ValueError(f"{problem}: {name!r}")
+    return name
+
+
+def _check_uuid(value: str) -> str:
+    if not _UUID_RE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a UUID; expected 32 hex digits as 8-4-4-4-12, "
+            "e.g. 00000000-0000-0000-0000-0000000000ab"
+        )
+    return value.lower()
+
+
+def _check_domain_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("domain name is empty")
+    if any(not char.isprintable() for char in value):
+        raise ValueError(f"domain name {value!r} contains a control character")
+    return value
+
+
+NodeName = Annotated[StrictStr, AfterValidator(check_node_name)]
+CliqueId = Annotated[StrictInt, Field(ge=0, le=CLIQUE_ID_MAX)]
+ClusterUuid = Annotated[StrictStr, AfterValidator(_check_uuid)]
+DomainName = Annotated[StrictStr, AfterValidator(_check_domain_name)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Clique(_Model):
+    """One NVLink clique: a set of nodes whose GPUs share a fabric partition."""
+
+    id: CliqueId
+    """Clique id as NVML reports it (uint32)."""
+    nodes: tuple[NodeName, ...] = ()
+    """Names of the Kubernetes nodes in this clique."""
+
+
+class Domain(_Model):
+    """One ComputeDomain: a cluster UUID shared by all of its cliques."""
+
+    name: DomainName
+    """Human-readable domain name, injected as ``MOCK_FABRIC_DOMAIN``."""
+    uuid: ClusterUuid
+    """Cluster UUID (lowercased), reported by NVML as the GPU fabric's cluster UUID."""
+    cliques: tuple[Clique, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodePlacement:
+    """Where one node sits in the topology: what a consumer needs to build its identity."""
+
+    node: str
+    domain: str
+    cluster_uuid: str
+    clique_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    domain_position: int
+    domain: str
+    clique_position: int
+    clique_id: int
+    node_position: int
+
+    def __str__(self) -> str:
+        return (
+            f"domains[{self.domain_position}] {self.domain!r} "
+            f"cliques[{self.clique_position}] (id {self.clique_id}) nodes[{self.node_position}]"
+        )
+
+
+_Outline = Sequence[tuple[Any, Any, Sequence[tuple[Any, Sequence[Any]]]]]
+"""(name, uuid, [(clique id, [node, ...]), ...]) per domain: what the whole-document checks read."""
+
+
+def _cross_problems(outline: _Outline) -> list[str]:
+    """The checks that span entries: unique domain names and UUIDs, unique clique ids
+    within a domain, each node in one clique. Works on raw data too (values of the
+    wrong type are simply compared as they are), so that a document with field errors
+    still gets these reported in the same pass."""
+    problems: list[str] = []
+    domain_by_name: dict[Any, int] = {}
+    domain_by_uuid: dict[Any, int] = {}
+    places: dict[Any, _Place] = {}
+    for d_pos, (name, raw_uuid, cliques) in enumerate(outline):
+        uuid = raw_uuid.lower() if isinstance(raw_uuid, str) else raw_uuid
+        if name in domain_by_name:
+            problems.append(
+                f"domain name {name!r} is used twice "
+                f"(domains[{domain_by_name[name]}] and domains[{d_pos}])"
+            )
+        domain_by_name.setdefault(name, d_pos)
+        if uuid in domain_by_uuid:
+            problems.append(
+                f"cluster uuid {uuid} is used by two domains "
+                f"(domains[{domain_by_uuid[uuid]}] and domains[{d_pos}])"
+            )
+        domain_by_uuid.setdefault(uuid, d_pos)
+        clique_by_id: dict[Any, int] = {}
+        for c_pos, (clique_id, nodes) in enumerate(cliques):
+            if clique_id in clique_by_id:
+                problems.append(
+                    f"domain {name!r} has clique id {clique_id} twice "
+                    f"(cliques[{clique_by_id[clique_id]}] and cliques[{c_pos}])"
+                )
+            clique_by_id.setdefault(clique_id, c_pos)
+            for n_pos, node in enumerate(nodes):
+                place = _Place(d_pos, name, c_pos, clique_id, n_pos)
+                earlier = places.setdefault(node, place)
+                if earlier is place:
+                    continue
+                if (earlier.domain_position, earlier.clique_position) == (d_pos, c_pos):
+                    problems.append(
+                        f"node {node!r} is listed twice in domains[{d_pos}] {name!r} "
+                        f"cliques[{c_pos}] (id {clique_id}): nodes[{earlier.node_position}] "
+                        f"and nodes[{n_pos}]"
+                    )
+                else:
+                    problems.append(
+                        f"node {node!r} is in more than one clique: {earlier} and {place}; "
+                        "each node belongs to exactly one clique"
+                    )
+    return problems
+
+
+def _raw_outline(data: Mapping[Any, Any]) -> _Outline:
+    """The outline of raw, possibly malformed data; entries of the wrong shape are skipped."""
+    outline = []
+    domains = data.get("domains")
+    for domain in domains if isinstance(domains, list) else []:
+        if not isinstance(domain, Mapping):
+            continue
+        cliques = []
+        raw_cliques = domain.get("cliques")
+        for clique in raw_cliques if isinstance(raw_cliques, list) else []:
+            if not isinstance(clique, Mapping):
+                continue
+            nodes = clique.get("nodes")
+            hashable = (
+                [n for n in nodes if isinstance(n, str | int)] if isinstance(nodes, list) else []
+            )
+            clique_id = clique.get("id")
+            cliques.append((clique_id if isinstance(clique_id, int | str) else None, hashable))
+        name, uuid = domain.get("name"), domain.get("uuid")
+        outline.append(
+            (
+                name if isinstance(name, str) else None,
+                uuid if isinstance(uuid, str) else None,
+                cliques,
+            )
+        )
+    return outline
+
+
+class TopologyDocument(_Model):
+    """The whole topology document, validated as one.
+
+    Beyond each field's own checks, the document as a whole must place every node
+    in exactly one clique, and domain names and cluster UUIDs must be unique.
+    """
+
+    version: Literal[1]
+    """Document format version; only 1 exists."""
+    domains: tuple[Domain, ...] = ()
+
+    _index: Mapping[str, NodePlacement] = PrivateAttr(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _known_version(cls, version: Any) -> Any:
+        if isinstance(version, bool) or version != TOPOLOGY_VERSION:
+            raise ValueError(
+                f"unsupported topology document version {version!r}; "
+                f"this build reads version {TOPOLOGY_VERSION}"
+            )
+        return version
+
+    @model_validator(mode="after")
+    def _each_node_once(self) -> TopologyDocument:
+        outline = [
+            (domain.name, domain.uuid, [(clique.id, clique.nodes) for clique in domain.cliques])
+            for domain in self.domains
+        ]
+        problems = _cross_problems(outline)
+        if problems:
+            raise ValueError("\n".join(problems))
+        self._index = MappingProxyType(
+            {
+                node: NodePlacement(node, domain.name, domain.uuid, clique.id)
+                for domain in self.domains
+                for clique in domain.cliques
+                for node in clique.nodes
+            }
+        )
+        return self
+
+    def node_index(self) -> Mapping[str, NodePlacement]:
+        """Every node's placement, keyed by node name (read-only, built once at validation)."""
+        return self._index
+
+    def placement(self, node: str) -> NodePlacement | None:
+        """The placement of ``node``, or None when it is in no clique."""
+        return self._index.get(node)
+
+    def to_data(self) -> dict[str, Any]:
+        """The document as plain JSON-ready data (lists, dicts, str, int)."""
+        return self.model_dump(mode="json")
+
+
+class TopologyError(ValueError):
+    """A topology document that cannot be used, with every problem found in it.
+
+    ``problems`` holds one line per problem, each starting with where it is;
+    ``str()`` joins them after the source (a file name, when known).
+    """
+
+    def __init__(self, problems: Sequence[str], source: str | None = None) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        self.source = source
+        where = f"invalid topology document {source}" if source else "invalid topology document"
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(f"{where}: {len(self.problems)} problem(s)\n{lines}")
+
+
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_BaseLoader):  # type: ignore[valid-type,misc]
+    """Safe YAML loader that refuses duplicate mapping keys instead of keeping the last one."""
+
+
+def _construct_mapping_without_duplicates(
+    loader: yaml.SafeLoader, node: yaml.MappingNode
+) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    result: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in result:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"found duplicate key {key!r}",
+                key_node.start_mark,
+            )
+        result[key] = loader.construct_object(value_node, deep=True)
+    return result
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping_without_duplicates
+)
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _location(loc: tuple[int | str, ...], data: Any) -> str:
+    """Render a pydantic error location against the raw data, naming domains and cliques."""
+    parts: list[str] = []
+    cursor: Any = data
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+            cursor = cursor[item] if isinstance(cursor, list) and item < len(cursor) else None
+            if isinstance(cursor, Mapping):
+                if isinstance(cursor.get("name"), str) and "cliques" in cursor:
+                    parts.append(f" {cursor['name']!r}")
+                elif isinstance(cursor.get("id"), int) and "nodes" in cursor:
+                    parts.append(f" (id {cursor['id']})")
+        else:
+            if parts:
+                parts.append(".")
+            parts.append(item)
+            cursor = cursor.get(item) if isinstance(cursor, Mapping) else None
+    return "".join(parts) or "document"
+
+
+def _problems(error: ValidationError, data: Any) -> list[str]:
+    problems = []
+    for item in error.errors(include_url=False):
+        where = _location(tuple(item["loc"]), data)
+        kind = item["type"]
+        if kind in ("value_error", "assertion_error"):
+            message = str(item["ctx"]["error"]) if "ctx" in item else item["msg"]
+            problems += [f"{where}: {line}" for line in message.splitlines()[:-1]]
+            message = message.splitlines()[-1] if message else message
+        elif kind == "extra_forbidden":
+            message = "unknown key"
+        elif kind == "missing":
+            message = "required key is missing"
+        elif kind in ("literal_error",) and item["loc"] == ("version",):
+            message = f"unsupported version {_describe(item['input'])}; expected {TOPOLOGY_VERSION}"
+        elif kind in ("greater_than_equal", "less_than_equal"):
+            message = (
+                f"{_describe(item['input'])} is outside 0..{CLIQUE_ID_MAX} "
+                "(clique ids are unsigned 32-bit)"
+            )
+        elif kind.endswith("_type"):
+            message = f"{item['msg'].lower()}, got {_describe(item['input'])}"
+            if kind == "string_type" and not isinstance(item["input"], Mapping | list):
+                message += "; quote it in YAML"
+        else:
+            message = f"{item['msg']}, got {_describe(item['input'])}"
+        problems.append(f"{where}: {message}")
+    return problems
+
+
+def validate_topology_data(data: Any, source: str | None = None) -> TopologyDocument:
+    """Validate already-parsed data (a dict) as a topology document.
+
+    Raises :class:`TopologyError` listing every problem.
+    """
+    if not isinstance(data, Mapping):
+        raise TopologyError(
+            [f"document: expected a mapping with 'version' and 'domains', got {_describe(data)}"],
+            source,
+        )
+    try:
+        return TopologyDocument.model_validate(data)
+    except ValidationError as exc:
+        problems = _problems(exc, data)
+        if not any(item["loc"] == () for item in exc.errors()):
+            # Field errors stop pydantic before the whole-document checks; run them on the
+            # raw data so one pass reports everything.
+            problems += [f"document: {p}" for p in _cross_problems(_raw_outline(data))]
+        raise TopologyError(problems, source) from None
+
+
+def parse_topology(text: str | bytes, source: str | None = None) -> TopologyDocument:
+    """Parse and validate a topology document from YAML or JSON text.
+
+    JSON is tried first when the text starts with ``{`` (it is much faster for large
+    documents); everything else is read as YAML with duplicate keys refused.
+    Raises :class:`TopologyError` naming the source (when given) and every problem.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TopologyError([f"document is not UTF-8: {exc}"], source) from None
+    stripped = text.lstrip()
+    data: Any
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped, object_pairs_hook=_json_object_without_duplicates)
+        except json.JSONDecodeError as exc:
+            raise TopologyError(
+                [f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"], source
+            ) from None
+        except _DuplicateKeyError as exc:
+            raise TopologyError([str(exc)], source) from None
+    else:
+        try:
+            data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        except yaml.YAMLError as exc:
+            raise TopologyError([f"not valid YAML: {_yaml_message(exc)}"], source) from None
+    if data is None:
+        raise TopologyError(["document is empty; expected 'version: 1' and 'domains'"], source)
+    return validate_topology_data(data, source)
+
+
+def read_topology_file(path: str | Path) -> TopologyDocument:
+    """Read, parse and validate the topology document at ``path``.
+
+    Raises :class:`TopologyError` for content problems and ``OSError`` when the file
+    cannot be read (missing, a directory, no permission) so callers can tell the two apart.
+    """
+    path = Path(path)
+    return parse_topology(path.read_bytes(), source=str(path))
+
+
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _json_object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeyError(f"not valid JSON: duplicate key {key!r} in one object")
+        result[key] = value
+    return result
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1} column {mark.column + 1}: " if mark is not None else ""
+        return f"{where}{exc.problem or exc.context or 'malformed'}"
+    return str(exc)
