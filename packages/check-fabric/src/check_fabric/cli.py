@@ -1,0 +1,119 @@
+"""The check-fabric command: read, check, report, and map the outcome to an exit code.
+
+This is the one place where failures become exit codes: every ``CheckFabricError``
+(usage, config, NVML, topology) is 1; otherwise the verdict of the checks
+decides (0 ok, 2 fabric not supported, 3 mismatch). NVML is read before the
+topology service is asked, so a report of the GPUs comes out even when the
+service is down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+from check_fabric import topology
+from check_fabric._logging import configure_logging
+from check_fabric.checks import Expectations, Verdict, evaluate
+from check_fabric.errors import CheckFabricError, UsageError
+from check_fabric.model import ExitCode, GpuFabric, TopologyAnswer
+from check_fabric.nvml import FabricReader
+from check_fabric.render import TextReport, error_line, report_doc
+from check_fabric.settings import ENV_JSON, Settings, load_settings
+
+logger = logging.getLogger(__name__)
+
+
+def _print_json(out: TextIO, doc: object) -> None:
+    out.write(json.dumps(doc, indent=2) + "\n")
+    out.flush()
+
+
+def run(settings: Settings, out: TextIO, err: TextIO) -> int:
+    """One check: NVML, then the topology service if configured, then the verdict."""
+    text = None if settings.json else TextReport(out, err)
+    gpus: list[GpuFabric] = []
+    count: int | None = None
+    api: str | None = None
+    answer: TopologyAnswer | None = None
+    try:
+        with FabricReader() as reader:
+            count = reader.device_count()
+            if text:
+                text.discovered(count)
+            for index in range(count):
+                gpu = reader.read(index)
+                gpus.append(gpu)
+                if text:
+                    text.gpu(gpu)
+            api = reader.api
+        if settings.topology_url is not None and settings.node_name is not None:
+            answer = topology.lookup(
+                settings.topology_url, settings.node_name, settings.topology_timeout
+            )
+        verdict: Verdict = evaluate(
+            gpus,
+            Expectations(
+                clique_id=settings.expect_clique,
+                cluster_uuid=settings.expect_cluster_uuid,
+                require_completed=settings.require_completed,
+                topology=answer,
+            ),
+        )
+    except CheckFabricError as error:
+        if text:
+            text.fail(error)
+        else:
+            doc = report_doc(
+                gpu_count=count, gpus=gpus, verdict=None, topology=answer, error=error, api=api
+            )
+            _print_json(out, doc)
+        return int(ExitCode.ERROR)
+    if text:
+        text.finish(verdict)
+    else:
+        doc = report_doc(
+            gpu_count=count, gpus=gpus, verdict=verdict, topology=answer, error=None, api=api
+        )
+        _print_json(out, doc)
+    return int(verdict.exit_code)
+
+
+def _wants_json(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Best effort, for reporting a bad command line in the form the caller asked for."""
+    for arg in reversed(argv):
+        if arg in ("--json", "--no-json"):
+            return arg == "--json"
+    return environ.get(ENV_JSON, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``check-fabric`` and ``python -m check_fabric``; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        settings = load_settings(args, os.environ)
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except CheckFabricError as error:
+        if _wants_json(args, os.environ):
+            doc = report_doc(
+                gpu_count=None, gpus=[], verdict=None, topology=None, error=error, api=None
+            )
+            _print_json(sys.stdout, doc)
+        else:
+            prefix = "usage error" if isinstance(error, UsageError) else "config error"
+            sys.stderr.write(f"check-fabric: {prefix}: {error_line(error)}\n")
+        return int(ExitCode.ERROR)
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        return run(settings, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a defect in check-fabric itself: say so, exit 1, no traceback dump
+        logger.debug("unexpected failure", exc_info=True)
+        sys.stderr.write(f"check-fabric: internal error: {type(exc).__name__}: {exc}\n")
+        return int(ExitCode.ERROR)
