@@ -1,0 +1,172 @@
+{{/*
+Names, labels, image references and the checks that JSON Schema cannot express.
+*/}}
+
+{{- define "nvml-mock.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Kept short enough that "<fullname>-topology" is still a valid name (63). */}}
+{{- define "nvml-mock.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "nvml-mock.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "nvml-mock.commonLabels" -}}
+helm.sh/chart: {{ include "nvml-mock.chart" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: nvml-mock
+{{- end -}}
+
+{{- define "nvml-mock.labels" -}}
+{{ include "nvml-mock.commonLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Selector labels per component: (dict "root" $ "component" "staging|nri|topology"). */}}
+{{- define "nvml-mock.selectorLabels" -}}
+{{- $root := .root -}}
+{{- if eq .component "staging" -}}
+app.kubernetes.io/name: {{ include "nvml-mock.name" $root }}
+{{- else -}}
+app.kubernetes.io/name: {{ printf "%s-%s" (include "nvml-mock.name" $root) .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "nvml-mock.componentLabels" -}}
+{{ include "nvml-mock.commonLabels" .root }}
+{{ include "nvml-mock.selectorLabels" . }}
+app.kubernetes.io/version: {{ .version | toString | quote }}
+{{- end -}}
+
+{{/*
+An image reference: (dict "root" $ "image" <component image values>). The component's values are
+merged over the top-level `image`, so registry, pullPolicy and digest are inherited.
+*/}}
+{{- define "nvml-mock.imageValues" -}}
+{{- $base := pick .root.Values.image "registry" "pullPolicy" -}}
+{{- $img := mergeOverwrite (deepCopy $base) (deepCopy (default (dict) .image)) -}}
+{{- toYaml $img -}}
+{{- end -}}
+
+{{- define "nvml-mock.image" -}}
+{{- $img := include "nvml-mock.imageValues" . | fromYaml -}}
+{{- $ref := $img.repository -}}
+{{- if $img.registry -}}
+{{- $ref = printf "%s/%s" (trimSuffix "/" $img.registry) $img.repository -}}
+{{- end -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $ref $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $ref (toString $img.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "nvml-mock.imagePullPolicy" -}}
+{{- $img := include "nvml-mock.imageValues" . | fromYaml -}}
+{{- default "IfNotPresent" $img.pullPolicy -}}
+{{- end -}}
+
+{{- define "nvml-mock.imageTag" -}}
+{{- $img := include "nvml-mock.imageValues" . | fromYaml -}}
+{{- toString $img.tag -}}
+{{- end -}}
+
+{{/*
+Pod template labels: no chart version, so upgrading the chart alone restarts nothing.
+*/}}
+{{- define "nvml-mock.podLabels" -}}
+{{ include "nvml-mock.selectorLabels" . }}
+app.kubernetes.io/part-of: nvml-mock
+app.kubernetes.io/version: {{ .version | toString | quote }}
+{{- end -}}
+
+{{- define "nvml-mock.serviceAccountName" -}}
+{{- printf "%s-%s" (include "nvml-mock.fullname" .root) .component -}}
+{{- end -}}
+
+{{- define "nvml-mock.cdiSpecPath" -}}
+{{- printf "%s/nvml-mock-nri.yaml" (trimSuffix "/" .Values.nri.cdiSpecDir) -}}
+{{- end -}}
+
+{{- define "nvml-mock.topologyURL" -}}
+{{- if .Values.topology.enabled -}}
+{{- printf "http://%s-topology.%s.svc:%d" (include "nvml-mock.fullname" .) .Release.Namespace (int .Values.topology.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The release namespace and kube-system are always excluded, then the configured ones. */}}
+{{- define "nvml-mock.excludedNamespaces" -}}
+{{- $ns := list .Release.Namespace "kube-system" -}}
+{{- range .Values.nri.excludedNamespaces -}}
+{{- $ns = append $ns . -}}
+{{- end -}}
+{{- join "," (uniq $ns) -}}
+{{- end -}}
+
+{{/*
+The topology document as the topology service reads it. Cross-item rules that JSON Schema
+cannot state are checked here so a bad document fails `helm install`, not the service:
+unique domain names and uuids, unique clique ids within a domain, each node in one clique.
+*/}}
+{{- define "nvml-mock.topologyDocument" -}}
+{{- $seenNodes := dict -}}
+{{- $seenNames := dict -}}
+{{- $seenUUIDs := dict -}}
+{{- range $d := .Values.topology.domains -}}
+{{- if hasKey $seenNames $d.name -}}
+{{- fail (printf "topology.domains: domain name %q appears twice" $d.name) -}}
+{{- end -}}
+{{- $_ := set $seenNames $d.name true -}}
+{{- $uuid := lower $d.uuid -}}
+{{- if hasKey $seenUUIDs $uuid -}}
+{{- fail (printf "topology.domains: uuid %q is used by domains %q and %q" $d.uuid (get $seenUUIDs $uuid) $d.name) -}}
+{{- end -}}
+{{- $_ := set $seenUUIDs $uuid $d.name -}}
+{{- $seenIDs := dict -}}
+{{- range $c := $d.cliques -}}
+{{- $id := toString (int64 $c.id) -}}
+{{- if hasKey $seenIDs $id -}}
+{{- fail (printf "topology.domains: domain %q has clique id %s twice" $d.name $id) -}}
+{{- end -}}
+{{- $_ := set $seenIDs $id true -}}
+{{- range $n := $c.nodes -}}
+{{- if hasKey $seenNodes $n -}}
+{{- fail (printf "topology.domains: node %q is in %s and in domain %q clique %s; each node belongs to one clique" $n (get $seenNodes $n) $d.name $id) -}}
+{{- end -}}
+{{- $_ := set $seenNodes $n (printf "domain %q clique %s" $d.name $id) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+version: 1
+domains:
+{{- if .Values.topology.domains }}
+{{- range $d := .Values.topology.domains }}
+  - name: {{ $d.name | quote }}
+    uuid: {{ $d.uuid | quote }}
+    cliques:
+{{- range $c := $d.cliques }}
+      - id: {{ int64 $c.id }}
+        nodes:
+{{- range $n := $c.nodes }}
+          - {{ $n | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- else }} []
+{{- end }}
+{{ end -}}
