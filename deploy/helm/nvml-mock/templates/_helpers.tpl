@@ -145,10 +145,14 @@ unique domain names and uuids, unique clique ids within a domain, each node in o
 {{- end -}}
 {{- $_ := set $seenIDs $id true -}}
 {{- range $n := $c.nodes -}}
+{{- $here := printf "domain %q clique %s" $d.name $id -}}
 {{- if hasKey $seenNodes $n -}}
-{{- fail (printf "topology.domains: node %q is in %s and in domain %q clique %s; each node belongs to one clique" $n (get $seenNodes $n) $d.name $id) -}}
+{{- if eq (get $seenNodes $n) $here -}}
+{{- fail (printf "topology.domains: node %q is listed twice in %s" $n $here) -}}
 {{- end -}}
-{{- $_ := set $seenNodes $n (printf "domain %q clique %s" $d.name $id) -}}
+{{- fail (printf "topology.domains: node %q is in %s and in %s; each node belongs to one clique" $n (get $seenNodes $n) $here) -}}
+{{- end -}}
+{{- $_ := set $seenNodes $n $here -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
