@@ -1,0 +1,257 @@
+"""What to inject into one container: pure decisions, no I/O, no protobuf.
+
+The rules (skip, mount, env merge, device choice) live here as plain functions of
+plain values so that each edge case is a one-line test and the NRI wiring in
+:mod:`nvml_mock_nri.plugin` only translates. File-system look-ups (device nodes,
+the CDI spec) are passed in as callables, so the one place that touches the
+disk is :mod:`nvml_mock_nri.devices`.
+
+Env rules, all in :func:`merge_env`:
+
+* Only keys the plugin adds or changes are returned; the runtime keeps the rest,
+  and other NRI plugins own what they set (NRI fails a request when two plugins
+  set the same key).
+* ``PATH`` and ``LD_LIBRARY_PATH`` get the overlay's ``bin``/``lib`` prepended,
+  unless they already hold it. An absent ``PATH`` becomes the overlay's ``bin``
+  followed by the standard default search path that containerd itself gives a
+  container without one: a ``PATH`` of only the overlay would hide ``sh``, ``ls``
+  and every other command the image relies on. An empty ``PATH`` (the pod asked for
+  no search path) or an absent/empty ``LD_LIBRARY_PATH`` (the loader's defaults
+  apply after it anyway) becomes the overlay directory alone, never with a trailing
+  ``:``, which would add the working directory to the search.
+* ``MOCK_NVML_CONFIG`` and ``NODE_NAME`` are set only when the pod did not set
+  them. The three fabric variables are one identity: if the pod set any of them,
+  the plugin sets none, so a pod never sees half its own identity and half the
+  node's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from nvml_mock_protocol import names
+
+from nvml_mock_nri.devices import DeviceNode, DeviceScan
+from nvml_mock_nri.settings import Settings
+
+DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The search path containerd gives a container whose image sets none."""
+
+MOUNT_TYPE: Final = "bind"
+MOUNT_OPTIONS: Final = ("rbind", "ro", "nosuid", "nodev")
+
+GPU_DEVICE_PREFIX: Final = "/dev/nvidia"
+GPU_CDI_PREFIX: Final = "nvidia.com/"
+
+
+class SkipReason(enum.Enum):
+    """Why a container gets no adjustment; the value is the metric label."""
+
+    OPT_OUT = "opt_out"
+    EXCLUDED_NAMESPACE = "excluded_namespace"
+    OVERLAY_ALREADY_MOUNTED = "overlay_already_mounted"
+
+
+@dataclass(frozen=True, slots=True)
+class FabricIdentity:
+    """The node's ComputeDomain identity, as the topology service reports it."""
+
+    domain: str
+    cluster_uuid: str
+    clique_id: int
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class MountSpec:
+    """One bind mount in NRI's terms."""
+
+    source: str
+    destination: str
+    type: str = MOUNT_TYPE
+    options: tuple[str, ...] = MOUNT_OPTIONS
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The settings that decide an adjustment, precomputed for the hot path."""
+
+    mount: MountSpec
+    bin_dir: str
+    lib_dir: str
+    state_path: str
+    node_name: str
+    excluded_namespaces: frozenset[str]
+    opt_out_annotation: str
+    device_annotation: str
+    device_mode: str
+    device_host_path: str
+    cdi_device_name: str
+    cdi_spec_host_path: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Policy:
+        """The policy the given settings describe."""
+        mount_path = settings.overlay_mount_path.rstrip("/")
+        return cls(
+            mount=MountSpec(source=settings.overlay_host_path, destination=mount_path),
+            bin_dir=f"{mount_path}/{names.OVERLAY_BIN_DIR}",
+            lib_dir=f"{mount_path}/{names.OVERLAY_LIB_DIR}",
+            state_path=f"{mount_path}/{names.OVERLAY_CONFIG_DIR}/{names.STATE_FILE_NAME}",
+            node_name=settings.node_name,
+            excluded_namespaces=settings.all_excluded_namespaces,
+            opt_out_annotation=settings.opt_out_annotation,
+            device_annotation=settings.device_annotation,
+            device_mode=settings.device_injection_mode,
+            device_host_path=settings.effective_device_host_path,
+            cdi_device_name=settings.cdi_device_name,
+            cdi_spec_host_path=settings.cdi_spec_host_path,
+        )
+
+
+@dataclass(slots=True)
+class Decision:
+    """What one container gets. ``skip`` set means nothing at all."""
+
+    skip: SkipReason | None = None
+    mount: MountSpec | None = None
+    env: list[tuple[str, str]] = field(default_factory=list)
+    devices: list[DeviceNode] = field(default_factory=list)
+    cdi_devices: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Things the operator should hear about (logged at WARNING by the caller)."""
+    notes: list[str] = field(default_factory=list)
+    """Decisions worth a line at INFO (e.g. devices suppressed for a device plugin)."""
+
+
+def skip_reason(
+    policy: Policy,
+    namespace: str,
+    pod_annotations: Mapping[str, str],
+    mount_destinations: Iterable[str],
+) -> SkipReason | None:
+    """The first rule that excludes this container, or None to inject it."""
+    if pod_annotations.get(policy.opt_out_annotation, "").strip().lower() == "false":
+        return SkipReason.OPT_OUT
+    if namespace in policy.excluded_namespaces:
+        return SkipReason.EXCLUDED_NAMESPACE
+    target = policy.mount.destination
+    for destination in mount_destinations:
+        if destination == target or destination.rstrip("/") == target:
+            return SkipReason.OVERLAY_ALREADY_MOUNTED
+    return None
+
+
+def parse_env(entries: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` entries as a mapping; the first of duplicate keys wins (as getenv),
+    entries without ``=`` are ignored."""
+    env: dict[str, str] = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if sep and key and key not in env:
+            env[key] = value
+    return env
+
+
+def _holds(search_path: str, directory: str) -> bool:
+    return any(part.rstrip("/") == directory for part in search_path.split(":"))
+
+
+def _prepended(current: str | None, directory: str, default: str) -> str | None:
+    """The new value of a search path, or None when it already holds ``directory``."""
+    if current is None:
+        return f"{directory}:{default}" if default else directory
+    if not current:
+        return directory
+    if _holds(current, directory):
+        return None
+    return f"{directory}:{current}"
+
+
+def merge_env(
+    policy: Policy, existing: Sequence[str], identity: FabricIdentity | None
+) -> list[tuple[str, str]]:
+    """The env entries to emit: changed keys in the container's order, then new keys."""
+    current = parse_env(existing)
+    changed: dict[str, str] = {}
+    path = _prepended(current.get(names.ENV_PATH), policy.bin_dir, DEFAULT_PATH)
+    if path is not None:
+        changed[names.ENV_PATH] = path
+    ld_path = _prepended(current.get(names.ENV_LD_LIBRARY_PATH), policy.lib_dir, "")
+    if ld_path is not None:
+        changed[names.ENV_LD_LIBRARY_PATH] = ld_path
+    if names.ENV_MOCK_NVML_CONFIG not in current:
+        changed[names.ENV_MOCK_NVML_CONFIG] = policy.state_path
+    if policy.node_name and names.ENV_NODE_NAME not in current:
+        changed[names.ENV_NODE_NAME] = policy.node_name
+    if identity is not None and not any(key in current for key in names.FABRIC_ENV_VARS):
+        changed[names.ENV_FABRIC_CLUSTER_UUID] = identity.cluster_uuid
+        changed[names.ENV_FABRIC_CLIQUE_ID] = str(identity.clique_id)
+        changed[names.ENV_FABRIC_DOMAIN] = identity.domain
+    ordered = [(key, changed.pop(key)) for key in current if key in changed]
+    ordered.extend(changed.items())
+    return ordered
+
+
+def has_gpu_devices(device_paths: Iterable[str], cdi_devices: Iterable[str]) -> bool:
+    """Whether a device plugin (or CDI) already gave this container NVIDIA devices."""
+    return any(p.startswith(GPU_DEVICE_PREFIX) for p in device_paths) or any(
+        n.startswith(GPU_CDI_PREFIX) for n in cdi_devices
+    )
+
+
+def wants_devices(policy: Policy, pod_annotations: Mapping[str, str]) -> bool:
+    """Whether the pod opted in to device nodes."""
+    return pod_annotations.get(policy.device_annotation, "").strip().lower() == "true"
+
+
+def plan_devices(
+    policy: Policy,
+    decision: Decision,
+    *,
+    device_paths: Sequence[str],
+    cdi_devices: Sequence[str],
+    cdi_spec_exists: Callable[[str], bool],
+    scan: Callable[[str], DeviceScan],
+) -> None:
+    """Fill ``decision`` with the devices of an opted-in container.
+
+    Suppressed when the container already has NVIDIA devices: then a device plugin
+    allocated it GPUs, and its allocation, not the annotation, decides what it sees.
+    """
+    if has_gpu_devices(device_paths, cdi_devices):
+        decision.notes.append(
+            "container already has NVIDIA devices from a device plugin or CDI; "
+            "adding no mock devices (the overlay and env are still injected)"
+        )
+        return
+    if policy.device_mode == "cdi":
+        if cdi_spec_exists(policy.cdi_spec_host_path):
+            decision.cdi_devices.append(policy.cdi_device_name)
+            return
+        decision.warnings.append(
+            f"device injection mode is cdi but the CDI spec {policy.cdi_spec_host_path} "
+            "does not exist; falling back to raw device nodes"
+        )
+    result = scan(policy.device_host_path)
+    decision.devices.extend(result.nodes)
+    decision.warnings.extend(result.problems)
+
+
+def decide(
+    policy: Policy,
+    *,
+    namespace: str,
+    pod_annotations: Mapping[str, str],
+    env: Sequence[str],
+    mount_destinations: Iterable[str],
+    identity: FabricIdentity | None,
+) -> Decision:
+    """The skip, mount and env part of the decision (devices: :func:`plan_devices`)."""
+    reason = skip_reason(policy, namespace, pod_annotations, mount_destinations)
+    if reason is not None:
+        return Decision(skip=reason)
+    return Decision(mount=policy.mount, env=merge_env(policy, env, identity))

@@ -1,0 +1,101 @@
+"""The staged mock device nodes, read from the node's file system.
+
+A container that opts in to devices in raw mode gets exactly what is staged under
+the overlay's ``dev/``: every entry whose name starts with ``nvidia`` and that is
+a character device, with the major, minor, permission bits and owner it has on the
+host (the runtime creates the node in the container from these numbers). Anything
+else (a directory such as ``nvidia-caps-imex-channels``, a regular file, a node
+that vanished between listing and stat) is reported and skipped; the others are
+kept. A missing or empty tree is reported and yields no devices: the overlay and
+env are still injected (fail open), because failing the call would fail the
+user's container.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import Final
+
+DEVICE_NAME_PREFIX: Final = "nvidia"
+CONTAINER_DEV_DIR: Final = "/dev"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceNode:
+    """One character device as NRI's LinuxDevice describes it."""
+
+    path: str
+    major: int
+    minor: int
+    file_mode: int
+    uid: int
+    gid: int
+    type: str = "c"
+
+
+@dataclass(slots=True)
+class DeviceScan:
+    """The device nodes found, and what was wrong with the rest."""
+
+    nodes: list[DeviceNode] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def device_node(host_path: str, container_path: str) -> DeviceNode:
+    """The device at ``host_path``, to appear at ``container_path``.
+
+    Raises ValueError when the path is not a character device and OSError when
+    it cannot be stat'd.
+    """
+    info = os.stat(host_path)
+    if not stat.S_ISCHR(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a character device"
+        raise ValueError(f"{host_path} is {kind}")
+    return DeviceNode(
+        path=container_path,
+        major=os.major(info.st_rdev),
+        minor=os.minor(info.st_rdev),
+        file_mode=stat.S_IMODE(info.st_mode),
+        uid=info.st_uid,
+        gid=info.st_gid,
+    )
+
+
+def scan_device_nodes(host_dir: str) -> DeviceScan:
+    """Every staged ``nvidia*`` character device under ``host_dir``, sorted by name."""
+    scan = DeviceScan()
+    try:
+        entries = sorted(
+            (entry.name, entry.is_dir())
+            for entry in os.scandir(host_dir)
+            if entry.name.startswith(DEVICE_NAME_PREFIX)
+        )
+    except OSError as exc:
+        scan.problems.append(
+            f"cannot read the mock device directory {host_dir} ({exc.strerror}); "
+            "injecting the overlay without device nodes"
+        )
+        return scan
+    names = [name for name, is_dir in entries if not is_dir]
+    if not names:
+        scan.problems.append(
+            f"the mock device directory {host_dir} holds no device nodes; injecting the "
+            "overlay only (has the overlay been staged on this node?)"
+        )
+        return scan
+    for name in names:
+        host_path = os.path.join(host_dir, name)
+        try:
+            scan.nodes.append(device_node(host_path, f"{CONTAINER_DEV_DIR}/{name}"))
+        except ValueError as exc:
+            scan.problems.append(f"skipping device {name}: {exc}")
+        except OSError as exc:
+            scan.problems.append(f"skipping device {name}: cannot stat {host_path}: {exc.strerror}")
+    return scan
+
+
+def cdi_spec_exists(path: str) -> bool:
+    """Whether the CDI spec file is there (checked per container, so late staging works)."""
+    return os.path.isfile(path)

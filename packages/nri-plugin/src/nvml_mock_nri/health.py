@@ -1,0 +1,191 @@
+"""Liveness, readiness and metrics over HTTP, answered from a thread of their own.
+
+NRI fails open: a plugin that is not registered, or that the runtime dropped after
+a timeout, simply stops being called, and containers start without the overlay.
+The probes make that visible. ``/readyz`` is 200 only while the plugin is
+registered, has answered Synchronize, is not wedged and (when a topology service
+is configured) knows its node's identity; otherwise 503 with the reason, so the
+DaemonSet shows the node as not ready instead of lying quietly. ``/healthz`` is 503
+only when wedged: the oldest CreateContainer still being answered is older than
+twice the request timeout the runtime sent in Configure (the runtime has given up
+on it by then). Being unregistered is not a liveness failure; the process exits on
+its own when the runtime connection ends.
+
+The server runs in a thread, not on the event loop that answers the runtime: a
+handler that blocks the loop is exactly the case ``/healthz`` must still report.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Final
+
+from nvml_mock_nri.metrics import Metrics
+from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT
+
+logger = logging.getLogger(__name__)
+
+WEDGE_FACTOR: Final = 2.0
+METRICS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One probe answer: healthy or not, and why."""
+
+    ok: bool
+    reason: str
+
+
+class PluginState:
+    """What the probes read: connection state and in-flight CreateContainer calls.
+
+    Written from the event loop, read from the health thread; a lock keeps the
+    in-flight table consistent. Tokens grow, and Python dicts keep insertion order,
+    so the oldest in-flight call is always the first entry.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._in_flight: dict[int, float] = {}
+        self._tokens = itertools.count()
+        self.registered = False
+        self.synchronized = False
+        self.request_timeout = DEFAULT_REQUEST_TIMEOUT
+        self.identity_check: Callable[[], Verdict] | None = None
+        """Set when a topology service is configured: whether the identity is known."""
+
+    def begin(self) -> int:
+        """Record the start of a call; pass the token to :meth:`end`."""
+        token = next(self._tokens)
+        started = self._clock()
+        with self._lock:
+            self._in_flight[token] = started
+        return token
+
+    def end(self, token: int) -> None:
+        """Record the end of a call."""
+        with self._lock:
+            self._in_flight.pop(token, None)
+
+    def in_flight(self) -> int:
+        """How many calls are being answered."""
+        with self._lock:
+            return len(self._in_flight)
+
+    def oldest_age(self) -> float | None:
+        """Seconds since the oldest in-flight call began, or None when idle."""
+        with self._lock:
+            first = next(iter(self._in_flight.values()), None)
+        return None if first is None else self._clock() - first
+
+    @property
+    def wedge_threshold(self) -> float:
+        """Seconds after which an in-flight call means the plugin is wedged."""
+        return WEDGE_FACTOR * self.request_timeout
+
+    def wedged(self) -> Verdict | None:
+        """A failing verdict when wedged, else None."""
+        age = self.oldest_age()
+        limit = self.wedge_threshold
+        if age is not None and age > limit:
+            return Verdict(
+                False,
+                f"wedged: a container request has been in flight for {age:.1f}s, "
+                f"past the {limit:.1f}s threshold (2 x the runtime's request timeout)",
+            )
+        return None
+
+    def liveness(self) -> Verdict:
+        """The /healthz verdict."""
+        return self.wedged() or Verdict(True, "ok")
+
+    def readiness(self) -> Verdict:
+        """The /readyz verdict, first failing condition first."""
+        if not self.registered:
+            return Verdict(
+                False,
+                "not registered with the container runtime; new containers are not being injected",
+            )
+        if not self.synchronized:
+            return Verdict(False, "registered but the runtime has not synchronized yet")
+        wedged = self.wedged()
+        if wedged is not None:
+            return wedged
+        if self.identity_check is not None:
+            return self.identity_check()
+        return Verdict(True, "ok")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HealthServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            self._send(200, self.server.metrics.render(), METRICS_CONTENT_TYPE)
+            return
+        if path == "/healthz":
+            verdict = self.server.state.liveness()
+        elif path == "/readyz":
+            verdict = self.server.state.readiness()
+        else:
+            self._send(404, b"not found: use /healthz, /readyz or /metrics\n")
+            return
+        self._send(200 if verdict.ok else 503, verdict.reason.encode() + b"\n")
+
+    def _send(self, status: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        logger.debug("health request: " + format, *args)
+
+
+class _HealthServer(ThreadingHTTPServer):
+    daemon_threads = True
+    state: PluginState
+    metrics: Metrics
+
+
+class HealthServer:
+    """The /healthz, /readyz and /metrics listener, bound at construction.
+
+    Binding happens in ``__init__`` so a port clash fails the start (OSError)
+    before the plugin registers with the runtime.
+    """
+
+    def __init__(self, host: str, port: int, state: PluginState, metrics: Metrics) -> None:
+        self._server = _HealthServer((host, port), _Handler)
+        self._server.state = state
+        self._server.metrics = metrics
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="nvml-mock-nri-health", daemon=True
+        )
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound host and port (the port is real even when 0 was asked for)."""
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> None:
+        """Serve in the background."""
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,130 @@
+"""Prometheus metrics of one plugin instance, in a registry of its own.
+
+A registry per instance (not the process-global default) keeps two plugins in
+one test process, or a plugin beside other libraries, from sharing counters.
+The names are the plugin's public monitoring contract and are listed in the
+README; label values are closed sets (the skip reasons, the topology error kinds)
+so the series count stays fixed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from nvml_mock_nri.adjust import SkipReason
+
+PREFIX: Final = "nvml_mock_nri"
+
+TOPOLOGY_ERROR_KINDS: Final = ("connect", "timeout", "http_status", "bad_response")
+
+LATENCY_BUCKETS: Final = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+)
+
+
+class Metrics:
+    """Every series the plugin exports."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.injections = Counter(
+            f"{PREFIX}_injections",
+            "Containers that received the overlay.",
+            registry=self.registry,
+        )
+        self.skips = Counter(
+            f"{PREFIX}_skips",
+            "Containers left untouched, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.device_injections = Counter(
+            f"{PREFIX}_device_injections",
+            "Opted-in containers that received mock devices, by mode (raw, cdi).",
+            ["mode"],
+            registry=self.registry,
+        )
+        self.devices_suppressed = Counter(
+            f"{PREFIX}_devices_suppressed",
+            "Opted-in containers that got no mock devices because they already had NVIDIA ones.",
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            f"{PREFIX}_create_container_errors",
+            "CreateContainer calls that failed inside the plugin.",
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            f"{PREFIX}_create_container_seconds",
+            "Time the plugin spent answering CreateContainer.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.in_flight = Gauge(
+            f"{PREFIX}_create_container_in_flight",
+            "CreateContainer calls being answered now.",
+            registry=self.registry,
+        )
+        self.identity_revision = Gauge(
+            f"{PREFIX}_identity_revision",
+            "Topology revision of the node identity in use (-1 while unknown).",
+            registry=self.registry,
+        )
+        self.identity_known = Gauge(
+            f"{PREFIX}_identity_known",
+            "1 once the topology service has answered for this node (identity or no clique).",
+            registry=self.registry,
+        )
+        self.fabric_member = Gauge(
+            f"{PREFIX}_fabric_member",
+            "1 while the node belongs to a ComputeDomain (fabric env is injected).",
+            registry=self.registry,
+        )
+        self.topology_errors = Counter(
+            f"{PREFIX}_topology_errors",
+            "Failed requests to the topology service, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.registered = Gauge(
+            f"{PREFIX}_registered",
+            "1 while registered with the container runtime and configured.",
+            registry=self.registry,
+        )
+        self.synchronized = Gauge(
+            f"{PREFIX}_synchronized",
+            "1 once the runtime's Synchronize has been answered on this connection.",
+            registry=self.registry,
+        )
+        for reason in SkipReason:
+            self.skips.labels(reason.value)
+        for kind in TOPOLOGY_ERROR_KINDS:
+            self.topology_errors.labels(kind)
+        for mode in ("raw", "cdi"):
+            self.device_injections.labels(mode)
+        self.identity_revision.set(-1)
+        self._skip_children = {reason: self.skips.labels(reason.value) for reason in SkipReason}
+
+    def skip(self, reason: SkipReason) -> None:
+        """Count one skipped container."""
+        self._skip_children[reason].inc()
+
+    def render(self) -> bytes:
+        """The registry in Prometheus text format."""
+        return generate_latest(self.registry)

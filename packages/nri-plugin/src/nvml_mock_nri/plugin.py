@@ -1,0 +1,279 @@
+"""The plugin's NRI behaviour: Configure, Synchronize and CreateContainer.
+
+:class:`Injector` turns a CreateContainerRequest into a ContainerAdjustment with
+the rules of :mod:`nvml_mock_nri.adjust`, keeps the probe state and metrics, and
+logs one line per skipped container. It knows nothing about sockets; the
+connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
+
+A container without the device opt-in costs no I/O at all: the identity is a
+cached attribute and the mount and env are computed from strings. Device look-ups
+(stat of the staged nodes, the CDI spec) run in a daemon thread so that a hung
+file system leaves the event loop free to answer other containers and to notice
+the runtime going away, while the stuck call shows up on ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from nvml_mock_protocol.nri import api_pb2
+
+from nvml_mock_nri import devices as devices_mod
+from nvml_mock_nri.adjust import (
+    Decision,
+    FabricIdentity,
+    Policy,
+    decide,
+    plan_devices,
+    wants_devices,
+)
+from nvml_mock_nri.devices import DeviceScan
+from nvml_mock_nri.errors import ConfigError
+from nvml_mock_nri.health import PluginState
+from nvml_mock_nri.identity import IdentityCache
+from nvml_mock_nri.metrics import Metrics
+from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT, Settings, apply_runtime_config
+
+logger = logging.getLogger(__name__)
+
+EVENT_MASK = 1 << (api_pb2.CREATE_CONTAINER - 1)
+"""Subscribe to CreateContainer only (NRI mask bit ``1 << (event - 1)``, i.e. 0x8)."""
+
+T = TypeVar("T")
+
+
+async def run_in_daemon_thread(function: Callable[[], T]) -> T:
+    """Run blocking ``function`` off the loop in a daemon thread.
+
+    A daemon thread rather than the loop's executor: a call stuck in the kernel
+    (a hung mount) must not keep the process from exiting when the runtime
+    connection ends, and must not use up a shared pool.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def deliver(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        try:
+            result = function()
+        except BaseException as exc:
+            loop.call_soon_threadsafe(deliver, None, exc)
+        else:
+            loop.call_soon_threadsafe(deliver, result, None)
+
+    threading.Thread(target=work, name="nvml-mock-nri-devices", daemon=True).start()
+    return await future
+
+
+class Injector:
+    """Answers the runtime's calls for one plugin instance."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        metrics: Metrics | None = None,
+        state: PluginState | None = None,
+        identity: IdentityCache | None = None,
+        scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
+        cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
+    ) -> None:
+        self.base_settings = settings
+        """Flags, env and defaults; runtime config is applied on top of these."""
+        self.settings = settings
+        self.policy = Policy.from_settings(settings)
+        self.metrics = metrics or Metrics()
+        self.state = state or PluginState()
+        self.identity = identity
+        self._scan = scan
+        self._cdi_spec_exists = cdi_spec_exists
+        self._node = settings.node_name or None
+
+    # -- handshake -----------------------------------------------------------
+
+    def configure(
+        self, config: str, runtime: str, version: str, request_timeout: float | None
+    ) -> int:
+        """Apply the runtime's Configure; returns the event mask.
+
+        Raises ConfigError when the runtime-sent YAML config is unusable; the
+        caller turns that into an error reply, and the runtime drops the plugin.
+        """
+        settings, ignored = apply_runtime_config(self.base_settings, config)
+        for key in ignored:
+            logger.info(
+                "runtime config key %s ignored: a flag or env var sets the same option", key
+            )
+        if settings != self.settings:
+            self.settings = settings
+            self.policy = Policy.from_settings(settings)
+            logger.info("applied the plugin config sent by the runtime")
+        timeout = request_timeout if request_timeout else DEFAULT_REQUEST_TIMEOUT
+        self.state.request_timeout = timeout
+        self.state.registered = True
+        self.metrics.registered.set(1)
+        logger.info(
+            "configured by %s %s: request timeout %.3fs (wedged after %.3fs), events 0x%x",
+            runtime or "runtime",
+            version or "(version unknown)",
+            timeout,
+            self.state.wedge_threshold,
+            EVENT_MASK,
+        )
+        return EVENT_MASK
+
+    def synchronized(self, pods: int, containers: int) -> None:
+        """Record the end of Synchronize (the plugin never changes existing containers)."""
+        self.state.synchronized = True
+        self.metrics.synchronized.set(1)
+        logger.debug(
+            "synchronized with the runtime: %d pods, %d containers already exist "
+            "(existing containers are left as they are)",
+            pods,
+            containers,
+        )
+
+    def disconnected(self) -> None:
+        """Record that the runtime connection is gone."""
+        self.state.registered = False
+        self.state.synchronized = False
+        self.metrics.registered.set(0)
+        self.metrics.synchronized.set(0)
+
+    # -- CreateContainer -----------------------------------------------------
+
+    async def create_container(
+        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> api_pb2.CreateContainerResponse:
+        """The adjustment for one new container; never raises for bad input."""
+        token = self.state.begin()
+        started = time.perf_counter()
+        self.metrics.in_flight.inc()
+        try:
+            return await self._create_container(pod, container)
+        except Exception:
+            self.metrics.errors.inc()
+            logger.exception(
+                "could not compute the adjustment; the container starts without the overlay",
+                extra=self._context(pod, container),
+            )
+            return api_pb2.CreateContainerResponse()
+        finally:
+            self.metrics.in_flight.dec()
+            self.metrics.latency.observe(time.perf_counter() - started)
+            self.state.end(token)
+
+    async def _create_container(
+        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> api_pb2.CreateContainerResponse:
+        policy = self.policy
+        identity: FabricIdentity | None = self.identity.current if self.identity else None
+        decision = decide(
+            policy,
+            namespace=pod.namespace,
+            pod_annotations=pod.annotations,
+            env=container.env,
+            mount_destinations=[m.destination for m in container.mounts],
+            identity=identity,
+        )
+        if decision.skip is not None:
+            self.metrics.skip(decision.skip)
+            logger.info(
+                "not injecting: %s",
+                decision.skip.value.replace("_", " "),
+                extra={**self._context(pod, container), "reason": decision.skip.value},
+            )
+            return api_pb2.CreateContainerResponse()
+        if wants_devices(policy, pod.annotations):
+            device_paths = [d.path for d in container.linux.devices]
+            cdi_names = [d.name for d in container.CDI_devices]
+
+            def plan() -> None:
+                plan_devices(
+                    policy,
+                    decision,
+                    device_paths=device_paths,
+                    cdi_devices=cdi_names,
+                    cdi_spec_exists=self._cdi_spec_exists,
+                    scan=self._scan,
+                )
+
+            await run_in_daemon_thread(plan)
+            self._count_devices(decision)
+        self._report(decision, pod, container)
+        self.metrics.injections.inc()
+        return _response(decision)
+
+    def _count_devices(self, decision: Decision) -> None:
+        if decision.cdi_devices:
+            self.metrics.device_injections.labels("cdi").inc()
+        elif decision.devices:
+            self.metrics.device_injections.labels("raw").inc()
+        elif decision.notes:
+            self.metrics.devices_suppressed.inc()
+
+    def _report(
+        self, decision: Decision, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> None:
+        if decision.warnings or decision.notes:
+            context = self._context(pod, container)
+            for message in decision.warnings:
+                logger.warning(message, extra=context)
+            for message in decision.notes:
+                logger.info(message, extra=context)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "injecting: %d env, %d devices, %d CDI devices",
+                len(decision.env),
+                len(decision.devices),
+                len(decision.cdi_devices),
+                extra=self._context(pod, container),
+            )
+
+    def _context(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> dict[str, object]:
+        return {
+            "node": self._node,
+            "namespace": pod.namespace,
+            "pod": pod.name,
+            "container": container.name,
+        }
+
+
+def _response(decision: Decision) -> api_pb2.CreateContainerResponse:
+    response = api_pb2.CreateContainerResponse()
+    adjust = response.adjust
+    mount = decision.mount
+    if mount is not None:
+        adjust.mounts.add(
+            destination=mount.destination,
+            type=mount.type,
+            source=mount.source,
+            options=mount.options,
+        )
+    for key, value in decision.env:
+        adjust.env.add(key=key, value=value)
+    for node in decision.devices:
+        device = adjust.linux.devices.add(
+            path=node.path, type=node.type, major=node.major, minor=node.minor
+        )
+        device.file_mode.value = node.file_mode
+        device.uid.value = node.uid
+        device.gid.value = node.gid
+    for name in decision.cdi_devices:
+        adjust.CDI_devices.add(name=name)
+    return response
+
+
+__all__ = ["EVENT_MASK", "ConfigError", "Injector", "run_in_daemon_thread"]

@@ -1,0 +1,239 @@
+"""One plugin process: health endpoints, identity watch and the runtime session.
+
+Lifecycle, and why:
+
+1. The health listener binds first, so a port clash fails the start (exit 3)
+   before anything is registered.
+2. The identity watch starts in the background; registration never waits for
+   the topology service (containers are injected without fabric identity until
+   it answers, and ``/readyz`` says so).
+3. The plugin connects to the runtime's NRI socket, registers, and serves
+   Configure, Synchronize and CreateContainer.
+4. The session ends one of two ways. SIGTERM/SIGINT: the plugin closes its
+   socket (the clean NRI shutdown) and exits 0. The runtime going away
+   (containerd restarted, or it dropped the plugin after a timeout): the plugin
+   logs it and exits 1 at once. It does not reconnect in-process: a restarted
+   pod re-registers with fresh state, kubelet's restart counter and back-off
+   make a flapping runtime visible, and a plugin that silently stopped being
+   called (NRI fails open) cannot hide behind a reconnect loop. This is the
+   reference plugin's choice too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+
+from nvml_mock_protocol import names
+from nvml_mock_protocol.nri import api_pb2
+from nvml_mock_protocol.nri.errors import RegistrationError, TtrpcError
+from nvml_mock_protocol.nri.events import Event
+from nvml_mock_protocol.nri.stub import Disconnect, Plugin, RuntimeInfo, Stub
+from nvml_mock_protocol.nri.ttrpc import Code
+
+from nvml_mock_nri import devices as devices_mod
+from nvml_mock_nri.devices import DeviceScan
+from nvml_mock_nri.errors import ConfigError
+from nvml_mock_nri.health import HealthServer, PluginState
+from nvml_mock_nri.identity import IdentityCache, IdentityWatcher
+from nvml_mock_nri.metrics import Metrics
+from nvml_mock_nri.plugin import Injector
+from nvml_mock_nri.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+EXIT_CONFIG = 3
+
+
+class NriAdapter(Plugin):
+    """The stub's view of the plugin: NRI calls delegated to an :class:`Injector`."""
+
+    events = frozenset({Event.CREATE_CONTAINER})
+
+    def __init__(self, injector: Injector) -> None:
+        self.injector = injector
+        self.config_error: ConfigError | None = None
+
+    async def configure(self, runtime: RuntimeInfo) -> int:
+        try:
+            return self.injector.configure(
+                runtime.config,
+                runtime.runtime_name,
+                runtime.runtime_version,
+                runtime.request_timeout,
+            )
+        except ConfigError as exc:
+            self.config_error = exc
+            logger.error("the plugin config sent by the runtime is unusable: %s", exc)
+            message = f"nvml-mock: bad plugin config: {exc}"
+            raise TtrpcError(Code.INVALID_ARGUMENT, message) from None
+
+    async def synchronize(
+        self, pods: list[api_pb2.PodSandbox], containers: list[api_pb2.Container]
+    ) -> Iterable[api_pb2.ContainerUpdate] | None:
+        self.injector.synchronized(len(pods), len(containers))
+        return None
+
+    async def create_container(
+        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> api_pb2.CreateContainerResponse:
+        return await self.injector.create_container(pod, container)
+
+
+class PluginService:
+    """Everything one plugin process runs; :meth:`run` returns the exit code."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        environ: Mapping[str, str] | None = None,
+        scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
+        cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
+    ) -> None:
+        self.settings = settings
+        self._environ = os.environ if environ is None else environ
+        self.metrics = Metrics()
+        self.state = PluginState()
+        self.identity: IdentityCache | None = None
+        if settings.topology_url:
+            self.identity = IdentityCache(settings.topology_url, self.metrics)
+            self.state.identity_check = self.identity.readiness
+        self.injector = Injector(
+            settings,
+            metrics=self.metrics,
+            state=self.state,
+            identity=self.identity,
+            scan=scan,
+            cdi_spec_exists=cdi_spec_exists,
+        )
+        self.adapter = NriAdapter(self.injector)
+        self.health: HealthServer | None = None
+        self.watcher: IdentityWatcher | None = None
+        self.stub: Stub | None = None
+        self.started = asyncio.Event()
+        """Set once registered with the runtime."""
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to close the session and return 0 (safe from any thread)."""
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+
+    async def run(self) -> int:
+        """Serve until stopped (0), the runtime goes away (1) or the start fails (1/3)."""
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        endpoint = self.settings.health_endpoint
+        if endpoint is not None:
+            try:
+                self.health = HealthServer(*endpoint, self.state, self.metrics)
+            except OSError as exc:
+                logger.error(
+                    "cannot listen for health checks on %s (--health-addr): %s",
+                    self.settings.health_addr,
+                    exc.strerror or exc,
+                )
+                return EXIT_CONFIG
+            self.health.start()
+            host, port = self.health.address
+            logger.info("health endpoints listening on http://%s:%d", host, port)
+        watch_task: asyncio.Task[None] | None = None
+        try:
+            if self.identity is not None:
+                self.watcher = IdentityWatcher(
+                    self.identity,
+                    self.settings.node_name,
+                    watch_seconds=self.settings.topology_watch_seconds,
+                    timeout=self.settings.topology_timeout,
+                    backoff_max=self.settings.topology_backoff_max,
+                )
+                watch_task = asyncio.create_task(self.watcher.run(), name="identity watch")
+            return await self._session()
+        finally:
+            if watch_task is not None:
+                watch_task.cancel()
+                await asyncio.gather(watch_task, return_exceptions=True)
+            if self.health is not None:
+                self.health.close()
+
+    def _make_stub(self) -> Stub:
+        environ = {
+            key: self._environ[key]
+            for key in (names.ENV_NRI_PLUGIN_SOCKET,)
+            if self._environ.get(key)
+        }
+        return Stub.from_environment(
+            self.adapter,
+            name=self.settings.plugin_name,
+            index=self.settings.plugin_index,
+            socket_path=self.settings.socket_path,
+            environ=environ,
+        )
+
+    async def _session(self) -> int:
+        assert self._stop is not None
+        settings = self.settings
+        try:
+            stub = self.stub = self._make_stub()
+        except ValueError as exc:
+            logger.error("cannot use the runtime-provided socket: %s", exc)
+            return EXIT_CONFIG
+        where = (
+            f"fd {self._environ[names.ENV_NRI_PLUGIN_SOCKET]}"
+            if self._environ.get(names.ENV_NRI_PLUGIN_SOCKET)
+            else settings.socket_path
+        )
+        logger.info(
+            "nvml-mock-nri: registering plugin %s/%s on %s",
+            stub.index,
+            stub.name,
+            where,
+        )
+        try:
+            await stub.start()
+        except OSError as exc:
+            logger.error(
+                "cannot connect to the NRI socket %s: %s (is NRI enabled in the container "
+                "runtime?); exiting",
+                where,
+                exc.strerror or exc,
+            )
+            return EXIT_RUNTIME
+        except RegistrationError as exc:
+            logger.error("the runtime refused the registration: %s; exiting", exc)
+            return EXIT_RUNTIME
+        self.started.set()
+        stopped = asyncio.ensure_future(self._stop.wait())
+        closed = asyncio.ensure_future(stub.wait_closed())
+        try:
+            await asyncio.wait({stopped, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if closed.done():
+            return self._lost(closed.result())
+        closed.cancel()
+        logger.info("stopping: closing the NRI connection")
+        await stub.close()
+        self.injector.disconnected()
+        return EXIT_OK
+
+    def _lost(self, disconnect: Disconnect) -> int:
+        self.injector.disconnected()
+        if self.adapter.config_error is not None:
+            logger.error(
+                "the runtime dropped the plugin after its config was refused (%s); exiting",
+                self.adapter.config_error,
+            )
+            return EXIT_CONFIG
+        logger.error(
+            "lost the connection to the container runtime (%s); new containers are no "
+            "longer injected; exiting so that the pod restarts and registers again",
+            disconnect.reason,
+        )
+        return EXIT_RUNTIME
