@@ -7,12 +7,15 @@ reads whichever library a real client of that node would read, mock or real.
 Fabric info is asked for through ``nvmlDeviceGetGpuFabricInfoV`` with the v3
 version word, then v2 when the library refuses v3's version, and through the
 older ``nvmlDeviceGetGpuFabricInfo`` (v1) when the versioned entry point is
-missing or refuses both. ``NVML_ERROR_NOT_SUPPORTED`` means "this GPU has no
+missing or refuses both. The binding passes the struct argument through as
+given, so it goes by reference (``ctypes.byref``): a bare struct would be
+copied onto the stack by value. ``NVML_ERROR_NOT_SUPPORTED`` means "this GPU has no
 fabric"; every other error stops the run with the call and GPU named.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 from types import TracebackType
@@ -154,7 +157,7 @@ class FabricReader:
     def _call(api: str, handle: Any) -> FabricInfo:
         if api == "v1":
             v1 = pynvml.c_nvmlGpuFabricInfo_t()
-            pynvml.nvmlDeviceGetGpuFabricInfo(handle, v1)
+            pynvml.nvmlDeviceGetGpuFabricInfo(handle, ctypes.byref(v1))
             return FabricInfo(
                 format_cluster_uuid(bytes(v1.clusterUuid)),
                 int(v1.cliqueId),
@@ -168,8 +171,8 @@ class FabricReader:
         call = getattr(pynvml, "nvmlDeviceGetGpuFabricInfoV", None)
         if struct is None or call is None:
             raise _UnavailableError(api)
-        info = struct()
-        call(handle, info)
+        info = struct()  # sets the version word
+        call(handle, ctypes.byref(info))
         return FabricInfo(
             format_cluster_uuid(bytes(info.clusterUuid)),
             int(info.cliqueId),
