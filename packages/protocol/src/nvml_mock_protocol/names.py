@@ -49,6 +49,12 @@ CDI_SPEC_HOST_PATH: Final = "/var/run/cdi/nvml-mock-nri.yaml"
 NRI_PLUGIN_NAME: Final = "nvml-mock"
 NRI_PLUGIN_INDEX: Final = "10"
 NRI_SOCKET_PATH: Final = "/var/run/nri/nri.sock"
+ENV_NRI_PLUGIN_SOCKET: Final = "NRI_PLUGIN_SOCKET"
+"""Set by a runtime that launches the plugin: the inherited socket's fd (always ``3``)."""
+ENV_NRI_PLUGIN_NAME: Final = "NRI_PLUGIN_NAME"
+"""Set by a runtime that launches the plugin: the name part of ``NN-name``."""
+ENV_NRI_PLUGIN_IDX: Final = "NRI_PLUGIN_IDX"
+"""Set by a runtime that launches the plugin: the two-digit index part of ``NN-name``."""
 EXCLUDED_NAMESPACES: Final = ("kube-system",)
 """Always excluded; the release namespace is added by the deployment."""
 

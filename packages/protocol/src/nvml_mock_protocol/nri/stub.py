@@ -1,0 +1,496 @@
+"""The plugin side of NRI: connect, register, and serve the runtime's calls.
+
+An NRI plugin is written as a subclass of :class:`Plugin` that overrides the
+events it cares about; :class:`Stub` does everything else: it connects to the
+runtime's socket (or uses the socket inherited as fd 3 when the runtime
+launched the plugin), registers with name and index, answers Configure with
+the event mask, reassembles split Synchronize requests, dispatches events,
+answers UNIMPLEMENTED for anything it does not know (so v0.12+ runtimes fall
+back to StateChange), and reports the disconnect that ends every session.
+
+Sketch::
+
+    class Injector(Plugin):
+        async def create_container(self, pod, container):
+            return api.ContainerAdjustment(env=[api.KeyValue(key="A", value="1")])
+
+    stub = Stub(Injector(), name="nvml-mock", index="10")
+    disconnect = await stub.run()   # returns when the runtime goes away
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import socket
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from os import PathLike
+from typing import Any, ClassVar
+
+from nvml_mock_protocol import names
+from nvml_mock_protocol.nri import api_pb2 as api
+from nvml_mock_protocol.nri.connection import (
+    CallContext,
+    Handler,
+    NriConnection,
+    open_connection,
+)
+from nvml_mock_protocol.nri.errors import ConnectionClosedError, RegistrationError, TtrpcError
+from nvml_mock_protocol.nri.events import (
+    STATE_CHANGE_EVENTS,
+    VALID_EVENTS_V0_8,
+    Event,
+    event_mask,
+)
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
+RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
+DEFAULT_REGISTRATION_TIMEOUT = 5.0
+"""Seconds to wait for the RegisterPlugin reply (containerd's registration timeout)."""
+
+_PLUGIN_NAME = re.compile(r"[A-Za-z0-9_.+-]+")
+_PLUGIN_INDEX = re.compile(r"[0-9]{2}")
+
+
+def check_plugin_identity(name: str, index: str) -> None:
+    """Raise :class:`ValueError` naming the problem if containerd would refuse the pair."""
+    if not _PLUGIN_NAME.fullmatch(name):
+        raise ValueError(f"invalid plugin name {name!r}: use letters, digits and _.+-")
+    if not _PLUGIN_INDEX.fullmatch(index):
+        raise ValueError(f"invalid plugin index {index!r}: must be exactly two digits")
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeInfo:
+    """What the runtime told the plugin in Configure."""
+
+    config: str
+    """Plugin configuration text from the runtime; empty for external plugins."""
+    runtime_name: str
+    runtime_version: str
+    registration_timeout: float | None
+    """Seconds; ``None`` when the runtime did not send it (NRI before v0.7)."""
+    request_timeout: float | None
+    """Seconds every call may take before the runtime drops the plugin; ``None`` if not sent."""
+    nri_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    """How a plugin's session with the runtime ended."""
+
+    reason: str
+    by_runtime: bool
+    """True when the runtime (or the socket) ended it, False after :meth:`Stub.close`."""
+
+
+class Plugin:
+    """Base class of NRI plugins: override the events you handle.
+
+    Every method has a harmless default. When :meth:`configure` returns
+    ``None`` the subscription is derived from the methods a subclass
+    overrides (or taken from :attr:`events` when set). A handler that raises
+    fails the runtime's operation (status UNKNOWN, or the code of a raised
+    :class:`TtrpcError`); a handler slower than
+    :attr:`RuntimeInfo.request_timeout` gets the plugin dropped by the runtime.
+    """
+
+    events: ClassVar[frozenset[Event] | None] = None
+    """Explicit subscription; ``None`` derives it from the overridden methods."""
+
+    async def configure(self, runtime: RuntimeInfo) -> Iterable[Event] | int | None:
+        """Handle Configure; return the events (or a raw mask) to subscribe to."""
+        return None
+
+    async def synchronize(
+        self, pods: list[api.PodSandbox], containers: list[api.Container]
+    ) -> Iterable[api.ContainerUpdate] | None:
+        """Receive every existing pod and container (split parts already joined)."""
+        return None
+
+    async def create_container(
+        self, pod: api.PodSandbox, container: api.Container
+    ) -> api.ContainerAdjustment | api.CreateContainerResponse | None:
+        """Adjust a container being created; ``None`` leaves it unchanged."""
+        return None
+
+    async def update_container(
+        self, pod: api.PodSandbox, container: api.Container, resources: api.LinuxResources
+    ) -> Iterable[api.ContainerUpdate] | api.UpdateContainerResponse | None:
+        """React to a resource update of a container."""
+        return None
+
+    async def stop_container(
+        self, pod: api.PodSandbox, container: api.Container
+    ) -> Iterable[api.ContainerUpdate] | None:
+        """React to a container being stopped."""
+        return None
+
+    async def state_change(
+        self, event: Event, pod: api.PodSandbox, container: api.Container | None
+    ) -> None:
+        """Receive a notification-only event (``container`` is None for pod events)."""
+        return None
+
+    async def shutdown(self) -> None:
+        """Handle the runtime's Shutdown call (containerd never sends it)."""
+        return None
+
+    def default_events(self) -> frozenset[Event]:
+        """The subscription used when :meth:`configure` returns ``None``."""
+        if self.events is not None:
+            return self.events
+        cls = type(self)
+        chosen: set[Event] = set()
+        if cls.create_container is not Plugin.create_container:
+            chosen.add(Event.CREATE_CONTAINER)
+        if cls.update_container is not Plugin.update_container:
+            chosen.add(Event.UPDATE_CONTAINER)
+        if cls.stop_container is not Plugin.stop_container:
+            chosen.add(Event.STOP_CONTAINER)
+        if cls.state_change is not Plugin.state_change:
+            # Only the events every supported containerd accepts.
+            chosen.update(e for e in STATE_CHANGE_EVENTS if e.bit & VALID_EVENTS_V0_8)
+        return frozenset(chosen)
+
+
+class Stub:
+    """Runs one :class:`Plugin` against one NRI runtime connection.
+
+    Exactly one of ``socket_path`` (dial it) or ``sock`` (an already connected
+    socket, e.g. the runtime-launched plugin's fd 3) is used; ``sock`` wins.
+    Use :meth:`from_environment` to honour ``NRI_PLUGIN_SOCKET``,
+    ``NRI_PLUGIN_NAME`` and ``NRI_PLUGIN_IDX`` as the Go stub does.
+    """
+
+    def __init__(
+        self,
+        plugin: Plugin,
+        *,
+        name: str = names.NRI_PLUGIN_NAME,
+        index: str = names.NRI_PLUGIN_INDEX,
+        socket_path: str | PathLike[str] = names.NRI_SOCKET_PATH,
+        sock: socket.socket | None = None,
+        registration_timeout: float = DEFAULT_REGISTRATION_TIMEOUT,
+        on_disconnect: Callable[[Disconnect], object] | None = None,
+    ) -> None:
+        check_plugin_identity(name, index)
+        self.plugin = plugin
+        self.name = name
+        self.index = index
+        self.socket_path = os.fspath(socket_path)
+        self._sock = sock
+        self._registration_timeout = registration_timeout
+        self._on_disconnect = on_disconnect
+        self._connection: NriConnection | None = None
+        self._runtime: RuntimeInfo | None = None
+        self._events = 0
+        self._registered = False
+        self._closing = False
+        self._sync_pods: list[api.PodSandbox] = []
+        self._sync_containers: list[api.Container] = []
+        self._synchronized: asyncio.Event | None = None
+        self._disconnect: asyncio.Future[Disconnect] | None = None
+
+    @classmethod
+    def from_environment(
+        cls,
+        plugin: Plugin,
+        *,
+        name: str = names.NRI_PLUGIN_NAME,
+        index: str = names.NRI_PLUGIN_INDEX,
+        socket_path: str | PathLike[str] = names.NRI_SOCKET_PATH,
+        environ: Mapping[str, str] | None = None,
+        registration_timeout: float = DEFAULT_REGISTRATION_TIMEOUT,
+        on_disconnect: Callable[[Disconnect], object] | None = None,
+    ) -> Stub:
+        """Build a stub the way a runtime-launched plugin must.
+
+        ``NRI_PLUGIN_SOCKET`` (an fd number) replaces ``socket_path``;
+        ``NRI_PLUGIN_NAME`` / ``NRI_PLUGIN_IDX`` replace ``name`` / ``index``.
+        Raises :class:`ValueError` naming the variable when a value is unusable.
+        """
+        env = os.environ if environ is None else environ
+        sock = None
+        raw_fd = env.get(names.ENV_NRI_PLUGIN_SOCKET)
+        if raw_fd:
+            try:
+                fd = int(raw_fd)
+            except ValueError:
+                raise ValueError(
+                    f"{names.ENV_NRI_PLUGIN_SOCKET}={raw_fd!r} is not a file descriptor number"
+                ) from None
+            try:
+                sock = socket.socket(fileno=fd)
+            except OSError as exc:
+                raise ValueError(
+                    f"{names.ENV_NRI_PLUGIN_SOCKET}={raw_fd!r} is not a usable socket: {exc}"
+                ) from None
+        return cls(
+            plugin,
+            name=env.get(names.ENV_NRI_PLUGIN_NAME) or name,
+            index=env.get(names.ENV_NRI_PLUGIN_IDX) or index,
+            socket_path=socket_path,
+            sock=sock,
+            registration_timeout=registration_timeout,
+            on_disconnect=on_disconnect,
+        )
+
+    # -- state -------------------------------------------------------------
+
+    @property
+    def plugin_id(self) -> str:
+        """``NN-name``, as the runtime names the plugin in its logs."""
+        return f"{self.index}-{self.name}"
+
+    @property
+    def runtime(self) -> RuntimeInfo | None:
+        """What Configure carried; ``None`` before Configure."""
+        return self._runtime
+
+    @property
+    def request_timeout(self) -> float | None:
+        """Seconds the runtime allows each call; ``None`` before Configure or if not sent."""
+        return self._runtime.request_timeout if self._runtime else None
+
+    @property
+    def events(self) -> int:
+        """The subscription mask sent in the ConfigureResponse (0 before Configure)."""
+        return self._events
+
+    @property
+    def registered(self) -> bool:
+        return self._registered
+
+    @property
+    def synchronized(self) -> bool:
+        """True once the final part of Synchronize has been answered."""
+        return self._synchronized is not None and self._synchronized.is_set()
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None and not self._connection.closed
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and register; return once the runtime accepted the registration.
+
+        Raises :class:`OSError` when the socket cannot be reached and
+        :class:`RegistrationError` when the runtime refuses or does not answer.
+        Configure and Synchronize are served as they arrive (they may come
+        before the registration reply); await :meth:`wait_synchronized` to
+        know the handshake is complete.
+        """
+        if self._connection is not None:
+            raise RuntimeError("stub already started; create a new Stub to reconnect")
+        loop = asyncio.get_running_loop()
+        self._synchronized = asyncio.Event()
+        self._disconnect = loop.create_future()
+        label = f"plugin {self.plugin_id}"
+        services = {PLUGIN_SERVICE: self._service_table()}
+        factory = lambda: NriConnection.plugin_side(services, label)  # noqa: E731
+        if self._sock is not None:
+            connection = await open_connection(factory, sock=self._sock)
+        else:
+            connection = await open_connection(factory, path=self.socket_path)
+        self._connection = connection
+        connection.add_close_callback(self._on_closed)
+        request = api.RegisterPluginRequest(plugin_name=self.name, plugin_idx=self.index)
+        try:
+            await connection.call(
+                RUNTIME_SERVICE,
+                "RegisterPlugin",
+                request.SerializeToString(),
+                timeout=self._registration_timeout,
+            )
+        except (TtrpcError, ConnectionClosedError) as exc:
+            connection.close(f"registration failed: {exc}")
+            raise RegistrationError(f"{self.plugin_id}: registration failed: {exc}") from exc
+        self._registered = True
+        logger.info("registered with the runtime as %s", self.plugin_id)
+
+    async def wait_synchronized(self, timeout: float | None = None) -> None:
+        """Wait until the handshake (Configure + Synchronize) is complete.
+
+        Raises :class:`ConnectionClosedError` if the connection ends first and
+        :class:`TimeoutError` after ``timeout`` seconds.
+        """
+        if self._synchronized is None or self._disconnect is None:
+            raise RuntimeError("stub not started")
+        sync = asyncio.ensure_future(self._synchronized.wait())
+        try:
+            waiters: set[asyncio.Future[Any]] = {sync, self._disconnect}
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sync.cancel()
+        if self._synchronized.is_set():
+            return
+        if self._disconnect.done():
+            raise ConnectionClosedError(
+                f"disconnected before synchronize: {self._disconnect.result().reason}"
+            )
+        raise TimeoutError(f"no Synchronize from the runtime within {timeout}s")
+
+    async def wait_closed(self) -> Disconnect:
+        """Wait for the session to end; return how it ended."""
+        if self._disconnect is None:
+            raise RuntimeError("stub not started")
+        return await asyncio.shield(self._disconnect)
+
+    async def run(self) -> Disconnect:
+        """:meth:`start`, then :meth:`wait_closed`."""
+        await self.start()
+        return await self.wait_closed()
+
+    async def close(self) -> Disconnect | None:
+        """Close the connection (the plugin's clean shutdown) and wait for it."""
+        if self._connection is None:
+            return None
+        self._closing = True
+        self._connection.close("plugin closed the connection")
+        return await self.wait_closed()
+
+    async def __aenter__(self) -> Stub:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def update_containers(
+        self,
+        updates: Iterable[api.ContainerUpdate],
+        evictions: Iterable[api.ContainerEviction] = (),
+        *,
+        timeout: float | None = None,
+    ) -> list[api.ContainerUpdate]:
+        """Ask the runtime for unsolicited updates; return those that failed."""
+        if self._connection is None or not self._registered:
+            raise RuntimeError("stub not registered")
+        request = api.UpdateContainersRequest(update=list(updates), evict=list(evictions))
+        payload = await self._connection.call(
+            RUNTIME_SERVICE,
+            "UpdateContainers",
+            request.SerializeToString(),
+            timeout=timeout if timeout is not None else self.request_timeout,
+        )
+        return list(api.UpdateContainersResponse.FromString(payload).failed)
+
+    def _on_closed(self, reason: str) -> None:
+        disconnect = Disconnect(reason=reason, by_runtime=not self._closing)
+        if disconnect.by_runtime:
+            logger.warning("%s: disconnected from the runtime: %s", self.plugin_id, reason)
+        else:
+            logger.info("%s: connection closed", self.plugin_id)
+        if self._disconnect is not None and not self._disconnect.done():
+            self._disconnect.set_result(disconnect)
+        if self._on_disconnect is not None:
+            try:
+                self._on_disconnect(disconnect)
+            except Exception:
+                logger.exception("%s: on_disconnect callback failed", self.plugin_id)
+
+    # -- served methods ----------------------------------------------------
+
+    def _service_table(self) -> dict[str, Handler]:
+        return {
+            "Configure": self._configure,
+            "Synchronize": self._synchronize,
+            "CreateContainer": self._create_container,
+            "UpdateContainer": self._update_container,
+            "StopContainer": self._stop_container,
+            "StateChange": self._state_change,
+            "Shutdown": self._shutdown,
+        }
+
+    async def _configure(self, payload: bytes, context: CallContext) -> bytes:
+        request = api.ConfigureRequest.FromString(payload)
+        info = RuntimeInfo(
+            config=request.config,
+            runtime_name=request.runtime_name,
+            runtime_version=request.runtime_version,
+            registration_timeout=(
+                request.registration_timeout / 1000 if request.registration_timeout else None
+            ),
+            request_timeout=request.request_timeout / 1000 if request.request_timeout else None,
+            nri_version=request.NRI_version,
+        )
+        self._runtime = info
+        chosen = await self.plugin.configure(info)
+        if chosen is None:
+            chosen = self.plugin.default_events()
+        mask = chosen if isinstance(chosen, int) else event_mask(chosen)
+        if mask == 0:
+            raise TtrpcError(2, f"plugin {self.plugin_id} subscribes to no event")
+        self._events = mask
+        logger.info(
+            "%s: configured by %s %s (request timeout %ss), events 0x%x",
+            self.plugin_id,
+            info.runtime_name,
+            info.runtime_version,
+            info.request_timeout,
+            mask,
+        )
+        return api.ConfigureResponse(events=mask).SerializeToString()
+
+    async def _synchronize(self, payload: bytes, context: CallContext) -> bytes:
+        request = api.SynchronizeRequest.FromString(payload)
+        self._sync_pods.extend(request.pods)
+        self._sync_containers.extend(request.containers)
+        if request.more:
+            return api.SynchronizeResponse(more=True).SerializeToString()
+        pods, self._sync_pods = self._sync_pods, []
+        containers, self._sync_containers = self._sync_containers, []
+        updates = await self.plugin.synchronize(pods, containers)
+        if self._synchronized is not None:
+            self._synchronized.set()
+        logger.info(
+            "%s: synchronized (%d pods, %d containers)", self.plugin_id, len(pods), len(containers)
+        )
+        return api.SynchronizeResponse(update=list(updates or ())).SerializeToString()
+
+    async def _create_container(self, payload: bytes, context: CallContext) -> bytes:
+        request = api.CreateContainerRequest.FromString(payload)
+        result = await self.plugin.create_container(request.pod, request.container)
+        if result is None:
+            return b""
+        if isinstance(result, api.ContainerAdjustment):
+            return api.CreateContainerResponse(adjust=result).SerializeToString()
+        return result.SerializeToString()
+
+    async def _update_container(self, payload: bytes, context: CallContext) -> bytes:
+        request = api.UpdateContainerRequest.FromString(payload)
+        result = await self.plugin.update_container(
+            request.pod, request.container, request.linux_resources
+        )
+        if result is None:
+            return b""
+        if isinstance(result, api.UpdateContainerResponse):
+            return result.SerializeToString()
+        return api.UpdateContainerResponse(update=list(result)).SerializeToString()
+
+    async def _stop_container(self, payload: bytes, context: CallContext) -> bytes:
+        request = api.StopContainerRequest.FromString(payload)
+        result = await self.plugin.stop_container(request.pod, request.container)
+        return api.StopContainerResponse(update=list(result or ())).SerializeToString()
+
+    async def _state_change(self, payload: bytes, context: CallContext) -> bytes:
+        request = api.StateChangeEvent.FromString(payload)
+        try:
+            event = Event(request.event)
+        except ValueError:
+            logger.debug("%s: ignoring unknown event %d", self.plugin_id, request.event)
+            return b""
+        container = request.container if request.HasField("container") else None
+        await self.plugin.state_change(event, request.pod, container)
+        return b""
+
+    async def _shutdown(self, payload: bytes, context: CallContext) -> bytes:
+        await self.plugin.shutdown()
+        return b""

@@ -1,0 +1,259 @@
+"""A plugin built on the stub against the runtime double over a real unix socket."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+
+import pytest
+from nvml_mock_protocol.nri import (
+    AdjustmentConflictError,
+    Disconnect,
+    Event,
+    Plugin,
+    PluginError,
+    RegistrationError,
+    RuntimeDouble,
+    RuntimeInfo,
+    Stub,
+    TtrpcError,
+)
+from nvml_mock_protocol.nri import api_pb2 as api
+
+
+def make_pod(name: str = "pod-a", namespace: str = "default") -> api.PodSandbox:
+    return api.PodSandbox(
+        id=f"sandbox-{name}",
+        name=name,
+        uid=f"uid-{name}",
+        namespace=namespace,
+        labels={"app": name},
+        annotations={"nvml-mock.nvidia.com/devices": "true"},
+    )
+
+
+def make_container(name: str = "main", pod: api.PodSandbox | None = None) -> api.Container:
+    pod = pod or make_pod()
+    return api.Container(
+        id=f"ctr-{name}",
+        pod_sandbox_id=pod.id,
+        name=name,
+        env=["PATH=/usr/bin", "HOME=/root"],
+        mounts=[api.Mount(destination="/etc/hosts", type="bind", source="/h", options=["ro"])],
+    )
+
+
+class Recorder(Plugin):
+    """Injects env, a mount and a device; records what it was told."""
+
+    def __init__(self, env_value: str = "bar", padding: int = 0) -> None:
+        self.runtime: RuntimeInfo | None = None
+        self.synced: tuple[list[str], list[str]] | None = None
+        self.created: list[tuple[str, str, list[str]]] = []
+        self.env_value = env_value
+        self.padding = padding
+
+    async def configure(self, runtime: RuntimeInfo) -> list[Event]:
+        self.runtime = runtime
+        return [Event.CREATE_CONTAINER]
+
+    async def synchronize(
+        self, pods: list[api.PodSandbox], containers: list[api.Container]
+    ) -> None:
+        self.synced = ([p.id for p in pods], [c.id for c in containers])
+
+    async def create_container(
+        self, pod: api.PodSandbox, container: api.Container
+    ) -> api.ContainerAdjustment:
+        self.created.append((pod.namespace, container.name, list(container.env)))
+        adjust = api.ContainerAdjustment(
+            env=[api.KeyValue(key="FOO", value=self.env_value)],
+            mounts=[
+                api.Mount(
+                    destination="/data", type="bind", source="/srv/data", options=["rbind", "ro"]
+                )
+            ],
+        )
+        adjust.linux.devices.add(
+            path="/dev/fuse", type="c", major=10, minor=229
+        ).file_mode.value = 0o666
+        if self.padding:
+            adjust.annotations["padding"] = "x" * self.padding
+        return adjust
+
+
+async def test_full_session_over_unix_socket(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    async with RuntimeDouble(
+        path, request_timeout=1.5, plugin_config={"10-recorder": "key: value"}
+    ) as runtime:
+        pod = make_pod()
+        runtime.add_pod(pod)
+        runtime.add_container(make_container("existing", pod))
+        disconnects: list[Disconnect] = []
+        plugin = Recorder()
+        stub = Stub(
+            plugin, name="recorder", index="10", socket_path=path, on_disconnect=disconnects.append
+        )
+        await stub.start()
+        await stub.wait_synchronized(timeout=5)
+        assert stub.registered and stub.synchronized
+        assert stub.request_timeout == 1.5
+        assert stub.events == Event.CREATE_CONTAINER.bit == 0x8
+        assert plugin.runtime is not None
+        assert plugin.runtime.config == "key: value"
+        assert plugin.runtime.runtime_name == "nvml-mock-runtime-double"
+        assert plugin.runtime.registration_timeout == 5.0
+        assert plugin.synced == (["sandbox-pod-a"], ["ctr-existing"])
+        (handle,) = await runtime.wait_for_plugins(1)
+        assert handle.id == "10-recorder" and handle.events == 0x8
+
+        result = await runtime.create_container(pod, make_container("main", pod))
+        assert result.consulted == ("10-recorder",)
+        assert result.env() == {"PATH": "/usr/bin", "HOME": "/root", "FOO": "bar"}
+        assert [m.destination for m in result.container.mounts] == ["/etc/hosts", "/data"]
+        (device,) = result.container.linux.devices
+        assert (device.path, device.major, device.minor, device.file_mode.value) == (
+            "/dev/fuse",
+            10,
+            229,
+            0o666,
+        )
+        assert plugin.created == [("default", "main", ["PATH=/usr/bin", "HOME=/root"])]
+
+        # Notification events the plugin did not subscribe to are not sent.
+        await runtime.state_change(Event.START_CONTAINER, pod, result.container)
+
+        disconnect = await stub.close()
+        assert disconnect == Disconnect("plugin closed the connection", by_runtime=False)
+        assert disconnects == [disconnect]
+        await asyncio.wait_for(_until(lambda: not runtime.plugins), 5)
+
+
+async def test_reply_over_4kib_is_split_into_small_frames(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    async with RuntimeDouble(path) as runtime:
+        stub = Stub(Recorder(padding=20_000), name="big", index="20", socket_path=path)
+        async with stub:
+            await runtime.wait_for_plugins(1)
+            frames: list[int] = []
+            original = stub._connection.write_frames  # type: ignore[union-attr]
+
+            def spy(conn_id: int, data: bytes) -> None:
+                frames.append(len(data))
+                original(conn_id, data)
+
+            stub._connection.write_frames = spy  # type: ignore[union-attr,method-assign]
+            result = await runtime.create_container(make_pod(), make_container())
+            assert result.container.annotations["padding"] == "x" * 20_000
+            assert frames and frames[0] > 20_000
+
+
+async def test_runtime_drops_a_plugin_that_misses_the_deadline(
+    sock_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Slow(Recorder):
+        async def create_container(
+            self, pod: api.PodSandbox, container: api.Container
+        ) -> api.ContainerAdjustment:
+            await asyncio.sleep(2)
+            return await super().create_container(pod, container)
+
+    path = sock_dir / "nri.sock"
+    async with RuntimeDouble(path, request_timeout=0.3) as runtime:
+        fast = Stub(Recorder(env_value="fast"), name="fast", index="20", socket_path=path)
+        slow = Stub(Slow(), name="slow", index="10", socket_path=path)
+        await fast.start()
+        await slow.start()
+        await runtime.wait_for_plugins(2)
+        assert [p.id for p in runtime.plugins] == ["10-slow", "20-fast"]
+        with caplog.at_level(logging.WARNING):
+            result = await runtime.create_container(make_pod(), make_container())
+        assert result.dropped == ("10-slow",)
+        assert result.consulted == ("20-fast",)
+        assert result.env()["FOO"] == "fast"
+        assert (
+            "closing plugin 10-slow, failed to handle CreateContainer request: "
+            "context deadline exceeded" in caplog.text
+        )
+        gone = await asyncio.wait_for(slow.wait_closed(), 5)
+        assert gone.by_runtime
+        assert [p.id for p in runtime.plugins] == ["20-fast"]
+        await fast.close()
+
+
+async def test_plugin_error_fails_creation_and_keeps_plugin(sock_dir: Path) -> None:
+    class Refuser(Plugin):
+        async def create_container(self, pod: api.PodSandbox, container: api.Container) -> None:
+            raise TtrpcError(2, "denied")
+
+    path = sock_dir / "nri.sock"
+    async with (
+        RuntimeDouble(path) as runtime,
+        Stub(Refuser(), name="refuser", index="10", socket_path=path),
+    ):
+        await runtime.wait_for_plugins(1)
+        with pytest.raises(PluginError, match="denied") as info:
+            await runtime.create_container(make_pod(), make_container())
+        assert info.value.code == 2 and info.value.plugin == "10-refuser"
+        assert [p.id for p in runtime.plugins] == ["10-refuser"]
+
+
+async def test_two_plugins_setting_one_env_conflict(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    async with (
+        RuntimeDouble(path) as runtime,
+        Stub(Recorder(), name="a", index="10", socket_path=path),
+        Stub(Recorder(), name="b", index="20", socket_path=path),
+    ):
+        await runtime.wait_for_plugins(2)
+        with pytest.raises(
+            AdjustmentConflictError,
+            match='plugins "20-b" and "10-a" both tried to set Mounts /data',
+        ):
+            await runtime.create_container(make_pod(), make_container())
+
+
+async def test_registration_refused_for_bad_index(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    async with RuntimeDouble(path):
+        stub = Stub(Recorder(), name="ok", index="10", socket_path=path)
+        stub.index = "1"  # bypass the local check to see the runtime refuse it
+        with pytest.raises(RegistrationError, match="two digits"):
+            await stub.start()
+
+
+async def test_inherited_socket_like_a_launched_plugin(
+    sock_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    monkeypatch.setenv("NRI_PLUGIN_SOCKET", str(theirs.detach()))
+    monkeypatch.setenv("NRI_PLUGIN_NAME", "launched")
+    monkeypatch.setenv("NRI_PLUGIN_IDX", "05")
+    async with RuntimeDouble(sock_dir / "unused.sock") as runtime:
+        await runtime.attach(ours)
+        stub = Stub.from_environment(Recorder(), socket_path=sock_dir / "absent.sock")
+        assert stub.plugin_id == "05-launched"
+        async with stub:
+            (handle,) = await runtime.wait_for_plugins(1)
+            assert handle.id == "05-launched"
+
+
+async def test_runtime_going_away_is_surfaced(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    runtime = RuntimeDouble(path)
+    await runtime.start()
+    stub = Stub(Recorder(), name="p", index="10", socket_path=path)
+    await stub.start()
+    await runtime.wait_for_plugins(1)
+    await runtime.close()
+    disconnect = await asyncio.wait_for(stub.wait_closed(), 5)
+    assert disconnect.by_runtime
+
+
+async def _until(predicate: object) -> None:
+    assert callable(predicate)
+    while not predicate():
+        await asyncio.sleep(0.01)
