@@ -1,0 +1,56 @@
+"""nvml-mock-engine: mock GPUs for NVML clients, from board profiles to a staged overlay.
+
+The package renders a node's GPU state from a profile (``render``), stages the overlay
+that containers mount (``stage``) and ships the mock ``libnvidia-ml.so.1``
+(``library_path``). This module stays import-light on purpose: ``nvml_mock_engine.smi``
+imports it on every ``nvidia-smi`` call, so the public names below load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nvml_mock_engine._version import __version__
+
+if TYPE_CHECKING:
+    from nvml_mock_engine.config import EngineConfig, resolve_config
+    from nvml_mock_engine.library import library_path
+    from nvml_mock_engine.profiles import Profile, load_profile, profile_names
+    from nvml_mock_engine.render import render, render_text
+    from nvml_mock_engine.stage import StageOptions, stage
+
+__all__ = [
+    "EngineConfig",
+    "Profile",
+    "StageOptions",
+    "__version__",
+    "library_path",
+    "load_profile",
+    "profile_names",
+    "render",
+    "render_text",
+    "resolve_config",
+    "stage",
+]
+
+_LAZY = {
+    "EngineConfig": "nvml_mock_engine.config",
+    "resolve_config": "nvml_mock_engine.config",
+    "library_path": "nvml_mock_engine.library",
+    "Profile": "nvml_mock_engine.profiles",
+    "load_profile": "nvml_mock_engine.profiles",
+    "profile_names": "nvml_mock_engine.profiles",
+    "render": "nvml_mock_engine.render",
+    "render_text": "nvml_mock_engine.render",
+    "StageOptions": "nvml_mock_engine.stage",
+    "stage": "nvml_mock_engine.stage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nvml_mock_engine' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,41 @@
+"""The exceptions of nvml-mock-engine.
+
+One base class, so a caller can catch everything this package raises on purpose::
+
+    NvmlEngineError
+    ├── ConfigError        bad profile name, config file or override (exit 3); names the key
+    │   └── ProfileError   a packaged profile that fails its own validation (a packaging bug)
+    └── StageError         the overlay could not be laid out (exit 1); names the path
+
+Config errors are fatal and never retried: the same input fails the same way. Stage errors
+may be transient (a full disk, a permission) and are worth a retry once the cause is fixed.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "NvmlEngineError", "ProfileError", "StageError"]
+
+
+class NvmlEngineError(Exception):
+    """Base class of every error nvml-mock-engine raises on purpose."""
+
+
+class ConfigError(NvmlEngineError):
+    """A setting, config file key or override is invalid.
+
+    ``key`` is the dotted path of what is wrong (``gpus[3].memory_total_bytes``) and
+    ``str(error)`` reads ``<key>: <what is wrong>``.
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+        self.message = message
+
+
+class ProfileError(ConfigError):
+    """A profile file does not validate."""
+
+
+class StageError(NvmlEngineError):
+    """Laying out the overlay failed; the message names the path and the cause."""

@@ -1,0 +1,367 @@
+"""Lay out the overlay tree that every container gets at ``/opt/nvml-mock``.
+
+Containers bind-mount the overlay directory while it may be re-staged (a new profile, a
+new GPU count, a new library). Replacing files in place would let a container see half
+of a change; renaming the directory would leave running containers on the old one. So
+the overlay works like a Kubernetes atomic writer: each staging builds a complete
+generation under ``.nvml-mock/``, then one ``rename`` of the ``current`` symlink switches
+every entry at once, and the top-level entries (``lib``, ``bin``, ``config``, ``dev``,
+``cdi``, ``runtime``) are relative symlinks through ``current``::
+
+    DIR/lib -> .nvml-mock/current/lib          DIR/.nvml-mock/current -> gen-<id>
+    DIR/.nvml-mock/gen-<id>/{lib,bin,config,dev,cdi,runtime -> ../runtime-<fingerprint>}
+    DIR/.nvml-mock/runtime-<fingerprint>/{bin/python3,lib/...}
+
+The Python runtime is the one large part; it is named by a fingerprint of what it is
+built from and reused when that has not changed, so re-staging takes well under a second.
+A lock file serialises concurrent stagers of the same directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Final
+
+import yaml
+from nvml_mock_protocol import names
+
+from nvml_mock_engine.config import EngineConfig
+from nvml_mock_engine.errors import StageError
+from nvml_mock_engine.render import render, render_text
+
+__all__ = [
+    "CDI_SPEC_NAME",
+    "DEVICE_SOURCE_ENV",
+    "TOOLS",
+    "StageOptions",
+    "StageReport",
+    "built_library",
+    "cdi_spec",
+    "stage",
+    "write_atomic",
+]
+
+logger = logging.getLogger(__name__)
+
+STATE_DIR: Final = ".nvml-mock"
+CDI_SPEC_NAME: Final = "nvml-mock.yaml"
+CDI_VERSION: Final = "0.6.0"
+DEVICE_SOURCE_ENV: Final = "NVML_MOCK_DEVICE_SOURCE"
+NVIDIA_MAJOR: Final = 195
+NVIDIACTL_MINOR: Final = 255
+UVM_MAJOR: Final = 510
+TOOLS: Final = {"nvidia-smi": "nvml_mock_engine.smi", "check-fabric": "check_fabric"}
+"""Launchers in ``bin/`` and the module each runs."""
+ENTRIES: Final = (
+    names.OVERLAY_LIB_DIR,
+    names.OVERLAY_BIN_DIR,
+    names.OVERLAY_CONFIG_DIR,
+    names.OVERLAY_DEV_DIR,
+    names.OVERLAY_CDI_DIR,
+    names.OVERLAY_RUNTIME_DIR,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StageOptions:
+    """How to stage, beyond what to render."""
+
+    devices: bool = True
+    """Create mock device nodes under ``dev/`` (needs CAP_MKNOD; skipped with a warning)."""
+    mount_path: str = names.OVERLAY_MOUNT_PATH
+    """Where containers see the overlay (used in the launchers' fallback)."""
+    host_path: str | None = None
+    """Where the host sees the overlay, for the CDI spec's device ``hostPath`` (default: DIR)."""
+    library: Path | None = None
+    """The mock library to install (default: the one built into this package)."""
+    runtime: bool = True
+    """Build or reuse the Python runtime (tests of the other parts may skip it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StageReport:
+    """What a staging did."""
+
+    generation: Path
+    runtime_reused: bool
+    devices_created: bool
+    seconds: float
+    warnings: tuple[str, ...] = field(default=())
+
+
+def built_library() -> Path:
+    """The package's built ``libnvidia-ml.so.1``; ``StageError`` saying how to build it if absent."""
+    try:
+        from nvml_mock_engine.library import library_path
+    except ImportError as exc:
+        raise StageError(f"the mock library's locator is not available: {exc}") from exc
+    try:
+        path = library_path()
+    except (OSError, LookupError, RuntimeError) as exc:
+        raise StageError(f"the mock libnvidia-ml.so.1 is not built: {exc}") from exc
+    if not path.is_file():
+        raise StageError(
+            f"the mock libnvidia-ml.so.1 is not built ({path} is missing): "
+            "run `make -C packages/nvml-engine/native` or reinstall the package"
+        )
+    return path
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write *data* to *path* through a temporary file and a rename: never a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cdi_spec(config: EngineConfig, host_dev: str | None) -> dict[str, object]:
+    """The CDI spec for the mock devices: one device per index and per UUID, plus ``all``.
+
+    Device nodes carry their type and numbers, so a runtime can create them even where
+    the host has none; ``hostPath`` is set only when the mock nodes exist under ``dev/``.
+    """
+
+    def node(name: str, major: int, minor: int) -> dict[str, object]:
+        entry: dict[str, object] = {
+            "path": f"/dev/{name}",
+            "type": "c",
+            "major": major,
+            "minor": minor,
+            "permissions": "rw",
+        }
+        if host_dev is not None:
+            entry["hostPath"] = f"{host_dev}/{name}"
+        return entry
+
+    state = render(config)
+    gpu_nodes = [node(f"nvidia{i}", NVIDIA_MAJOR, i) for i in range(config.count)]
+    devices: list[dict[str, object]] = []
+    for index, gpu in enumerate(state.gpus):
+        for device_name in (str(index), str(gpu["uuid"])):
+            devices.append(
+                {"name": device_name, "containerEdits": {"deviceNodes": [gpu_nodes[index]]}}
+            )
+    devices.append({"name": "all", "containerEdits": {"deviceNodes": gpu_nodes}})
+    return {
+        "cdiVersion": CDI_VERSION,
+        "kind": names.CDI_KIND,
+        "devices": devices,
+        "containerEdits": {
+            "env": [f"{DEVICE_SOURCE_ENV}=cdi"],
+            "deviceNodes": [
+                node("nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR),
+                node("nvidia-uvm", UVM_MAJOR, 0),
+                node("nvidia-uvm-tools", UVM_MAJOR, 1),
+            ],
+        },
+    }
+
+
+def stage(directory: Path, config: EngineConfig, options: StageOptions | None = None) -> StageReport:
+    """Stage the overlay for *config* into *directory*; safe to repeat, switches atomically."""
+    options = options or StageOptions()
+    started = time.monotonic()
+    directory = directory.absolute()
+    library = options.library or built_library()
+    if not library.is_file():
+        raise StageError(f"library {library} does not exist")
+    state_text = render_text(config)
+    directory.mkdir(parents=True, exist_ok=True)
+    _check_ours(directory)
+    state_root = directory / STATE_DIR
+    state_root.mkdir(exist_ok=True)
+    warnings: list[str] = []
+    with _locked(state_root / "lock"):
+        generation = Path(tempfile.mkdtemp(prefix="gen-", dir=state_root))
+        try:
+            generation.chmod(0o755)
+            runtime_name, reused = (
+                _ensure_runtime(state_root) if options.runtime else (None, False)
+            )
+            _populate(generation, config, options, library, state_text, runtime_name, directory)
+            devices = options.devices and _make_devices(generation / "dev", config, warnings)
+            host_dev = (
+                f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
+            )
+            cdi = yaml.safe_dump(cdi_spec(config, host_dev), sort_keys=False)
+            write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
+            _check_tools(warnings)
+            _switch(directory, state_root, generation)
+        except BaseException:
+            shutil.rmtree(generation, ignore_errors=True)
+            raise
+        _collect(state_root, generation, runtime_name)
+    for warning in warnings:
+        logger.debug("stage warning: %s", warning)
+    return StageReport(
+        generation=generation,
+        runtime_reused=reused,
+        devices_created=devices,
+        seconds=time.monotonic() - started,
+        warnings=tuple(warnings),
+    )
+
+
+def _check_ours(directory: Path) -> None:
+    if (directory / STATE_DIR).is_dir():
+        return
+    present = sorted(p.name for p in directory.iterdir())
+    if present:
+        raise StageError(
+            f"{directory} is not empty ({', '.join(present[:5])}) and was not staged by "
+            "nvml-mock-engine; give an empty or new directory"
+        )
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _ensure_runtime(state_root: Path) -> tuple[str, bool]:
+    from nvml_mock_engine import runtime
+
+    source = runtime.runtime_source()
+    name = f"runtime-{runtime.fingerprint(source)}"
+    target = state_root / name
+    if (target / "loader").is_file():
+        return name, True
+    building = Path(tempfile.mkdtemp(prefix=".build-", dir=state_root))
+    try:
+        shutil.rmtree(building)
+        logger.info("building the overlay's Python runtime from %s", source.interpreter)
+        runtime.build_runtime(building, source)
+        building.chmod(0o755)
+        os.replace(building, target)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return name, False
+
+
+def _populate(
+    generation: Path,
+    config: EngineConfig,
+    options: StageOptions,
+    library: Path,
+    state_text: str,
+    runtime_name: str | None,
+    directory: Path,
+) -> None:
+    lib = generation / names.OVERLAY_LIB_DIR
+    lib.mkdir()
+    shutil.copy2(library, lib / names.LIBRARY_NAME)
+    (lib / names.LIBRARY_NAME).chmod(0o755)
+    (lib / "libnvidia-ml.so").symlink_to(names.LIBRARY_NAME)
+    write_atomic(
+        generation / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME, state_text.encode()
+    )
+    (generation / names.OVERLAY_DEV_DIR).mkdir()
+    (generation / names.OVERLAY_CDI_DIR).mkdir()
+    bin_dir = generation / names.OVERLAY_BIN_DIR
+    bin_dir.mkdir()
+    if runtime_name is None:
+        return
+    (generation / names.OVERLAY_RUNTIME_DIR).symlink_to(Path("..") / runtime_name)
+    from nvml_mock_engine.runtime import loader_name
+
+    loader = loader_name(directory / STATE_DIR / runtime_name)
+    template = resources.files("nvml_mock_engine").joinpath("launcher.sh.in").read_text("utf-8")
+    for tool, module in TOOLS.items():
+        script = (
+            template.replace("@TOOL@", tool)
+            .replace("@MODULE@", module)
+            .replace("@LOADER@", loader)
+            .replace("@MOUNT_PATH@", options.mount_path)
+        )
+        write_atomic(bin_dir / tool, script.encode(), mode=0o755)
+
+
+def _make_devices(dev: Path, config: EngineConfig, warnings: list[str]) -> bool:
+    nodes = [(f"nvidia{i}", NVIDIA_MAJOR, i) for i in range(config.count)]
+    nodes += [
+        ("nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR),
+        ("nvidia-uvm", UVM_MAJOR, 0),
+        ("nvidia-uvm-tools", UVM_MAJOR, 1),
+    ]
+    for name, major, minor in nodes:
+        path = dev / name
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(major, minor))
+            os.chmod(path, 0o666)
+        except PermissionError as exc:
+            for created in dev.iterdir():
+                created.unlink()
+            warnings.append(
+                f"mock device nodes not created ({exc.strerror}: creating character devices "
+                "needs root with CAP_MKNOD); dev/ stays empty and the CDI spec names no hostPath"
+            )
+            return False
+    return True
+
+
+def _check_tools(warnings: list[str]) -> None:
+    import importlib.util
+
+    for tool, module in TOOLS.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            warnings.append(f"bin/{tool} staged, but module {module} is not installed here")
+
+
+def _switch(directory: Path, state_root: Path, generation: Path) -> None:
+    current = state_root / "current"
+    pending = state_root / "current.new"
+    pending.unlink(missing_ok=True)
+    pending.symlink_to(generation.name)
+    os.replace(pending, current)
+    for entry in ENTRIES:
+        link = directory / entry
+        target = Path(STATE_DIR) / "current" / entry
+        if link.is_symlink() and Path(os.readlink(link)) == target:
+            continue
+        staging = directory / f".{entry}.new"
+        staging.unlink(missing_ok=True)
+        staging.symlink_to(target)
+        if link.is_dir() and not link.is_symlink():
+            raise StageError(f"{link} is a real directory; expected the overlay's symlink")
+        os.replace(staging, link)
+
+
+def _collect(state_root: Path, keep: Path, runtime_name: str | None) -> None:
+    """Remove older generations and runtimes no generation uses any more."""
+    for entry in state_root.iterdir():
+        name = entry.name
+        stale_gen = name.startswith("gen-") and entry != keep
+        stale_runtime = name.startswith("runtime-") and name != runtime_name
+        stale_build = name.startswith(".build-")
+        if (stale_gen or stale_runtime or stale_build) and entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
