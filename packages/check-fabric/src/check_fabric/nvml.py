@@ -142,8 +142,8 @@ class FabricReader:
                 logger.debug("GPU %d: fabric info %s refused: %s", index, api, err)
                 last = err
                 continue
-            except _UnavailableError:
-                versioned_missing = True
+            except _UnavailableError as missing:
+                versioned_missing = versioned_missing or missing.entry_point
                 continue
             if self._api != api:
                 logger.debug("fabric info read through %s", api)
@@ -169,8 +169,10 @@ class FabricReader:
             )
         struct = getattr(pynvml, f"c_nvmlGpuFabricInfo_{api}_t", None)
         call = getattr(pynvml, "nvmlDeviceGetGpuFabricInfoV", None)
-        if struct is None or call is None:
-            raise _UnavailableError(api)
+        if call is None:
+            raise _UnavailableError(entry_point=True)
+        if struct is None:
+            raise _UnavailableError(entry_point=False)
         info = struct()  # sets the version word
         call(handle, ctypes.byref(info))
         return FabricInfo(
@@ -185,4 +187,8 @@ class FabricReader:
 
 
 class _UnavailableError(Exception):
-    """The installed binding lacks this version's struct or entry point."""
+    """The installed binding lacks this version's struct, or the versioned entry point."""
+
+    def __init__(self, *, entry_point: bool) -> None:
+        super().__init__("entry point" if entry_point else "struct")
+        self.entry_point = entry_point
