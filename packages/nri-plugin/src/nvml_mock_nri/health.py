@@ -32,6 +32,8 @@ from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT
 logger = logging.getLogger(__name__)
 
 WEDGE_FACTOR: Final = 2.0
+SHUTDOWN_POLL: Final = 0.1
+"""Seconds between the listener thread's checks for shutdown (bounds the stop time)."""
 METRICS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -171,7 +173,10 @@ class HealthServer:
         self._server.state = state
         self._server.metrics = metrics
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="nvml-mock-nri-health", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": SHUTDOWN_POLL},
+            name="nvml-mock-nri-health",
+            daemon=True,
         )
 
     @property

@@ -15,6 +15,7 @@ the runtime going away, while the stuck call shows up on ``/healthz``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -66,12 +67,15 @@ async def run_in_daemon_thread(function: Callable[[], T]) -> T:
             future.set_result(result)  # type: ignore[arg-type]
 
     def work() -> None:
+        result: T | None = None
+        error: BaseException | None = None
         try:
             result = function()
         except BaseException as exc:
-            loop.call_soon_threadsafe(deliver, None, exc)
-        else:
-            loop.call_soon_threadsafe(deliver, result, None)
+            error = exc
+        # The loop may be gone by the time a stuck call returns (the process is exiting).
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(deliver, result, error)
 
     threading.Thread(target=work, name="nvml-mock-nri-devices", daemon=True).start()
     return await future

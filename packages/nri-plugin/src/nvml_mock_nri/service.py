@@ -48,15 +48,19 @@ EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_CONFIG = 3
 
+CONFIG_ERROR_GRACE = 0.05
+"""Seconds between refusing a runtime config and closing the connection (lets the reply go)."""
+
 
 class NriAdapter(Plugin):
     """The stub's view of the plugin: NRI calls delegated to an :class:`Injector`."""
 
     events = frozenset({Event.CREATE_CONTAINER})
 
-    def __init__(self, injector: Injector) -> None:
+    def __init__(self, injector: Injector, on_config_error: Callable[[], None]) -> None:
         self.injector = injector
         self.config_error: ConfigError | None = None
+        self._on_config_error = on_config_error
 
     async def configure(self, runtime: RuntimeInfo) -> int:
         try:
@@ -69,6 +73,9 @@ class NriAdapter(Plugin):
         except ConfigError as exc:
             self.config_error = exc
             logger.error("the plugin config sent by the runtime is unusable: %s", exc)
+            # Close our side too: not every runtime drops a plugin whose Configure failed,
+            # and a plugin that is connected but never configured would inject nothing.
+            asyncio.get_running_loop().call_later(CONFIG_ERROR_GRACE, self._on_config_error)
             message = f"nvml-mock: bad plugin config: {exc}"
             raise TtrpcError(Code.INVALID_ARGUMENT, message) from None
 
@@ -111,7 +118,7 @@ class PluginService:
             scan=scan,
             cdi_spec_exists=cdi_spec_exists,
         )
-        self.adapter = NriAdapter(self.injector)
+        self.adapter = NriAdapter(self.injector, self.stop)
         self.health: HealthServer | None = None
         self.watcher: IdentityWatcher | None = None
         self.stub: Stub | None = None
@@ -221,6 +228,9 @@ class PluginService:
         logger.info("stopping: closing the NRI connection")
         await stub.close()
         self.injector.disconnected()
+        if self.adapter.config_error is not None:
+            logger.error("exiting: the runtime sent an unusable plugin config")
+            return EXIT_CONFIG
         return EXIT_OK
 
     def _lost(self, disconnect: Disconnect) -> int:

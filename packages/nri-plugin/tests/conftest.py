@@ -1,0 +1,265 @@
+"""Fixtures: the runtime test double on a real unix socket, the plugin in-process,
+and a real topology service in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from nvml_mock_nri.devices import DeviceScan, cdi_spec_exists, scan_device_nodes
+from nvml_mock_nri.service import PluginService
+from nvml_mock_nri.settings import load_settings
+from nvml_mock_protocol.nri import api_pb2 as api
+from nvml_mock_protocol.nri.runtime import RuntimeDouble
+
+ENV_PREFIXES = ("NRI_", "NVML_MOCK_", "NODE_NAME")
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No setting leaks in from the developer's shell."""
+    for key in list(os.environ):
+        if key.startswith(ENV_PREFIXES):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temp dir with a short path (unix socket paths are limited to 107 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="nri-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+async def runtime(short_tmp: Path) -> AsyncIterator[RuntimeDouble]:
+    """A runtime test double listening on a real unix socket."""
+    double = RuntimeDouble(short_tmp / "nri.sock", request_timeout=2.0)
+    async with double:
+        yield double
+
+
+def pod(
+    name: str = "app",
+    namespace: str = "default",
+    annotations: dict[str, str] | None = None,
+) -> api.PodSandbox:
+    return api.PodSandbox(
+        id=f"pod-{namespace}-{name}",
+        name=name,
+        uid=f"uid-{name}",
+        namespace=namespace,
+        annotations=annotations or {},
+    )
+
+
+def container(
+    name: str = "main",
+    env: list[str] | None = None,
+    mounts: list[str] | None = None,
+    devices: list[str] | None = None,
+    cdi: list[str] | None = None,
+) -> api.Container:
+    created = api.Container(
+        id=f"ctr-{name}-{time.perf_counter_ns()}",
+        pod_sandbox_id="pod",
+        name=name,
+        env=env if env is not None else ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"],
+        mounts=[api.Mount(destination=d, source="/x", type="bind") for d in mounts or []],
+        CDI_devices=[api.CDIDevice(name=n) for n in cdi or []],
+    )
+    for path in devices or []:
+        created.linux.devices.add(path=path, type="c", major=195, minor=0)
+    return created
+
+
+@dataclass
+class RunningPlugin:
+    """A plugin service running in this event loop against the test double."""
+
+    service: PluginService
+    task: asyncio.Task[int]
+    runtime: RuntimeDouble
+
+    @property
+    def health_url(self) -> str:
+        assert self.service.health is not None
+        host, port = self.service.health.address
+        return f"http://{host}:{port}"
+
+    async def get(self, path: str) -> httpx.Response:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            return await client.get(self.health_url + path, timeout=5)
+
+    async def metric(self, name: str, labels: str = "") -> float:
+        text = (await self.get("/metrics")).text
+        key = f"{name}{{{labels}}}" if labels else name
+        for line in text.splitlines():
+            if line.startswith(key + " "):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError(f"metric {key} not found")
+
+    async def exit_code(self, timeout: float = 5.0) -> int:
+        async with asyncio.timeout(timeout):
+            return await self.task
+
+
+StartPlugin = Callable[..., "asyncio.Future[RunningPlugin]"]
+
+
+@pytest.fixture
+async def start_plugin(
+    runtime: RuntimeDouble,
+) -> AsyncIterator[Callable[..., object]]:
+    """Start a plugin (flags as arguments) and wait until the double synchronized it."""
+    running: list[RunningPlugin] = []
+
+    async def start(
+        *argv: str,
+        wait: bool = True,
+        scan: Callable[[str], DeviceScan] = scan_device_nodes,
+        spec_exists: Callable[[str], bool] = cdi_spec_exists,
+    ) -> RunningPlugin:
+        settings = load_settings(
+            [
+                "--socket-path",
+                str(runtime.socket_path),
+                "--health-addr",
+                "127.0.0.1:0",
+                "--node-name",
+                "node-a",
+                *argv,
+            ],
+            {},
+        )
+        service = PluginService(settings, environ={}, scan=scan, cdi_spec_exists=spec_exists)
+        task = asyncio.create_task(service.run())
+        plugin = RunningPlugin(service, task, runtime)
+        running.append(plugin)
+        if wait:
+            await runtime.wait_for_plugins(len(runtime.plugins) + 1)
+        return plugin
+
+    yield start
+    for plugin in running:
+        plugin.service.stop()
+        with contextlib.suppress(Exception):
+            await plugin.exit_code()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+TOPOLOGY = """\
+version: 1
+domains:
+  - name: {domain}
+    uuid: {uuid}
+    cliques:
+      - id: {clique}
+        nodes: [node-a, node-b]
+"""
+
+
+def topology_text(domain: str = "dom-a", uuid: str = "", clique: int = 3) -> str:
+    uuid = uuid or "8a0f7c2e-1b3d-4e5f-8a9b-0c1d2e3f4a5b"
+    return TOPOLOGY.format(domain=domain, uuid=uuid, clique=clique)
+
+
+class TopologyService:
+    """The real topology service, as a subprocess on a fixed port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.file = directory / "topology.yaml"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = directory / "topology.log"
+
+    def write(self, text: str) -> None:
+        tmp = self.file.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(self.file)
+
+    def start(self) -> None:
+        assert self.process is None
+        command = [
+            sys.executable,
+            "-m",
+            "nvml_mock_topology",
+            "--topology-file",
+            str(self.file),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--max-watch-seconds",
+            "5",
+        ]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"topology service exited: {self.log.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1, trust_env=False).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"topology service did not become ready: {self.log.read_text()}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def topology(short_tmp: Path) -> Iterator[TopologyService]:
+    """A topology service (not started; call ``start()``), stopped at the end."""
+    service = TopologyService(short_tmp)
+    service.write(topology_text())
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+async def eventually(
+    check: Callable[[], object], timeout: float = 10.0, interval: float = 0.02
+) -> None:
+    """Wait until ``check()`` (sync or async) is truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)

@@ -1,0 +1,237 @@
+"""Registration, readiness, the runtime going away, signals, wedges and runtime config."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import RunningPlugin, container, eventually, pod
+from nvml_mock_nri.devices import DeviceScan
+from nvml_mock_nri.health import HealthServer, PluginState
+from nvml_mock_nri.metrics import Metrics
+from nvml_mock_nri.service import PluginService
+from nvml_mock_nri.settings import load_settings
+from nvml_mock_protocol.nri import api_pb2 as api
+from nvml_mock_protocol.nri.runtime import RuntimeDouble
+
+Start = Callable[..., Any]
+OPT_IN = {"nvml-mock.nvidia.com/devices": "true"}
+
+
+async def test_ready_once_registered_and_synchronized(
+    runtime: RuntimeDouble, start_plugin: Start
+) -> None:
+    plugin: RunningPlugin = await start_plugin()
+    await eventually(lambda: plugin.service.state.synchronized)
+    ready = await plugin.get("/readyz")
+    assert (ready.status_code, ready.text) == (200, "ok\n")
+    assert (await plugin.get("/healthz")).status_code == 200
+    assert await plugin.metric("nvml_mock_nri_registered") == 1
+    assert await plugin.metric("nvml_mock_nri_synchronized") == 1
+    assert (await plugin.get("/nope")).status_code == 404
+    handle = runtime.plugins[0]
+    assert handle.events == 0x8, "subscribes to CreateContainer only"
+
+
+async def test_runtime_going_away_exits_1_with_a_clear_line(
+    runtime: RuntimeDouble, start_plugin: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    plugin = await start_plugin()
+    caplog.set_level(logging.INFO)
+    await runtime.close()
+    assert await plugin.exit_code() == 1
+    assert not plugin.service.state.registered
+    assert any(
+        "lost the connection to the container runtime" in r.getMessage()
+        and r.levelno == logging.ERROR
+        for r in caplog.records
+    )
+
+
+async def test_stop_closes_the_connection_and_exits_0(
+    runtime: RuntimeDouble, start_plugin: Start
+) -> None:
+    plugin = await start_plugin()
+    plugin.service.stop()
+    assert await plugin.exit_code() == 0
+    await eventually(lambda: not runtime.plugins)
+    assert runtime.dropped == []
+
+
+async def test_no_runtime_socket_exits_1(short_tmp: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = load_settings(
+        ["--socket-path", str(short_tmp / "absent.sock"), "--health-addr", ""], {}
+    )
+    assert await PluginService(settings, environ={}).run() == 1
+    assert any("cannot connect to the NRI socket" in r.getMessage() for r in caplog.records)
+
+
+async def test_health_port_in_use_exits_3(short_tmp: Path) -> None:
+    state, metrics = PluginState(), Metrics()
+    holder = HealthServer("127.0.0.1", 0, state, metrics)
+    try:
+        port = holder.address[1]
+        settings = load_settings(
+            ["--socket-path", str(short_tmp / "x.sock"), "--health-addr", f"127.0.0.1:{port}"],
+            {},
+        )
+        assert await PluginService(settings, environ={}).run() == 3
+    finally:
+        holder.close()
+
+
+async def test_runtime_sent_config_is_applied(short_tmp: Path, start_plugin: Start) -> None:
+    del start_plugin
+    double = RuntimeDouble(
+        short_tmp / "cfg.sock",
+        plugin_config={"nvml-mock": "excludedNamespaces: [batch]\nreleaseNamespace: gpu\n"},
+    )
+    async with double:
+        settings = load_settings(
+            ["--socket-path", str(double.socket_path), "--health-addr", ""], {}
+        )
+        service = PluginService(settings, environ={})
+        task = asyncio.create_task(service.run())
+        await double.wait_for_plugins(1)
+        for namespace in ("batch", "gpu"):
+            result = await double.create_container(pod(namespace=namespace), container())
+            assert result.adjustment == api.ContainerAdjustment()
+        result = await double.create_container(pod(namespace="default"), container())
+        assert len(result.adjustment.mounts) == 1
+        service.stop()
+        assert await task == 0
+
+
+async def test_bad_runtime_config_refuses_configure_and_exits_3(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    double = RuntimeDouble(
+        short_tmp / "bad.sock", plugin_config={"nvml-mock": "deviceInjectionMode: oci\n"}
+    )
+    async with double:
+        settings = load_settings(
+            ["--socket-path", str(double.socket_path), "--health-addr", ""], {}
+        )
+        code = await asyncio.wait_for(PluginService(settings, environ={}).run(), 5)
+    assert code == 3
+    assert any("config.deviceInjectionMode='oci'" in r.getMessage() for r in caplog.records), [
+        r.getMessage() for r in caplog.records
+    ]
+
+
+def _blocking_scan(release: threading.Event) -> Callable[[str], DeviceScan]:
+    def scan(path: str) -> DeviceScan:
+        release.wait(30)
+        return DeviceScan()
+
+    return scan
+
+
+async def test_wedged_call_trips_healthz_and_clears_when_it_finishes(short_tmp: Path) -> None:
+    # Configure tells the plugin the runtime's deadline is 0.2 s (wedged after 0.4 s);
+    # the double's own deadline is then raised so the plugin stays connected while the
+    # call hangs: the state /healthz exists to catch (a runtime that gave up on it).
+    release = threading.Event()
+    double = RuntimeDouble(short_tmp / "w.sock", request_timeout=0.2)
+    async with double:
+        settings = load_settings(
+            ["--socket-path", str(double.socket_path), "--health-addr", "127.0.0.1:0"], {}
+        )
+        service = PluginService(settings, environ={}, scan=_blocking_scan(release))
+        task = asyncio.create_task(service.run())
+        await double.wait_for_plugins(1)
+        double.request_timeout = 30.0
+        assert service.health is not None
+        url = "http://{}:{}".format(*service.health.address)
+        async with httpx.AsyncClient(base_url=url, trust_env=False) as client:
+            call = asyncio.create_task(
+                double.create_container(pod(annotations=OPT_IN), container())
+            )
+            await eventually(lambda: service.state.in_flight() == 1)
+            assert (await client.get("/healthz")).status_code == 200
+
+            async def tripped() -> bool:
+                return (await client.get("/healthz")).status_code == 503
+
+            await eventually(tripped, timeout=5)
+            body = (await client.get("/healthz")).text
+            assert body.startswith("wedged: a container request has been in flight for")
+            assert "past the 0.4s threshold" in body
+            ready = await client.get("/readyz")
+            assert ready.status_code == 503 and ready.text.startswith("wedged")
+            release.set()
+            result = await call
+            assert len(result.adjustment.mounts) == 1
+            assert (await client.get("/healthz")).status_code == 200
+            assert (await client.get("/readyz")).status_code == 200
+        service.stop()
+        assert await task == 0
+
+
+async def test_call_past_the_runtime_deadline_gets_the_plugin_dropped_and_it_exits_1(
+    short_tmp: Path,
+) -> None:
+    release = threading.Event()
+    double = RuntimeDouble(short_tmp / "t.sock", request_timeout=0.2)
+    try:
+        async with double:
+            settings = load_settings(
+                ["--socket-path", str(double.socket_path), "--health-addr", ""], {}
+            )
+            service = PluginService(settings, environ={}, scan=_blocking_scan(release))
+            task = asyncio.create_task(service.run())
+            await double.wait_for_plugins(1)
+            result = await double.create_container(pod(annotations=OPT_IN), container())
+            assert result.dropped == ("10-nvml-mock",)
+            assert result.adjustment == api.ContainerAdjustment(), "the runtime fails open"
+            assert await asyncio.wait_for(task, 5) == 1
+    finally:
+        release.set()
+
+
+async def test_probe_table_without_a_runtime() -> None:
+    state, metrics = PluginState(), Metrics()
+    server = HealthServer("127.0.0.1", 0, state, metrics)
+    server.start()
+    url = "http://{}:{}".format(*server.address)
+    try:
+        async with httpx.AsyncClient(base_url=url, trust_env=False) as client:
+            ready = await client.get("/readyz")
+            assert ready.status_code == 503
+            assert ready.text == (
+                "not registered with the container runtime; new containers are not being injected\n"
+            )
+            assert ready.headers["content-type"] == "text/plain; charset=utf-8"
+            assert (await client.get("/healthz")).status_code == 200, "unregistered is alive"
+            state.registered = True
+            assert (await client.get("/readyz")).text.startswith("registered but")
+            state.synchronized = True
+            assert (await client.get("/readyz")).status_code == 200
+            metrics_reply = await client.get("/metrics")
+            assert "nvml_mock_nri_create_container_seconds_bucket" in metrics_reply.text
+    finally:
+        server.close()
+
+
+def test_wedge_threshold_follows_the_runtime_timeout() -> None:
+    now = [100.0]
+    state = PluginState(clock=lambda: now[0])
+    assert state.wedge_threshold == 4.0, "2 x NRI's default 2 s before Configure"
+    state.request_timeout = 0.5
+    first = state.begin()
+    now[0] += 0.6
+    second = state.begin()
+    assert state.wedged() is None
+    now[0] += 0.5
+    verdict = state.wedged()
+    assert verdict is not None and "1.1s" in verdict.reason, "the oldest call decides"
+    state.end(first)
+    assert state.wedged() is None
+    state.end(second)
+    assert state.oldest_age() is None
