@@ -1,0 +1,607 @@
+/*
+ * System versions, enumeration, handle lookup and per-device identity: what discovery code
+ * (device plugin, feature discovery, nvidia-ml-py scripts) reads first.
+ *
+ * PCI info is written in each entry point's own layout: the _v3 symbol the 68-byte struct
+ * of nvml.h, the unversioned and _v2 symbols the older 52-byte struct, because callers
+ * built against old headers pass the smaller buffer.
+ */
+#define _GNU_SOURCE
+#include "mock.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* The pre-v3 nvmlPciInfo_t that the unversioned and _v2 entry points fill. */
+struct pci_info_v2 {
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    unsigned int reserved0;
+    unsigned int reserved1;
+    unsigned int reserved2;
+    unsigned int reserved3;
+};
+_Static_assert(sizeof(struct pci_info_v2) == 52, "pre-v3 nvmlPciInfo_t is 52 bytes");
+_Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t (v3) is 68 bytes");
+
+#define REQUIRE_LIVE()                           \
+    do {                                         \
+        if (!mock_is_live()) {                   \
+            return NVML_ERROR_UNINITIALIZED;     \
+        }                                        \
+    } while (0)
+
+#define REQUIRE_ARG(p)                           \
+    do {                                         \
+        if ((p) == NULL) {                       \
+            return NVML_ERROR_INVALID_ARGUMENT;  \
+        }                                        \
+    } while (0)
+
+MOCK_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    REQUIRE_LIVE();
+    return mock_copy_string(version, length, mock_system.driver_version);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
+{
+    REQUIRE_LIVE();
+    return mock_copy_string(version, length, mock_system.nvml_version);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(cudaDriverVersion);
+    *cudaDriverVersion = mock_system.cuda_driver_version;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
+{
+    return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlSystemGetDriverBranch(nvmlSystemDriverBranchInfo_t *branchInfo, unsigned int length)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(branchInfo);
+    if (branchInfo->version != nvmlSystemDriverBranchInfo_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    unsigned int major = 0;
+    if (sscanf(mock_system.driver_version, "%u", &major) != 1) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    char branch[32];
+    snprintf(branch, sizeof(branch), "r%u_00", major);
+    unsigned int cap = length < sizeof(branchInfo->branch) ? length : (unsigned int)sizeof(branchInfo->branch);
+    return mock_copy_string(branchInfo->branch, cap, branch);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(name);
+    char path[64];
+    char comm[256];
+    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    size_t n = fread(comm, 1, sizeof(comm) - 1, f);
+    fclose(f);
+    while (n > 0 && (comm[n - 1] == '\n' || comm[n - 1] == '\0')) {
+        n--;
+    }
+    comm[n] = '\0';
+    return mock_copy_string(name, length, comm);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(deviceCount);
+    *deviceCount = mock_device_count;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    return nvmlDeviceGetCount_v2(deviceCount);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(device);
+    if (index >= mock_device_count) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *device = &mock_devices[index];
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(uuid);
+    REQUIRE_ARG(device);
+    for (unsigned int i = 0; i < mock_device_count; i++) {
+        if (strcasecmp(uuid, mock_devices[i].s.uuid) == 0) {
+            *device = &mock_devices[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const nvmlUUID_t *uuid, nvmlDevice_t *device)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(uuid);
+    REQUIRE_ARG(device);
+    if (uuid->version != nvmlUUID_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (uuid->type == NVML_UUID_TYPE_ASCII) {
+        char s[sizeof(uuid->value.str) + 1];
+        memcpy(s, uuid->value.str, sizeof(uuid->value.str));
+        s[sizeof(uuid->value.str)] = '\0';
+        return nvmlDeviceGetHandleByUUID(s, device);
+    }
+    if (uuid->type != NVML_UUID_TYPE_BINARY) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (unsigned int i = 0; i < mock_device_count; i++) {
+        const char *u = mock_devices[i].s.uuid;
+        uint8_t bytes[16];
+        if (strncmp(u, "GPU-", 4) == 0 && state_parse_uuid16(u + 4, strlen(u + 4), bytes) == 0 &&
+            memcmp(bytes, uuid->value.bytes, 16) == 0) {
+            *device = &mock_devices[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *device)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(serial);
+    REQUIRE_ARG(device);
+    for (unsigned int i = 0; i < mock_device_count; i++) {
+        if (strcmp(serial, mock_devices[i].s.serial) == 0) {
+            if (mock_devices[i].s.multi_gpu_board) {
+                /* NVML refuses serial lookup when several GPUs share one board serial. */
+                for (unsigned int j = i + 1; j < mock_device_count; j++) {
+                    if (strcmp(serial, mock_devices[j].s.serial) == 0) {
+                        return NVML_ERROR_INVALID_ARGUMENT;
+                    }
+                }
+            }
+            *device = &mock_devices[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(pciBusId);
+    REQUIRE_ARG(device);
+    struct state_pci_addr a;
+    size_t n = strnlen(pciBusId, NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE + 1);
+    if (n > NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE || state_parse_bus_id(pciBusId, n, &a) != 0) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (unsigned int i = 0; i < mock_device_count; i++) {
+        const struct state_pci_addr *b = &mock_devices[i].s.pci;
+        if (a.domain == b->domain && a.bus == b->bus && a.device == b->device && a.function == b->function) {
+            *device = &mock_devices[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    GET_DEVICE(device, d);
+    return mock_copy_string(name, length, d->s.name);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    GET_DEVICE(device, d);
+    return mock_copy_string(uuid, length, d->s.uuid);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length)
+{
+    GET_DEVICE(device, d);
+    return mock_copy_string(serial, length, d->s.serial);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *partNumber, unsigned int length)
+{
+    GET_DEVICE(device, d);
+    if (d->s.board_part_number[0] == '\0') {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return mock_copy_string(partNumber, length, d->s.board_part_number);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *version, unsigned int length)
+{
+    GET_DEVICE(device, d);
+    return mock_copy_string(version, length, d->s.vbios_version);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *version, unsigned int length)
+{
+    GET_DEVICE(device, d);
+    if (d->s.inforom_image_version[0] == '\0') {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return mock_copy_string(version, length, d->s.inforom_image_version);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, nvmlInforomObject_t object, char *version,
+                                                     unsigned int length)
+{
+    GET_DEVICE(device, d);
+    const char *v = NULL;
+    switch (object) {
+    case NVML_INFOROM_OEM: v = d->s.inforom_oem; break;
+    case NVML_INFOROM_ECC: v = d->s.inforom_ecc; break;
+    case NVML_INFOROM_POWER: v = d->s.inforom_power; break;
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (v[0] == '\0') {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return mock_copy_string(version, length, v);
+}
+
+#define UINT_GETTER(fn, field)                                             \
+    MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *out)    \
+    {                                                                      \
+        GET_DEVICE(device, d);                                             \
+        REQUIRE_ARG(out);                                                  \
+        *out = (unsigned int)(field);                                      \
+        return NVML_SUCCESS;                                               \
+    }
+
+UINT_GETTER(nvmlDeviceGetIndex, d->index)
+UINT_GETTER(nvmlDeviceGetMinorNumber, d->s.minor_number)
+UINT_GETTER(nvmlDeviceGetBoardId, d->s.board_id)
+UINT_GETTER(nvmlDeviceGetMultiGpuBoard, d->s.multi_gpu_board)
+UINT_GETTER(nvmlDeviceGetModuleId, d->s.module_id)
+UINT_GETTER(nvmlDeviceGetMaxPcieLinkGeneration, d->s.pcie_max_gen)
+UINT_GETTER(nvmlDeviceGetGpuMaxPcieLinkGeneration, d->s.pcie_max_gen)
+UINT_GETTER(nvmlDeviceGetMaxPcieLinkWidth, d->s.pcie_max_width)
+UINT_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, d->s.pcie_cur_gen)
+UINT_GETTER(nvmlDeviceGetCurrPcieLinkWidth, d->s.pcie_cur_width)
+UINT_GETTER(nvmlDeviceGetPcieReplayCounter, d->s.pcie_replay_counter)
+
+/* PCIe transfer rate per lane in MB/s... NVML reports the link speed in Mbps per lane. */
+static unsigned int pcie_speed_mbps(unsigned int gen)
+{
+    static const unsigned int mbps[] = {0, 2500, 5000, 8000, 16000, 32000, 64000};
+    return gen < sizeof(mbps) / sizeof(mbps[0]) ? mbps[gen] : 0;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPcieLinkMaxSpeed(nvmlDevice_t device, unsigned int *maxSpeed)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(maxSpeed);
+    *maxSpeed = pcie_speed_mbps(d->s.pcie_max_gen);
+    return *maxSpeed ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPcieSpeed(nvmlDevice_t device, unsigned int *pcieSpeed)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pcieSpeed);
+    *pcieSpeed = pcie_speed_mbps(d->s.pcie_cur_gen);
+    return *pcieSpeed ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
+                                                     unsigned int *value)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(value);
+    if (counter != NVML_PCIE_UTIL_TX_BYTES && counter != NVML_PCIE_UTIL_RX_BYTES) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *value = 0; /* an idle GPU moves no data */
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(type);
+    *type = (nvmlBrandType_t)d->s.brand;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(arch);
+    *arch = d->s.architecture;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(major);
+    REQUIRE_ARG(minor);
+    *major = d->s.cuda_cc_major;
+    *minor = d->s.cuda_cc_minor;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t *pVirtualMode)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pVirtualMode);
+    *pVirtualMode = (nvmlGpuVirtualizationMode_t)d->s.virtualization_mode;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(node);
+    if (d->s.numa_node < 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *node = (unsigned int)d->s.numa_node;
+    return NVML_SUCCESS;
+}
+
+void mock_fill_pci_addr(const struct state_pci_addr *a, nvmlPciInfo_t *pci)
+{
+    memset(pci, 0, sizeof(*pci));
+    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", a->domain & 0xffff, a->bus, a->device,
+             a->function);
+    snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.%X", a->domain, a->bus, a->device, a->function);
+    pci->domain = a->domain;
+    pci->bus = a->bus;
+    pci->device = a->device;
+}
+
+void mock_fill_pci_v3(const struct nvmlDevice_st *d, nvmlPciInfo_t *pci)
+{
+    memset(pci, 0, sizeof(*pci));
+    memcpy(pci->busIdLegacy, d->bus_id_legacy, sizeof(pci->busIdLegacy));
+    memcpy(pci->busId, d->bus_id, sizeof(pci->busId));
+    pci->domain = d->s.pci.domain;
+    pci->bus = d->s.pci.bus;
+    pci->device = d->s.pci.device;
+    pci->pciDeviceId = d->s.pci_device_id;
+    pci->pciSubSystemId = d->s.pci_subsystem_id;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pci);
+    mock_fill_pci_v3(d, pci);
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t fill_pci_v2(nvmlDevice_t device, void *out)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(out);
+    struct pci_info_v2 v2;
+    memset(&v2, 0, sizeof(v2));
+    memcpy(v2.busId, d->bus_id_legacy, sizeof(v2.busId));
+    v2.domain = d->s.pci.domain;
+    v2.bus = d->s.pci.bus;
+    v2.device = d->s.pci.device;
+    v2.pciDeviceId = d->s.pci_device_id;
+    v2.pciSubSystemId = d->s.pci_subsystem_id;
+    memcpy(out, &v2, sizeof(v2));
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return fill_pci_v2(device, pci);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return fill_pci_v2(device, pci);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pci);
+    if (pci->version != nvmlPciInfoExt_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    unsigned int version = pci->version;
+    memset(pci, 0, sizeof(*pci));
+    pci->version = version;
+    pci->domain = d->s.pci.domain;
+    pci->bus = d->s.pci.bus;
+    pci->device = d->s.pci.device;
+    pci->pciDeviceId = d->s.pci_device_id;
+    pci->pciSubSystemId = d->s.pci_subsystem_id;
+    pci->baseClass = 0x03; /* display controller */
+    pci->subClass = 0x02;  /* 3D controller, as datacenter GPUs report */
+    memcpy(pci->busId, d->bus_id, sizeof(pci->busId));
+    return NVML_SUCCESS;
+}
+
+static void fill_attributes(const struct nvmlDevice_st *d, nvmlDeviceAttributes_t *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->multiprocessorCount = d->s.multiprocessor_count;
+    a->sharedCopyEngineCount = 0;
+    a->gpuInstanceSliceCount = 0;
+    a->computeInstanceSliceCount = 0;
+    a->memorySizeMB = d->s.memory_total_bytes >> 20;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(attributes);
+    if (d->s.multiprocessor_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    fill_attributes(d, attributes);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
+{
+    return nvmlDeviceGetAttributes_v2(device, attributes);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatformInfo_t *platformInfo)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(platformInfo);
+    if (d->s.platform_chassis_serial[0] == '\0') {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (platformInfo->version == nvmlPlatformInfo_v2) {
+        nvmlPlatformInfo_v2_t *p = platformInfo;
+        memset(p, 0, sizeof(*p));
+        p->version = nvmlPlatformInfo_v2;
+        memcpy(p->chassisSerialNumber, d->s.platform_chassis_serial,
+               strnlen(d->s.platform_chassis_serial, sizeof(p->chassisSerialNumber)));
+        p->slotNumber = (unsigned char)d->s.platform_slot_number;
+        p->trayIndex = (unsigned char)d->s.platform_tray_index;
+        p->hostId = (unsigned char)d->s.platform_host_id;
+        p->peerType = (unsigned char)d->s.platform_peer_type;
+        p->moduleId = (unsigned char)d->s.module_id;
+        return NVML_SUCCESS;
+    }
+    if (platformInfo->version == nvmlPlatformInfo_v1) {
+        nvmlPlatformInfo_v1_t p;
+        memset(&p, 0, sizeof(p));
+        p.version = nvmlPlatformInfo_v1;
+        p.chassisPhysicalSlotNumber = (unsigned char)d->s.platform_slot_number;
+        p.computeSlotIndex = (unsigned char)d->s.platform_tray_index;
+        p.nodeIndex = (unsigned char)d->s.platform_host_id;
+        p.peerType = (unsigned char)d->s.platform_peer_type;
+        p.moduleId = (unsigned char)d->s.module_id;
+        memcpy(platformInfo, &p, sizeof(p));
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(currentMode);
+    REQUIRE_ARG(pendingMode);
+    if (!d->s.mig_capable) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *currentMode = NVML_DEVICE_MIG_DISABLE;
+    *pendingMode = NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(isMigDevice);
+    *isMigDevice = 0;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(count);
+    if (!d->s.mig_capable) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *count = 0; /* MIG is disabled, so no MIG device exists */
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                             nvmlDevice_t *migDevice)
+{
+    GET_DEVICE(device, d);
+    (void)index;
+    REQUIRE_ARG(migDevice);
+    return d->s.mig_capable ? NVML_ERROR_NOT_FOUND : NVML_ERROR_NOT_SUPPORTED;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
+{
+    GET_DEVICE(migDevice, d);
+    (void)d;
+    REQUIRE_ARG(device);
+    return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device handle */
+}
+
+#define ENABLE_GETTER(fn, field)                                              \
+    MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, nvmlEnableState_t *out)  \
+    {                                                                         \
+        GET_DEVICE(device, d);                                                \
+        REQUIRE_ARG(out);                                                     \
+        *out = (field) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;        \
+        return NVML_SUCCESS;                                                  \
+    }
+
+ENABLE_GETTER(nvmlDeviceGetPersistenceMode, d->s.persistence_mode)
+ENABLE_GETTER(nvmlDeviceGetDisplayMode, d->s.display_mode)
+ENABLE_GETTER(nvmlDeviceGetDisplayActive, d->s.display_active)
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(mode);
+    *mode = (nvmlComputeMode_t)d->s.compute_mode;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(mode);
+    if (mode->version != nvmlDeviceAddressingMode_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    return NVML_ERROR_NOT_SUPPORTED; /* discrete GPUs without ATS / HMM reporting */
+}

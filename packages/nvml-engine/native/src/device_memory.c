@@ -1,0 +1,138 @@
+/*
+ * Framebuffer and BAR1 memory, and the running-process lists.
+ *
+ * The unversioned nvmlDeviceGetMemoryInfo keeps its 24-byte layout in which `used`
+ * includes the reserved memory; _v2 reports reserved separately and checks its version
+ * word. Process lists follow NVML's two-call protocol: a mock GPU runs no process, so
+ * every call answers SUCCESS with a count of zero, which callers read as "no processes".
+ */
+#include "mock.h"
+
+#include <string.h>
+
+_Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t (v1) is 24 bytes");
+_Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t is 40 bytes");
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    GET_DEVICE(device, d);
+    if (memory == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    uint64_t used = d->s.memory_used_bytes + d->s.memory_reserved_bytes;
+    memory->total = d->s.memory_total_bytes;
+    memory->used = used;
+    memory->free = d->s.memory_total_bytes - used;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    GET_DEVICE(device, d);
+    if (memory == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (memory->version != nvmlMemory_v2) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    memory->total = d->s.memory_total_bytes;
+    memory->reserved = d->s.memory_reserved_bytes;
+    memory->used = d->s.memory_used_bytes;
+    memory->free = d->s.memory_total_bytes - d->s.memory_used_bytes - d->s.memory_reserved_bytes;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory)
+{
+    GET_DEVICE(device, d);
+    if (bar1Memory == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    bar1Memory->bar1Total = d->s.bar1_total_bytes;
+    bar1Memory->bar1Used = d->s.bar1_used_bytes;
+    bar1Memory->bar1Free = d->s.bar1_total_bytes - d->s.bar1_used_bytes;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int *busWidth)
+{
+    GET_DEVICE(device, d);
+    if (busWidth == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *busWidth = d->s.memory_bus_width;
+    return NVML_SUCCESS;
+}
+
+/* No process runs on a mock GPU: report an empty list under the two-call protocol. */
+static nvmlReturn_t empty_process_list(nvmlDevice_t device, unsigned int *infoCount, const void *infos)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    (void)infos;
+    if (infoCount == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *infoCount = 0;
+    return NVML_SUCCESS;
+}
+
+#define PROCESS_LIST(fn, type)                                                            \
+    MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *infoCount, type *infos) \
+    {                                                                                     \
+        return empty_process_list(device, infoCount, infos);                              \
+    }
+
+PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t)
+PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
+PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v3, nvmlProcessInfo_t)
+PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t)
+PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_v2_t)
+PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t)
+PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t)
+PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
+PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t)
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProcessDetailList_t *plist)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    if (plist == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (plist->version != nvmlProcessDetailList_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    plist->numProcArrayEntries = 0;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                                         unsigned int *processSamplesCount,
+                                                         unsigned long long lastSeenTimeStamp)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    (void)utilization;
+    (void)lastSeenTimeStamp;
+    if (processSamplesCount == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *processSamplesCount = 0;
+    return NVML_ERROR_NOT_FOUND; /* NVML's answer when no sample is newer than the timestamp */
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                               nvmlProcessesUtilizationInfo_t *procesesUtilInfo)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    if (procesesUtilInfo == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (procesesUtilInfo->version != nvmlProcessesUtilizationInfo_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    procesesUtilInfo->processSamplesCount = 0;
+    return NVML_SUCCESS;
+}

@@ -1,0 +1,358 @@
+/*
+ * Init, shutdown and error strings: the only entry points that write process state.
+ *
+ * nvmlInit* is reference-counted. The first call reads the rendered state (path from
+ * MOCK_NVML_CONFIG, else <dir of this library>/../config/state.nvmlmock), applies the
+ * fabric identity from the environment and publishes the devices by setting
+ * `mock_live` with release ordering; query entry points read it with acquire ordering
+ * and never lock. A failed init leaves a detail message that nvmlErrorString(code)
+ * returns, because the caller's only diagnostic channel is the error string.
+ */
+#define _GNU_SOURCE
+#include "mock.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ENV_CONFIG "MOCK_NVML_CONFIG"
+#define ENV_CLUSTER_UUID "MOCK_FABRIC_CLUSTER_UUID"
+#define ENV_CLIQUE_ID "MOCK_FABRIC_CLIQUE_ID"
+#define STATE_RELATIVE "/../config/state.nvmlmock"
+
+struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
+struct state_system mock_system;
+unsigned int mock_device_count;
+atomic_int mock_live;
+
+static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned int init_refcount;
+
+/*
+ * Error details live in a small ring so a string returned earlier stays readable while a
+ * later failing init writes the next slot; the current slot is published atomically.
+ */
+#define DETAIL_SLOTS 4
+#define DETAIL_LEN 512
+static char detail_ring[DETAIL_SLOTS][DETAIL_LEN];
+static unsigned int detail_next;
+static _Atomic(const char *) detail_text;
+static atomic_int detail_code;
+
+static const char *base_error_string(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt request issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "The requested vgpu operation is not available on target device, because ECC is enabled";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient resources";
+    case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
+    case NVML_ERROR_DEPRECATED: return "Deprecated";
+    case NVML_ERROR_NOT_READY: return "System is not ready";
+    case NVML_ERROR_GPU_NOT_FOUND: return "No GPUs were found";
+    case NVML_ERROR_INVALID_STATE: return "Invalid state";
+    case NVML_ERROR_RESET_TYPE_NOT_SUPPORTED: return "Reset type not supported";
+    case NVML_ERROR_UNKNOWN: return "Unknown Error";
+    }
+    return "Unknown Error";
+}
+
+MOCK_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
+{
+    if (result != NVML_SUCCESS && atomic_load_explicit(&detail_code, memory_order_acquire) == (int)result) {
+        const char *d = atomic_load_explicit(&detail_text, memory_order_acquire);
+        if (d != NULL) {
+            return d;
+        }
+    }
+    return base_error_string(result);
+}
+
+/* Caller holds lifecycle_lock. */
+void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...)
+{
+    char *slot = detail_ring[detail_next];
+    detail_next = (detail_next + 1) % DETAIL_SLOTS;
+    int n = snprintf(slot, DETAIL_LEN, "%s: ", base_error_string(code));
+    if (n < 0 || n >= DETAIL_LEN) {
+        n = 0;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(slot + n, DETAIL_LEN - (size_t)n, fmt, ap);
+    va_end(ap);
+    atomic_store_explicit(&detail_code, -1, memory_order_release);
+    atomic_store_explicit(&detail_text, slot, memory_order_release);
+    atomic_store_explicit(&detail_code, (int)code, memory_order_release);
+}
+
+static void clear_error_detail(void)
+{
+    atomic_store_explicit(&detail_code, -1, memory_order_release);
+}
+
+static int state_path(char *out, size_t cap)
+{
+    const char *env = getenv(ENV_CONFIG);
+    if (env != NULL && env[0] != '\0') {
+        return snprintf(out, cap, "%s", env) < (int)cap ? 0 : -1;
+    }
+    Dl_info info;
+    if (dladdr((const void *)&nvmlErrorString, &info) == 0 || info.dli_fname == NULL) {
+        return -1;
+    }
+    const char *slash = strrchr(info.dli_fname, '/');
+    if (slash == NULL) {
+        return snprintf(out, cap, "." STATE_RELATIVE) < (int)cap ? 0 : -1;
+    }
+    int dir_len = (int)(slash - info.dli_fname);
+    return snprintf(out, cap, "%.*s" STATE_RELATIVE, dir_len, info.dli_fname) < (int)cap ? 0 : -1;
+}
+
+/* Read the whole file into a fresh buffer, refusing anything larger than the format allows. */
+static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "cannot open GPU state %s: %s (set %s)", path,
+                              strerror(e), ENV_CONFIG);
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "GPU state %s is not a regular file", path);
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    if ((unsigned long long)st.st_size > STATE_MAX_BYTES) {
+        close(fd);
+        mock_set_error_detail(NVML_ERROR_INVALID_STATE, "GPU state %s: file larger than %u bytes", path, STATE_MAX_BYTES);
+        return NVML_ERROR_INVALID_STATE;
+    }
+    char *data = malloc(STATE_MAX_BYTES + 1);
+    if (data == NULL) {
+        close(fd);
+        mock_set_error_detail(NVML_ERROR_MEMORY, "cannot allocate %u bytes to read %s", STATE_MAX_BYTES, path);
+        return NVML_ERROR_MEMORY;
+    }
+    size_t got = 0;
+    while (got <= STATE_MAX_BYTES) {
+        ssize_t r = read(fd, data + got, STATE_MAX_BYTES + 1 - got);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r < 0) {
+            int e = errno;
+            free(data);
+            close(fd);
+            mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "cannot read GPU state %s: %s", path, strerror(e));
+            return NVML_ERROR_DRIVER_NOT_LOADED;
+        }
+        if (r == 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got > STATE_MAX_BYTES) {
+        free(data);
+        mock_set_error_detail(NVML_ERROR_INVALID_STATE, "GPU state %s: file larger than %u bytes", path, STATE_MAX_BYTES);
+        return NVML_ERROR_INVALID_STATE;
+    }
+    *buf = data;
+    *len = got;
+    return NVML_SUCCESS;
+}
+
+/* Fabric identity from the environment, applied to fabric-attached GPUs. */
+static nvmlReturn_t apply_fabric_env(struct state *st)
+{
+    const char *uuid_env = getenv(ENV_CLUSTER_UUID);
+    const char *clique_env = getenv(ENV_CLIQUE_ID);
+    uint8_t uuid[16];
+    uint64_t clique = 0;
+    int have_uuid = uuid_env != NULL && uuid_env[0] != '\0';
+    int have_clique = clique_env != NULL && clique_env[0] != '\0';
+
+    if (have_uuid && state_parse_uuid16(uuid_env, strlen(uuid_env), uuid) != 0) {
+        mock_set_error_detail(NVML_ERROR_INVALID_STATE, "%s='%.64s' is not a UUID (8-4-4-4-12 hex digits)",
+                              ENV_CLUSTER_UUID, uuid_env);
+        return NVML_ERROR_INVALID_STATE;
+    }
+    if (have_clique && state_parse_uint(clique_env, strlen(clique_env), UINT32_MAX, &clique) != 0) {
+        mock_set_error_detail(NVML_ERROR_INVALID_STATE, "%s='%.64s' is not an unsigned 32-bit integer", ENV_CLIQUE_ID,
+                              clique_env);
+        return NVML_ERROR_INVALID_STATE;
+    }
+    if (!have_uuid && !have_clique) {
+        return NVML_SUCCESS;
+    }
+    for (uint32_t i = 0; i < st->gpu_count; i++) {
+        struct state_gpu *g = &st->gpu[i];
+        if (!g->fabric_attached) {
+            continue;
+        }
+        if (have_uuid) {
+            memcpy(g->fabric_cluster_uuid, uuid, sizeof(uuid));
+        }
+        if (have_clique) {
+            g->fabric_clique_id = (uint32_t)clique;
+        }
+        g->fabric_state = NVML_GPU_FABRIC_STATE_COMPLETED;
+    }
+    return NVML_SUCCESS;
+}
+
+static void publish(const struct state *st)
+{
+    mock_system = st->system;
+    for (uint32_t i = 0; i < st->gpu_count; i++) {
+        struct nvmlDevice_st *d = &mock_devices[i];
+        memset(d, 0, sizeof(*d));
+        d->s = st->gpu[i];
+        d->index = i;
+        snprintf(d->bus_id, sizeof(d->bus_id), "%08X:%02X:%02X.%X", d->s.pci.domain, d->s.pci.bus, d->s.pci.device,
+                 d->s.pci.function);
+        snprintf(d->bus_id_legacy, sizeof(d->bus_id_legacy), "%04X:%02X:%02X.%X", d->s.pci.domain & 0xffff,
+                 d->s.pci.bus, d->s.pci.device, d->s.pci.function);
+    }
+    mock_device_count = st->gpu_count;
+}
+
+/* Caller holds lifecycle_lock and init_refcount == 0. */
+static nvmlReturn_t load_state(void)
+{
+    char path[4096];
+    if (state_path(path, sizeof(path)) != 0) {
+        mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "cannot locate the GPU state (set %s)", ENV_CONFIG);
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    nvmlReturn_t rc = read_state_file(path, &data, &len);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    struct state *st = malloc(sizeof(*st));
+    if (st == NULL) {
+        free(data);
+        mock_set_error_detail(NVML_ERROR_MEMORY, "cannot allocate the parsed state");
+        return NVML_ERROR_MEMORY;
+    }
+    char err[STATE_ERR_LEN];
+    if (state_parse(data, len, st, err, sizeof(err)) != 0) {
+        mock_set_error_detail(NVML_ERROR_INVALID_STATE, "corrupt GPU state %s: %s", path, err);
+        rc = NVML_ERROR_INVALID_STATE;
+    } else {
+        rc = apply_fabric_env(st);
+    }
+    if (rc == NVML_SUCCESS) {
+        publish(st);
+    }
+    free(st);
+    free(data);
+    return rc;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    nvmlReturn_t rc = NVML_SUCCESS;
+    pthread_mutex_lock(&lifecycle_lock);
+    if (init_refcount == 0) {
+        rc = load_state();
+    }
+    if (rc == NVML_SUCCESS && mock_device_count == 0 && !(flags & NVML_INIT_FLAG_NO_GPUS)) {
+        mock_set_error_detail(NVML_ERROR_GPU_NOT_FOUND,
+                              "the GPU state lists no GPUs (nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) accepts that)");
+        rc = NVML_ERROR_GPU_NOT_FOUND;
+    }
+    if (rc == NVML_SUCCESS) {
+        if (init_refcount == 0) {
+            clear_error_detail();
+            atomic_store_explicit(&mock_live, 1, memory_order_release);
+        }
+        init_refcount++;
+    }
+    pthread_mutex_unlock(&lifecycle_lock);
+    return rc;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlInit_v2(void)
+{
+    return nvmlInitWithFlags(0);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlInit(void)
+{
+    return nvmlInitWithFlags(0);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlShutdown(void)
+{
+    nvmlReturn_t rc = NVML_SUCCESS;
+    pthread_mutex_lock(&lifecycle_lock);
+    if (init_refcount == 0) {
+        rc = NVML_ERROR_UNINITIALIZED;
+    } else if (--init_refcount == 0) {
+        atomic_store_explicit(&mock_live, 0, memory_order_release);
+    }
+    pthread_mutex_unlock(&lifecycle_lock);
+    return rc;
+}
+
+nvmlReturn_t mock_copy_string(char *dst, unsigned int length, const char *src)
+{
+    if (dst == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    size_t n = strlen(src);
+    if (length == 0 || n + 1 > length) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    memcpy(dst, src, n + 1);
+    return NVML_SUCCESS;
+}
+
+/*
+ * Not in nvml.h: the private table the real nvidia-smi asks for. No table is offered, so
+ * callers fall back to the public API.
+ */
+MOCK_EXPORT nvmlReturn_t nvmlInternalGetExportTable(const void **ppExportTable, const void *pExportTableId);
+
+MOCK_EXPORT nvmlReturn_t nvmlInternalGetExportTable(const void **ppExportTable, const void *pExportTableId)
+{
+    (void)pExportTableId;
+    if (ppExportTable != NULL) {
+        *ppExportTable = NULL;
+    }
+    return NVML_ERROR_NOT_SUPPORTED;
+}

@@ -1,0 +1,79 @@
+/*
+ * Internal interface of the mock libnvidia-ml.so.1: the device objects behind
+ * nvmlDevice_t handles, the process-wide state, and the checks every entry point shares.
+ *
+ * The state is written once per init cycle (under the lifecycle mutex, while no
+ * handle is live) and only read afterwards, so the query entry points take no lock:
+ * they check one atomic flag and the handle's address, then copy fields.
+ */
+#ifndef NVML_MOCK_H
+#define NVML_MOCK_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nvml.h>
+
+#include "state.h"
+
+#define MOCK_EXPORT __attribute__((visibility("default")))
+
+/* The object an nvmlDevice_t points to. */
+struct nvmlDevice_st {
+    struct state_gpu s;
+    unsigned int index;
+    char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];           /* 8-digit domain */
+    char bus_id_legacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* 4-digit domain */
+};
+
+extern struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
+extern struct state_system mock_system;
+extern unsigned int mock_device_count;
+/* Non-zero while at least one nvmlInit* is outstanding. */
+extern atomic_int mock_live;
+
+static inline int mock_is_live(void)
+{
+    return atomic_load_explicit(&mock_live, memory_order_acquire) != 0;
+}
+
+/* Validate `device`; on success store the device object in *out. */
+static inline nvmlReturn_t mock_device(nvmlDevice_t device, const struct nvmlDevice_st **out)
+{
+    if (!mock_is_live()) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    uintptr_t base = (uintptr_t)&mock_devices[0];
+    uintptr_t p = (uintptr_t)device;
+    if (p < base || p >= base + sizeof(mock_devices) || (p - base) % sizeof(struct nvmlDevice_st) != 0 ||
+        (p - base) / sizeof(struct nvmlDevice_st) >= mock_device_count) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *out = (const struct nvmlDevice_st *)device;
+    return NVML_SUCCESS;
+}
+
+#define GET_DEVICE(handle, var)                                \
+    const struct nvmlDevice_st *var = NULL;                    \
+    do {                                                       \
+        nvmlReturn_t rc_ = mock_device((handle), &var);        \
+        if (rc_ != NVML_SUCCESS) {                             \
+            return rc_;                                        \
+        }                                                      \
+    } while (0)
+
+/* Copy a NUL-terminated string into a caller buffer of `length` bytes (NVML semantics). */
+nvmlReturn_t mock_copy_string(char *dst, unsigned int length, const char *src);
+
+/* Fill the 68-byte nvmlPciInfo_t (v3) for a device. */
+void mock_fill_pci_v3(const struct nvmlDevice_st *d, nvmlPciInfo_t *pci);
+void mock_fill_pci_addr(const struct state_pci_addr *a, nvmlPciInfo_t *pci);
+
+/* Fabric health summary derived from a health mask. */
+unsigned char mock_fabric_health_summary(unsigned int mask);
+
+/* Record an init failure detail that nvmlErrorString(code) returns until the next init. */
+void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,806 @@
+/*
+ * Bounded parser for the rendered GPU state (STATE-FORMAT.md, format 1).
+ *
+ * Every limit of the format is enforced here, with fixed-size destinations, so that a
+ * hostile or truncated file can only ever produce an error message: the parser never
+ * allocates, never recurses and never reads past `len`. Keys are described once in a
+ * table (type, destination offset, bounds, default), which keeps per-key code out of
+ * the hot loop and makes the format's documentation and the parser easy to compare.
+ */
+#include "state.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum key_type {
+    K_STR,     /* NUL-terminated string, at most size-1 bytes */
+    K_U32,     /* unsigned, [min, max] */
+    K_I32,     /* signed, [min, max] */
+    K_U64,     /* unsigned 64-bit */
+    K_BUSID,   /* PCI bus id */
+    K_UUID16,  /* 8-4-4-4-12 hex -> 16 bytes */
+    K_CPULIST, /* 0-3,8,10-11 -> bitmask */
+    K_BUSLIST, /* comma-separated bus ids */
+};
+
+enum { F_REQUIRED = 1 };
+
+struct key_def {
+    const char *name;
+    enum key_type type;
+    size_t offset;
+    size_t size;
+    int64_t min;
+    int64_t max;
+    int flags;
+    const char *dflt; /* applied when an optional key is absent; NULL = zero */
+};
+
+#define SYS(f) offsetof(struct state_system, f), sizeof(((struct state_system *)0)->f)
+#define GPU(f) offsetof(struct state_gpu, f), sizeof(((struct state_gpu *)0)->f)
+#define U32MAX 4294967295LL
+#define I32MIN (-2147483647LL - 1)
+#define I32MAX 2147483647LL
+
+static const struct key_def system_keys[] = {
+    {"cuda_driver_version", K_I32, SYS(cuda_driver_version), 0, I32MAX, F_REQUIRED, NULL},
+    {"device_count", K_U32, SYS(device_count), 0, STATE_MAX_GPUS, F_REQUIRED, NULL},
+    {"driver_version", K_STR, SYS(driver_version), 0, 0, F_REQUIRED, NULL},
+    {"node_name", K_STR, SYS(node_name), 0, 0, 0, NULL},
+    {"nvml_version", K_STR, SYS(nvml_version), 0, 0, F_REQUIRED, NULL},
+    {"profile", K_STR, SYS(profile), 0, 0, 0, NULL},
+};
+
+static const struct key_def gpu_keys[] = {
+    {"app_clock_graphics_mhz", K_U32, GPU(app_clock_graphics_mhz), 0, U32MAX, 0, NULL},
+    {"app_clock_mem_mhz", K_U32, GPU(app_clock_mem_mhz), 0, U32MAX, 0, NULL},
+    {"architecture", K_U32, GPU(architecture), 0, U32MAX, F_REQUIRED, NULL},
+    {"bar1_total_bytes", K_U64, GPU(bar1_total_bytes), 0, 0, F_REQUIRED, NULL},
+    {"bar1_used_bytes", K_U64, GPU(bar1_used_bytes), 0, 0, F_REQUIRED, NULL},
+    {"board_id", K_U32, GPU(board_id), 0, U32MAX, F_REQUIRED, NULL},
+    {"board_part_number", K_STR, GPU(board_part_number), 0, 0, F_REQUIRED, NULL},
+    {"brand", K_I32, GPU(brand), 0, 64, F_REQUIRED, NULL},
+    {"clock_graphics_mhz", K_U32, GPU(clock_graphics_mhz), 0, U32MAX, F_REQUIRED, NULL},
+    {"clock_mem_mhz", K_U32, GPU(clock_mem_mhz), 0, U32MAX, F_REQUIRED, NULL},
+    {"clock_sm_mhz", K_U32, GPU(clock_sm_mhz), 0, U32MAX, F_REQUIRED, NULL},
+    {"clock_video_mhz", K_U32, GPU(clock_video_mhz), 0, U32MAX, F_REQUIRED, NULL},
+    {"clocks_event_reasons", K_U64, GPU(clocks_event_reasons), 0, 0, 0, NULL},
+    {"compute_mode", K_I32, GPU(compute_mode), 0, 3, 0, NULL},
+    {"cpu_affinity", K_CPULIST, GPU(cpu_affinity), 0, 0, F_REQUIRED, NULL},
+    {"cuda_cc_major", K_I32, GPU(cuda_cc_major), 0, 99, F_REQUIRED, NULL},
+    {"cuda_cc_minor", K_I32, GPU(cuda_cc_minor), 0, 99, F_REQUIRED, NULL},
+    {"display_active", K_U32, GPU(display_active), 0, 1, F_REQUIRED, NULL},
+    {"display_mode", K_U32, GPU(display_mode), 0, 1, F_REQUIRED, NULL},
+    {"ecc_aggregate_corrected", K_U64, GPU(ecc_aggregate_corrected), 0, 0, 0, NULL},
+    {"ecc_aggregate_uncorrected", K_U64, GPU(ecc_aggregate_uncorrected), 0, 0, 0, NULL},
+    {"ecc_enabled", K_U32, GPU(ecc_enabled), 0, 1, F_REQUIRED, NULL},
+    {"ecc_supported", K_U32, GPU(ecc_supported), 0, 1, 0, "1"},
+    {"ecc_volatile_corrected", K_U64, GPU(ecc_volatile_corrected), 0, 0, 0, NULL},
+    {"ecc_volatile_uncorrected", K_U64, GPU(ecc_volatile_uncorrected), 0, 0, 0, NULL},
+    {"energy_mj", K_U64, GPU(energy_mj), 0, 0, 0, NULL},
+    {"fabric_attached", K_U32, GPU(fabric_attached), 0, 1, 0, NULL},
+    {"fabric_clique_id", K_U32, GPU(fabric_clique_id), 0, U32MAX, 0, NULL},
+    {"fabric_cluster_uuid", K_UUID16, GPU(fabric_cluster_uuid), 0, 0, 0, NULL},
+    {"fabric_health_mask", K_U32, GPU(fabric_health_mask), 0, U32MAX, 0, "0x1aa"},
+    {"fabric_state", K_I32, GPU(fabric_state), 0, 3, 0, "3"},
+    {"fan_speed_pct", K_U32, GPU(fan_speed_pct), 0, 100, 0, NULL},
+    {"gpu_group", K_U32, GPU(gpu_group), 0, U32MAX, 0, NULL},
+    {"inforom_ecc", K_STR, GPU(inforom_ecc), 0, 0, 0, NULL},
+    {"inforom_image_version", K_STR, GPU(inforom_image_version), 0, 0, F_REQUIRED, NULL},
+    {"inforom_oem", K_STR, GPU(inforom_oem), 0, 0, 0, NULL},
+    {"inforom_power", K_STR, GPU(inforom_power), 0, 0, 0, NULL},
+    {"max_clock_graphics_mhz", K_U32, GPU(max_clock_graphics_mhz), 0, U32MAX, F_REQUIRED, NULL},
+    {"max_clock_mem_mhz", K_U32, GPU(max_clock_mem_mhz), 0, U32MAX, F_REQUIRED, NULL},
+    {"max_clock_sm_mhz", K_U32, GPU(max_clock_sm_mhz), 0, U32MAX, F_REQUIRED, NULL},
+    {"max_clock_video_mhz", K_U32, GPU(max_clock_video_mhz), 0, U32MAX, F_REQUIRED, NULL},
+    {"memory_bus_width", K_U32, GPU(memory_bus_width), 0, U32MAX, F_REQUIRED, NULL},
+    {"memory_reserved_bytes", K_U64, GPU(memory_reserved_bytes), 0, 0, F_REQUIRED, NULL},
+    {"memory_temperature_c", K_U32, GPU(memory_temperature_c), 0, 255, 0, NULL},
+    {"memory_total_bytes", K_U64, GPU(memory_total_bytes), 0, 0, F_REQUIRED, NULL},
+    {"memory_used_bytes", K_U64, GPU(memory_used_bytes), 0, 0, F_REQUIRED, NULL},
+    {"mig_capable", K_U32, GPU(mig_capable), 0, 1, 0, NULL},
+    {"minor_number", K_U32, GPU(minor_number), 0, U32MAX, F_REQUIRED, NULL},
+    {"module_id", K_U32, GPU(module_id), 0, U32MAX, 0, NULL},
+    {"multi_gpu_board", K_U32, GPU(multi_gpu_board), 0, 1, 0, NULL},
+    {"multiprocessor_count", K_U32, GPU(multiprocessor_count), 0, U32MAX, 0, NULL},
+    {"name", K_STR, GPU(name), 0, 0, F_REQUIRED, NULL},
+    {"num_fans", K_U32, GPU(num_fans), 0, 64, 0, NULL},
+    {"num_gpu_cores", K_U32, GPU(num_gpu_cores), 0, U32MAX, 0, NULL},
+    {"numa_node", K_I32, GPU(numa_node), -1, 1023, 0, "-1"},
+    {"nvlink_count", K_U32, GPU(nvlink_count), 0, STATE_MAX_NVLINKS, 0, NULL},
+    {"nvlink_remote_bus_ids", K_BUSLIST, GPU(nvlink_remote), 0, 0, 0, NULL},
+    {"nvlink_version", K_U32, GPU(nvlink_version), 0, U32MAX, 0, NULL},
+    {"pci_bus_id", K_BUSID, GPU(pci), 0, 0, F_REQUIRED, NULL},
+    {"pci_device_id", K_U32, GPU(pci_device_id), 0, U32MAX, F_REQUIRED, NULL},
+    {"pci_subsystem_id", K_U32, GPU(pci_subsystem_id), 0, U32MAX, F_REQUIRED, NULL},
+    {"pcie_cur_gen", K_U32, GPU(pcie_cur_gen), 0, U32MAX, F_REQUIRED, NULL},
+    {"pcie_cur_width", K_U32, GPU(pcie_cur_width), 0, U32MAX, F_REQUIRED, NULL},
+    {"pcie_max_gen", K_U32, GPU(pcie_max_gen), 0, U32MAX, F_REQUIRED, NULL},
+    {"pcie_max_width", K_U32, GPU(pcie_max_width), 0, U32MAX, F_REQUIRED, NULL},
+    {"pcie_replay_counter", K_U32, GPU(pcie_replay_counter), 0, U32MAX, 0, NULL},
+    {"persistence_mode", K_U32, GPU(persistence_mode), 0, 1, F_REQUIRED, NULL},
+    {"platform_chassis_serial", K_STR, GPU(platform_chassis_serial), 0, 0, 0, NULL},
+    {"platform_host_id", K_U32, GPU(platform_host_id), 0, 255, 0, NULL},
+    {"platform_peer_type", K_U32, GPU(platform_peer_type), 0, 255, 0, NULL},
+    {"platform_slot_number", K_U32, GPU(platform_slot_number), 0, 255, 0, NULL},
+    {"platform_tray_index", K_U32, GPU(platform_tray_index), 0, 255, 0, NULL},
+    {"power_default_limit_mw", K_U32, GPU(power_default_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
+    {"power_limit_mw", K_U32, GPU(power_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
+    {"power_max_limit_mw", K_U32, GPU(power_max_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
+    {"power_min_limit_mw", K_U32, GPU(power_min_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
+    {"power_usage_mw", K_U32, GPU(power_usage_mw), 0, U32MAX, F_REQUIRED, NULL},
+    {"pstate", K_I32, GPU(pstate), 0, 15, 0, NULL},
+    {"remapped_rows_correctable", K_U32, GPU(remapped_rows_correctable), 0, U32MAX, 0, NULL},
+    {"remapped_rows_failure", K_U32, GPU(remapped_rows_failure), 0, 1, 0, NULL},
+    {"remapped_rows_pending", K_U32, GPU(remapped_rows_pending), 0, 1, 0, NULL},
+    {"remapped_rows_uncorrectable", K_U32, GPU(remapped_rows_uncorrectable), 0, U32MAX, 0, NULL},
+    {"retired_pages_dbe", K_U32, GPU(retired_pages_dbe), 0, 64, 0, NULL},
+    {"retired_pages_pending", K_U32, GPU(retired_pages_pending), 0, 1, 0, NULL},
+    {"retired_pages_sbe", K_U32, GPU(retired_pages_sbe), 0, 64, 0, NULL},
+    {"serial", K_STR, GPU(serial), 0, 0, F_REQUIRED, NULL},
+    {"temp_gpu_max_c", K_U32, GPU(temp_gpu_max_c), 0, 255, F_REQUIRED, NULL},
+    {"temp_mem_max_c", K_U32, GPU(temp_mem_max_c), 0, 255, F_REQUIRED, NULL},
+    {"temp_shutdown_c", K_U32, GPU(temp_shutdown_c), 0, 255, F_REQUIRED, NULL},
+    {"temp_slowdown_c", K_U32, GPU(temp_slowdown_c), 0, 255, F_REQUIRED, NULL},
+    {"temperature_c", K_U32, GPU(temperature_c), 0, 255, F_REQUIRED, NULL},
+    {"util_decoder_pct", K_U32, GPU(util_decoder_pct), 0, 100, 0, NULL},
+    {"util_encoder_pct", K_U32, GPU(util_encoder_pct), 0, 100, 0, NULL},
+    {"util_gpu_pct", K_U32, GPU(util_gpu_pct), 0, 100, 0, NULL},
+    {"util_mem_pct", K_U32, GPU(util_mem_pct), 0, 100, 0, NULL},
+    {"uuid", K_STR, GPU(uuid), 0, 0, F_REQUIRED, NULL},
+    {"vbios_version", K_STR, GPU(vbios_version), 0, 0, F_REQUIRED, NULL},
+    {"virtualization_mode", K_I32, GPU(virtualization_mode), 0, 16, 0, NULL},
+};
+
+#define NSYS (sizeof(system_keys) / sizeof(system_keys[0]))
+#define NGPU (sizeof(gpu_keys) / sizeof(gpu_keys[0]))
+#define MAX_KEYS 128
+
+_Static_assert(NGPU <= MAX_KEYS && NSYS <= MAX_KEYS, "seen[] too small");
+
+struct parser {
+    const char *buf;
+    size_t len;
+    size_t line_no;
+    char *err;
+    size_t errlen;
+};
+
+static int fail(struct parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(struct parser *p, const char *fmt, ...)
+{
+    if (p->err != NULL && p->errlen > 0) {
+        int n = snprintf(p->err, p->errlen, "line %zu: ", p->line_no);
+        if (n < 0 || (size_t)n >= p->errlen) {
+            n = 0;
+        }
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Copy at most 40 bytes of a value into a printable, NUL-terminated quote for messages. */
+static void quote(char *dst, size_t cap, const char *s, size_t len)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < len && j + 5 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        dst[j++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+        if (i == 39 && len > 40) {
+            dst[j++] = '.';
+            dst[j++] = '.';
+            dst[j++] = '.';
+            break;
+        }
+    }
+    dst[j] = '\0';
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+int state_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t i = 0;
+    if (len == 0) {
+        return -1;
+    }
+    if (len > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        if (len > 18) {
+            return -1;
+        }
+        for (i = 2; i < len; i++) {
+            int h = hexval(s[i]);
+            if (h < 0) {
+                return -1;
+            }
+            v = (v << 4) | (uint64_t)h;
+        }
+    } else {
+        if (len > 20) {
+            return -1;
+        }
+        for (i = 0; i < len; i++) {
+            if (s[i] < '0' || s[i] > '9') {
+                return -1;
+            }
+            uint64_t d = (uint64_t)(s[i] - '0');
+            if (v > (UINT64_MAX - d) / 10) {
+                return -1;
+            }
+            v = v * 10 + d;
+        }
+    }
+    if (v > max) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *s, size_t len, int64_t min, int64_t max, int64_t *out)
+{
+    uint64_t mag = 0;
+    int neg = 0;
+    if (len > 0 && s[0] == '-') {
+        neg = 1;
+        s++;
+        len--;
+    }
+    if (state_parse_uint(s, len, (uint64_t)INT64_MAX, &mag) != 0) {
+        return -1;
+    }
+    int64_t v = neg ? -(int64_t)mag : (int64_t)mag;
+    if (v < min || v > max) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int state_parse_uuid16(const char *s, size_t len, uint8_t out[16])
+{
+    static const size_t dash[] = {8, 13, 18, 23};
+    size_t nib = 0;
+    if (len != 36) {
+        return -1;
+    }
+    uint8_t tmp[16] = {0};
+    for (size_t i = 0, d = 0; i < len; i++) {
+        if (d < 4 && i == dash[d]) {
+            if (s[i] != '-') {
+                return -1;
+            }
+            d++;
+            continue;
+        }
+        int h = hexval(s[i]);
+        if (h < 0) {
+            return -1;
+        }
+        tmp[nib / 2] = (uint8_t)(tmp[nib / 2] | (nib % 2 ? h : h << 4));
+        nib++;
+    }
+    memcpy(out, tmp, 16);
+    return 0;
+}
+
+static int parse_hex_field(const char *s, size_t len, size_t maxdigits, uint32_t max, uint32_t *out)
+{
+    uint32_t v = 0;
+    if (len == 0 || len > maxdigits) {
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        int h = hexval(s[i]);
+        if (h < 0) {
+            return -1;
+        }
+        v = (v << 4) | (uint32_t)h;
+    }
+    if (v > max) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int state_parse_bus_id(const char *s, size_t len, struct state_pci_addr *out)
+{
+    /* [domain:]bus:device.function, all hex */
+    const char *colon2 = NULL;
+    const char *colon1 = NULL;
+    const char *dot = NULL;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == ':') {
+            if (colon2 != NULL) {
+                return -1;
+            }
+            if (colon1 == NULL) {
+                colon1 = s + i;
+            } else {
+                colon2 = s + i;
+            }
+        } else if (s[i] == '.') {
+            if (dot != NULL) {
+                return -1;
+            }
+            dot = s + i;
+        }
+    }
+    if (colon1 == NULL || dot == NULL) {
+        return -1;
+    }
+    struct state_pci_addr a = {0, 0, 0, 0};
+    const char *bus_start = s;
+    const char *bus_end = colon1;
+    if (colon2 != NULL) {
+        if (parse_hex_field(s, (size_t)(colon1 - s), 8, UINT32_MAX, &a.domain) != 0) {
+            return -1;
+        }
+        bus_start = colon1 + 1;
+        bus_end = colon2;
+    }
+    if (dot < bus_end) {
+        return -1;
+    }
+    if (parse_hex_field(bus_start, (size_t)(bus_end - bus_start), 2, 0xff, &a.bus) != 0 ||
+        parse_hex_field(bus_end + 1, (size_t)(dot - bus_end - 1), 2, 0x1f, &a.device) != 0 ||
+        parse_hex_field(dot + 1, (size_t)(s + len - dot - 1), 1, 7, &a.function) != 0) {
+        return -1;
+    }
+    *out = a;
+    return 0;
+}
+
+static int parse_cpulist(const char *s, size_t len, uint64_t *mask)
+{
+    memset(mask, 0, sizeof(uint64_t) * STATE_CPU_WORDS);
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && s[j] != ',') {
+            j++;
+        }
+        size_t dash = i;
+        while (dash < j && s[dash] != '-') {
+            dash++;
+        }
+        uint64_t lo = 0;
+        uint64_t hi = 0;
+        if (state_parse_uint(s + i, dash - i, STATE_MAX_CPUS - 1, &lo) != 0) {
+            return -1;
+        }
+        hi = lo;
+        if (dash < j && state_parse_uint(s + dash + 1, j - dash - 1, STATE_MAX_CPUS - 1, &hi) != 0) {
+            return -1;
+        }
+        if (hi < lo) {
+            return -1;
+        }
+        for (uint64_t c = lo; c <= hi; c++) {
+            mask[c / 64] |= 1ULL << (c % 64);
+        }
+        if (j == len) {
+            break;
+        }
+        i = j + 1;
+        if (i == len) {
+            return -1; /* trailing comma */
+        }
+    }
+    return 0;
+}
+
+static int parse_buslist(const char *s, size_t len, struct state_pci_addr *dst, uint32_t *count)
+{
+    uint32_t n = 0;
+    size_t i = 0;
+    while (i < len) {
+        size_t j = i;
+        while (j < len && s[j] != ',') {
+            j++;
+        }
+        if (n >= STATE_MAX_NVLINKS) {
+            return -1;
+        }
+        if (state_parse_bus_id(s + i, j - i, &dst[n]) != 0) {
+            return -1;
+        }
+        n++;
+        if (j == len) {
+            break;
+        }
+        i = j + 1;
+        if (i == len) {
+            return -1;
+        }
+    }
+    *count = n;
+    return 0;
+}
+
+static int apply_value(struct parser *p, const struct key_def *k, void *base, const char *v, size_t vlen)
+{
+    char q[48];
+    char *dst = (char *)base + k->offset;
+    switch (k->type) {
+    case K_STR:
+        if (vlen >= k->size) {
+            return fail(p, "key '%s': value longer than %zu bytes", k->name, k->size - 1);
+        }
+        for (size_t i = 0; i < vlen; i++) {
+            if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
+                return fail(p, "key '%s': control character in value", k->name);
+            }
+        }
+        memcpy(dst, v, vlen);
+        dst[vlen] = '\0';
+        return 0;
+    case K_U32:
+    case K_U64: {
+        uint64_t u = 0;
+        uint64_t max = k->type == K_U64 ? UINT64_MAX : (uint64_t)k->max;
+        if (state_parse_uint(v, vlen, max, &u) != 0 || (int64_t)u < k->min) {
+            quote(q, sizeof(q), v, vlen);
+            if (k->type == K_U64) {
+                return fail(p, "key '%s': '%s' is not an unsigned 64-bit integer", k->name, q);
+            }
+            return fail(p, "key '%s': '%s' is not an integer in %lld..%lld", k->name, q,
+                        (long long)k->min, (long long)k->max);
+        }
+        if (k->type == K_U64) {
+            memcpy(dst, &u, sizeof(uint64_t));
+        } else {
+            uint32_t u32 = (uint32_t)u;
+            memcpy(dst, &u32, sizeof(uint32_t));
+        }
+        return 0;
+    }
+    case K_I32: {
+        int64_t s = 0;
+        if (parse_int(v, vlen, k->min, k->max, &s) != 0) {
+            quote(q, sizeof(q), v, vlen);
+            return fail(p, "key '%s': '%s' is not an integer in %lld..%lld", k->name, q,
+                        (long long)k->min, (long long)k->max);
+        }
+        int32_t s32 = (int32_t)s;
+        memcpy(dst, &s32, sizeof(int32_t));
+        return 0;
+    }
+    case K_BUSID: {
+        struct state_pci_addr a;
+        if (state_parse_bus_id(v, vlen, &a) != 0) {
+            quote(q, sizeof(q), v, vlen);
+            return fail(p, "key '%s': '%s' is not a PCI bus id (DDDDDDDD:BB:DD.F)", k->name, q);
+        }
+        memcpy(dst, &a, sizeof(a));
+        return 0;
+    }
+    case K_UUID16:
+        if (state_parse_uuid16(v, vlen, (uint8_t *)dst) != 0) {
+            quote(q, sizeof(q), v, vlen);
+            return fail(p, "key '%s': '%s' is not a UUID (8-4-4-4-12 hex digits)", k->name, q);
+        }
+        return 0;
+    case K_CPULIST:
+        if (parse_cpulist(v, vlen, (uint64_t *)(void *)dst) != 0) {
+            quote(q, sizeof(q), v, vlen);
+            return fail(p, "key '%s': '%s' is not a CPU list (e.g. 0-71,144-215; CPUs < %d)", k->name,
+                        q, STATE_MAX_CPUS);
+        }
+        return 0;
+    case K_BUSLIST: {
+        struct state_gpu *g = (struct state_gpu *)base;
+        if (parse_buslist(v, vlen, g->nvlink_remote, &g->nvlink_remote_count) != 0) {
+            quote(q, sizeof(q), v, vlen);
+            return fail(p, "key '%s': '%s' is not a list of at most %d PCI bus ids", k->name, q,
+                        STATE_MAX_NVLINKS);
+        }
+        return 0;
+    }
+    }
+    return fail(p, "key '%s': internal error (unknown type)", k->name);
+}
+
+static const struct key_def *sorted_sys[NSYS];
+static const struct key_def *sorted_gpu[NGPU];
+static pthread_once_t sort_once = PTHREAD_ONCE_INIT;
+
+static int cmp_def(const void *a, const void *b)
+{
+    return strcmp((*(const struct key_def *const *)a)->name, (*(const struct key_def *const *)b)->name);
+}
+
+static void sort_tables(void)
+{
+    for (size_t i = 0; i < NSYS; i++) {
+        sorted_sys[i] = &system_keys[i];
+    }
+    for (size_t i = 0; i < NGPU; i++) {
+        sorted_gpu[i] = &gpu_keys[i];
+    }
+    qsort(sorted_sys, NSYS, sizeof(sorted_sys[0]), cmp_def);
+    qsort(sorted_gpu, NGPU, sizeof(sorted_gpu[0]), cmp_def);
+}
+
+/* Binary search; `key` is NUL-terminated. Returns the index into the sorted table or -1. */
+static int find_key(const struct key_def *const *tab, size_t n, const char *key)
+{
+    size_t lo = 0;
+    size_t hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(key, tab[mid]->name);
+        if (c == 0) {
+            return (int)mid;
+        }
+        if (c < 0) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return -1;
+}
+
+enum section { SEC_NONE, SEC_SYSTEM, SEC_GPU };
+
+struct section_ctx {
+    enum section kind;
+    void *base;
+    const struct key_def *const *tab;
+    size_t n;
+    unsigned char seen[MAX_KEYS];
+    size_t header_line;
+    int gpu_index;
+};
+
+/* Apply defaults and check required keys when a section ends. */
+static int close_section_at(struct parser *p, struct section_ctx *sc);
+
+static int close_section(struct parser *p, struct section_ctx *sc)
+{
+    size_t line = p->line_no;
+    int rc = close_section_at(p, sc);
+    if (rc == 0) {
+        p->line_no = line;
+    }
+    return rc;
+}
+
+/* Errors found here are reported at the section's header line. */
+static int close_section_at(struct parser *p, struct section_ctx *sc)
+{
+    if (sc->kind == SEC_NONE) {
+        return 0;
+    }
+    p->line_no = sc->header_line;
+    for (size_t i = 0; i < sc->n; i++) {
+        const struct key_def *k = sc->tab[i];
+        if (sc->seen[i]) {
+            continue;
+        }
+        if (k->flags & F_REQUIRED) {
+            if (sc->kind == SEC_GPU) {
+                return fail(p, "[gpu %d]: required key '%s' is missing", sc->gpu_index, k->name);
+            }
+            return fail(p, "[system]: required key '%s' is missing", k->name);
+        }
+        if (k->dflt != NULL && apply_value(p, k, sc->base, k->dflt, strlen(k->dflt)) != 0) {
+            return -1;
+        }
+    }
+    if (sc->kind == SEC_GPU) {
+        struct state_gpu *g = (struct state_gpu *)sc->base;
+        if (!sc->seen[find_key(sc->tab, sc->n, "app_clock_graphics_mhz")]) {
+            g->app_clock_graphics_mhz = g->max_clock_graphics_mhz;
+        }
+        if (!sc->seen[find_key(sc->tab, sc->n, "app_clock_mem_mhz")]) {
+            g->app_clock_mem_mhz = g->max_clock_mem_mhz;
+        }
+        if (g->memory_used_bytes > g->memory_total_bytes ||
+            g->memory_reserved_bytes > g->memory_total_bytes - g->memory_used_bytes) {
+            return fail(p, "[gpu %d]: memory_used_bytes + memory_reserved_bytes exceed memory_total_bytes",
+                        sc->gpu_index);
+        }
+        if (g->bar1_used_bytes > g->bar1_total_bytes) {
+            return fail(p, "[gpu %d]: bar1_used_bytes exceeds bar1_total_bytes", sc->gpu_index);
+        }
+        if (g->uuid[0] == '\0') {
+            return fail(p, "[gpu %d]: uuid is empty", sc->gpu_index);
+        }
+    }
+    return 0;
+}
+
+static void open_section(struct section_ctx *sc, enum section kind, void *base, size_t line, int idx)
+{
+    sc->kind = kind;
+    sc->base = base;
+    sc->tab = kind == SEC_SYSTEM ? sorted_sys : sorted_gpu;
+    sc->n = kind == SEC_SYSTEM ? NSYS : NGPU;
+    memset(sc->seen, 0, sizeof(sc->seen));
+    sc->header_line = line;
+    sc->gpu_index = idx;
+}
+
+static int is_key_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+static int parse_header(struct parser *p, const char *line, size_t n, struct state *out,
+                        struct section_ctx *sc, int *seen_system)
+{
+    if (n == 8 && memcmp(line, "[system]", 8) == 0) {
+        if (*seen_system) {
+            return fail(p, "[system] appears twice");
+        }
+        if (out->gpu_count > 0) {
+            return fail(p, "[system] must come before any [gpu N]");
+        }
+        if (close_section(p, sc) != 0) {
+            return -1;
+        }
+        *seen_system = 1;
+        open_section(sc, SEC_SYSTEM, &out->system, p->line_no, -1);
+        return 0;
+    }
+    if (n >= 7 && memcmp(line, "[gpu ", 5) == 0 && line[n - 1] == ']') {
+        uint64_t idx = 0;
+        if (state_parse_uint(line + 5, n - 6, STATE_MAX_GPUS - 1, &idx) != 0 ||
+            (line[5] == '0' && n - 6 > 1)) {
+            return fail(p, "bad section header (GPU index must be decimal 0..%d)", STATE_MAX_GPUS - 1);
+        }
+        if (!*seen_system) {
+            return fail(p, "[gpu %u] before [system]", (unsigned)idx);
+        }
+        if (idx != out->gpu_count) {
+            return fail(p, "[gpu %u] out of order (expected [gpu %u])", (unsigned)idx, (unsigned)out->gpu_count);
+        }
+        if (close_section(p, sc) != 0) {
+            return -1;
+        }
+        out->gpu_count++;
+        open_section(sc, SEC_GPU, &out->gpu[idx], p->line_no, (int)idx);
+        return 0;
+    }
+    return fail(p, "bad section header (expected [system] or [gpu N])");
+}
+
+static int parse_kv(struct parser *p, const char *line, size_t n, struct section_ctx *sc)
+{
+    size_t eq = 0;
+    while (eq < n && line[eq] != '=') {
+        if (!is_key_char(line[eq])) {
+            return fail(p, "expected key=value with a key of [a-z0-9_]");
+        }
+        eq++;
+    }
+    if (eq == n) {
+        return fail(p, "expected key=value (no '=')");
+    }
+    if (eq == 0) {
+        return fail(p, "empty key");
+    }
+    if (eq > STATE_MAX_KEY) {
+        return fail(p, "key longer than %d bytes", STATE_MAX_KEY);
+    }
+    size_t vlen = n - eq - 1;
+    char key[STATE_MAX_KEY + 1];
+    memcpy(key, line, eq);
+    key[eq] = '\0';
+    if (vlen > STATE_MAX_VALUE) {
+        return fail(p, "key '%s': value longer than %d bytes", key, STATE_MAX_VALUE);
+    }
+    if (sc->kind == SEC_NONE) {
+        return fail(p, "key '%s' outside a section", key);
+    }
+    int idx = find_key(sc->tab, sc->n, key);
+    if (idx < 0) {
+        return 0; /* unknown keys are ignored for forward compatibility */
+    }
+    if (sc->seen[idx]) {
+        return fail(p, "key '%s' appears twice in this section", key);
+    }
+    sc->seen[idx] = 1;
+    return apply_value(p, sc->tab[idx], sc->base, line + eq + 1, vlen);
+}
+
+static int check_unique(struct parser *p, const struct state *out)
+{
+    for (uint32_t i = 0; i < out->gpu_count; i++) {
+        for (uint32_t j = 0; j < i; j++) {
+            if (strcmp(out->gpu[i].uuid, out->gpu[j].uuid) == 0) {
+                return fail(p, "[gpu %u]: uuid duplicates [gpu %u]", i, j);
+            }
+            if (memcmp(&out->gpu[i].pci, &out->gpu[j].pci, sizeof(struct state_pci_addr)) == 0) {
+                return fail(p, "[gpu %u]: pci_bus_id duplicates [gpu %u]", i, j);
+            }
+        }
+    }
+    return 0;
+}
+
+int state_parse(const char *buf, size_t len, struct state *out, char *err, size_t errlen)
+{
+    struct parser p = {buf, len, 0, err, errlen};
+    struct section_ctx sc;
+    int seen_system = 0;
+
+    pthread_once(&sort_once, sort_tables);
+    memset(out, 0, sizeof(*out));
+    memset(&sc, 0, sizeof(sc));
+    if (err != NULL && errlen > 0) {
+        err[0] = '\0';
+    }
+    if (buf == NULL) {
+        return fail(&p, "no data");
+    }
+    if (len > STATE_MAX_BYTES) {
+        return fail(&p, "file larger than %u bytes", STATE_MAX_BYTES);
+    }
+
+    size_t pos = 0;
+    while (pos < len) {
+        const char *line = buf + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t n = nl != NULL ? (size_t)(nl - line) : len - pos;
+        pos += n + (nl != NULL ? 1 : 0);
+        p.line_no++;
+        if (n > STATE_MAX_LINE) {
+            return fail(&p, "line longer than %d bytes", STATE_MAX_LINE);
+        }
+        if (memchr(line, '\0', n) != NULL) {
+            return fail(&p, "NUL byte in line");
+        }
+        if (p.line_no == 1) {
+            if (n != sizeof(STATE_MAGIC) - 1 || memcmp(line, STATE_MAGIC, n) != 0) {
+                return fail(&p, "not a state file (first line must be '%s')", STATE_MAGIC);
+            }
+            continue;
+        }
+        if (n == 0 || line[0] == '#') {
+            continue;
+        }
+        int rc = line[0] == '[' ? parse_header(&p, line, n, out, &sc, &seen_system) : parse_kv(&p, line, n, &sc);
+        if (rc != 0) {
+            return -1;
+        }
+    }
+    if (p.line_no == 0) {
+        return fail(&p, "empty file (first line must be '%s')", STATE_MAGIC);
+    }
+    if (close_section(&p, &sc) != 0) {
+        return -1;
+    }
+    p.line_no++;
+    if (!seen_system) {
+        return fail(&p, "end of file: no [system] section");
+    }
+    if (out->system.device_count != out->gpu_count) {
+        return fail(&p, "end of file: device_count=%u but %u [gpu N] sections", out->system.device_count,
+                    out->gpu_count);
+    }
+    return check_unique(&p, out);
+}

@@ -1,0 +1,193 @@
+"""Shared fixtures: a freshly built mock library, small rendered states, and pynvml bound to it.
+
+The library is rebuilt from ``native/`` once per session (make is a no-op when nothing
+changed) so the tests always exercise the current C sources. States are written here,
+key by key, from STATE-FORMAT.md, so the library's tests do not depend on the renderer.
+nvidia-ml-py loads ``libnvidia-ml.so.1`` by soname; loading our build first under that
+soname makes pynvml bind to it in this process without touching ``LD_LIBRARY_PATH``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1]
+NATIVE = PACKAGE / "native"
+
+MOCK_ENV = ("MOCK_NVML_CONFIG", "MOCK_FABRIC_CLUSTER_UUID", "MOCK_FABRIC_CLIQUE_ID", "MOCK_FABRIC_DOMAIN")
+
+SYSTEM: dict[str, Any] = {
+    "driver_version": "580.65.06",
+    "nvml_version": "13.580.65.06",
+    "cuda_driver_version": 13000,
+    "node_name": "node-a",
+    "profile": "test",
+}
+
+CLUSTER_UUID = "6a5f6f1c-51a8-4b8c-9d0e-1f2a3b4c5d6e"
+
+
+def gpu_entry(index: int, **overrides: Any) -> dict[str, Any]:
+    """One GPU with every required key (an H100 SXM5-like board), plus overrides."""
+    bus = 0x18 + index
+    gpu: dict[str, Any] = {
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": f"GPU-0100010{index // 16:x}-1111-2222-3333-{index:012x}",
+        "serial": f"165322030{index:04d}",
+        "board_part_number": "692-2G520-0200-000",
+        "board_id": 0x1800 + index * 0x100,
+        "minor_number": index,
+        "brand": 14,
+        "architecture": 9,
+        "cuda_cc_major": 9,
+        "cuda_cc_minor": 0,
+        "module_id": index + 1,
+        "vbios_version": "96.00.99.00.01",
+        "inforom_image_version": "G520.0200.00.05",
+        "inforom_oem": "2.1",
+        "inforom_ecc": "7.16",
+        "inforom_power": "",
+        "pci_bus_id": f"00000000:{bus:02X}:00.0",
+        "pci_device_id": "0x233010DE",
+        "pci_subsystem_id": "0x16C110DE",
+        "pcie_max_gen": 5,
+        "pcie_max_width": 16,
+        "pcie_cur_gen": 5,
+        "pcie_cur_width": 16,
+        "memory_total_bytes": 85520809984,
+        "memory_reserved_bytes": 566231040,
+        "memory_used_bytes": 1048576,
+        "memory_bus_width": 5120,
+        "bar1_total_bytes": 137438953472,
+        "bar1_used_bytes": 1048576,
+        "numa_node": 0 if index < 4 else 1,
+        "cpu_affinity": "0-55,112-167" if index < 4 else "56-111,168-223",
+        "persistence_mode": 1,
+        "display_mode": 0,
+        "display_active": 0,
+        "clock_graphics_mhz": 345,
+        "clock_sm_mhz": 345,
+        "clock_mem_mhz": 2619,
+        "clock_video_mhz": 765,
+        "max_clock_graphics_mhz": 1980,
+        "max_clock_sm_mhz": 1980,
+        "max_clock_mem_mhz": 2619,
+        "max_clock_video_mhz": 1545,
+        "power_usage_mw": 71234,
+        "power_limit_mw": 700000,
+        "power_default_limit_mw": 700000,
+        "power_min_limit_mw": 200000,
+        "power_max_limit_mw": 700000,
+        "temperature_c": 31,
+        "temp_shutdown_c": 92,
+        "temp_slowdown_c": 89,
+        "temp_gpu_max_c": 87,
+        "temp_mem_max_c": 95,
+        "memory_temperature_c": 38,
+        "ecc_enabled": 1,
+        "mig_capable": 1,
+        "pstate": 0,
+        "nvlink_count": 18,
+        "nvlink_version": 6,
+        "nvlink_remote_bus_ids": "00000000:05:00.0,00000000:06:00.0",
+        "gpu_group": 0,
+        "fabric_attached": 1,
+        "fabric_cluster_uuid": "00000000-0000-0000-0000-000000000001",
+        "fabric_clique_id": 0,
+        "multiprocessor_count": 132,
+    }
+    gpu.update(overrides)
+    return gpu
+
+
+def render_state(system: Mapping[str, Any], gpus: list[Mapping[str, Any]]) -> str:
+    """Serialise a state in format 1 (None values are left out)."""
+    lines = ["nvml-mock-state 1", "# written by the test fixtures", "[system]"]
+    sys_keys = {"device_count": len(gpus), **system}
+    lines += [f"{k}={v}" for k, v in sys_keys.items() if v is not None]
+    for i, gpu in enumerate(gpus):
+        lines.append(f"[gpu {i}]")
+        lines += [f"{k}={v}" for k, v in gpu.items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+StateWriter = Callable[..., Path]
+
+
+@pytest.fixture
+def write_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StateWriter:
+    """Write a state of ``count`` GPUs (or explicit ``gpus``) and point MOCK_NVML_CONFIG at it."""
+
+    def write(
+        count: int = 2,
+        *,
+        gpus: list[Mapping[str, Any]] | None = None,
+        system: Mapping[str, Any] | None = None,
+        text: str | None = None,
+        name: str = "state.nvmlmock",
+        **gpu_overrides: Any,
+    ) -> Path:
+        path = tmp_path / name
+        if text is None:
+            gpu_list = gpus if gpus is not None else [gpu_entry(i, **gpu_overrides) for i in range(count)]
+            text = render_state({**SYSTEM, **(system or {})}, gpu_list)
+        path.write_text(text)
+        monkeypatch.setenv("MOCK_NVML_CONFIG", str(path))
+        return path
+
+    return write
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in MOCK_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _build() -> Path:
+    env = dict(os.environ, PYTHON=sys.executable)
+    proc = subprocess.run(["make", "-s", "-C", str(NATIVE)], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"make -C native failed:\n{proc.stdout}\n{proc.stderr}")
+    from nvml_mock_engine.library import library_path
+
+    return library_path()
+
+
+@pytest.fixture(scope="session")
+def library_file() -> Path:
+    """The freshly built library."""
+    return _build()
+
+
+@pytest.fixture(scope="session")
+def cnvml(library_file: Path) -> ctypes.CDLL:
+    """The library loaded under its soname; later dlopen("libnvidia-ml.so.1") returns it."""
+    return ctypes.CDLL(str(library_file), mode=ctypes.RTLD_GLOBAL)
+
+
+@pytest.fixture
+def pynvml(cnvml: ctypes.CDLL) -> Iterator[Any]:
+    """nvidia-ml-py bound to the mock; every init a test makes is undone afterwards."""
+    import pynvml as module
+
+    yield module
+    while cnvml.nvmlShutdown() == 0:
+        pass
+    module._nvmlLib_refcount = 0
+
+
+@pytest.fixture
+def nvml(pynvml: Any, write_state: StateWriter) -> Any:
+    """pynvml initialised on a default two-GPU state."""
+    write_state()
+    pynvml.nvmlInit()
+    return pynvml
