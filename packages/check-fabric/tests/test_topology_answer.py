@@ -55,3 +55,18 @@ def test_bad_answers_are_named(body: bytes, reason: str) -> None:
         parse_identity(URL, "w1", body)
     assert reason in info.value.reason
     assert str(info.value).startswith(f"topology: GET {URL}: ")
+
+
+def test_the_protocol_identity_model_wire_form_is_understood() -> None:
+    from nvml_mock_protocol.identity import NodeIdentity
+
+    wire = NodeIdentity(
+        node="w1",
+        domain="cd",
+        clusterUuid="00000000-0000-0000-0000-0000000000cd",
+        cliqueId=4,
+        revision=9,
+    ).to_json_bytes()
+    answer = parse_identity(URL, "w1", wire)
+    assert answer.identity == Identity("00000000-0000-0000-0000-0000000000cd", 4)
+    assert (answer.domain, answer.revision) == ("cd", 9)

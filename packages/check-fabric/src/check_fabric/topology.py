@@ -52,14 +52,17 @@ def _read_body(resp: Any, url: str) -> bytes:
     return bytes(body)
 
 
-def _detail(body: bytes) -> str:
+def _error_body(body: bytes) -> tuple[str, int | None]:
+    """``detail`` and ``revision`` of an error answer; the raw text when it is not one."""
     try:
         doc = json.loads(body)
     except ValueError:
-        return body[:200].decode("utf-8", "replace").strip()
+        doc = None
     if isinstance(doc, dict) and isinstance(doc.get("detail"), str):
-        return str(doc["detail"])
-    return body[:200].decode("utf-8", "replace").strip()
+        revision = doc.get("revision")
+        valid = isinstance(revision, int) and not isinstance(revision, bool)
+        return str(doc["detail"]), revision if valid else None
+    return body[:200].decode("utf-8", "replace").strip() or "(empty body)", None
 
 
 def parse_identity(url: str, node: str, body: bytes) -> TopologyAnswer:
@@ -121,7 +124,7 @@ def lookup(base_url: str, node: str, timeout: float) -> TopologyAnswer:
                 body = _read_body(exc, url)
         except (OSError, ValueError, AttributeError):
             body = b""
-        detail = _detail(body)
+        detail, revision = _error_body(body)
         if exc.code == 404:
             if not _is_topology_service(base_url, timeout):
                 raise TopologyError(
@@ -129,7 +132,9 @@ def lookup(base_url: str, node: str, timeout: float) -> TopologyAnswer:
                     f"404 ({detail}) and {TOPOLOGY_DOCUMENT_PATH} is not found either: "
                     "the URL does not point at a topology service",
                 ) from None
-            return TopologyAnswer(url=url, node=node, identity=None, detail=detail)
+            return TopologyAnswer(
+                url=url, node=node, identity=None, revision=revision, detail=detail
+            )
         raise TopologyError(url, f"HTTP {exc.code}: {detail}") from None
     except urllib.error.URLError as exc:
         raise TopologyError(url, f"cannot connect: {exc.reason}") from None
