@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import json
 import logging
-import urllib.error
 import urllib.parse
-import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvml_mock_protocol.names import TOPOLOGY_DOCUMENT_PATH, TOPOLOGY_IDENTITY_PATH
 
 from check_fabric._version import __version__
 from check_fabric.errors import TopologyError
 from check_fabric.model import UINT32_MAX, Identity, TopologyAnswer, normalize_cluster_uuid
+
+if TYPE_CHECKING:
+    import urllib.request
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,8 @@ def identity_url(base_url: str, node: str) -> str:
 
 
 def _request(url: str) -> urllib.request.Request:
+    import urllib.request
+
     return urllib.request.Request(
         url,
         headers={"Accept": "application/json", "User-Agent": f"check-fabric/{__version__}"},
@@ -100,6 +103,9 @@ def parse_identity(url: str, node: str, body: bytes) -> TopologyAnswer:
 
 
 def _is_topology_service(base_url: str, timeout: float) -> bool:
+    import urllib.error
+    import urllib.request
+
     url = base_url.rstrip("/") + TOPOLOGY_DOCUMENT_PATH
     try:
         with urllib.request.urlopen(_request(url), timeout=timeout) as resp:
@@ -113,6 +119,11 @@ def _is_topology_service(base_url: str, timeout: float) -> bool:
 
 def lookup(base_url: str, node: str, timeout: float) -> TopologyAnswer:
     """Ask the service for ``node``'s identity; 404 means "in no clique"."""
+    # Imported here: urllib.request pulls in http.client, email and ssl, a third of the
+    # tool's start-up, and most runs never ask the topology service.
+    import urllib.error
+    import urllib.request
+
     url = identity_url(base_url, node)
     logger.debug("GET %s", url)
     try:
