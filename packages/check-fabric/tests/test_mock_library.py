@@ -304,3 +304,18 @@ def test_fabric_info_falls_back_to_older_entry_points(
     fabric = doc["gpus"][0]["fabric"]
     assert (fabric["healthMask"] is None) == (api == "v1")
     assert fabric["healthSummary"] is None  # v3 is the only layout that carries it
+
+
+def test_json_logs_go_to_stderr_and_leave_the_report_alone(
+    render_state: RenderState, run_check: RunCheck
+) -> None:
+    state = render_state("gb200", 2)
+    plain = run_check(state)
+    done = run_check(state, "--log-format", "json", "--log-level", "debug")
+    assert done.returncode == 0
+    assert done.stdout == plain.stdout
+    records = [json.loads(line) for line in done.stderr.splitlines()]
+    assert records, "debug logging produced nothing"
+    assert {"ts", "level", "logger", "msg"} <= records[0].keys()
+    wanted = ("debug", "check_fabric.nvml", "fabric info read through v3")
+    assert wanted in [(r["level"], r["logger"], r["msg"]) for r in records]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from check_fabric import main
 from check_fabric.errors import ConfigError, UsageError
@@ -102,3 +104,15 @@ def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert "exit codes: 0 all good" in capsys.readouterr().out
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("check-fabric 0.")
+
+
+def test_a_bad_command_line_with_json_asked_for_answers_in_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--json", "--topology-url", "nope"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["verdict"], doc["exitCode"]) == ("error", 1)
+    assert doc["error"]["kind"] == "config"
+    assert (doc["error"]["key"], doc["error"]["value"]) == ("--topology-url", "nope")
+    assert main(["--bogus", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["error"]["kind"] == "usage"

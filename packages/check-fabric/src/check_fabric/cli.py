@@ -113,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(settings, sys.stdout, sys.stderr)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (``check-fabric | head``): stop quietly, and keep the
+        # interpreter's final flush from failing on the same pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return int(ExitCode.ERROR)
     except Exception as exc:  # a defect in check-fabric itself: say so, exit 1, no traceback dump
         logger.debug("unexpected failure", exc_info=True)
         sys.stderr.write(f"check-fabric: internal error: {type(exc).__name__}: {exc}\n")
