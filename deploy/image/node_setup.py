@@ -74,6 +74,8 @@ class Settings:
 
     overlay_dir: Path
     """Overlay directory on the node (mounted at the same path in the pod)."""
+    mount_path: str
+    """Where containers see the overlay; the engine writes it into the launchers."""
     profile: str
     """GPU profile handed to ``nvml-mock-engine stage --profile``."""
     count: int | None
@@ -128,7 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("command", choices=["run", "check"], help="run: set up and stay; check: probe")
     parser.add_argument("--overlay-dir", help="NVML_MOCK_OVERLAY_HOST_PATH (/var/lib/nvml-mock)")
-    parser.add_argument("--profile", help="NVML_MOCK_GPU_PROFILE (required for run)")
+    parser.add_argument(
+        "--mount-path", help=f"NVML_MOCK_OVERLAY_MOUNT_PATH ({names.OVERLAY_MOUNT_PATH})"
+    )
+    parser.add_argument("--profile", help="NVML_MOCK_PROFILE (required for run)")
     parser.add_argument("--count", help="NVML_MOCK_GPU_COUNT (\"\" = the profile's default)")
     parser.add_argument("--node-name", help="NODE_NAME (required for run)")
     parser.add_argument(
@@ -174,7 +179,8 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
         overlay_dir=Path(
             pick(args.overlay_dir, "NVML_MOCK_OVERLAY_HOST_PATH", names.OVERLAY_HOST_PATH)
         ),
-        profile=pick(args.profile, "NVML_MOCK_GPU_PROFILE"),
+        mount_path=pick(args.mount_path, "NVML_MOCK_OVERLAY_MOUNT_PATH", names.OVERLAY_MOUNT_PATH),
+        profile=pick(args.profile, "NVML_MOCK_PROFILE"),
         count=count,
         node_name=pick(args.node_name, names.ENV_NODE_NAME),
         cdi_spec_path=None if cdi in ("", "none") else Path(cdi),
@@ -186,7 +192,7 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
     )
     if args.command == "run":
         if not settings.profile:
-            raise ConfigError("--profile / NVML_MOCK_GPU_PROFILE: required")
+            raise ConfigError("--profile / NVML_MOCK_PROFILE: required")
         if not settings.node_name:
             raise ConfigError("--node-name / NODE_NAME: required (set it from spec.nodeName)")
         if settings.node_labels and not settings.api_server:
@@ -207,7 +213,7 @@ def stage(settings: Settings) -> None:
     argv = [settings.stage_command, "stage", str(settings.overlay_dir), "--profile", settings.profile]
     if settings.count is not None:
         argv += ["--count", str(settings.count)]
-    argv += ["--node", settings.node_name]
+    argv += ["--node", settings.node_name, "--mount-path", settings.mount_path]
     logger.info("staging the overlay: %s", " ".join(argv))
     try:
         result = subprocess.run(argv, check=False)

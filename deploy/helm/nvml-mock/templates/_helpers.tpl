@@ -168,7 +168,9 @@ domains:
         nodes:
 {{- range $n := $c.nodes }}
           - {{ $n | quote }}
+{{- else }} []
 {{- end }}
+{{- else }} []
 {{- end }}
 {{- end }}
 {{- else }} []
