@@ -1,0 +1,400 @@
+"""The HTTP API (v1) of the topology service, as a FastAPI app.
+
+FastAPI gives the OpenAPI schema, ``/docs`` and the less frequent endpoints.
+The identity lookup, which every NRI plugin in the cluster calls and watches,
+is also answered by :class:`IdentityFastPath`, a plain ASGI layer in front of
+FastAPI that serves the snapshot's precomputed bytes without routing,
+dependency injection or model serialisation. Both paths call the same
+:meth:`IdentityEndpoint.answer`, so they cannot disagree; a test checks it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Annotated, Any, Final
+from urllib.parse import parse_qsl
+
+from fastapi import FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from nvml_mock_protocol.identity import (
+    REVISION_QUERY,
+    WAIT_QUERY,
+    ErrorBody,
+    NodeIdentity,
+    TopologyResponse,
+)
+from nvml_mock_protocol.names import TOPOLOGY_DOCUMENT_PATH, TOPOLOGY_IDENTITY_PATH
+from nvml_mock_protocol.topology import node_name_problem
+from pydantic import BaseModel
+
+from nvml_mock_topology._version import __version__
+from nvml_mock_topology.metrics import Metrics
+from nvml_mock_topology.snapshot import Answer
+from nvml_mock_topology.source import TopologyFile
+from nvml_mock_topology.store import TopologyStore
+
+__all__ = ["HealthBody", "IdentityEndpoint", "IdentityFastPath", "ReadyBody", "create_app"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_PREFIX: Final = TOPOLOGY_IDENTITY_PATH.split("{", 1)[0]  # "/v1/nodes/"
+_SUFFIX: Final = TOPOLOGY_IDENTITY_PATH.rsplit("}", 1)[1]  # "/identity"
+_JSON_HEADERS: Final = ((b"content-type", b"application/json"),)
+
+
+class ProblemError(Exception):
+    """A request the API refuses, with its status and the sentence for ``detail``."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+    def answer(self) -> tuple[int, tuple[tuple[bytes, bytes], ...], bytes]:
+        body = ErrorBody(detail=self.detail).model_dump_json(exclude_none=True).encode()
+        headers = (*_JSON_HEADERS, (b"content-length", b"%d" % len(body)))
+        return self.status, headers, body
+
+
+class HealthBody(BaseModel):
+    """``/healthz``: whether the process can do its job (its file follower is running)."""
+
+    status: str
+    detail: str | None = None
+
+
+class ReadyBody(BaseModel):
+    """``/readyz``: what is served, and whether the newest version of the file was refused.
+
+    ``status`` is ``ready``, or ``degraded`` when the newest file version was refused;
+    a degraded service still answers from the last good document, so it stays ready
+    (HTTP 200) and ``reloadError`` says what is wrong with the file.
+    """
+
+    status: str
+    revision: int
+    nodes: int
+    source: str | None
+    reloadError: str | None = None  # noqa: N815 - wire name
+
+
+def _if_none_match_hits(header: bytes | None, etag: bytes) -> bool:
+    """RFC 9110 weak comparison of ``If-None-Match`` against the answer's strong ETag."""
+    if header is None or not etag:
+        return False
+    for candidate in header.split(b","):
+        tag = candidate.strip()
+        if tag == b"*":
+            return True
+        if tag.startswith(b"W/"):
+            tag = tag[2:]
+        if tag == etag:
+            return True
+    return False
+
+
+def _revision_from_etag(header: bytes | None) -> int | None:
+    if header is None:
+        return None
+    tag = header.strip()
+    if tag.startswith(b"W/"):
+        tag = tag[2:]
+    if len(tag) > 2 and tag[:1] == tag[-1:] == b'"' and tag[1:-1].isdigit():
+        return int(tag[1:-1])
+    return None
+
+
+class IdentityEndpoint:
+    """``GET /v1/nodes/{node}/identity``: lookup, watch and conditional answers."""
+
+    def __init__(self, store: TopologyStore, max_watch_seconds: float) -> None:
+        self.store = store
+        self.max_watch_seconds = max_watch_seconds
+
+    def parse(
+        self, node: str, revision: str | None, wait: str | None, if_none_match: bytes | None
+    ) -> tuple[int | None, float]:
+        """Check the request; returns the known revision (None: no watch) and the wait."""
+        problem = node_name_problem(node)
+        if problem is not None:
+            raise ProblemError(422, f"invalid node name {node!r}: {problem}")
+        known: int | None = None
+        if revision is not None:
+            if not (revision.isascii() and revision.isdigit()) or len(revision) > 19:
+                raise ProblemError(
+                    422,
+                    f"query parameter {REVISION_QUERY!r} must be a non-negative integer "
+                    f"(a revision from an earlier answer), got {revision!r}",
+                )
+            known = int(revision)
+        seconds = 0.0
+        if wait is not None:
+            try:
+                seconds = float(wait)
+            except ValueError:
+                seconds = -1.0
+            if not (seconds >= 0 and seconds != float("inf")):
+                raise ProblemError(
+                    422,
+                    f"query parameter {WAIT_QUERY!r} must be a number of seconds >= 0, "
+                    f"got {wait!r}",
+                )
+            if known is None:
+                known = _revision_from_etag(if_none_match)
+            if known is None and seconds > 0:
+                raise ProblemError(
+                    422,
+                    f"query parameter {WAIT_QUERY!r} needs {REVISION_QUERY!r} (the revision you "
+                    "have) or an If-None-Match ETag, to know what counts as a change",
+                )
+        return known, min(seconds, self.max_watch_seconds)
+
+    async def answer(
+        self, node: str, revision: str | None, wait: str | None, if_none_match: bytes | None
+    ) -> tuple[int, tuple[tuple[bytes, bytes], ...], bytes]:
+        """Status, raw headers and body of the answer to one identity request."""
+        try:
+            known, seconds = self.parse(node, revision, wait, if_none_match)
+        except ProblemError as problem:
+            return problem.answer()
+        answer: Answer
+        if known is not None and seconds > 0:
+            answer = await self.store.watch(node, known, seconds)
+        else:
+            answer = self.store.snapshot.identity(node)
+        if answer.status == 200 and _if_none_match_hits(if_none_match, answer.etag):
+            return 304, answer.not_modified_headers, b""
+        return answer.status, answer.headers, answer.body
+
+
+class IdentityFastPath:
+    """ASGI layer that answers identity requests itself and measures every request.
+
+    With ``endpoint=None`` it only measures, and the FastAPI route answers identities.
+    """
+
+    def __init__(self, app: ASGIApp, endpoint: IdentityEndpoint | None, metrics: Metrics) -> None:
+        self.app = app
+        self.endpoint = endpoint
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        path: str = scope["path"]
+        if (
+            self.endpoint is not None
+            and scope["method"] == "GET"
+            and path.startswith(_PREFIX)
+            and path.endswith(_SUFFIX)
+            and "/" not in path[len(_PREFIX) : -len(_SUFFIX)]
+            and len(path) >= len(_PREFIX) + len(_SUFFIX)
+        ):
+            node = path[len(_PREFIX) : -len(_SUFFIX)]
+            revision = wait = None
+            query: bytes = scope["query_string"]
+            if query:
+                for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+                    if key == REVISION_QUERY:
+                        revision = value
+                    elif key == WAIT_QUERY:
+                        wait = value
+            if_none_match = None
+            for name, value in scope["headers"]:
+                if name == b"if-none-match":
+                    if_none_match = value
+                    break
+            status, headers, body = await self.endpoint.answer(node, revision, wait, if_none_match)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            label = "identity_watch" if wait is not None else "identity"
+            self.metrics.observe(label, status, time.perf_counter() - started)
+            return
+        status_seen = 500
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status_seen
+            if message["type"] == "http.response.start":
+                status_seen = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            label = _endpoint_label(path, scope["query_string"])
+            self.metrics.observe(label, status_seen, time.perf_counter() - started)
+
+
+def _endpoint_label(path: str, query: bytes) -> str:
+    if path == TOPOLOGY_DOCUMENT_PATH:
+        return "topology"
+    if path.startswith(_PREFIX):
+        return "identity_watch" if b"wait=" in query else "identity"
+    if path in ("/healthz", "/readyz", "/metrics"):
+        return path[1:]
+    if path.startswith(("/docs", "/openapi.json", "/redoc")):
+        return "docs"
+    return "other"
+
+
+def _raw_response(status: int, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> Response:
+    response = Response(content=body, status_code=status)
+    response.raw_headers = list(headers)
+    return response
+
+
+_ERROR_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
+    422: {"model": ErrorBody, "description": "Invalid node name or query parameter"},
+}
+
+
+def create_app(
+    store: TopologyStore,
+    follower: TopologyFile | None = None,
+    *,
+    max_watch_seconds: float = 60.0,
+    fast_path: bool = True,
+) -> FastAPI:
+    """The ASGI app serving ``store``; runs ``follower`` (if any) while the app is up.
+
+    ``fast_path=False`` leaves identity requests to the FastAPI route (same answers,
+    slower); the default puts :class:`IdentityFastPath` in front.
+    """
+    endpoint = IdentityEndpoint(store, max_watch_seconds)
+    metrics = Metrics(store, follower)
+    follower_task: asyncio.Task[None] | None = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        nonlocal follower_task
+        if follower is not None:
+            follower_task = asyncio.create_task(follower.run(), name="topology-file")
+        try:
+            yield
+        finally:
+            if follower_task is not None:
+                follower_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follower_task
+
+    app = FastAPI(
+        title="nvml-mock topology service",
+        version=__version__,
+        description=(
+            "Tells each Kubernetes node which ComputeDomain (cluster UUID) and NVLink clique "
+            "it belongs to, from a topology document that is reloaded when it changes."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.store = store
+    app.state.metrics = metrics
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for error in exc.errors():
+            loc = [str(item) for item in error.get("loc", ())]
+            where = f"{loc[0]} parameter {'.'.join(loc[1:])!r}" if len(loc) > 1 else ".".join(loc)
+            got = f", got {error['input']!r}" if "input" in error else ""
+            parts.append(f"{where}: {error.get('msg', 'invalid')}{got}")
+        return JSONResponse(status_code=422, content={"detail": "; ".join(parts)})
+
+    @app.get(
+        TOPOLOGY_IDENTITY_PATH,
+        response_model=NodeIdentity,
+        responses={
+            304: {"description": "Unchanged (If-None-Match matched the node's ETag)"},
+            404: {"model": ErrorBody, "description": "The node is in no clique"},
+            **_ERROR_RESPONSES,
+        },
+        summary="The ComputeDomain identity of one node (optionally: wait for it to change)",
+        tags=["identity"],
+    )
+    async def identity(
+        request: Request,
+        node: Annotated[str, Path(description="Kubernetes node name (DNS-1123 subdomain)")],
+        revision: Annotated[
+            int | None,
+            Query(ge=0, description="The revision you have; with wait, starts a watch"),
+        ] = None,
+        wait: Annotated[
+            float | None,
+            Query(ge=0, description="Seconds to wait for a change (capped by the server)"),
+        ] = None,
+    ) -> Response:
+        header = request.headers.get("if-none-match")
+        status, headers, body = await endpoint.answer(
+            node,
+            None if revision is None else str(revision),
+            None if wait is None else repr(wait),
+            header.encode("latin-1") if header is not None else None,
+        )
+        return _raw_response(status, headers, body)
+
+    @app.get(
+        TOPOLOGY_DOCUMENT_PATH,
+        response_model=TopologyResponse,
+        responses={304: {"description": "Unchanged (If-None-Match matched the ETag)"}},
+        summary="The whole topology document being served and its revision",
+        tags=["topology"],
+    )
+    async def topology(request: Request) -> Response:
+        answer = store.snapshot.topology
+        header = request.headers.get("if-none-match")
+        if header is not None and _if_none_match_hits(header.encode("latin-1"), answer.etag):
+            return _raw_response(304, answer.not_modified_headers, b"")
+        return _raw_response(answer.status, answer.headers, answer.body)
+
+    @app.get(
+        "/healthz",
+        response_model=HealthBody,
+        responses={503: {"model": HealthBody}},
+        tags=["operations"],
+    )
+    async def healthz() -> JSONResponse:
+        if follower_task is not None and follower_task.done():
+            return JSONResponse(
+                status_code=503,
+                content={"status": "failing", "detail": "the topology file follower stopped"},
+            )
+        return JSONResponse(content={"status": "ok"})
+
+    @app.get(
+        "/readyz", response_model=ReadyBody, response_model_exclude_none=True, tags=["operations"]
+    )
+    async def readyz() -> ReadyBody:
+        snapshot = store.snapshot
+        status = store.status
+        return ReadyBody(
+            status="ready" if status.ok else "degraded",
+            revision=snapshot.revision,
+            nodes=snapshot.node_count,
+            source=snapshot.source,
+            reloadError=status.error,
+        )
+
+    @app.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {}}}},
+        tags=["operations"],
+    )
+    async def prometheus() -> Response:
+        return Response(content=metrics.render(), media_type="text/plain; version=0.0.4")
+
+    app.add_middleware(
+        IdentityFastPath,
+        endpoint=endpoint if fast_path else None,
+        metrics=metrics,
+    )
+    return app

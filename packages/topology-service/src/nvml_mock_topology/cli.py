@@ -1,0 +1,141 @@
+"""Entry point: ``nvml-mock-topology-service`` and ``python -m nvml_mock_topology``.
+
+Start-up is strict and the running service is forgiving: a bad flag, a missing
+or invalid topology file, or a port that cannot be bound ends the process with
+exit status 3 and a message naming the problem, because there is nothing good
+to serve yet. Once serving, a bad new version of the file is refused and the
+last good one keeps serving (see :mod:`nvml_mock_topology.source`).
+
+Exit codes: 0 clean shutdown, 1 unexpected failure, 2 usage (argparse),
+3 bad configuration or topology at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import sys
+from collections.abc import Sequence
+from typing import Final
+
+import uvicorn
+from nvml_mock_protocol.topology import TopologyError
+
+from nvml_mock_topology._logging import configure_logging, uvicorn_log_config
+from nvml_mock_topology.api import create_app
+from nvml_mock_topology.errors import ConfigError, StartupError
+from nvml_mock_topology.settings import Settings, parse_settings
+from nvml_mock_topology.snapshot import empty_document
+from nvml_mock_topology.source import TopologyFile, describe_os_error, load_document, signature_of
+from nvml_mock_topology.store import TopologyStore
+
+__all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "main", "open_topology"]
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+EXIT_CONFIG: Final = 3
+
+logger = logging.getLogger(__name__)
+
+
+def open_topology(settings: Settings) -> tuple[TopologyStore, TopologyFile]:
+    """Load the topology file for serving and set up its follower.
+
+    Raises :class:`StartupError` when the file is missing (unless ``allow_empty``),
+    unreadable or invalid.
+    """
+    path = settings.topology_file
+    signature = signature_of(path)  # before reading: a change during the read is seen later
+    source: str | None = str(path)
+    try:
+        document = load_document(path)
+    except FileNotFoundError:
+        if not settings.allow_empty:
+            raise StartupError(
+                f"topology file {path} does not exist; mount it, point --topology-file "
+                "(NVML_MOCK_TOPOLOGY_FILE) at it, or pass --allow-empty "
+                "(NVML_MOCK_TOPOLOGY_ALLOW_EMPTY=true) to start empty and load it when it appears"
+            ) from None
+        logger.warning(
+            "topology file %s does not exist; serving an empty topology until it appears", path
+        )
+        document, signature, source = empty_document(), None, None
+    except TopologyError as exc:
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        raise StartupError(describe_os_error(path, exc)) from None
+    store = TopologyStore.from_document(document, source=source)
+    follower = TopologyFile(path, store, poll_interval=settings.poll_interval)
+    follower.mark_loaded(signature)
+    return store, follower
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, releasing waiting watches at shutdown so clients reconnect at once."""
+
+    store: TopologyStore | None = None
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        if self.store is not None:
+            self.store.release_watchers()
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+
+def _raise_open_file_limit() -> None:
+    # Each watch holds a connection; the default soft limit (often 1024) is too few.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):  # pragma: no cover - depends on the host
+            logger.debug("could not raise the open file limit from %d", soft)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the topology service until it is stopped; returns the exit status."""
+    try:
+        settings = parse_settings(argv)
+    except ConfigError as exc:
+        print(f"nvml-mock-topology-service: bad configuration: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        store, follower = open_topology(settings)
+    except StartupError as exc:
+        logger.error("cannot start: %s", exc)
+        return EXIT_CONFIG
+    snapshot = store.snapshot
+    logger.info(
+        "serving topology revision %d from %s",
+        snapshot.revision,
+        snapshot.source or "(empty: no file yet)",
+        extra={"nodes": snapshot.node_count, "domains": len(snapshot.document.domains)},
+    )
+    _raise_open_file_limit()
+    app = create_app(store, follower, max_watch_seconds=settings.max_watch_seconds)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=uvicorn_log_config(settings.log_level, settings.log_format),
+        access_log=settings.access_log,
+        backlog=4096,
+        timeout_graceful_shutdown=10,
+        server_header=False,
+    )
+    server = _Server(config)
+    server.store = store
+    try:
+        server.run()
+    except SystemExit as exc:  # uvicorn exits this way when it cannot bind
+        if not server.started:
+            logger.error("cannot start: could not listen on %s:%d", settings.host, settings.port)
+            return EXIT_CONFIG
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_FAILURE
+    except Exception:
+        logger.exception("the topology service failed")
+        return EXIT_FAILURE
+    if not server.started:
+        logger.error("cannot start: could not listen on %s:%d", settings.host, settings.port)
+        return EXIT_CONFIG
+    return EXIT_OK

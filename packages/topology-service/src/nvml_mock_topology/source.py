@@ -1,0 +1,142 @@
+"""Following the topology file: a cheap poll of its identity, and whole-document reloads.
+
+In Kubernetes the file is a ConfigMap key, mounted as ``topology.yaml ->
+..data/topology.yaml`` with ``..data -> ..2026_11_30_04_31_00.123`` (a
+timestamped directory). An update writes a new directory and swaps the
+``..data`` symlink, so the file's path never changes but what it resolves to
+does; inotify on the path sees nothing. Polling ``stat`` (following links) and
+the resolved path once a second catches both a swap and an in-place edit, costs
+two system calls, and needs no extra dependency.
+
+A changed file is read and validated whole off the event loop. If it is
+invalid, or vanished, the last good document keeps serving and the failure is
+recorded once per distinct file state (not once per poll).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvml_mock_protocol.topology import TopologyDocument, TopologyError, read_topology_file
+
+from nvml_mock_topology.store import TopologyStore
+
+__all__ = [
+    "FileSignature",
+    "TopologyFile",
+    "describe_os_error",
+    "load_document",
+    "signature_of",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class FileSignature:
+    """What identifies one version of the file: where it resolves and its stat fields."""
+
+    realpath: str
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+def signature_of(path: Path) -> FileSignature | None:
+    """The file's signature, or None when it does not exist (or is a dangling link)."""
+    try:
+        stat = os.stat(path)
+        real = os.path.realpath(path)
+    except FileNotFoundError:
+        return None
+    return FileSignature(
+        real, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
+    )
+
+
+def load_document(path: Path) -> TopologyDocument:
+    """Read and validate the file; raises ``TopologyError`` or ``OSError``."""
+    return read_topology_file(path)
+
+
+def describe_os_error(path: Path, exc: OSError) -> str:
+    """One sentence saying why the file cannot be read."""
+    if isinstance(exc, FileNotFoundError):
+        return f"topology file {path} does not exist"
+    if isinstance(exc, IsADirectoryError):
+        return f"topology file {path} is a directory"
+    if isinstance(exc, PermissionError):
+        return f"topology file {path} is not readable: permission denied"
+    return f"topology file {path} cannot be read: {exc.strerror or exc}"
+
+
+class TopologyFile:
+    """Follows one topology file and publishes each valid new version to a store."""
+
+    def __init__(self, path: Path, store: TopologyStore, *, poll_interval: float = 1.0) -> None:
+        self.path = path
+        self.store = store
+        self.poll_interval = poll_interval
+        self._seen: FileSignature | None = signature_of(path)
+        self.reloads = 0
+        """Successful reloads that changed the served document."""
+        self.failures = 0
+        """Reload attempts that were refused (each distinct bad file state counts once)."""
+
+    def mark_loaded(self, signature: FileSignature | None) -> None:
+        """Record that the store already serves the file as it is at ``signature``."""
+        self._seen = signature
+
+    async def check(self) -> bool:
+        """Look at the file once and reload it if it changed; True when a change was published."""
+        current = signature_of(self.path)
+        if current == self._seen:
+            return False
+        self._seen = current
+        if current is None:
+            self._refuse(describe_os_error(self.path, FileNotFoundError()), missing=True)
+            return False
+        try:
+            document = await asyncio.to_thread(load_document, self.path)
+        except TopologyError as exc:
+            self._refuse(str(exc))
+            return False
+        except OSError as exc:
+            self._refuse(describe_os_error(self.path, exc))
+            return False
+        # The file may have changed again while it was read; the next poll sees that.
+        changed = self.store.replace(document, source=str(self.path))
+        if not changed:
+            logger.info(
+                "topology file changed but its document did not", extra={"path": str(self.path)}
+            )
+            return False
+        self.reloads += 1
+        return True
+
+    def _refuse(self, message: str, *, missing: bool = False) -> None:
+        self.failures += 1
+        self.store.fail(message)
+        logger.error(
+            "topology reload refused; still serving revision %d: %s",
+            self.store.snapshot.revision,
+            message,
+            extra={"path": str(self.path), "missing": missing},
+        )
+
+    async def run(self) -> None:
+        """Poll forever (until cancelled). Errors in one poll are logged, never fatal."""
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                await self.check()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug in one poll must not stop reloads for good
+                logger.exception("unexpected error while checking the topology file")

@@ -1,0 +1,142 @@
+"""The live topology: the published snapshot, the reload status, and the watchers.
+
+Everything here runs on the event loop thread. Publishing a snapshot is one
+assignment followed by waking the watchers of exactly the nodes whose answer
+changed, so 5,000 idle watches cost one future each and a change to one node
+wakes one watcher, not all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nvml_mock_protocol.topology import TopologyDocument
+
+from nvml_mock_topology.snapshot import Answer, Snapshot, build_snapshot
+
+__all__ = ["ReloadStatus", "TopologyStore"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadStatus:
+    """The outcome of the most recent attempt to load the topology file."""
+
+    ok: bool
+    error: str | None
+    """What was wrong with the file when ``ok`` is false (the whole message, all problems)."""
+    at: float
+    """Wall-clock time of the attempt (seconds since the epoch)."""
+
+
+Listener = Callable[[Snapshot, frozenset[str]], None]
+
+
+class TopologyStore:
+    """Holds the snapshot being served and wakes watchers when a node's answer changes."""
+
+    def __init__(self, first: Snapshot) -> None:
+        self._snapshot = first
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._watching = 0
+        self.status = ReloadStatus(ok=True, error=None, at=time.time())
+        self.listeners: list[Listener] = []
+
+    @classmethod
+    def from_document(cls, document: TopologyDocument, source: str | None = None) -> TopologyStore:
+        """A store serving ``document`` at a fresh revision."""
+        snapshot, _ = build_snapshot(document, None, source=source)
+        return cls(snapshot)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The snapshot being served; take it once per request."""
+        return self._snapshot
+
+    @property
+    def watching(self) -> int:
+        """How many watch requests are waiting now."""
+        return self._watching
+
+    def publish(self, snapshot: Snapshot, changed: frozenset[str]) -> None:
+        """Serve ``snapshot`` from now on and wake the watchers of ``changed`` nodes."""
+        if snapshot.revision <= self._snapshot.revision:
+            raise ValueError(
+                f"revision {snapshot.revision} does not follow {self._snapshot.revision}"
+            )
+        self._snapshot = snapshot
+        self.status = ReloadStatus(ok=True, error=None, at=time.time())
+        woken = 0
+        for node in changed:
+            for waiter in self._waiters.get(node, ()):
+                if not waiter.done():
+                    waiter.set_result(None)
+                    woken += 1
+        logger.info(
+            "serving topology revision %d",
+            snapshot.revision,
+            extra={"nodes": snapshot.node_count, "changed": len(changed), "woken": woken},
+        )
+        for listener in self.listeners:
+            listener(snapshot, changed)
+
+    def replace(self, document: TopologyDocument, source: str | None = None) -> frozenset[str]:
+        """Build and publish the snapshot for ``document``; returns the changed nodes.
+
+        A document equal to the one being served changes nothing and keeps its revision.
+        """
+        if document == self._snapshot.document:
+            self.status = ReloadStatus(ok=True, error=None, at=time.time())
+            return frozenset()
+        snapshot, changed = build_snapshot(document, self._snapshot, source=source)
+        self.publish(snapshot, changed)
+        return changed
+
+    def fail(self, error: str) -> None:
+        """Record that a reload failed; the current snapshot keeps serving."""
+        self.status = ReloadStatus(ok=False, error=error, at=time.time())
+
+    def release_watchers(self) -> int:
+        """Answer every waiting watch now (unchanged); used at shutdown. Returns how many."""
+        released = 0
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+                    released += 1
+        return released
+
+    async def watch(self, node: str, known_revision: int, timeout: float) -> Answer:
+        """The answer for ``node`` once its revision differs from ``known_revision``.
+
+        Returns at once when it already differs; otherwise waits up to ``timeout``
+        seconds for a change and then returns the (possibly unchanged) answer.
+        """
+        answer = self._snapshot.identity(node)
+        if answer.revision != known_revision or timeout <= 0:
+            return answer
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        waiters = self._waiters.setdefault(node, set())
+        waiters.add(waiter)
+        timer = loop.call_later(timeout, _resolve, waiter)
+        self._watching += 1
+        try:
+            await waiter
+        finally:
+            self._watching -= 1
+            timer.cancel()
+            waiters.discard(waiter)
+            if not waiters and self._waiters.get(node) is waiters:
+                del self._waiters[node]
+        return self._snapshot.identity(node)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,0 +1,131 @@
+"""Fixtures: topology documents on disk, and real uvicorn servers on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from nvml_mock_topology.api import create_app
+from nvml_mock_topology.cli import open_topology
+from nvml_mock_topology.settings import Settings
+from nvml_mock_topology.source import TopologyFile
+from nvml_mock_topology.store import TopologyStore
+
+UUID_A = "00000000-0000-0000-0000-0000000000ab"
+UUID_B = "00000000-0000-0000-0000-0000000000ff"
+
+
+def document(domain: str = "demo-domain", uuid: str = UUID_A, **cliques: list[str]) -> str:
+    """A topology document as YAML with one domain; cliques are given as c<ID>=[nodes]."""
+    items = cliques or {"c0": ["worker-1", "worker-2"], "c1": ["worker-3", "worker-4"]}
+    lines = ["version: 1", "domains:", f"  - name: {domain}", f"    uuid: {uuid}", "    cliques:"]
+    for key, nodes in items.items():
+        lines.append(f"      - id: {int(key[1:])}")
+        lines.append(f"        nodes: {json.dumps(nodes)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` the way editors and kubectl cp do: write aside, then rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class ConfigMapDir:
+    """A directory laid out as the kubelet lays out a ConfigMap volume, with its symlink swap."""
+
+    def __init__(self, root: Path, key: str = "topology.yaml") -> None:
+        self.root = root
+        self.key = key
+        self.generation = 0
+        root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.key
+
+    def publish(self, text: str) -> None:
+        self.generation += 1
+        data_dir = self.root / f"..2026_11_30_00_00_{self.generation:02d}.000000001"
+        data_dir.mkdir()
+        (data_dir / self.key).write_text(text)
+        tmp_link = self.root / "..data_tmp"
+        tmp_link.symlink_to(data_dir.name)
+        os.replace(tmp_link, self.root / "..data")
+        if not self.path.is_symlink():
+            self.path.symlink_to(f"..data/{self.key}")
+
+
+class LiveServer:
+    """A real uvicorn server on 127.0.0.1 (a free port) in a thread with its own event loop."""
+
+    def __init__(
+        self, store: TopologyStore, follower: TopologyFile | None, **app_args: Any
+    ) -> None:
+        self.store = store
+        self.follower = follower
+        self.app = create_app(store, follower, **app_args)
+        config = uvicorn.Config(
+            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", backlog=2048
+        )
+        self.server = uvicorn.Server(config)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(self.server.serve())
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        for _ in range(500):
+            if self.server.started:
+                break
+            self.thread.join(0.01)
+        assert self.server.started, "uvicorn did not start"
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the server's loop thread and return its result."""
+        assert self.loop is not None
+
+        async def run() -> Any:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(5)
+
+
+@pytest.fixture
+def topology_file(tmp_path: Path) -> Path:
+    path = tmp_path / "topology.yaml"
+    path.write_text(document())
+    return path
+
+
+@pytest.fixture
+def live(topology_file: Path) -> Iterator[LiveServer]:
+    settings = Settings(topology_file=topology_file, poll_interval=0.05)
+    store, follower = open_topology(settings)
+    with LiveServer(store, follower, max_watch_seconds=5) as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("NVML_MOCK_"):
+            monkeypatch.delenv(key)
