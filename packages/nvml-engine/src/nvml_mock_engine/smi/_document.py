@@ -1,0 +1,53 @@
+"""Assembles the ``-q`` report of the selected GPUs, as text or as XML.
+
+The document header (timestamp, driver and CUDA versions, attached GPU count) is read once;
+each GPU's node list comes from :mod:`._report`; the driver generation picks the element set
+and the DTD named in the DOCTYPE.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ._nvml import Device, Nvml, NvmlError
+from ._report import GpuReport, Generation, cuda_version, parse_driver_version
+from ._tree import NA, Node, leaf
+
+
+def render(nvml: Nvml, devices: list[Device], attached: int, *, xml: bool, display: tuple[str, ...]) -> str:
+    try:
+        driver = nvml.driver_version()
+    except NvmlError as exc:
+        driver = exc.text
+    try:
+        cuda = cuda_version(nvml.cuda_driver_version())
+    except NvmlError:
+        cuda = NA
+    gen = Generation(parse_driver_version(driver))
+    gpus: list[tuple[str, list[Node]]] = []
+    shown = frozenset(display)
+    for device in devices:
+        report = GpuReport(device, gen)
+        nodes = report.build()
+        if xml and shown:
+            nodes = [n for n in nodes if n.section in shown]
+        gpus.append((report.bus_id, nodes))
+    stamp = time.strftime("%a %b %d %H:%M:%S %Y")
+    if xml:
+        from ._xml import render as xml_render
+
+        header = [
+            leaf("timestamp", None, stamp),
+            leaf("driver_version", None, driver),
+            leaf("cuda_version", None, cuda),
+            leaf("attached_gpus", None, str(attached)),
+        ]
+        return xml_render(header, gpus, gen.dtd)
+    from ._text import render as text_render
+
+    return text_render(
+        [("Timestamp", stamp), ("Driver Version", driver), ("CUDA Version", cuda)],
+        attached,
+        gpus,
+        shown,
+    )

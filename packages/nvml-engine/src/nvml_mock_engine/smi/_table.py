@@ -1,0 +1,121 @@
+"""The default summary table: what people see when they type ``nvidia-smi``.
+
+The layout is the 91-column box of current drivers: a header with the tool, driver and CUDA
+versions (the line most scripts grep), one three-line block per GPU, and the process table.
+Column widths match the real tool so that screen-scraping parsers keep working.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ._nvml import ECC_UNCORRECTED, ECC_VOLATILE, ERROR_NOT_SUPPORTED, Device, Nvml, NvmlError
+from ._report import COMPUTE_MODES, ProcessRow, cuda_version, process_rows
+
+WIDE = "+" + "-" * 89 + "+"
+SPLIT = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
+DOUBLE = "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|"
+
+
+def _try(fn: object, *args: object) -> object:
+    try:
+        return fn(*args)  # type: ignore[operator]
+    except NvmlError as exc:
+        return exc
+
+
+def header(nvml: Nvml) -> list[str]:
+    driver = _value(nvml.driver_version)
+    cuda = _value(nvml.cuda_driver_version)
+    cuda_s = cuda_version(cuda) if isinstance(cuda, int) else "N/A"
+    return [
+        time.strftime("%a %b %d %H:%M:%S %Y") + "       ",
+        WIDE,
+        f"| NVIDIA-SMI {driver:<23}Driver Version: {driver:<15}CUDA Version: {cuda_s:<9}|",
+        SPLIT,
+        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
+        "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
+        "|                                         |                        |               MIG M. |",
+        DOUBLE,
+    ]
+
+
+def _value(fn: object) -> object:
+    got = _try(fn)
+    return "N/A" if isinstance(got, NvmlError) else got
+
+
+def _text(got: object, fmt: object = str) -> str:
+    if isinstance(got, NvmlError):
+        return "N/A" if got.code == ERROR_NOT_SUPPORTED else "ERR!"
+    return str(fmt(got))  # type: ignore[operator]
+
+
+def gpu_block(device: Device) -> list[str]:
+    """The three lines of one GPU."""
+    name = _text(_try(device.name))
+    if len(name) > 28:
+        name = name[:25] + "..."
+    persistence = _text(_try(device.persistence_mode), lambda v: "On" if v else "Off")
+    pci = _try(device.pci_info)
+    bus_id = "N/A" if isinstance(pci, NvmlError) else pci.busId.decode()
+    disp = _text(_try(device.display_active), lambda v: "On" if v else "Off")
+    ecc = _try(device.ecc_mode)
+    if isinstance(ecc, NvmlError):
+        ecc_s = _text(ecc)
+    elif not ecc[0]:
+        ecc_s = "Off"
+    else:
+        ecc_s = _text(_try(device.total_ecc_errors, ECC_UNCORRECTED, ECC_VOLATILE))
+    fan = _text(_try(device.fan_speed), lambda v: f"{v}%")
+    temp = _text(_try(device.temperature), lambda v: f"{v}C")
+    perf = _text(_try(device.performance_state), lambda v: f"P{v}")
+    usage = _text(_try(device.power_usage), lambda v: f"{round(v / 1000)}W")
+    cap = _text(_try(device.enforced_power_limit), lambda v: f"{round(v / 1000)}W")
+    mem = _try(device.memory_info)
+    if isinstance(mem, NvmlError):
+        used = total = _text(mem)
+    else:
+        used, total = f"{mem.used // 1048576}MiB", f"{mem.total // 1048576}MiB"
+    util = _try(device.utilization)
+    util_s = _text(util) if isinstance(util, NvmlError) else f"{util.gpu}%"
+    compute = _text(_try(device.compute_mode), lambda v: COMPUTE_MODES.get(v, "N/A"))
+    mig = _try(device.mig_mode)
+    mig_s = _text(mig) if isinstance(mig, NvmlError) else ("Enabled" if mig[0] else "Disabled")
+    return [
+        f"| {device.index:>3}  {name:<29}{persistence:>4}  |   {bus_id:<16}{disp:>4} | {ecc_s:>20} |",
+        f"| {fan:>3}{temp:>6}{perf:>6}{usage:>16} / {cap:>5} | {used:>10} / {total:>9} | {util_s:>7}{compute:>13} |",
+        f"|{'':41}|{'':24}| {mig_s:>20} |",
+        SPLIT,
+    ]
+
+
+def process_table(rows: list[tuple[int, ProcessRow]]) -> list[str]:
+    out = [
+        WIDE,
+        "| Processes:                                                                              |",
+        "|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |",
+        "|        ID   ID                                                               Usage      |",
+        "|" + "=" * 89 + "|",
+    ]
+    if not rows:
+        out.append(f"|  {'No running processes found':<87}|")
+    for index, proc in rows:
+        name = proc.name if len(proc.name) <= 32 else "..." + proc.name[-29:]
+        mem = "N/A" if proc.used_mib is None else f"{proc.used_mib}MiB"
+        out.append(f"|{index:>5}{proc.gi:>6}{proc.ci:>5}{proc.pid:>16}{proc.kind:>7}   {name:<32}{mem:>14} |")
+    out.append(WIDE)
+    return out
+
+
+def render(nvml: Nvml, devices: list[Device]) -> str:
+    lines = header(nvml)
+    procs: list[tuple[int, ProcessRow]] = []
+    for device in devices:
+        lines += gpu_block(device)
+        got = process_rows(device)
+        if not isinstance(got, str):
+            procs += [(device.index, p) for p in got]
+    lines.append("")
+    lines += process_table(procs)
+    return "\n".join(lines) + "\n"

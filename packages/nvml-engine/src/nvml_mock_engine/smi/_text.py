@@ -1,0 +1,61 @@
+"""Renders report trees as the real tool's ``-q`` text.
+
+Keys are indented four spaces per level and padded so that the colon sits in column 55;
+the process entries keep the older, narrower column 42 the real tool still uses there.
+``-d`` limits each GPU to the requested display categories.
+"""
+
+from __future__ import annotations
+
+from ._tree import Node
+
+KEY_WIDTH = 55
+PROCESS_KEY_WIDTH = 42
+
+
+def line(indent: int, label: str, value: str, width: int = KEY_WIDTH) -> str:
+    key = " " * indent + label
+    return f"{key.ljust(width)}: {value}"
+
+
+def _emit(node: Node, indent: int, out: list[str], shown: frozenset[str], width: int) -> None:
+    if node.label is None and node.tag != "process_info":
+        return
+    if node.text_only_with is not None and node.text_only_with not in shown:
+        return
+    ind = indent + node.text_indent
+    if node.tag == "process_info" and node.children is not None:
+        for child in node.children:
+            _emit(child, indent, out, shown, PROCESS_KEY_WIDTH)
+        return
+    if node.text is not None:
+        out.append(line(ind, node.label or "", node.text, width))
+        if node.children and node.tag == "supported_mem_clock":
+            for child in node.children:
+                _emit(child, ind, out, shown, width)
+        return
+    if node.children is None:
+        out.append(line(ind, node.label or "", node.value or "", width))
+        return
+    out.append(" " * ind + (node.label or ""))
+    for child in node.children:
+        _emit(child, ind + 4, out, shown, width)
+
+
+def render(header: list[tuple[str, str]], attached: int, gpus: list[tuple[str, list[Node]]], display: frozenset[str]) -> str:
+    """``display`` empty means the full report; otherwise only those categories per GPU."""
+    out = ["", "==============NVSMI LOG==============", ""]
+    for label, value in header:
+        out.append(line(0, label, value))
+    out.append("")
+    out.append(line(0, "Attached GPUs", str(attached)))
+    for i, (bus_id, nodes) in enumerate(gpus):
+        if i:
+            out.append("")
+        out.append(f"GPU {bus_id}")
+        for node in nodes:
+            if display and node.section not in display:
+                continue
+            _emit(node, 4, out, display, KEY_WIDTH)
+    out.append("")
+    return "\n".join(out) + "\n"
