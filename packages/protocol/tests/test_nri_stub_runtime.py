@@ -257,3 +257,88 @@ async def _until(predicate: object) -> None:
     assert callable(predicate)
     while not predicate():
         await asyncio.sleep(0.01)
+
+
+async def test_split_synchronize_is_joined_for_the_plugin(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    async with RuntimeDouble(path, sync_part_limit=2000) as runtime:
+        for i in range(40):
+            pod = make_pod(f"pod-{i}")
+            runtime.add_pod(pod)
+            runtime.add_container(make_container(f"c{i}", pod))
+        plugin = Recorder()
+        async with Stub(plugin, name="sync", index="10", socket_path=path) as stub:
+            await stub.wait_synchronized(timeout=5)
+            assert plugin.synced is not None
+            pods, containers = plugin.synced
+            assert pods == [f"sandbox-pod-{i}" for i in range(40)]
+            assert containers == [f"ctr-c{i}" for i in range(40)]
+            await runtime.wait_for_plugins(1)
+
+
+async def test_runtime_closes_a_plugin_that_mishandles_split_sync(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    async with RuntimeDouble(path, sync_part_limit=500) as runtime:
+        for i in range(10):
+            runtime.add_pod(make_pod(f"pod-{i}"))
+        stub = Stub(Recorder(), name="old", index="10", socket_path=path)
+        stub._synchronize = _old_synchronize  # type: ignore[method-assign]
+        await stub.start()
+        ((plugin, reason),) = await runtime.wait_for_drop(1)
+        assert (plugin, reason) == ("10-old", "plugin does not handle split sync requests")
+        assert (await asyncio.wait_for(stub.wait_closed(), 5)).by_runtime
+
+
+async def _old_synchronize(payload: bytes, context: object) -> bytes:
+    """A pre-v0.7 plugin: ignores `more` and answers with an empty reply."""
+    return b""
+
+
+async def test_unsolicited_updates_reach_the_runtime(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    async with (
+        RuntimeDouble(path) as runtime,
+        Stub(Recorder(), name="upd", index="10", socket_path=path) as stub,
+    ):
+        await stub.wait_synchronized(timeout=5)
+        failed = await stub.update_containers(
+            [api.ContainerUpdate(container_id="ctr-x")],
+            [api.ContainerEviction(container_id="ctr-y", reason="test")],
+        )
+        assert failed == []
+        (request,) = runtime.unsolicited_updates
+        assert request.update[0].container_id == "ctr-x"
+        assert request.evict[0].reason == "test"
+
+
+def test_stub_refuses_bad_identity_and_bad_socket_env() -> None:
+    with pytest.raises(ValueError, match="invalid plugin index '1'"):
+        Stub(Recorder(), name="x", index="1")
+    with pytest.raises(ValueError, match="invalid plugin name 'a b'"):
+        Stub(Recorder(), name="a b", index="10")
+    with pytest.raises(ValueError, match="NRI_PLUGIN_SOCKET='three'"):
+        Stub.from_environment(Recorder(), environ={"NRI_PLUGIN_SOCKET": "three"})
+
+
+async def test_events_derived_from_overridden_methods(sock_dir: Path) -> None:
+    class Watcher(Plugin):
+        async def stop_container(self, pod: api.PodSandbox, container: api.Container) -> None:
+            return None
+
+        async def state_change(
+            self, event: Event, pod: api.PodSandbox, container: api.Container | None
+        ) -> None:
+            return None
+
+    path = sock_dir / "nri.sock"
+    async with (
+        RuntimeDouble(path, valid_events=0x7FF) as runtime,
+        Stub(Watcher(), name="w", index="10", socket_path=path) as stub,
+    ):
+        (handle,) = await runtime.wait_for_plugins(1)
+        # STOP_CONTAINER + every StateChange event a containerd 2.1 accepts.
+        assert (
+            stub.events
+            == handle.events
+            == 0x200 | 0x1 | 0x2 | 0x4 | 0x10 | 0x20 | 0x40 | 0x100 | 0x400
+        )

@@ -51,8 +51,8 @@ from nvml_mock_protocol.nri.ttrpc import MESSAGE_LENGTH_MAX, Code
 
 logger = logging.getLogger(__name__)
 
-_SYNC_PART_LIMIT = MESSAGE_LENGTH_MAX - 1024
-"""Serialized size of one Synchronize part, leaving room for the ttrpc envelope."""
+SYNC_PART_LIMIT = MESSAGE_LENGTH_MAX - 1024
+"""Default serialized size of one Synchronize part, leaving room for the ttrpc envelope."""
 
 
 @dataclass(eq=False)
@@ -122,6 +122,7 @@ class RuntimeDouble:
         plugin_config: Mapping[str, str] | None = None,
         valid_events: int = VALID_EVENTS,
         label: str = "runtime",
+        sync_part_limit: int = SYNC_PART_LIMIT,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.runtime_name = runtime_name
@@ -131,6 +132,7 @@ class RuntimeDouble:
         self.plugin_config = dict(plugin_config or {})
         self.valid_events = valid_events
         self.label = label
+        self.sync_part_limit = sync_part_limit
         self.pods: dict[str, api.PodSandbox] = {}
         """Pods known to the runtime (sent in Synchronize), by id."""
         self.containers: dict[str, api.Container] = {}
@@ -307,7 +309,9 @@ class RuntimeDouble:
         plugin.events = events
 
     async def _synchronize(self, plugin: PluginHandle) -> None:
-        parts = _split_sync(list(self.pods.values()), list(self.containers.values()))
+        parts = _split_sync(
+            list(self.pods.values()), list(self.containers.values()), self.sync_part_limit
+        )
         try:
             async with asyncio.timeout(self.request_timeout):
                 for number, part in enumerate(parts, start=1):
@@ -448,7 +452,7 @@ class RuntimeDouble:
 
 
 def _split_sync(
-    pods: Iterable[api.PodSandbox], containers: Iterable[api.Container]
+    pods: Iterable[api.PodSandbox], containers: Iterable[api.Container], limit: int
 ) -> list[api.SynchronizeRequest]:
     """Split the runtime state into Synchronize parts under the message limit."""
     parts = [api.SynchronizeRequest()]
@@ -456,7 +460,7 @@ def _split_sync(
     for kind, items in (("pods", pods), ("containers", containers)):
         for item in items:
             item_size = item.ByteSize() + 6
-            if size and size + item_size > _SYNC_PART_LIMIT:
+            if size and size + item_size > limit:
                 parts[-1].more = True
                 parts.append(api.SynchronizeRequest())
                 size = 0
