@@ -9,9 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nvml_mock_protocol.nri.runtime import RuntimeDouble
-
 from conftest import container, pod
+from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 COMMAND = [sys.executable, "-m", "nvml_mock_nri"]
 

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nvml_mock_protocol.nri.runtime import RuntimeDouble
-
 from conftest import container, pod
 from nvml_mock_nri.devices import scan_device_nodes
+from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 Start = Callable[..., Any]
 OPT_IN = {"nvml-mock.nvidia.com/devices": "TRUE"}

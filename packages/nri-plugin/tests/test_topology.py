@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nvml_mock_protocol.nri.runtime import RuntimeDouble
-
 from conftest import (
     RunningPlugin,
     TopologyService,
@@ -16,6 +14,7 @@ from conftest import (
     pod,
     topology_text,
 )
+from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 Start = Callable[..., Any]
 UUID_A = "8a0f7c2e-1b3d-4e5f-8a9b-0c1d2e3f4a5b"
