@@ -24,6 +24,7 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import signal
 import ssl
 import subprocess
@@ -87,7 +88,7 @@ class Settings:
     node_labels: Mapping[str, str]
     """Labels set on the node; empty sets none and never calls the API."""
     stage_command: str
-    """The engine's command line tool."""
+    """The engine's command line tool (split like a shell would)."""
     recheck_seconds: float
     """How often the overlay is checked and re-staged if incomplete."""
     api_server: str
@@ -210,7 +211,13 @@ def missing_files(overlay_dir: Path) -> list[str]:
 
 def stage(settings: Settings) -> None:
     """Run ``nvml-mock-engine stage`` for this node into the overlay directory."""
-    argv = [settings.stage_command, "stage", str(settings.overlay_dir), "--profile", settings.profile]
+    argv = [
+        *shlex.split(settings.stage_command),
+        "stage",
+        str(settings.overlay_dir),
+        "--profile",
+        settings.profile,
+    ]
     if settings.count is not None:
         argv += ["--count", str(settings.count)]
     argv += ["--node", settings.node_name, "--mount-path", settings.mount_path]

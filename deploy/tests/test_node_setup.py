@@ -1,0 +1,372 @@
+"""The staging DaemonSet's per-node setup, run as the pod runs it: a separate process.
+
+The Kubernetes API it labels the node through is a local HTTP server that records the
+request (there is no API server here); the engine it stages with is the real one from the
+repository when its library has been built, and otherwise a stand-in script whose
+command line is checked against the engine's own argument parser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO_ROOT
+from nvml_mock_protocol import names
+
+NODE_SETUP = REPO_ROOT / "deploy" / "image" / "node_setup.py"
+ENGINE_SRC = REPO_ROOT / "packages" / "nvml-engine" / "src"
+CHECK_FABRIC_SRC = REPO_ROOT / "packages" / "check-fabric" / "src"
+
+STAND_IN_ENGINE = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    argv = sys.argv[1:]
+    with open(os.environ["STAND_IN_LOG"], "a") as log:
+        log.write(json.dumps(argv) + "\\n")
+    if os.environ.get("STAND_IN_FAIL"):
+        sys.exit(int(os.environ["STAND_IN_FAIL"]))
+    root = Path(argv[1])
+    for rel in ("lib/libnvidia-ml.so.1", "config/state.nvmlmock", "bin/nvidia-smi",
+                "bin/check-fabric", "cdi/nvml-mock.yaml"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("staged for " + argv[argv.index("--node") + 1] + "\\n")
+    """
+)
+
+
+class ApiRecorder:
+    """A stand-in API server: records requests, answers with scripted status codes."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.requests: list[dict[str, Any]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
+                length = int(self.headers.get("Content-Length", "0"))
+                recorder.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": json.loads(self.rfile.read(length)),
+                    }
+                )
+                status = recorder.statuses.pop(0) if recorder.statuses else 200
+                body = b'{"kind":"Node"}' if status == 200 else b'{"message":"denied"}'
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> ApiRecorder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    engine = tmp_path / "engine.py"
+    engine.write_text(STAND_IN_ENGINE)
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("secret-token\n")
+    environ = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "STAND_IN_LOG": str(tmp_path / "engine.log"),
+        "NVML_MOCK_STAGE_COMMAND": f"{sys.executable} {engine}",
+        "NVML_MOCK_OVERLAY_HOST_PATH": str(tmp_path / "overlay"),
+        "NVML_MOCK_CDI_SPEC_HOST_PATH": str(tmp_path / "cdi" / "nvml-mock-nri.yaml"),
+        "NVML_MOCK_PROFILE": "gb200",
+        "NVML_MOCK_GPU_COUNT": "4",
+        "NODE_NAME": "worker-7",
+        "NVML_MOCK_NODE_LABELS": "nvidia.com/gpu.present=true",
+        "NVML_MOCK_RECHECK_SECONDS": "0.2",
+    }
+    environ["SA_DIR"] = str(sa)
+    return environ
+
+
+def node_setup(*args: str, environ: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(NODE_SETUP), *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def started(env: dict[str, str]) -> Iterator[tuple[ApiRecorder, dict[str, str]]]:
+    with ApiRecorder([]) as api:
+        env["NVML_MOCK_KUBE_API"] = api.url
+        yield api, env
+
+
+def _spawn(environ: dict[str, str], *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(NODE_SETUP), "run", "--service-account-dir", environ["SA_DIR"], *extra],
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_ready(environ: dict[str, str], proc: subprocess.Popen[str], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if node_setup("check", environ=environ).returncode == 0:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"node setup exited {proc.returncode}: {proc.communicate()}")
+        time.sleep(0.05)
+    raise AssertionError("overlay never became complete")
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=10)
+    return proc.returncode, err
+
+
+def test_run_stages_publishes_labels_and_stops_on_sigterm(
+    started: tuple[ApiRecorder, dict[str, str]], tmp_path: Path
+) -> None:
+    api, environ = started
+    proc = _spawn(environ)
+    _wait_ready(environ, proc)
+    # The label comes after staging; give the PATCH a moment to land.
+    deadline = time.monotonic() + 10
+    while not api.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    code, err = _stop(proc)
+    assert code == 0, err
+
+    calls = [json.loads(line) for line in Path(environ["STAND_IN_LOG"]).read_text().splitlines()]
+    assert calls == [
+        [
+            "stage",
+            environ["NVML_MOCK_OVERLAY_HOST_PATH"],
+            "--profile",
+            "gb200",
+            "--count",
+            "4",
+            "--node",
+            "worker-7",
+            "--mount-path",
+            names.OVERLAY_MOUNT_PATH,
+        ]
+    ]
+    spec = Path(environ["NVML_MOCK_CDI_SPEC_HOST_PATH"])
+    assert spec.read_text() == "staged for worker-7\n"
+    assert oct(spec.stat().st_mode & 0o777) == "0o644"
+    assert not [p for p in spec.parent.iterdir() if p.name.startswith(".")], "temp file left"
+
+    (request,) = api.requests
+    assert request["path"] == "/api/v1/nodes/worker-7"
+    assert request["headers"]["Content-Type"] == "application/merge-patch+json"
+    assert request["headers"]["Authorization"] == "Bearer secret-token"
+    assert request["body"] == {"metadata": {"labels": {"nvidia.com/gpu.present": "true"}}}
+
+
+def test_a_wiped_overlay_is_staged_again(started: tuple[ApiRecorder, dict[str, str]]) -> None:
+    _api, environ = started
+    proc = _spawn(environ)
+    _wait_ready(environ, proc)
+    library = Path(environ["NVML_MOCK_OVERLAY_HOST_PATH"]) / "lib" / names.LIBRARY_NAME
+    library.unlink()
+    deadline = time.monotonic() + 10
+    while not library.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    code, err = _stop(proc)
+    assert code == 0, err
+    assert library.exists()
+    assert "staging it again" in err
+    calls = Path(environ["STAND_IN_LOG"]).read_text().splitlines()
+    assert len(calls) == 2
+
+
+def test_check_names_what_is_missing(env: dict[str, str], tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    result = node_setup("check", environ=env)
+    assert result.returncode == 1
+    assert f"{names.OVERLAY_LIB_DIR}/{names.LIBRARY_NAME}" in result.stderr
+    for rel in ("lib/libnvidia-ml.so.1", "config/state.nvmlmock", "bin/nvidia-smi"):
+        (overlay / rel).parent.mkdir(parents=True, exist_ok=True)
+        (overlay / rel).write_text("x")
+    result = node_setup("check", environ=env)
+    assert result.returncode == 1
+    assert "bin/check-fabric" in result.stderr
+    assert "nvidia-smi" not in result.stderr
+    (overlay / "bin" / "check-fabric").write_text("x")
+    assert node_setup("check", environ=env).returncode == 0
+
+
+def test_a_failed_stage_fails_the_pod(started: tuple[ApiRecorder, dict[str, str]]) -> None:
+    api, environ = started
+    environ["STAND_IN_FAIL"] = "4"
+    result = node_setup("run", "--service-account-dir", environ["SA_DIR"], environ=environ)
+    assert result.returncode == 1
+    assert "exited 4" in result.stderr
+    assert not api.requests, "labelled a node whose overlay failed"
+
+
+def test_forbidden_label_names_the_missing_permission(env: dict[str, str]) -> None:
+    with ApiRecorder([403]) as api:
+        env["NVML_MOCK_KUBE_API"] = api.url
+        result = node_setup("run", "--service-account-dir", env["SA_DIR"], environ=env)
+    assert result.returncode == 1
+    assert "HTTP 403" in result.stderr
+    assert "get/patch on nodes" in result.stderr
+    assert len(api.requests) == 1
+
+
+def test_transient_api_errors_are_retried(env: dict[str, str]) -> None:
+    with ApiRecorder([503]) as api:
+        env["NVML_MOCK_KUBE_API"] = api.url
+        proc = _spawn(env)
+        deadline = time.monotonic() + 15
+        while len(api.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, err = _stop(proc)
+    assert code == 0, err
+    assert len(api.requests) == 2
+    assert "retrying" in err
+
+
+def test_no_labels_means_no_api_call(env: dict[str, str]) -> None:
+    env["NVML_MOCK_NODE_LABELS"] = ""
+    env.pop("NVML_MOCK_KUBE_API", None)
+    proc = _spawn(env)
+    _wait_ready(env, proc)
+    code, err = _stop(proc)
+    assert code == 0, err
+    assert "labelled" not in err
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"NVML_MOCK_GPU_COUNT": "0"}, "NVML_MOCK_GPU_COUNT"),
+        ({"NVML_MOCK_GPU_COUNT": "eight"}, "NVML_MOCK_GPU_COUNT"),
+        ({"NVML_MOCK_PROFILE": ""}, "NVML_MOCK_PROFILE"),
+        ({"NODE_NAME": ""}, "NODE_NAME"),
+        ({"NVML_MOCK_NODE_LABELS": "gpu"}, "NVML_MOCK_NODE_LABELS"),
+        ({"NVML_MOCK_RECHECK_SECONDS": "-1"}, "NVML_MOCK_RECHECK_SECONDS"),
+        ({"NVML_MOCK_KUBE_API": ""}, "NVML_MOCK_KUBE_API"),
+        ({"NVML_MOCK_LOG_FORMAT": "xml"}, "xml"),
+    ],
+)
+def test_bad_configuration_exits_3_naming_the_key(
+    env: dict[str, str], change: dict[str, str], needle: str
+) -> None:
+    env["NVML_MOCK_KUBE_API"] = "http://127.0.0.1:9"
+    env.update(change)
+    result = node_setup("run", environ=env)
+    assert result.returncode == 3, result.stderr
+    assert needle in result.stderr
+    assert not Path(env["STAND_IN_LOG"]).exists(), "staged despite bad configuration"
+
+
+def test_flags_win_over_env(env: dict[str, str], tmp_path: Path) -> None:
+    env["NVML_MOCK_NODE_LABELS"] = ""
+    result = node_setup(
+        "run",
+        "--count",
+        "0",
+        environ=env,
+    )
+    assert result.returncode == 3
+    assert "--count" in result.stderr
+
+
+def test_json_logs_are_one_object_per_line(env: dict[str, str]) -> None:
+    env["NVML_MOCK_LOG_FORMAT"] = "json"
+    env["NVML_MOCK_GPU_COUNT"] = "99"
+    result = node_setup("run", environ=env)
+    assert result.returncode == 3
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    assert lines and lines[-1]["level"] == "error"
+    assert "NVML_MOCK_GPU_COUNT" in lines[-1]["msg"]
+
+
+def _engine_parser() -> Any:
+    sys.path.insert(0, str(ENGINE_SRC))
+    try:
+        from nvml_mock_engine import cli
+    except ImportError as exc:  # pragma: no cover - depends on the engine's own deps
+        pytest.skip(f"the engine's CLI does not import here: {exc}")
+    finally:
+        sys.path.remove(str(ENGINE_SRC))
+    return cli._parser({})
+
+
+def test_the_stage_command_line_is_the_engines(env: dict[str, str], tmp_path: Path) -> None:
+    env["NVML_MOCK_NODE_LABELS"] = ""
+    proc = _spawn(env)
+    _wait_ready(env, proc)
+    _stop(proc)
+    (argv,) = [json.loads(line) for line in Path(env["STAND_IN_LOG"]).read_text().splitlines()]
+    parsed = _engine_parser().parse_args(argv)
+    assert parsed.command == "stage"
+    assert str(parsed.dir) == env["NVML_MOCK_OVERLAY_HOST_PATH"]
+    assert (parsed.profile, parsed.count, parsed.node) == ("gb200", "4", "worker-7")
+    assert parsed.mount_path == names.OVERLAY_MOUNT_PATH
+
+
+def test_with_the_real_engine(env: dict[str, str], tmp_path: Path) -> None:
+    library = ENGINE_SRC / "nvml_mock_engine" / "_lib" / names.LIBRARY_NAME
+    if not library.is_file():
+        pytest.skip("the engine's library is not built (make -C packages/nvml-engine/native)")
+    env["PYTHONPATH"] = os.pathsep.join([str(ENGINE_SRC), str(CHECK_FABRIC_SRC), *sys.path])
+    env["NVML_MOCK_STAGE_COMMAND"] = f"{sys.executable} -m nvml_mock_engine"
+    env["NVML_MOCK_NODE_LABELS"] = ""
+    env["NVML_MOCK_OVERLAY_MOUNT_PATH"] = str(tmp_path / "overlay")
+    proc = _spawn(env, "--recheck-seconds", "30")
+    try:
+        _wait_ready(env, proc, timeout=120)
+    finally:
+        code, err = _stop(proc)
+    assert code == 0, err
+    overlay = Path(env["NVML_MOCK_OVERLAY_HOST_PATH"])
+    state = (overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME).read_text()
+    assert "node_name=worker-7" in state
+    assert "profile=gb200" in state
+    assert "device_count=4" in state
+    spec = Path(env["NVML_MOCK_CDI_SPEC_HOST_PATH"]).read_text()
+    assert names.CDI_KIND in spec
+    # Running the staged tools needs the packages installed in the interpreter the runtime
+    # is copied from; the engine's own tests and the image build (deploy/Dockerfile) do that.
