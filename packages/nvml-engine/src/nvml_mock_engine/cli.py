@@ -86,7 +86,9 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
 
     stage = commands.add_parser("stage", help="lay out the overlay tree in DIR")
     add_logging_args(stage, environ, sub=True)
-    stage.add_argument("dir", metavar="DIR", type=Path, help=f"overlay root (e.g. {names.OVERLAY_HOST_PATH})")
+    stage.add_argument(
+        "dir", metavar="DIR", type=Path, help=f"overlay root (e.g. {names.OVERLAY_HOST_PATH})"
+    )
     _add_node_args(stage, environ)
     stage.add_argument(
         "--no-devices", action="store_true", help="do not create mock device nodes under dev/"
@@ -124,7 +126,7 @@ def _add_node_args(parser: argparse.ArgumentParser, environ: Mapping[str, str]) 
     parser.add_argument(
         "--node",
         default=environ.get(names.ENV_NODE_NAME),
-        help=f"node name that seeds UUIDs and serials (env {names.ENV_NODE_NAME}; default hostname)",
+        help=f"node name seeding UUIDs and serials (env {names.ENV_NODE_NAME}; default hostname)",
     )
     parser.add_argument(
         "--config",

@@ -212,7 +212,9 @@ def _check_node(node: object) -> None:
     if not isinstance(node, str) or not node:
         raise ConfigError("node", f"must be a non-empty name, got {node!r}")
     if len(node) > 253 or any(ord(ch) < 0x20 or ch == "\x7f" for ch in node):
-        raise ConfigError("node", f"must be a node name (at most 253 printable chars), got {node!r}")
+        raise ConfigError(
+            "node", f"must be a node name (at most 253 printable chars), got {node!r}"
+        )
 
 
 def _fabric(value: object, profile: Profile) -> FabricDefaults | None:
@@ -277,7 +279,9 @@ def _gpu_overrides(value: object, count: int) -> dict[int, dict[str, ValueType]]
             raise ConfigError(f"gpus[{index!r}]", "index must be an integer")
         path = f"gpus[{index}]"
         if not 0 <= index < count:
-            raise ConfigError(path, f"index out of range: the node has {count} GPUs (0..{count - 1})")
+            raise ConfigError(
+                path, f"index out of range: the node has {count} GPUs (0..{count - 1})"
+            )
         if overrides is None:
             continue
         result[index] = _overrides(overrides, path)

@@ -25,10 +25,30 @@ __all__ = ["STATE_MAGIC", "RenderedState", "derive_gpu", "gpu_uuid", "render", "
 
 STATE_MAGIC: Final = "nvml-mock-state 1"
 FABRIC_STATE_COMPLETED: Final = 3
+ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
 _MAX_STATE_BYTES: Final = 1 << 20
 _MAX_LINE_BYTES: Final = 1023
-_OMIT_UNLESS_SET: Final = frozenset({"fabric_health_mask"})
-"""Keys whose default lives in the library (it depends on the struct version asked for)."""
+_FORMAT_DEFAULTS: Final[Mapping[str, ValueType]] = {
+    "multi_gpu_board": 0,
+    "virtualization_mode": 0,
+    "compute_mode": 0,
+    "energy_mj": 0,
+    "memory_temperature_c": 0,
+    "num_fans": 0,
+    "fan_speed_pct": 0,
+    "util_gpu_pct": 0,
+    "util_mem_pct": 0,
+    "pstate": 0,
+    "ecc_supported": 1,
+    "mig_capable": 0,
+    "nvlink_count": 0,
+    "nvlink_version": 0,
+    "inforom_oem": "",
+    "inforom_ecc": "",
+    "inforom_power": "",
+}
+"""STATE-FORMAT.md's defaults, written out so a state file reads complete. ``fabric_health_mask``
+is left out unless set: its default lives in the library (it depends on the struct version)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +79,7 @@ def gpu_uuid(node: str, profile_key: str, index: int) -> str:
 
 
 def derive_gpu(config: EngineConfig, index: int) -> dict[str, ValueType]:
-    """All state values of GPU *index*: profile, then derived identity and layout, then overrides."""
+    """All state values of GPU *index*: profile, then derived identity and layout, overrides."""
     profile = config.profile
     per_node = profile.default_count
     position, board = index % per_node, index // per_node
@@ -67,9 +87,10 @@ def derive_gpu(config: EngineConfig, index: int) -> dict[str, ValueType]:
     domain, bus, device = _bus_parts(bus_id)
     numa = profile.numa_nodes[position]
     module = index // profile.gpus_per_serial
-    serial = "1" + f"{int.from_bytes(_digest('serial', config.node, profile.key, str(module))[:8], 'big') % 10**12:012d}"
+    serial_digest = _digest("serial", config.node, profile.key, str(module))
+    serial = f"1{int.from_bytes(serial_digest[:8], 'big') % 10**12:012d}"
 
-    values: dict[str, ValueType] = dict(profile.gpu)
+    values: dict[str, ValueType] = {**_FORMAT_DEFAULTS, **profile.gpu}
     values.update(
         {
             "name": profile.name,
@@ -86,9 +107,7 @@ def derive_gpu(config: EngineConfig, index: int) -> dict[str, ValueType]:
             "cpu_affinity": profile.cpu_affinity[numa],
             "nvlink_remote_bus_ids": _nvlink_remotes(config, board),
             "fabric_attached": config.fabric is not None,
-            "fabric_cluster_uuid": (
-                config.fabric.cluster_uuid if config.fabric else "00000000-0000-0000-0000-000000000000"
-            ),
+            "fabric_cluster_uuid": config.fabric.cluster_uuid if config.fabric else ZERO_UUID,
             "fabric_clique_id": config.fabric.clique_id if config.fabric else 0,
             "fabric_state": FABRIC_STATE_COMPLETED if config.fabric else 0,
             "gpu_group": index // profile.gpus_per_group,

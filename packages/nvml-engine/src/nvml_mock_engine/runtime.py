@@ -200,8 +200,8 @@ def _names_from_pth(pth: Path) -> set[str]:
         lines = pth.read_text(encoding="utf-8").splitlines()
     except OSError:
         return names
-    for line in lines:
-        line = line.strip()
+    for raw in lines:
+        line = raw.strip()
         if not line or line.startswith(("#", "import ")):
             continue
         directory = Path(line)
@@ -250,15 +250,13 @@ def _copy_shared_libraries(elves: list[Path], lib: Path) -> str:
     for elf in elves:
         for soname, resolved in _ldd(elf):
             name = Path(soname).name
+            if resolved is None and not soname.startswith("/"):
+                continue
             if resolved is None:
-                if soname.startswith("/"):
-                    loader = loader or name
-                    resolved = soname
-                else:
-                    continue
+                loader = loader or name
             if name in copied:
                 continue
-            shutil.copy2(os.path.realpath(resolved), lib / name)
+            shutil.copy2(os.path.realpath(resolved or soname), lib / name)
             copied.add(name)
     if loader is None:
         raise StageError(f"cannot find the dynamic loader of {elves[0]} (ldd names none)")

@@ -19,8 +19,8 @@ __all__ = [
     "GPU_KEYS",
     "MAX_GPUS",
     "SYSTEM_KEYS",
-    "Kind",
     "KeySpec",
+    "Kind",
     "format_value",
     "parse_cpu_list",
     "validate_value",
@@ -224,7 +224,7 @@ def validate_value(spec: KeySpec, value: object) -> ValueType:
         return number
     if kind is Kind.BUS_ID_LIST:
         items = value.split(",") if isinstance(value, str) and value else value
-        if items == "" or items == []:
+        if items in ("", []):
             return ()
         if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
             raise ValueError(f"must be a list of PCI bus ids, got {value!r}")

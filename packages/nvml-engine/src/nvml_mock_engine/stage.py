@@ -48,6 +48,7 @@ __all__ = [
     "StageReport",
     "built_library",
     "cdi_spec",
+    "launcher_script",
     "stage",
     "write_atomic",
 ]
@@ -71,6 +72,13 @@ ENTRIES: Final = (
     names.OVERLAY_CDI_DIR,
     names.OVERLAY_RUNTIME_DIR,
 )
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes shared nodes in full: CDI specs are read by many parsers, not all YAML-complete."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +109,7 @@ class StageReport:
 
 
 def built_library() -> Path:
-    """The package's built ``libnvidia-ml.so.1``; ``StageError`` saying how to build it if absent."""
+    """The package's built ``libnvidia-ml.so.1``; ``StageError`` says how to build it if absent."""
     try:
         from nvml_mock_engine.library import library_path
     except ImportError as exc:
@@ -177,7 +185,9 @@ def cdi_spec(config: EngineConfig, host_dev: str | None) -> dict[str, object]:
     }
 
 
-def stage(directory: Path, config: EngineConfig, options: StageOptions | None = None) -> StageReport:
+def stage(
+    directory: Path, config: EngineConfig, options: StageOptions | None = None
+) -> StageReport:
     """Stage the overlay for *config* into *directory*; safe to repeat, switches atomically."""
     options = options or StageOptions()
     started = time.monotonic()
@@ -195,15 +205,19 @@ def stage(directory: Path, config: EngineConfig, options: StageOptions | None = 
         generation = Path(tempfile.mkdtemp(prefix="gen-", dir=state_root))
         try:
             generation.chmod(0o755)
-            runtime_name, reused = (
-                _ensure_runtime(state_root) if options.runtime else (None, False)
+            runtime_name, reused = _ensure_runtime(state_root) if options.runtime else (None, False)
+            _populate(
+                generation,
+                options=options,
+                library=library,
+                state_text=state_text,
+                runtime=state_root / runtime_name if runtime_name else None,
             )
-            _populate(generation, config, options, library, state_text, runtime_name, directory)
             devices = options.devices and _make_devices(generation / "dev", config, warnings)
             host_dev = (
                 f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
             )
-            cdi = yaml.safe_dump(cdi_spec(config, host_dev), sort_keys=False)
+            cdi = yaml.dump(cdi_spec(config, host_dev), Dumper=_PlainDumper, sort_keys=False)
             write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
             _check_tools(warnings)
             _switch(directory, state_root, generation)
@@ -266,40 +280,42 @@ def _ensure_runtime(state_root: Path) -> tuple[str, bool]:
 
 def _populate(
     generation: Path,
-    config: EngineConfig,
+    *,
     options: StageOptions,
     library: Path,
     state_text: str,
-    runtime_name: str | None,
-    directory: Path,
+    runtime: Path | None,
 ) -> None:
     lib = generation / names.OVERLAY_LIB_DIR
     lib.mkdir()
     shutil.copy2(library, lib / names.LIBRARY_NAME)
     (lib / names.LIBRARY_NAME).chmod(0o755)
     (lib / "libnvidia-ml.so").symlink_to(names.LIBRARY_NAME)
-    write_atomic(
-        generation / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME, state_text.encode()
-    )
+    write_atomic(generation / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME, state_text.encode())
     (generation / names.OVERLAY_DEV_DIR).mkdir()
     (generation / names.OVERLAY_CDI_DIR).mkdir()
     bin_dir = generation / names.OVERLAY_BIN_DIR
     bin_dir.mkdir()
-    if runtime_name is None:
+    if runtime is None:
         return
-    (generation / names.OVERLAY_RUNTIME_DIR).symlink_to(Path("..") / runtime_name)
+    (generation / names.OVERLAY_RUNTIME_DIR).symlink_to(Path("..") / runtime.name)
     from nvml_mock_engine.runtime import loader_name
 
-    loader = loader_name(directory / STATE_DIR / runtime_name)
-    template = resources.files("nvml_mock_engine").joinpath("launcher.sh.in").read_text("utf-8")
+    loader = loader_name(runtime)
     for tool, module in TOOLS.items():
-        script = (
-            template.replace("@TOOL@", tool)
-            .replace("@MODULE@", module)
-            .replace("@LOADER@", loader)
-            .replace("@MOUNT_PATH@", options.mount_path)
-        )
+        script = launcher_script(tool, module, loader=loader, mount_path=options.mount_path)
         write_atomic(bin_dir / tool, script.encode(), mode=0o755)
+
+
+def launcher_script(tool: str, module: str, *, loader: str, mount_path: str) -> str:
+    """The ``/bin/sh`` launcher that runs ``python -m <module>`` on the overlay's runtime."""
+    template = resources.files("nvml_mock_engine").joinpath("launcher.sh.in").read_text("utf-8")
+    return (
+        template.replace("@TOOL@", tool)
+        .replace("@MODULE@", module)
+        .replace("@LOADER@", loader)
+        .replace("@MOUNT_PATH@", mount_path)
+    )
 
 
 def _make_devices(dev: Path, config: EngineConfig, warnings: list[str]) -> bool:

@@ -23,7 +23,7 @@ from typing import Final
 import yaml
 
 from nvml_mock_engine.errors import ProfileError
-from nvml_mock_engine.schema import GPU_KEYS, MAX_GPUS, Kind, KeySpec, ValueType, validate_value
+from nvml_mock_engine.schema import GPU_KEYS, MAX_GPUS, KeySpec, Kind, ValueType, validate_value
 
 __all__ = [
     "ARCHITECTURES",
@@ -185,7 +185,9 @@ def load_profile(name_or_path: str) -> Profile:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ProfileError("profile", f"cannot read profile file {path}: {exc.strerror}") from exc
+            raise ProfileError(
+                "profile", f"cannot read profile file {path}: {exc.strerror}"
+            ) from exc
         return parse_profile(text, key=path.stem, origin=str(path))
     if not _NAME_RE.fullmatch(name_or_path) or name_or_path not in profile_names():
         known = ", ".join(profile_names())

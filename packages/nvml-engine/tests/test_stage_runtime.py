@@ -1,0 +1,203 @@
+"""The overlay's own Python runtime and its launchers, in a root with nothing else in it.
+
+A chroot holds only the staged overlay at /opt/nvml-mock and a /bin/sh (a static busybox
+when installed, else dash and the libraries it needs): no Python, no libc of its own for
+the runtime to lean on. The launchers must work there exactly as in a Python-less image.
+Needs root (chroot); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from nvml_mock_engine.config import resolve_config
+from nvml_mock_engine.render import render
+from nvml_mock_engine.runtime import loader_name
+from nvml_mock_engine.stage import StageOptions, launcher_script, stage
+
+MOUNT = "opt/nvml-mock"
+ENV = {"PATH": "/bin", "HOME": "/"}
+CHROOT = shutil.which("chroot") or shutil.which("chroot", path="/usr/sbin:/sbin") or "chroot"
+
+
+@pytest.fixture(scope="module")
+def library() -> Path:
+    from nvml_mock_engine.library import LibraryNotBuiltError, library_path
+
+    try:
+        return library_path()
+    except LibraryNotBuiltError as exc:
+        pytest.skip(f"the mock libnvidia-ml.so.1 is not built yet ({exc})")
+
+
+def _shell_files() -> list[tuple[Path, Path]]:
+    """(source, path inside the root) pairs that give the root a working /bin/sh."""
+    busybox = shutil.which("busybox")
+    if busybox:
+        ldd = subprocess.run(["ldd", busybox], capture_output=True, text=True, check=False)
+        if "not a dynamic executable" in ldd.stdout + ldd.stderr:
+            return [(Path(busybox), Path("bin/busybox"))]
+    dash = shutil.which("dash")
+    if dash is None:
+        pytest.skip("neither a static busybox (Debian: busybox-static) nor dash is installed")
+    files = [(Path(dash), Path("bin/dash"))]
+    ldd = subprocess.run(["ldd", dash], capture_output=True, text=True, check=True).stdout
+    for line in ldd.splitlines():
+        parts = line.split()
+        path = parts[2] if "=>" in parts else parts[0]
+        if path.startswith("/"):
+            files.append((Path(path), Path(path.lstrip("/"))))
+    return files
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory, library: Path) -> Path:
+    if os.geteuid() != 0:
+        pytest.skip("chroot needs root")
+    if not Path(CHROOT).is_file():
+        pytest.skip("no chroot binary (Debian: coreutils)")
+    root = tmp_path_factory.mktemp("root")
+    for source, inside in _shell_files():
+        (root / inside).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, root / inside)
+    shell = "busybox" if (root / "bin/busybox").exists() else "dash"
+    (root / "bin/sh").symlink_to(shell)
+    if shell == "busybox":
+        (root / "bin/readlink").symlink_to("busybox")
+    (root / "tmp").mkdir()
+    config = resolve_config(profile="gb200", node="tray-4")
+    stage(root / MOUNT, config, StageOptions(library=library))
+    probe = subprocess.run([CHROOT, str(root), "/bin/sh", "-c", "exit 0"], check=False, env=ENV)
+    if probe.returncode != 0:
+        pytest.skip("chroot is not permitted here")
+    return root
+
+
+def _run(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CHROOT, str(root), *argv], capture_output=True, text=True, env=ENV, timeout=60, check=False
+    )
+
+
+def test_root_has_no_python_and_no_libc(root: Path) -> None:
+    assert not (root / "usr").exists()
+    assert not list(root.glob("bin/python*"))
+    if (root / "bin/busybox").exists():
+        assert not (root / "lib").exists() and not (root / "lib64").exists()
+
+
+def test_runtime_loads_the_mock_library_and_finds_its_state(root: Path) -> None:
+    rt = f"/{MOUNT}/runtime"
+    loader = loader_name(root / MOUNT / "runtime")
+    code = (
+        "import sys, pynvml as n; n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(3); "
+        "print(sys.prefix, n.nvmlDeviceGetCount(), n.nvmlDeviceGetName(h), n.nvmlDeviceGetUUID(h))"
+    )
+    result = _run(
+        root,
+        f"{rt}/lib/{loader}",
+        "--library-path",
+        f"{rt}/lib:/{MOUNT}/lib",
+        f"{rt}/bin/python3",
+        "-I",
+        "-c",
+        code,
+    )
+    assert result.returncode == 0, result.stderr
+    uuid = render(resolve_config(profile="gb200", node="tray-4")).gpus[3]["uuid"]
+    assert result.stdout.split() == [rt, "4", "NVIDIA", "GB200", str(uuid)]
+
+
+def _install_probe(root: Path, where: str) -> None:
+    """A launcher from the same template, running the engine's own CLI."""
+    loader = loader_name(root / MOUNT / "runtime")
+    script = launcher_script(
+        "nvml-mock-engine", "nvml_mock_engine", loader=loader, mount_path=f"/{MOUNT}"
+    )
+    path = root / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(script)
+    path.chmod(0o755)
+
+
+def test_launcher_outside_the_overlay_falls_back_to_the_mount_path(root: Path) -> None:
+    _install_probe(root, "usr/local/bin/nvml-mock-engine")
+    result = _run(root, "/usr/local/bin/nvml-mock-engine", "lib-path")
+    assert result.returncode == 0, result.stderr
+    path = result.stdout.strip()
+    assert path.startswith(f"/{MOUNT}/") and path.endswith("/libnvidia-ml.so.1")
+    shutil.rmtree(root / "usr")
+
+
+def test_launcher_found_on_path_by_a_bare_name(root: Path) -> None:
+    _install_probe(root, "usr/local/bin/nvml-mock-engine")
+    result = subprocess.run(
+        [CHROOT, str(root), "/bin/sh", "-c", "cd /tmp && nvml-mock-engine --version"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/local/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("nvml-mock-engine ")
+    shutil.rmtree(root / "usr")
+
+
+def test_missing_runtime_is_reported(root: Path, tmp_path: Path) -> None:
+    _install_probe(root, "usr/local/bin/nvml-mock-engine")
+    result = subprocess.run(
+        [CHROOT, str(root), "/usr/local/bin/nvml-mock-engine", "lib-path"],
+        capture_output=True,
+        text=True,
+        env={**ENV, "NVML_MOCK_OVERLAY_MOUNT_PATH": "/nowhere"},
+        timeout=60,
+        check=False,
+    )
+    shutil.rmtree(root / "usr")
+    assert result.returncode == 127
+    assert "overlay runtime is missing (looked in /nowhere/runtime)" in result.stderr
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("nvml_mock_engine.smi.__main__") is None,
+    reason="the nvidia-smi work-alike (nvml_mock_engine.smi) is not installed",
+)
+def test_nvidia_smi_lists_the_staged_gpus(root: Path) -> None:
+    started = time.monotonic()
+    result = _run(root, f"/{MOUNT}/bin/nvidia-smi", "-L")
+    assert result.returncode == 0, result.stderr
+    gpus = render(resolve_config(profile="gb200", node="tray-4")).gpus
+    assert result.stdout.splitlines() == [
+        f"GPU {i}: NVIDIA GB200 (UUID: {g['uuid']})" for i, g in enumerate(gpus)
+    ]
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("check_fabric") is None, reason="check-fabric is not installed"
+)
+def test_check_fabric_launcher_runs(root: Path) -> None:
+    result = _run(root, f"/{MOUNT}/bin/check-fabric", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "usage" in result.stdout.lower()
+
+
+def test_restage_reuses_the_runtime(root: Path, library: Path) -> None:
+    overlay = root / MOUNT
+    before = os.readlink(overlay / ".nvml-mock" / "current" / "runtime")
+    report = stage(
+        overlay,
+        resolve_config(profile="gb200", count=2, node="tray-4"),
+        StageOptions(library=library),
+    )
+    assert report.runtime_reused
+    assert os.readlink(overlay / ".nvml-mock" / "current" / "runtime") == before
+    result = _run(root, f"/{MOUNT}/bin/nvidia-smi", "--version")
+    assert "runtime is missing" not in result.stderr
