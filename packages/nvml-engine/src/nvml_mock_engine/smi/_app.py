@@ -82,9 +82,8 @@ def select(nvml: Nvml, devices: list[Device], ids: tuple[str, ...]) -> list[Devi
 
 
 def _find(nvml: Nvml, devices: list[Device], ident: str) -> Device | None:
-    if ident.isdigit():
-        index = int(ident)
-        return devices[index] if index < len(devices) else None
+    if ident.isdigit() and int(ident) < len(devices):
+        return devices[int(ident)]
     key = ident.upper()
     for device in devices:
         try:

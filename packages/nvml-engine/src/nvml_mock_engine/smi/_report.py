@@ -346,14 +346,7 @@ class GpuReport:
             self._retired_pages(),
             self._remapped_rows(),
             self._temperature(),
-            group(
-                "supported_gpu_target_temp",
-                "Supported GPU Target Temp",
-                [
-                    leaf("gpu_target_temp_min", "GPU Target Temp Min", r.get(lambda: d.temperature_threshold(4), celsius)),
-                    leaf("gpu_target_temp_max", "GPU Target Temp Max", r.get(lambda: d.temperature_threshold(6), celsius)),
-                ],
-            ),
+            self._target_temp(),
             *self._power(),
             *self._clocks(),
             self._fabric(),
@@ -723,10 +716,16 @@ class GpuReport:
     def _temperature(self) -> Node:
         r, d, g = self.r, self.d, self.gen
         current = leaf("gpu_temp", "GPU Current Temp", r.get(d.temperature, celsius))
-        tlimit = leaf("gpu_temp_tlimit", "GPU T.Limit Temp", r.get(d.margin_temperature, celsius))
+        margin = r.raw(d.margin_temperature)
+        tlimit = leaf(
+            "gpu_temp_tlimit",
+            "GPU T.Limit Temp",
+            r.err(margin) if isinstance(margin, NvmlError) else celsius(margin),
+        )
         target = leaf("gpu_target_temperature", "GPU Target Temperature", r.get(lambda: d.temperature_threshold(5), celsius))
         mem_temp = leaf("memory_temp", "Memory Current Temp", r.get(lambda: d.field_value(FI_MEMORY_TEMP), lambda v: celsius(int(v))))
-        if g.v13:
+        # Boards that report a T.Limit margin get thresholds relative to it, under other names.
+        if g.v13 and not isinstance(margin, NvmlError):
             gpu_max = r.raw(lambda: d.temperature_threshold(TEMP_THRESHOLD_GPU_MAX))
             mem_max = r.raw(lambda: d.temperature_threshold(TEMP_THRESHOLD_MEM_MAX))
 
@@ -769,6 +768,19 @@ class GpuReport:
                 leaf("gpu_temp_max_mem_threshold", "Memory Max Operating Temp", absolute(TEMP_THRESHOLD_MEM_MAX)),
             ],
         )
+
+    def _target_temp(self) -> Node:
+        r, d = self.r, self.d
+        node = group(
+            "supported_gpu_target_temp",
+            "Supported GPU Target Temp",
+            [
+                leaf("gpu_target_temp_min", "GPU Target Temp Min", r.get(lambda: d.temperature_threshold(4), celsius)),
+                leaf("gpu_target_temp_max", "GPU Target Temp Max", r.get(lambda: d.temperature_threshold(6), celsius)),
+            ],
+        )
+        node.text_only_with = "SUPPORTED_GPU_TARGET_TEMP"
+        return node
 
     def _power(self) -> list[Node]:
         r, d = self.r, self.d
