@@ -123,6 +123,7 @@ class RuntimeDouble:
         valid_events: int = VALID_EVENTS,
         label: str = "runtime",
         sync_part_limit: int = SYNC_PART_LIMIT,
+        nri_version: str = "",
     ) -> None:
         self.socket_path = Path(socket_path)
         self.runtime_name = runtime_name
@@ -133,6 +134,7 @@ class RuntimeDouble:
         self.valid_events = valid_events
         self.label = label
         self.sync_part_limit = sync_part_limit
+        self.nri_version = nri_version
         self.pods: dict[str, api.PodSandbox] = {}
         """Pods known to the runtime (sent in Synchronize), by id."""
         self.containers: dict[str, api.Container] = {}
@@ -300,6 +302,7 @@ class RuntimeDouble:
             runtime_version=self.runtime_version,
             registration_timeout=round(self.registration_timeout * 1000),
             request_timeout=round(self.request_timeout * 1000),
+            NRI_version=self.nri_version,
         )
         reply = api.ConfigureResponse.FromString(await self._call(plugin, "Configure", request))
         events = reply.events or self.valid_events
