@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import container, pod
+from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 COMMAND = [sys.executable, "-m", "nvml_mock_nri"]
@@ -105,3 +106,25 @@ async def test_runtime_going_away_exits_1_at_once(runtime: RuntimeDouble) -> Non
     errors = [line for line in _json_lines(stderr) if line["level"] == "error"]
     assert len(errors) == 1
     assert "lost the connection to the container runtime" in str(errors[0]["msg"])
+
+
+async def test_a_stalled_plugin_is_dropped_by_the_runtime_and_exits_1(short_tmp: Path) -> None:
+    double = RuntimeDouble(short_tmp / "s.sock", request_timeout=0.3)
+    async with double:
+        process = await _start(double.socket_path)
+        try:
+            await double.wait_for_plugins(1, timeout=20)
+            process.send_signal(signal.SIGSTOP)
+            result = await double.create_container(pod(), container())
+            assert result.dropped == ("10-nvml-mock",)
+            assert result.adjustment == api.ContainerAdjustment(), "the runtime fails open"
+            process.send_signal(signal.SIGCONT)
+            _, stderr = await asyncio.wait_for(process.communicate(), 20)
+        finally:
+            if process.returncode is None:
+                process.kill()
+    assert process.returncode == 1
+    assert any(
+        "lost the connection to the container runtime" in str(line["msg"])
+        for line in _json_lines(stderr)
+    )

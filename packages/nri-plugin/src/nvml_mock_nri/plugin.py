@@ -6,21 +6,20 @@ logs one line per skipped container. It knows nothing about sockets; the
 connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
 
 A container without the device opt-in costs no I/O at all: the identity is a
-cached attribute and the mount and env are computed from strings. Device look-ups
-(stat of the staged nodes, the CDI spec) run in a daemon thread so that a hung
-file system leaves the event loop free to answer other containers and to notice
-the runtime going away, while the stuck call shows up on ``/healthz``.
+cached attribute and the mount and env are computed from strings. The one
+blocking call is the device look-up of opted-in pods (a readdir and a stat per
+staged node, some 20 µs), made inline: handing it to a thread costs more than it
+does (measured: p90 from 0.2 ms to 4 ms through containerd's NRI code). If that
+file system ever hangs, the loop stops, the runtime drops the plugin after its
+timeout, and ``/healthz`` (served from its own thread) reports the wedge so that
+kubelet restarts the pod.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 from nvml_mock_protocol.nri import api_pb2
 
@@ -44,42 +43,6 @@ logger = logging.getLogger(__name__)
 
 EVENT_MASK = 1 << (api_pb2.CREATE_CONTAINER - 1)
 """Subscribe to CreateContainer only (NRI mask bit ``1 << (event - 1)``, i.e. 0x8)."""
-
-T = TypeVar("T")
-
-
-async def run_in_daemon_thread(function: Callable[[], T]) -> T:
-    """Run blocking ``function`` off the loop in a daemon thread.
-
-    A daemon thread rather than the loop's executor: a call stuck in the kernel
-    (a hung mount) must not keep the process from exiting when the runtime
-    connection ends, and must not use up a shared pool.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def deliver(result: T | None, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)  # type: ignore[arg-type]
-
-    def work() -> None:
-        result: T | None = None
-        error: BaseException | None = None
-        try:
-            result = function()
-        except BaseException as exc:
-            error = exc
-        # The loop may be gone by the time a stuck call returns (the process is exiting).
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(deliver, result, error)
-
-    threading.Thread(target=work, name="nvml-mock-nri-devices", daemon=True).start()
-    return await future
-
 
 class Injector:
     """Answers the runtime's calls for one plugin instance."""
@@ -201,20 +164,14 @@ class Injector:
             )
             return api_pb2.CreateContainerResponse()
         if wants_devices(policy, pod.annotations):
-            device_paths = [d.path for d in container.linux.devices]
-            cdi_names = [d.name for d in container.CDI_devices]
-
-            def plan() -> None:
-                plan_devices(
-                    policy,
-                    decision,
-                    device_paths=device_paths,
-                    cdi_devices=cdi_names,
-                    cdi_spec_exists=self._cdi_spec_exists,
-                    scan=self._scan,
-                )
-
-            await run_in_daemon_thread(plan)
+            plan_devices(
+                policy,
+                decision,
+                device_paths=[d.path for d in container.linux.devices],
+                cdi_devices=[d.name for d in container.CDI_devices],
+                cdi_spec_exists=self._cdi_spec_exists,
+                scan=self._scan,
+            )
             self._count_devices(decision)
         self._report(decision, pod, container)
         self.metrics.injections.inc()
@@ -280,4 +237,4 @@ def _response(decision: Decision) -> api_pb2.CreateContainerResponse:
     return response
 
 
-__all__ = ["EVENT_MASK", "ConfigError", "Injector", "run_in_daemon_thread"]
+__all__ = ["EVENT_MASK", "ConfigError", "Injector"]
