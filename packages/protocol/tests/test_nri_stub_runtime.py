@@ -342,3 +342,32 @@ async def test_events_derived_from_overridden_methods(sock_dir: Path) -> None:
             == handle.events
             == 0x200 | 0x1 | 0x2 | 0x4 | 0x10 | 0x20 | 0x40 | 0x100 | 0x400
         )
+
+
+async def test_missing_socket_is_an_os_error(sock_dir: Path) -> None:
+    stub = Stub(Recorder(), name="p", index="10", socket_path=sock_dir / "absent.sock")
+    with pytest.raises(FileNotFoundError):
+        await stub.start()
+
+
+async def test_several_runtime_doubles_in_one_event_loop(sock_dir: Path) -> None:
+    nodes = [RuntimeDouble(sock_dir / f"node-{i}.sock", label=f"node-{i}") for i in range(3)]
+    stubs = [
+        Stub(Recorder(env_value=f"node-{i}"), name="inj", index="10", socket_path=node.socket_path)
+        for i, node in enumerate(nodes)
+    ]
+    for node in nodes:
+        await node.start()
+    try:
+        for stub in stubs:
+            await stub.start()
+        results = []
+        for node in nodes:
+            await node.wait_for_plugins(1)
+            results.append(await node.create_container(make_pod(), make_container()))
+        assert [r.env()["FOO"] for r in results] == ["node-0", "node-1", "node-2"]
+    finally:
+        for stub in stubs:
+            await stub.close()
+        for node in nodes:
+            await node.close()
