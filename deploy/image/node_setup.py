@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-node setup for the staging DaemonSet: stage the overlay, publish its CDI spec, label the node.
+"""Per-node setup for the staging DaemonSet: stage the overlay, publish CDI, label the node.
 
 One pod per node runs ``nvml-mock-node-setup run``. It calls the engine's own
 ``nvml-mock-engine stage`` (so the overlay a node gets is exactly what the engine's
@@ -127,15 +127,18 @@ def _in_cluster_api(environ: Mapping[str, str]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nvml-mock-node-setup",
-        description="Stage the nvml-mock overlay on this node, publish its CDI spec, label the node.",
+        description="Stage the nvml-mock overlay on this node, publish its CDI spec, "
+        "label the node.",
     )
-    parser.add_argument("command", choices=["run", "check"], help="run: set up and stay; check: probe")
+    parser.add_argument(
+        "command", choices=["run", "check"], help="run: set up and stay; check: probe"
+    )
     parser.add_argument("--overlay-dir", help="NVML_MOCK_OVERLAY_HOST_PATH (/var/lib/nvml-mock)")
     parser.add_argument(
         "--mount-path", help=f"NVML_MOCK_OVERLAY_MOUNT_PATH ({names.OVERLAY_MOUNT_PATH})"
     )
     parser.add_argument("--profile", help="NVML_MOCK_PROFILE (required for run)")
-    parser.add_argument("--count", help="NVML_MOCK_GPU_COUNT (\"\" = the profile's default)")
+    parser.add_argument("--count", help='NVML_MOCK_GPU_COUNT ("" = the profile\'s default)')
     parser.add_argument("--node-name", help="NODE_NAME (required for run)")
     parser.add_argument(
         "--cdi-spec-path",
@@ -347,7 +350,10 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     args = build_parser().parse_args(argv)
     log_format = args.log_format or _env(environ, "NVML_MOCK_LOG_FORMAT", "text")
     log_level = args.log_level or _env(environ, "NVML_MOCK_LOG_LEVEL", "info")
-    if log_format not in ("text", "json") or log_level.upper() not in logging.getLevelNamesMapping():
+    if (
+        log_format not in ("text", "json")
+        or log_level.upper() not in logging.getLevelNamesMapping()
+    ):
         print(
             f"nvml-mock-node-setup: bad log settings: format {log_format!r}, level {log_level!r}",
             file=sys.stderr,

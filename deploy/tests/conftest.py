@@ -49,9 +49,7 @@ class Rendered:
         try:
             return self.objects[(kind, name)]
         except KeyError:
-            raise AssertionError(
-                f"no {kind} {name!r}; rendered: {sorted(self.objects)}"
-            ) from None
+            raise AssertionError(f"no {kind} {name!r}; rendered: {sorted(self.objects)}") from None
 
     def kinds(self) -> set[str]:
         return {kind for kind, _ in self.objects}

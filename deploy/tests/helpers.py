@@ -24,7 +24,9 @@ def env_of(item: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in item.get("env", [])}
 
 
-def mounts_of(owner: dict[str, Any], item: dict[str, Any]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+def mounts_of(
+    owner: dict[str, Any], item: dict[str, Any]
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """mountPath -> (volumeMount, volume) for one container."""
     volumes = {v["name"]: v for v in pod_spec(owner).get("volumes", [])}
     return {m["mountPath"]: (m, volumes[m["name"]]) for m in item.get("volumeMounts", [])}

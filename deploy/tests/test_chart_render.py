@@ -60,7 +60,9 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
 @pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
-def test_every_object_is_valid_kubernetes(render: RenderFn, value_set: str, kube_version: str) -> None:
+def test_every_object_is_valid_kubernetes(
+    render: RenderFn, value_set: str, kube_version: str
+) -> None:
     rendered = render(VALUE_SETS[value_set])
     assert rendered.objects
     for (kind, name), obj in rendered.objects.items():
@@ -88,7 +90,10 @@ def test_what_renders_follows_the_switches(render: RenderFn) -> None:
     for kind in ("ConfigMap", "Deployment", "Service"):
         with_topology.get(kind, "nvml-mock-topology")
     bare = render(VALUE_SETS["nri-off"])
-    assert set(bare.objects) == {("DaemonSet", "nvml-mock"), ("ServiceAccount", "nvml-mock-staging")}
+    assert set(bare.objects) == {
+        ("DaemonSet", "nvml-mock"),
+        ("ServiceAccount", "nvml-mock-staging"),
+    }
 
 
 def test_defaults_are_the_shared_names(chart: helm.Chart) -> None:
@@ -256,7 +261,10 @@ def test_staging_daemonset_wiring(render: RenderFn) -> None:
     # writes names host paths.
     overlay_mount, overlay_volume = mounts[names.OVERLAY_HOST_PATH]
     assert not overlay_mount.get("readOnly", False)
-    assert overlay_volume["hostPath"] == {"path": names.OVERLAY_HOST_PATH, "type": "DirectoryOrCreate"}
+    assert overlay_volume["hostPath"] == {
+        "path": names.OVERLAY_HOST_PATH,
+        "type": "DirectoryOrCreate",
+    }
     assert mounts["/var/run/cdi"][1]["hostPath"]["path"] == "/var/run/cdi"
 
     security = stage["securityContext"]

@@ -91,7 +91,10 @@ def test_an_empty_topology_is_served_on_purpose(render: RenderFn) -> None:
     assert _document(text) == {"version": 1, "domains": []}
     assert parse_topology(text).node_index() == {}
     deployment = rendered.get("Deployment", "nvml-mock-topology")
-    assert env_of(container(deployment, "topology-service"))["NVML_MOCK_TOPOLOGY_ALLOW_EMPTY"] == "true"
+    assert (
+        env_of(container(deployment, "topology-service"))["NVML_MOCK_TOPOLOGY_ALLOW_EMPTY"]
+        == "true"
+    )
 
 
 def test_values_file_numbers_render_as_integers(render: RenderFn) -> None:
@@ -236,7 +239,9 @@ GOOD_TOPOLOGIES: dict[str, list[dict[str, Any]]] = {
 
 
 @pytest.mark.parametrize("case", sorted(GOOD_TOPOLOGIES))
-def test_every_accepted_topology_parses_as_the_service_reads_it(render: RenderFn, case: str) -> None:
+def test_every_accepted_topology_parses_as_the_service_reads_it(
+    render: RenderFn, case: str
+) -> None:
     domains = GOOD_TOPOLOGIES[case]
     rendered = render(_topology_with(domains))
     text = rendered.get("ConfigMap", "nvml-mock-topology")["data"]["topology.yaml"]

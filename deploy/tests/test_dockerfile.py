@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,7 +85,7 @@ def _pyprojects() -> dict[str, dict[str, Any]]:
 
 
 def test_one_dockerfile_three_component_targets(stages: dict[str, Stage]) -> None:
-    assert COMPONENT_TARGETS <= set(stages)
+    assert set(stages) >= COMPONENT_TARGETS
     for target in COMPONENT_TARGETS:
         stage = stages[target]
         assert stage.base == "runtime", f"{target} must build on the runtime stage"
@@ -116,7 +115,9 @@ def test_make_targets_exist(stages: dict[str, Stage]) -> None:
     for call in calls:
         directory = REPO_ROOT / call[call.index("-C") + 1]
         assert (directory / "Makefile").is_file(), directory
-        targets = [arg for arg in call[1:] if not arg.startswith("-") and arg != call[call.index("-C") + 1]]
+        targets = [
+            arg for arg in call[1:] if not arg.startswith("-") and arg != call[call.index("-C") + 1]
+        ]
         # -n: make resolves the targets and prints the recipes without running them.
         result = subprocess.run(
             [make, "-n", "-C", str(directory), *targets],
@@ -162,7 +163,9 @@ def test_runtime_stages_install_real_distributions_and_start_their_scripts(
 
 
 def test_copied_sources_exist_and_are_not_ignored(stages: dict[str, Stage]) -> None:
-    ignore = [line for line in DOCKERIGNORE.read_text().splitlines() if line and not line.startswith("#")]
+    ignore = [
+        line for line in DOCKERIGNORE.read_text().splitlines() if line and not line.startswith("#")
+    ]
     assert ignore[0] == "*"
     kept = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
     for stage in stages.values():

