@@ -22,7 +22,12 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1]
 NATIVE = PACKAGE / "native"
 
-MOCK_ENV = ("MOCK_NVML_CONFIG", "MOCK_FABRIC_CLUSTER_UUID", "MOCK_FABRIC_CLIQUE_ID", "MOCK_FABRIC_DOMAIN")
+MOCK_ENV = (
+    "MOCK_NVML_CONFIG",
+    "MOCK_FABRIC_CLUSTER_UUID",
+    "MOCK_FABRIC_CLIQUE_ID",
+    "MOCK_FABRIC_DOMAIN",
+)
 
 SYSTEM: dict[str, Any] = {
     "driver_version": "580.65.06",
@@ -137,7 +142,9 @@ def write_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> StateWriter:
     ) -> Path:
         path = tmp_path / name
         if text is None:
-            gpu_list = gpus if gpus is not None else [gpu_entry(i, **gpu_overrides) for i in range(count)]
+            gpu_list = (
+                gpus if gpus is not None else [gpu_entry(i, **gpu_overrides) for i in range(count)]
+            )
             text = render_state({**SYSTEM, **(system or {})}, gpu_list)
         path.write_text(text)
         monkeypatch.setenv("MOCK_NVML_CONFIG", str(path))
@@ -154,7 +161,9 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _build() -> Path:
     env = dict(os.environ, PYTHON=sys.executable)
-    proc = subprocess.run(["make", "-s", "-C", str(NATIVE)], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["make", "-s", "-C", str(NATIVE)], env=env, capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         pytest.fail(f"make -C native failed:\n{proc.stdout}\n{proc.stderr}")
     from nvml_mock_engine.library import library_path

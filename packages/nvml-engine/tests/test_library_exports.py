@@ -17,7 +17,9 @@ DECLARATION = re.compile(r"\bnvmlReturn_t\s+DECLDIR\s+(nvml\w+)\s*\(")
 
 
 def exported(library: Path) -> set[str]:
-    out = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    )
     return {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
 
 
@@ -55,7 +57,9 @@ def test_only_nvml_symbols_are_exported(library_file: Path) -> None:
 
 
 def test_soname(library_file: Path) -> None:
-    out = subprocess.run(["readelf", "-d", str(library_file)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["readelf", "-d", str(library_file)], capture_output=True, text=True, check=True
+    )
     assert "Library soname: [libnvidia-ml.so.1]" in out.stdout
 
 

@@ -54,7 +54,9 @@ def test_v1_and_v2_agree(nvml: Any) -> None:
     assert v2.healthMask == 0x1AA
 
 
-def test_fabric_identity_from_env(pynvml: Any, write_state: StateWriter, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fabric_identity_from_env(
+    pynvml: Any, write_state: StateWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_state(count=4, fabric_state=1)
     monkeypatch.setenv("MOCK_FABRIC_CLUSTER_UUID", CLUSTER_UUID.upper())
     monkeypatch.setenv("MOCK_FABRIC_CLIQUE_ID", "7")
@@ -101,7 +103,10 @@ def test_v2_request_does_not_write_past_36_bytes(nvml: Any, cnvml: ctypes.CDLL) 
 def test_bad_version_word(nvml: Any, cnvml: ctypes.CDLL, version: int) -> None:
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     info = FabricV3(version=version)
-    assert cnvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info)) == NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    assert (
+        cnvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+        == NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    )
 
 
 @pytest.mark.parametrize(
@@ -114,7 +119,10 @@ def test_health_summary_follows_the_mask(
     write_state(count=1, fabric_health_mask=hex(mask))
     pynvml.nvmlInit()
     info = FabricV3(version=FABRIC_V3)
-    assert cnvml.nvmlDeviceGetGpuFabricInfoV(pynvml.nvmlDeviceGetHandleByIndex(0), ctypes.byref(info)) == 0
+    assert (
+        cnvml.nvmlDeviceGetGpuFabricInfoV(pynvml.nvmlDeviceGetHandleByIndex(0), ctypes.byref(info))
+        == 0
+    )
     assert (info.healthMask, info.healthSummary) == (mask, summary)
 
 
@@ -132,5 +140,8 @@ def test_64_gpus_share_the_env_identity(
         assert pynvml.nvmlDeviceGetIndex(handle) == index
         uuids.add(pynvml.nvmlDeviceGetUUID(handle))
         info = fabric_v2(pynvml, handle)
-        assert (str(uuid.UUID(bytes=bytes(info.clusterUuid))), info.cliqueId) == (CLUSTER_UUID, 4294967295)
+        assert (str(uuid.UUID(bytes=bytes(info.clusterUuid))), info.cliqueId) == (
+            CLUSTER_UUID,
+            4294967295,
+        )
     assert len(uuids) == 64

@@ -45,7 +45,9 @@ def test_init_reads_the_state(nvml: Any) -> None:
     assert nvml.nvmlSystemGetCudaDriverVersion_v2() == 13000
 
 
-def test_shutdown_is_reference_counted(pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL) -> None:
+def test_shutdown_is_reference_counted(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
     write_state()
     assert cnvml.nvmlInit_v2() == 0
     assert cnvml.nvmlInitWithFlags(0) == 0
@@ -85,7 +87,9 @@ def test_no_gpus_needs_the_flag(pynvml: Any, write_state: StateWriter) -> None:
     assert pynvml.nvmlSystemGetDriverVersion() == "580.65.06"
 
 
-def test_missing_state_is_driver_not_loaded(pynvml: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_state_is_driver_not_loaded(
+    pynvml: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     missing = tmp_path / "nowhere" / "state.nvmlmock"
     monkeypatch.setenv("MOCK_NVML_CONFIG", str(missing))
     error = init_error(pynvml)
@@ -107,15 +111,23 @@ def test_unreadable_state(pynvml: Any, tmp_path: Path, monkeypatch: pytest.Monke
         ("", "empty file"),
         ("nvml-mock-state 2\n", "not a state file"),
         ("nvml-mock-state 1\n[gpu 0]\n", "[gpu 0] before [system]"),
-        ("nvml-mock-state 1\n[system]\ndriver_version=1\n", "required key 'cuda_driver_version' is missing"),
+        (
+            "nvml-mock-state 1\n[system]\ndriver_version=1\n",
+            "required key 'cuda_driver_version' is missing",
+        ),
         ("nvml-mock-state 1\nname=x\n", "key 'name' outside a section"),
-        ("nvml-mock-state 1\n[system]\ndevice_count=65\n", "key 'device_count': '65' is not an integer in 0..64"),
+        (
+            "nvml-mock-state 1\n[system]\ndevice_count=65\n",
+            "key 'device_count': '65' is not an integer in 0..64",
+        ),
         ("nvml-mock-state 1\n[system]\ndevice_count=1\ndevice_count=1\n", "appears twice"),
         ("nvml-mock-state 1\n[system]\nx" + "y" * 1100 + "\n", "line longer than 1023 bytes"),
         ("nvml-mock-state 1\n[system]\nBad=1\n", "key of [a-z0-9_]"),
     ],
 )
-def test_corrupt_state_names_the_line(pynvml: Any, write_state: StateWriter, text: str, message: str) -> None:
+def test_corrupt_state_names_the_line(
+    pynvml: Any, write_state: StateWriter, text: str, message: str
+) -> None:
     path = write_state(text=text)
     error = init_error(pynvml)
     assert error.value == NVML_ERROR_INVALID_STATE
@@ -132,7 +144,9 @@ def test_corrupt_gpu_value_names_gpu_line_and_key(pynvml: Any, write_state: Stat
         for i, row in enumerate(render_state(SYSTEM, gpus).splitlines())
         if row.startswith("memory_total_bytes=80GB")
     )
-    assert f"line {line}: key 'memory_total_bytes': '80GB' is not an unsigned 64-bit integer" in text
+    assert (
+        f"line {line}: key 'memory_total_bytes': '80GB' is not an unsigned 64-bit integer" in text
+    )
 
 
 def test_missing_required_gpu_key(pynvml: Any, write_state: StateWriter) -> None:
@@ -159,7 +173,9 @@ def test_unknown_keys_are_ignored(pynvml: Any, write_state: StateWriter) -> None
 def test_error_detail_clears_after_a_good_init(pynvml: Any, write_state: StateWriter) -> None:
     write_state(text="garbage\n")
     init_error(pynvml)
-    assert pynvml.nvmlErrorString(NVML_ERROR_INVALID_STATE).startswith("Invalid state: corrupt GPU state ")
+    assert pynvml.nvmlErrorString(NVML_ERROR_INVALID_STATE).startswith(
+        "Invalid state: corrupt GPU state "
+    )
     write_state()
     pynvml.nvmlInit()
     assert pynvml.nvmlErrorString(NVML_ERROR_INVALID_STATE) == "Invalid state"
@@ -202,17 +218,22 @@ def test_state_found_next_to_the_library(library_file: Path, tmp_path: Path) -> 
     (tmp_path / "lib").mkdir()
     (tmp_path / "config").mkdir()
     shutil.copy(library_file, tmp_path / "lib" / "libnvidia-ml.so.1")
-    (tmp_path / "config" / "state.nvmlmock").write_text(render_state(SYSTEM, [gpu_entry(i) for i in range(3)]))
+    (tmp_path / "config" / "state.nvmlmock").write_text(
+        render_state(SYSTEM, [gpu_entry(i) for i in range(3)])
+    )
     script = textwrap.dedent(
         """
         import pynvml
         pynvml.nvmlInit()
-        print(pynvml.nvmlDeviceGetCount(), pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(2)))
+        handle = pynvml.nvmlDeviceGetHandleByIndex(2)
+        print(pynvml.nvmlDeviceGetCount(), pynvml.nvmlDeviceGetName(handle))
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOCK_")}
     env["LD_LIBRARY_PATH"] = str(tmp_path / "lib")
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "3 NVIDIA H100 80GB HBM3"
 
 
@@ -230,6 +251,8 @@ def test_default_location_missing_is_reported(library_file: Path, tmp_path: Path
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MOCK_")}
     env["LD_LIBRARY_PATH"] = str(tmp_path / "lib")
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
     assert out.stdout.startswith("9 Driver Not Loaded: cannot open GPU state ")
     assert f"{tmp_path}/lib/../config/state.nvmlmock" in out.stdout

@@ -139,6 +139,7 @@ struct state_gpu {
     uint32_t nvlink_remote_count;
     struct state_pci_addr nvlink_remote[STATE_MAX_NVLINKS];
     uint32_t gpu_group;
+    uint32_t c2c_enabled;
     /* fabric */
     uint32_t fabric_attached;
     uint8_t fabric_cluster_uuid[16];

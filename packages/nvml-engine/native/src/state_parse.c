@@ -63,6 +63,7 @@ static const struct key_def gpu_keys[] = {
     {"board_id", K_U32, GPU(board_id), 0, U32MAX, F_REQUIRED, NULL},
     {"board_part_number", K_STR, GPU(board_part_number), 0, 0, F_REQUIRED, NULL},
     {"brand", K_I32, GPU(brand), 0, 64, F_REQUIRED, NULL},
+    {"c2c_enabled", K_U32, GPU(c2c_enabled), 0, 1, 0, NULL},
     {"clock_graphics_mhz", K_U32, GPU(clock_graphics_mhz), 0, U32MAX, F_REQUIRED, NULL},
     {"clock_mem_mhz", K_U32, GPU(clock_mem_mhz), 0, U32MAX, F_REQUIRED, NULL},
     {"clock_sm_mhz", K_U32, GPU(clock_sm_mhz), 0, U32MAX, F_REQUIRED, NULL},

@@ -1,0 +1,224 @@
+/*
+ * ECC mode and error counters, retired pages and remapped rows.
+ *
+ * The counters come from the state (all zero on a healthy board). A board without ECC
+ * (ecc_supported=0) answers NOT_SUPPORTED everywhere, as a GeForce card would. Retired
+ * page addresses are synthesised from the GPU index so repeated reads agree.
+ */
+#include "mock.h"
+
+#include <string.h>
+
+#define REQUIRE_ARG(p)                           \
+    do {                                         \
+        if ((p) == NULL) {                       \
+            return NVML_ERROR_INVALID_ARGUMENT;  \
+        }                                        \
+    } while (0)
+
+#define REQUIRE_ECC(d)                           \
+    do {                                         \
+        if (!(d)->s.ecc_supported) {             \
+            return NVML_ERROR_NOT_SUPPORTED;     \
+        }                                        \
+    } while (0)
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current, nvmlEnableState_t *pending)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(current);
+    REQUIRE_ARG(pending);
+    REQUIRE_ECC(d);
+    *current = d->s.ecc_enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *pending = *current;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDefaultEccMode(nvmlDevice_t device, nvmlEnableState_t *defaultMode)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(defaultMode);
+    REQUIRE_ECC(d);
+    *defaultMode = NVML_FEATURE_ENABLED;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t ecc_count(const struct nvmlDevice_st *d, nvmlMemoryErrorType_t errorType,
+                              nvmlEccCounterType_t counterType, unsigned long long *out)
+{
+    int corrected;
+    if (errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED) {
+        corrected = 1;
+    } else if (errorType == NVML_MEMORY_ERROR_TYPE_UNCORRECTED) {
+        corrected = 0;
+    } else {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (counterType == NVML_VOLATILE_ECC) {
+        *out = corrected ? d->s.ecc_volatile_corrected : d->s.ecc_volatile_uncorrected;
+    } else if (counterType == NVML_AGGREGATE_ECC) {
+        *out = corrected ? d->s.ecc_aggregate_corrected : d->s.ecc_aggregate_uncorrected;
+    } else {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                     nvmlEccCounterType_t counterType, unsigned long long *eccCounts)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(eccCounts);
+    REQUIRE_ECC(d);
+    if (!d->s.ecc_enabled) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return ecc_count(d, errorType, counterType, eccCounts);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDetailedEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                        nvmlEccCounterType_t counterType,
+                                                        nvmlEccErrorCounts_t *eccCounts)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(eccCounts);
+    REQUIRE_ECC(d);
+    if (!d->s.ecc_enabled) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    unsigned long long dram = 0;
+    nvmlReturn_t rc = ecc_count(d, errorType, counterType, &dram);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    memset(eccCounts, 0, sizeof(*eccCounts));
+    eccCounts->deviceMemory = dram;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                                         nvmlEccCounterType_t counterType,
+                                                         nvmlMemoryLocation_t locationType, unsigned long long *count)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(count);
+    REQUIRE_ECC(d);
+    if (!d->s.ecc_enabled) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    unsigned long long dram = 0;
+    nvmlReturn_t rc = ecc_count(d, errorType, counterType, &dram);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    switch (locationType) {
+    case NVML_MEMORY_LOCATION_DEVICE_MEMORY: *count = dram; return NVML_SUCCESS;
+    case NVML_MEMORY_LOCATION_L1_CACHE:
+    case NVML_MEMORY_LOCATION_L2_CACHE:
+    case NVML_MEMORY_LOCATION_REGISTER_FILE:
+    case NVML_MEMORY_LOCATION_SRAM: *count = 0; return NVML_SUCCESS;
+    case NVML_MEMORY_LOCATION_TEXTURE_MEMORY:
+    case NVML_MEMORY_LOCATION_TEXTURE_SHM:
+    case NVML_MEMORY_LOCATION_CBU: return NVML_ERROR_NOT_SUPPORTED;
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
+}
+
+static unsigned int retired_count(const struct nvmlDevice_st *d, nvmlPageRetirementCause_t cause)
+{
+    return cause == NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS ? d->s.retired_pages_sbe
+                                                                               : d->s.retired_pages_dbe;
+}
+
+static nvmlReturn_t retired_pages(nvmlDevice_t device, nvmlPageRetirementCause_t cause, unsigned int *pageCount,
+                                  unsigned long long *addresses, unsigned long long *timestamps)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pageCount);
+    REQUIRE_ECC(d);
+    if (cause != NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS &&
+        cause != NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    unsigned int n = retired_count(d, cause);
+    unsigned int have = *pageCount;
+    *pageCount = n;
+    if (n == 0) {
+        return NVML_SUCCESS;
+    }
+    if (have < n || addresses == NULL) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        /* page frame numbers: distinct per GPU, cause and page */
+        addresses[i] = 0x100000ULL + ((unsigned long long)d->index << 16) + ((unsigned long long)cause << 12) + i;
+        if (timestamps != NULL) {
+            timestamps[i] = 1700000000ULL + i;
+        }
+    }
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                                   unsigned int *pageCount, unsigned long long *addresses)
+{
+    return retired_pages(device, cause, pageCount, addresses, NULL);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                                      unsigned int *pageCount, unsigned long long *addresses,
+                                                      unsigned long long *timestamps)
+{
+    return retired_pages(device, cause, pageCount, addresses, timestamps);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, nvmlEnableState_t *isPending)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(isPending);
+    REQUIRE_ECC(d);
+    *isPending = d->s.retired_pages_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,
+                                                   unsigned int *isPending, unsigned int *failureOccurred)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(corrRows);
+    REQUIRE_ARG(uncRows);
+    REQUIRE_ARG(isPending);
+    REQUIRE_ARG(failureOccurred);
+    REQUIRE_ECC(d);
+    *corrRows = d->s.remapped_rows_correctable;
+    *uncRows = d->s.remapped_rows_uncorrectable;
+    *isPending = d->s.remapped_rows_pending;
+    *failureOccurred = d->s.remapped_rows_failure;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t device, nvmlRemappedRowsInfo_v2_t *info)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(info);
+    REQUIRE_ECC(d);
+    memset(info, 0, sizeof(*info));
+    info->corrActiveRemaps = d->s.remapped_rows_correctable;
+    info->uncActiveRemaps = d->s.remapped_rows_uncorrectable;
+    info->bPending = d->s.remapped_rows_pending;
+    info->bFailureOccurred = d->s.remapped_rows_failure;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, nvmlRowRemapperHistogramValues_t *values)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(values);
+    REQUIRE_ECC(d);
+    /* Banks with all remap slots free ("max"), one used slot per remapped row otherwise. */
+    unsigned int used = d->s.remapped_rows_correctable + d->s.remapped_rows_uncorrectable;
+    memset(values, 0, sizeof(*values));
+    values->max = 4096 - (used < 4096 ? used : 4096);
+    values->high = used < 4096 ? used : 4096;
+    return NVML_SUCCESS;
+}

@@ -1,0 +1,467 @@
+/*
+ * Clocks, power, temperatures, fans, utilization and performance state.
+ *
+ * These are the values monitors and `nvidia-smi -q` print. The state holds one steady
+ * sample per GPU (an idle board), so every reader sees the same numbers; values a board
+ * does not have (a fan on a passively cooled card, a missing threshold) answer
+ * NVML_ERROR_NOT_SUPPORTED as real hardware does.
+ */
+#include "mock.h"
+
+#include <string.h>
+
+#define REQUIRE_ARG(p)                           \
+    do {                                         \
+        if ((p) == NULL) {                       \
+            return NVML_ERROR_INVALID_ARGUMENT;  \
+        }                                        \
+    } while (0)
+
+/* Reasons a real idle datacenter GPU can report (nvmlClocksEventReason* bits). */
+#define SUPPORTED_EVENT_REASONS                                                                       \
+    (nvmlClocksEventReasonGpuIdle | nvmlClocksEventReasonApplicationsClocksSetting |                  \
+     nvmlClocksEventReasonSwPowerCap | nvmlClocksThrottleReasonHwSlowdown | nvmlClocksEventReasonSyncBoost | \
+     nvmlClocksEventReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown |                \
+     nvmlClocksThrottleReasonHwPowerBrakeSlowdown | nvmlClocksEventReasonDisplayClockSetting)
+
+static int clock_of(const struct nvmlDevice_st *d, nvmlClockType_t type, int max, unsigned int *out)
+{
+    switch (type) {
+    case NVML_CLOCK_GRAPHICS: *out = max ? d->s.max_clock_graphics_mhz : d->s.clock_graphics_mhz; return 0;
+    case NVML_CLOCK_SM: *out = max ? d->s.max_clock_sm_mhz : d->s.clock_sm_mhz; return 0;
+    case NVML_CLOCK_MEM: *out = max ? d->s.max_clock_mem_mhz : d->s.clock_mem_mhz; return 0;
+    case NVML_CLOCK_VIDEO: *out = max ? d->s.max_clock_video_mhz : d->s.clock_video_mhz; return 0;
+    default: return -1;
+    }
+}
+
+static int app_clock_of(const struct nvmlDevice_st *d, nvmlClockType_t type, unsigned int *out)
+{
+    switch (type) {
+    case NVML_CLOCK_GRAPHICS:
+    case NVML_CLOCK_SM: *out = d->s.app_clock_graphics_mhz; return 0;
+    case NVML_CLOCK_MEM: *out = d->s.app_clock_mem_mhz; return 0;
+    case NVML_CLOCK_VIDEO: return 1; /* no application clock for the video engine */
+    default: return -1;
+    }
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(clock);
+    return clock_of(d, type, 0, clock) == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(clock);
+    return clock_of(d, type, 1, clock) == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+static nvmlReturn_t app_clock(nvmlDevice_t device, nvmlClockType_t clockType, unsigned int *clockMHz)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(clockMHz);
+    int rc = app_clock_of(d, clockType, clockMHz);
+    return rc == 0 ? NVML_SUCCESS : rc > 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
+                                                        unsigned int *clockMHz)
+{
+    return app_clock(device, clockType, clockMHz);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDefaultApplicationsClock(nvmlDevice_t device, nvmlClockType_t clockType,
+                                                               unsigned int *clockMHz)
+{
+    return app_clock(device, clockType, clockMHz);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t device, nvmlClockType_t clockType,
+                                                            unsigned int *clockMHz)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(clockMHz);
+    if (clockType == NVML_CLOCK_VIDEO) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return clock_of(d, clockType, 1, clockMHz) == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clockType, nvmlClockId_t clockId,
+                                            unsigned int *clockMHz)
+{
+    switch (clockId) {
+    case NVML_CLOCK_ID_CURRENT: return nvmlDeviceGetClockInfo(device, clockType, clockMHz);
+    case NVML_CLOCK_ID_APP_CLOCK_TARGET:
+    case NVML_CLOCK_ID_APP_CLOCK_DEFAULT: return app_clock(device, clockType, clockMHz);
+    case NVML_CLOCK_ID_CUSTOMER_BOOST_MAX: return nvmlDeviceGetMaxCustomerBoostClock(device, clockType, clockMHz);
+    default: break;
+    }
+    GET_DEVICE(device, d);
+    (void)d;
+    return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* One supported memory clock (the state's) and graphics clocks from max down in 15 MHz steps. */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int *count,
+                                                            unsigned int *clocksMHz)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(count);
+    unsigned int have = *count;
+    *count = 1;
+    if (have < 1 || clocksMHz == NULL) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    clocksMHz[0] = d->s.max_clock_mem_mhz;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned int memoryClockMHz,
+                                                              unsigned int *count, unsigned int *clocksMHz)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(count);
+    if (memoryClockMHz != d->s.max_clock_mem_mhz) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    unsigned int max = d->s.max_clock_graphics_mhz;
+    unsigned int min = max > 210 ? 210 : max;
+    unsigned int n = (max - min) / 15 + 1;
+    unsigned int have = *count;
+    *count = n;
+    if (have < n || clocksMHz == NULL) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        clocksMHz[i] = max - i * 15;
+    }
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAutoBoostedClocksEnabled(nvmlDevice_t device, nvmlEnableState_t *isEnabled,
+                                                               nvmlEnableState_t *defaultIsEnabled)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(isEnabled);
+    REQUIRE_ARG(defaultIsEnabled);
+    return NVML_ERROR_NOT_SUPPORTED; /* datacenter boards do not expose auto boost */
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                                unsigned long long *clocksEventReasons)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(clocksEventReasons);
+    *clocksEventReasons = d->s.clocks_event_reasons;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                                   unsigned long long *clocksThrottleReasons)
+{
+    return nvmlDeviceGetCurrentClocksEventReasons(device, clocksThrottleReasons);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device,
+                                                                  unsigned long long *supportedClocksEventReasons)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(supportedClocksEventReasons);
+    *supportedClocksEventReasons = SUPPORTED_EVENT_REASONS;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device,
+                                                                     unsigned long long *supportedClocksThrottleReasons)
+{
+    return nvmlDeviceGetSupportedClocksEventReasons(device, supportedClocksThrottleReasons);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyType_t perfPolicyType,
+                                                      nvmlViolationTime_t *violTime)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(violTime);
+    if ((unsigned int)perfPolicyType >= NVML_PERF_POLICY_COUNT) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    violTime->referenceTime = 0;
+    violTime->violationTime = 0;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pState);
+    *pState = (nvmlPstates_t)d->s.pstate;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *pState)
+{
+    return nvmlDeviceGetPerformanceState(device, pState);
+}
+
+#define POWER_GETTER(fn, field)                                             \
+    MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *out)     \
+    {                                                                       \
+        GET_DEVICE(device, d);                                              \
+        REQUIRE_ARG(out);                                                   \
+        if (d->s.power_limit_mw == 0) {                                     \
+            return NVML_ERROR_NOT_SUPPORTED;                                \
+        }                                                                   \
+        *out = (field);                                                     \
+        return NVML_SUCCESS;                                                \
+    }
+
+POWER_GETTER(nvmlDeviceGetPowerUsage, d->s.power_usage_mw)
+POWER_GETTER(nvmlDeviceGetPowerManagementLimit, d->s.power_limit_mw)
+POWER_GETTER(nvmlDeviceGetPowerManagementDefaultLimit, d->s.power_default_limit_mw)
+POWER_GETTER(nvmlDeviceGetEnforcedPowerLimit, d->s.power_limit_mw)
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device, unsigned int *minLimit,
+                                                                      unsigned int *maxLimit)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(minLimit);
+    REQUIRE_ARG(maxLimit);
+    if (d->s.power_limit_mw == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *minLimit = d->s.power_min_limit_mw;
+    *maxLimit = d->s.power_max_limit_mw;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(mode);
+    *mode = d->s.power_limit_mw ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(energy);
+    *energy = d->s.energy_mj;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                                  unsigned int *temp)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(temp);
+    if (sensorType != NVML_TEMPERATURE_GPU) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *temp = d->s.temperature_c;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temperature)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(temperature);
+    if (temperature->version != nvmlTemperature_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (temperature->sensorType != NVML_TEMPERATURE_GPU) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    temperature->temperature = (int)d->s.temperature_c;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
+                                                           nvmlTemperatureThresholds_t thresholdType,
+                                                           unsigned int *temp)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(temp);
+    unsigned int v = 0;
+    switch (thresholdType) {
+    case NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: v = d->s.temp_shutdown_c; break;
+    case NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: v = d->s.temp_slowdown_c; break;
+    case NVML_TEMPERATURE_THRESHOLD_MEM_MAX: v = d->s.temp_mem_max_c; break;
+    case NVML_TEMPERATURE_THRESHOLD_GPU_MAX: v = d->s.temp_gpu_max_c; break;
+    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN:
+    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR:
+    case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX:
+    case NVML_TEMPERATURE_THRESHOLD_GPS_CURR: return NVML_ERROR_NOT_SUPPORTED;
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (v == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *temp = v;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvmlMarginTemperature_t *marginTempInfo)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(marginTempInfo);
+    if (marginTempInfo->version != nvmlMarginTemperature_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (d->s.temp_slowdown_c == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    marginTempInfo->marginTemperature = (int)d->s.temp_slowdown_c - (int)d->s.temperature_c;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetThermalSettings(nvmlDevice_t device, unsigned int sensorIndex,
+                                                      nvmlGpuThermalSettings_t *pThermalSettings)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pThermalSettings);
+    if (sensorIndex != NVML_THERMAL_TARGET_ALL && sensorIndex != 0) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    memset(pThermalSettings, 0, sizeof(*pThermalSettings));
+    pThermalSettings->count = 1;
+    pThermalSettings->sensor[0].controller = NVML_THERMAL_CONTROLLER_GPU_INTERNAL;
+    pThermalSettings->sensor[0].defaultMinTemp = 0;
+    pThermalSettings->sensor[0].defaultMaxTemp = (int)d->s.temp_gpu_max_c;
+    pThermalSettings->sensor[0].currentTemp = (int)d->s.temperature_c;
+    pThermalSettings->sensor[0].target = NVML_THERMAL_TARGET_GPU;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int *numFans)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(numFans);
+    if (d->s.num_fans == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *numFans = d->s.num_fans;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan, unsigned int *speed)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(speed);
+    if (d->s.num_fans == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (fan >= d->s.num_fans) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *speed = d->s.fan_speed_pct;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed)
+{
+    return nvmlDeviceGetFanSpeed_v2(device, 0, speed);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTargetFanSpeed(nvmlDevice_t device, unsigned int fan, unsigned int *targetSpeed)
+{
+    return nvmlDeviceGetFanSpeed_v2(device, fan, targetSpeed);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(utilization);
+    utilization->gpu = d->s.util_gpu_pct;
+    utilization->memory = d->s.util_mem_pct;
+    return NVML_SUCCESS;
+}
+
+#define SAMPLING_PERIOD_US 167000 /* the engines' sampling window on current boards */
+
+static nvmlReturn_t engine_util(nvmlDevice_t device, unsigned int value, unsigned int *utilization,
+                                unsigned int *samplingPeriodUs)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(utilization);
+    REQUIRE_ARG(samplingPeriodUs);
+    *utilization = value;
+    *samplingPeriodUs = SAMPLING_PERIOD_US;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                                         unsigned int *samplingPeriodUs)
+{
+    const struct nvmlDevice_st *d = NULL;
+    nvmlReturn_t rc = mock_device(device, &d);
+    return rc != NVML_SUCCESS ? rc : engine_util(device, d->s.util_encoder_pct, utilization, samplingPeriodUs);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                                         unsigned int *samplingPeriodUs)
+{
+    const struct nvmlDevice_st *d = NULL;
+    nvmlReturn_t rc = mock_device(device, &d);
+    return rc != NVML_SUCCESS ? rc : engine_util(device, d->s.util_decoder_pct, utilization, samplingPeriodUs);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                                     unsigned int *samplingPeriodUs)
+{
+    return engine_util(device, 0, utilization, samplingPeriodUs);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                                     unsigned int *samplingPeriodUs)
+{
+    return engine_util(device, 0, utilization, samplingPeriodUs);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(numCores);
+    if (d->s.num_gpu_cores == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *numCores = d->s.num_gpu_cores;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuOperationMode(nvmlDevice_t device, nvmlGpuOperationMode_t *current,
+                                                       nvmlGpuOperationMode_t *pending)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(current);
+    REQUIRE_ARG(pending);
+    return NVML_ERROR_NOT_SUPPORTED; /* GOM is a GeForce/Quadro feature */
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(mode);
+    *mode = NVML_FEATURE_DISABLED;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int *bufferSize)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(bufferSize);
+    *bufferSize = 4000;
+    return NVML_SUCCESS;
+}

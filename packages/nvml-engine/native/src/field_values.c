@@ -1,0 +1,327 @@
+/*
+ * nvmlDeviceGetFieldValues: the batched counters `nvidia-smi -q` and DCGM read (ECC,
+ * retired pages, remapped rows, NVLink speeds and error counters, power, energy, memory
+ * temperature, thresholds, PCIe counters).
+ *
+ * Each requested field gets its own nvmlReturn; fields the board does not have answer
+ * NOT_SUPPORTED while the call itself succeeds, as NVML does.
+ */
+#include "mock.h"
+
+#include <string.h>
+#include <time.h>
+
+/* Per-link NVLink bandwidth (MB/s) by nvmlNvlinkVersion_t. */
+static unsigned int nvlink_speed_mbps(unsigned int version)
+{
+    switch (version) {
+    case NVML_NVLINK_VERSION_1_0: return 20000;
+    case NVML_NVLINK_VERSION_2_0:
+    case NVML_NVLINK_VERSION_2_2: return 25000;
+    case NVML_NVLINK_VERSION_3_0:
+    case NVML_NVLINK_VERSION_3_1: return 25000;
+    case NVML_NVLINK_VERSION_4_0: return 25781;
+    case NVML_NVLINK_VERSION_5_0: return 50000;
+    case NVML_NVLINK_VERSION_6_0: return 100000;
+    default: return 0;
+    }
+}
+
+static void set_uint(nvmlFieldValue_t *v, unsigned int x)
+{
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    v->value.uiVal = x;
+    v->nvmlReturn = NVML_SUCCESS;
+}
+
+static void set_ull(nvmlFieldValue_t *v, unsigned long long x)
+{
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+    v->value.ullVal = x;
+    v->nvmlReturn = NVML_SUCCESS;
+}
+
+static void set_sint(nvmlFieldValue_t *v, int x)
+{
+    v->valueType = NVML_VALUE_TYPE_SIGNED_INT;
+    v->value.siVal = x;
+    v->nvmlReturn = NVML_SUCCESS;
+}
+
+/* Field ranges whose members are per-link counters: first id, link of the first id. */
+struct link_range {
+    unsigned int first;
+    unsigned int last;
+    unsigned int first_link; /* link of `first`; a TOTAL entry has link == UINT_MAX */
+    int speed;               /* 1: value is the link speed, 0: an error/bandwidth counter */
+};
+
+static const struct link_range link_ranges[] = {
+    {NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L5, 0, 0},
+    {NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L5, 0, 0},
+    {NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L5, 0, 0},
+    {NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L5, 0, 0},
+    {NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L0, NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L5, 0, 0},
+    {NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L0, NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L5, 0, 0},
+    {NVML_FI_DEV_NVLINK_SPEED_MBPS_L0, NVML_FI_DEV_NVLINK_SPEED_MBPS_L5, 0, 1},
+    {NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L11, 6, 0},
+    {NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L11, 6, 0},
+    {NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L11, 6, 0},
+    {NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L11, 6, 0},
+    {NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L6, NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L11, 6, 0},
+    {NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L6, NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L11, 6, 0},
+    {NVML_FI_DEV_NVLINK_SPEED_MBPS_L6, NVML_FI_DEV_NVLINK_SPEED_MBPS_L11, 6, 1},
+    {NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L11, 0, 0},
+};
+
+static int fill_link_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
+{
+    for (size_t i = 0; i < sizeof(link_ranges) / sizeof(link_ranges[0]); i++) {
+        const struct link_range *r = &link_ranges[i];
+        if (v->fieldId < r->first || v->fieldId > r->last) {
+            continue;
+        }
+        unsigned int link = r->first_link + (v->fieldId - r->first);
+        if (d->s.nvlink_count == 0) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        } else if (link >= d->s.nvlink_count) {
+            v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+        } else if (r->speed) {
+            set_uint(v, nvlink_speed_mbps(d->s.nvlink_version));
+        } else {
+            set_ull(v, 0);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static int ecc_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
+{
+    unsigned int id = v->fieldId;
+    if (id < NVML_FI_DEV_ECC_CURRENT || id > NVML_FI_DEV_RETIRED_PENDING) {
+        if (id != NVML_FI_DEV_RETIRED_PENDING_SBE && id != NVML_FI_DEV_RETIRED_PENDING_DBE &&
+            (id < NVML_FI_DEV_REMAPPED_COR || id > NVML_FI_DEV_REMAPPED_FAILURE)) {
+            return 0;
+        }
+    }
+    if (!d->s.ecc_supported) {
+        v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        return 1;
+    }
+    switch (id) {
+    case NVML_FI_DEV_ECC_CURRENT:
+    case NVML_FI_DEV_ECC_PENDING: set_uint(v, d->s.ecc_enabled); break;
+    case NVML_FI_DEV_ECC_SBE_VOL_TOTAL:
+    case NVML_FI_DEV_ECC_SBE_VOL_DEV: set_ull(v, d->s.ecc_volatile_corrected); break;
+    case NVML_FI_DEV_ECC_DBE_VOL_TOTAL:
+    case NVML_FI_DEV_ECC_DBE_VOL_DEV: set_ull(v, d->s.ecc_volatile_uncorrected); break;
+    case NVML_FI_DEV_ECC_SBE_AGG_TOTAL:
+    case NVML_FI_DEV_ECC_SBE_AGG_DEV: set_ull(v, d->s.ecc_aggregate_corrected); break;
+    case NVML_FI_DEV_ECC_DBE_AGG_TOTAL:
+    case NVML_FI_DEV_ECC_DBE_AGG_DEV: set_ull(v, d->s.ecc_aggregate_uncorrected); break;
+    case NVML_FI_DEV_ECC_SBE_VOL_L1:
+    case NVML_FI_DEV_ECC_DBE_VOL_L1:
+    case NVML_FI_DEV_ECC_SBE_VOL_L2:
+    case NVML_FI_DEV_ECC_DBE_VOL_L2:
+    case NVML_FI_DEV_ECC_SBE_VOL_REG:
+    case NVML_FI_DEV_ECC_DBE_VOL_REG:
+    case NVML_FI_DEV_ECC_SBE_AGG_L1:
+    case NVML_FI_DEV_ECC_DBE_AGG_L1:
+    case NVML_FI_DEV_ECC_SBE_AGG_L2:
+    case NVML_FI_DEV_ECC_DBE_AGG_L2:
+    case NVML_FI_DEV_ECC_SBE_AGG_REG:
+    case NVML_FI_DEV_ECC_DBE_AGG_REG: set_ull(v, 0); break;
+    case NVML_FI_DEV_RETIRED_SBE: set_ull(v, d->s.retired_pages_sbe); break;
+    case NVML_FI_DEV_RETIRED_DBE: set_ull(v, d->s.retired_pages_dbe); break;
+    case NVML_FI_DEV_RETIRED_PENDING:
+    case NVML_FI_DEV_RETIRED_PENDING_SBE:
+    case NVML_FI_DEV_RETIRED_PENDING_DBE: set_ull(v, d->s.retired_pages_pending); break;
+    case NVML_FI_DEV_REMAPPED_COR: set_uint(v, d->s.remapped_rows_correctable); break;
+    case NVML_FI_DEV_REMAPPED_UNC: set_uint(v, d->s.remapped_rows_uncorrectable); break;
+    case NVML_FI_DEV_REMAPPED_PENDING: set_uint(v, d->s.remapped_rows_pending); break;
+    case NVML_FI_DEV_REMAPPED_FAILURE: set_uint(v, d->s.remapped_rows_failure); break;
+    default: v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; break; /* texture / CBU counters */
+    }
+    return 1;
+}
+
+static void set_threshold(nvmlFieldValue_t *v, unsigned int c)
+{
+    if (c == 0) {
+        v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    } else {
+        set_sint(v, (int)c);
+    }
+}
+
+static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
+{
+    if (ecc_field(d, v) || fill_link_field(d, v)) {
+        return;
+    }
+    int have_links = d->s.nvlink_count > 0;
+    int power = d->s.power_limit_mw > 0;
+    switch (v->fieldId) {
+    case NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL:
+    case NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL:
+    case NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL:
+    case NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL:
+    case NVML_FI_DEV_NVLINK_BANDWIDTH_C0_TOTAL:
+    case NVML_FI_DEV_NVLINK_BANDWIDTH_C1_TOTAL:
+    case NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX:
+    case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY:
+    case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY:
+    case NVML_FI_DEV_NVLINK_ERROR_DL_CRC:
+        if (have_links) {
+            set_ull(v, 0);
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        return;
+    case NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
+    case NVML_FI_DEV_NVLINK_GET_SPEED:
+        if (have_links) {
+            set_uint(v, nvlink_speed_mbps(d->s.nvlink_version));
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        return;
+    case NVML_FI_DEV_NVLINK_LINK_COUNT: set_uint(v, d->s.nvlink_count); return;
+    case NVML_FI_DEV_NVLINK_GET_STATE:
+        if (!have_links) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        } else if (v->scopeId >= d->s.nvlink_count) {
+            v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
+        } else {
+            set_uint(v, NVML_FEATURE_ENABLED);
+        }
+        return;
+    case NVML_FI_DEV_NVLINK_GET_VERSION:
+        if (have_links) {
+            set_uint(v, d->s.nvlink_version);
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        return;
+    case NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT:
+        if (have_links) {
+            set_uint(v, d->s.nvlink_remote_count > 0 ? d->s.nvlink_count : 0);
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        return;
+    case NVML_FI_DEV_PERF_POLICY_POWER:
+    case NVML_FI_DEV_PERF_POLICY_THERMAL:
+    case NVML_FI_DEV_PERF_POLICY_SYNC_BOOST:
+    case NVML_FI_DEV_PERF_POLICY_BOARD_LIMIT:
+    case NVML_FI_DEV_PERF_POLICY_LOW_UTILIZATION:
+    case NVML_FI_DEV_PERF_POLICY_RELIABILITY:
+    case NVML_FI_DEV_PERF_POLICY_TOTAL_APP_CLOCKS:
+    case NVML_FI_DEV_PERF_POLICY_TOTAL_BASE_CLOCKS:
+    case NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN:
+    case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN:
+    case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: set_ull(v, 0); return;
+    case NVML_FI_DEV_MEMORY_TEMP:
+        if (d->s.memory_temperature_c == 0) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        } else {
+            set_uint(v, d->s.memory_temperature_c);
+        }
+        return;
+    case NVML_FI_DEV_GPU_TEMP: set_uint(v, d->s.temperature_c); return;
+    case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+    case NVML_FI_DEV_ENERGY: set_ull(v, d->s.energy_mj); return;
+    case NVML_FI_DEV_PCIE_REPLAY_COUNTER: set_uint(v, d->s.pcie_replay_counter); return;
+    case NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER:
+    case NVML_FI_DEV_PCIE_L0_TO_RECOVERY_COUNTER:
+    case NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS:
+    case NVML_FI_DEV_PCIE_COUNT_NAKS_RECEIVED:
+    case NVML_FI_DEV_PCIE_COUNT_RECEIVER_ERROR:
+    case NVML_FI_DEV_PCIE_COUNT_BAD_TLP:
+    case NVML_FI_DEV_PCIE_COUNT_NAKS_SENT:
+    case NVML_FI_DEV_PCIE_COUNT_BAD_DLLP:
+    case NVML_FI_DEV_PCIE_COUNT_NON_FATAL_ERROR:
+    case NVML_FI_DEV_PCIE_COUNT_FATAL_ERROR:
+    case NVML_FI_DEV_PCIE_COUNT_UNSUPPORTED_REQ:
+    case NVML_FI_DEV_PCIE_COUNT_LCRC_ERROR:
+    case NVML_FI_DEV_PCIE_COUNT_LANE_ERROR: set_uint(v, 0); return;
+    case NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
+    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: set_ull(v, 0); return;
+    case NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED: set_uint(v, 0); return;
+    case NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE: set_uint(v, d->s.mig_capable); return;
+    case NVML_FI_DEV_C2C_LINK_COUNT:
+        if (d->s.c2c_enabled) {
+            set_uint(v, 1);
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        return;
+    case NVML_FI_DEV_POWER_AVERAGE:
+    case NVML_FI_DEV_POWER_INSTANT:
+        if (!power || v->scopeId != NVML_POWER_SCOPE_GPU) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        } else {
+            set_uint(v, d->s.power_usage_mw);
+        }
+        return;
+    case NVML_FI_DEV_POWER_MIN_LIMIT:
+    case NVML_FI_DEV_POWER_MAX_LIMIT:
+    case NVML_FI_DEV_POWER_DEFAULT_LIMIT:
+    case NVML_FI_DEV_POWER_CURRENT_LIMIT:
+    case NVML_FI_DEV_POWER_REQUESTED_LIMIT:
+        if (!power || v->scopeId != NVML_POWER_SCOPE_GPU) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+            return;
+        }
+        set_uint(v, v->fieldId == NVML_FI_DEV_POWER_MIN_LIMIT       ? d->s.power_min_limit_mw
+                    : v->fieldId == NVML_FI_DEV_POWER_MAX_LIMIT     ? d->s.power_max_limit_mw
+                    : v->fieldId == NVML_FI_DEV_POWER_DEFAULT_LIMIT ? d->s.power_default_limit_mw
+                                                                    : d->s.power_limit_mw);
+        return;
+    case NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT: set_threshold(v, d->s.temp_shutdown_c); return;
+    case NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT: set_threshold(v, d->s.temp_slowdown_c); return;
+    case NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT: set_threshold(v, d->s.temp_mem_max_c); return;
+    case NVML_FI_DEV_TEMPERATURE_GPU_MAX_TLIMIT: set_threshold(v, d->s.temp_gpu_max_c); return;
+    default:
+        v->nvmlReturn = v->fieldId >= NVML_FI_MAX ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+        return;
+    }
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+    GET_DEVICE(device, d);
+    if (values == NULL || valuesCount < 0) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long usec = (long long)now.tv_sec * 1000000LL + now.tv_nsec / 1000;
+    for (int i = 0; i < valuesCount; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        v->timestamp = usec;
+        v->latencyUsec = 0;
+        memset(&v->value, 0, sizeof(v->value));
+        v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        fill_field(d, v);
+    }
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceClearFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    if (values == NULL || valuesCount < 0) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (int i = 0; i < valuesCount; i++) {
+        values[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED; /* nothing is cleared on a mock */
+    }
+    return NVML_SUCCESS;
+}
