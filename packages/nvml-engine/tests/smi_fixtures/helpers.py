@@ -33,7 +33,7 @@ def smi(library: Path, *args: str) -> tuple[int, str]:
     """Run ``main`` in this process; the state comes from ``MOCK_NVML_CONFIG``."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        rc = main(["--nvml-lib", str(library), *args])
+        rc = main([*args, "--nvml-lib", str(library)])
     return rc, buf.getvalue()
 
 

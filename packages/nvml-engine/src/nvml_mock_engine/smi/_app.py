@@ -24,6 +24,7 @@ from ._errors import (
 )
 from ._nvml import (
     ERROR_DRIVER_NOT_LOADED,
+    ERROR_GPU_NOT_FOUND,
     ERROR_GPU_IS_LOST,
     ERROR_LIB_RM_VERSION_MISMATCH,
     ERROR_NO_PERMISSION,
@@ -46,6 +47,8 @@ def open_nvml(path: str | None) -> Nvml:
     except NvmlError as exc:
         if exc.code == ERROR_DRIVER_NOT_LOADED:
             raise SmiError(DRIVER_MESSAGE, EXIT_DRIVER_NOT_LOADED) from None
+        if exc.code == ERROR_GPU_NOT_FOUND:
+            raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND) from None
         if exc.code == ERROR_NO_PERMISSION:
             raise SmiError("Failed to initialize NVML: Insufficient Permissions", EXIT_NO_PERMISSION) from None
         if exc.code == ERROR_LIB_RM_VERSION_MISMATCH:
