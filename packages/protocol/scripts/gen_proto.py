@@ -10,7 +10,8 @@ Sources (``proto/``) and outputs (``src/nvml_mock_protocol/nri/``):
 
 - ``nri/v1alpha1/api.proto`` -> ``api_pb2.py`` / ``.pyi``. Written from the
   wire contract of containerd/nri ``pkg/api/api.proto`` (v0.12.x field
-  numbers); protobuf package ``nri.pkg.api.v1alpha1`` as on the wire.
+  numbers, checked against tag v0.12.2); protobuf package
+  ``nri.pkg.api.v1alpha1`` as on the wire.
 - ``nri/ttrpc.proto`` -> ``ttrpc_pb2.py`` / ``.pyi``: the ttrpc envelope.
 
 Usage: ``python scripts/gen_proto.py [--check]`` from anywhere.
