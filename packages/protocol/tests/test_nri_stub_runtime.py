@@ -84,7 +84,7 @@ class Recorder(Plugin):
         return adjust
 
 
-async def test_full_session_over_unix_socket(sock_dir: Path) -> None:
+async def test_full_lifecycle_over_unix_socket(sock_dir: Path) -> None:
     path = sock_dir / "nri.sock"
     async with RuntimeDouble(
         path, request_timeout=1.5, plugin_config={"10-recorder": "key: value"}

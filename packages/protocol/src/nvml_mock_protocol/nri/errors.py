@@ -14,7 +14,7 @@ One base class so callers can catch everything this layer raises::
 
 Retryable vs fatal follows containerd: a non-OK status fails one operation and
 keeps the connection; a deadline, a protocol error or a closed connection ends
-the plugin's session.
+the plugin's connection.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ runtime's socket (or uses the socket inherited as fd 3 when the runtime
 launched the plugin), registers with name and index, answers Configure with
 the event mask, reassembles split Synchronize requests, dispatches events,
 answers UNIMPLEMENTED for anything it does not know (so v0.12+ runtimes fall
-back to StateChange), and reports the disconnect that ends every session.
+back to StateChange), and reports the disconnect that ends every connection.
 
 Sketch::
 
@@ -82,7 +82,7 @@ class RuntimeInfo:
 
 @dataclass(frozen=True, slots=True)
 class Disconnect:
-    """How a plugin's session with the runtime ended."""
+    """How a plugin's connection to the runtime ended."""
 
     reason: str
     by_runtime: bool
@@ -338,7 +338,7 @@ class Stub:
         raise TimeoutError(f"no Synchronize from the runtime within {timeout}s")
 
     async def wait_closed(self) -> Disconnect:
-        """Wait for the session to end; return how it ended."""
+        """Wait for the connection to end; return how it ended."""
         if self._disconnect is None:
             raise RuntimeError("stub not started")
         return await asyncio.shield(self._disconnect)
