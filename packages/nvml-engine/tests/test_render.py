@@ -191,10 +191,11 @@ def test_every_profile_is_read_back_by_the_library(
         assert pynvml.nvmlDeviceGetPowerManagementLimit(handle) == gpu["power_limit_mw"]
         if config.fabric is None:
             with pytest.raises(pynvml.NVMLError_NotSupported):
-                pynvml.nvmlDeviceGetGpuFabricInfo(handle, pynvml.c_nvmlGpuFabricInfo_t())
+                info = pynvml.c_nvmlGpuFabricInfo_t()
+                pynvml.nvmlDeviceGetGpuFabricInfo(handle, pynvml.byref(info))
         else:
             info = pynvml.c_nvmlGpuFabricInfo_t()
-            pynvml.nvmlDeviceGetGpuFabricInfo(handle, info)
+            pynvml.nvmlDeviceGetGpuFabricInfo(handle, pynvml.byref(info))
             assert info.state == 3
             assert info.cliqueId == config.fabric.clique_id
 
@@ -208,4 +209,4 @@ def test_sixty_four_gpus_load_in_the_library(
     pynvml.nvmlInit()
     assert pynvml.nvmlDeviceGetCount() == 64
     last = pynvml.nvmlDeviceGetHandleByIndex(63)
-    assert pynvml.nvmlDeviceGetPciInfo(last).busId == "0000001F:B2:00.0"
+    assert pynvml.nvmlDeviceGetPciInfo(last).busId == "0000000F:B2:00.0"

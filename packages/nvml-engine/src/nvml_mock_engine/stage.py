@@ -192,6 +192,8 @@ def stage(
     options = options or StageOptions()
     started = time.monotonic()
     directory = directory.absolute()
+    if directory.is_dir():
+        _check_ours(directory)
     library = options.library or built_library()
     if not library.is_file():
         raise StageError(f"library {library} does not exist")
