@@ -108,12 +108,15 @@ async def test_bad_query_parameters_are_422(
     assert why in response.json()["detail"]
 
 
-async def test_wait_without_a_revision_is_422_on_the_fast_path(store: TopologyStore) -> None:
-    app = create_app(store, max_watch_seconds=2)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
-        response = await c.get("/v1/nodes/worker-1/identity?wait=1")
-    assert response.status_code == 422
-    assert "needs 'revision'" in response.json()["detail"]
+async def test_wait_without_a_revision_waits_for_the_next_change(
+    client: httpx.AsyncClient, store: TopologyStore
+) -> None:
+    watch = asyncio.create_task(client.get("/v1/nodes/worker-1/identity?wait=2"))
+    await asyncio.sleep(0.05)
+    assert not watch.done()
+    store.replace(parse_topology(document(c3=["worker-1"])))
+    response = await asyncio.wait_for(watch, 1)
+    assert response.json()["cliqueId"] == 3
 
 
 async def test_etag_gives_304(client: httpx.AsyncClient) -> None:

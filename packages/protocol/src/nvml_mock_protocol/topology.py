@@ -47,6 +47,7 @@ from pydantic import (
 __all__ = [
     "CLIQUE_ID_MAX",
     "NODE_NAME_MAX_LENGTH",
+    "NODE_NAME_PATTERN",
     "TOPOLOGY_VERSION",
     "Clique",
     "CliqueId",
@@ -73,7 +74,9 @@ NODE_NAME_MAX_LENGTH = 253
 _UUID_RE = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 )
-_SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+NODE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""A DNS-1123 subdomain as a regular expression (for schemas; the length limit is separate)."""
+_SUBDOMAIN_RE = re.compile(NODE_NAME_PATTERN)
 
 
 def node_name_problem(name: str) -> str | None:

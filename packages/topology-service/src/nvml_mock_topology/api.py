@@ -28,7 +28,11 @@ from nvml_mock_protocol.identity import (
     TopologyResponse,
 )
 from nvml_mock_protocol.names import TOPOLOGY_DOCUMENT_PATH, TOPOLOGY_IDENTITY_PATH
-from nvml_mock_protocol.topology import node_name_problem
+from nvml_mock_protocol.topology import (
+    NODE_NAME_MAX_LENGTH,
+    NODE_NAME_PATTERN,
+    node_name_problem,
+)
 from pydantic import BaseModel
 
 from nvml_mock_topology._version import __version__
@@ -47,6 +51,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _PREFIX: Final = TOPOLOGY_IDENTITY_PATH.split("{", 1)[0]  # "/v1/nodes/"
 _SUFFIX: Final = TOPOLOGY_IDENTITY_PATH.rsplit("}", 1)[1]  # "/identity"
+_REVISION_MAX: Final = 2**63 - 1
 _JSON_HEADERS: Final = ((b"content-type", b"application/json"),)
 
 
@@ -101,6 +106,19 @@ def _if_none_match_hits(header: bytes | None, etag: bytes) -> bool:
     return False
 
 
+def _parse_revision(text: str) -> int | None:
+    """A revision from a query parameter; JSON Schema integers such as ``7.0`` count."""
+    if text.isascii() and text.isdigit():
+        return int(text) if len(text) <= 19 and int(text) <= _REVISION_MAX else None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    if number.is_integer() and 0 <= number <= _REVISION_MAX:
+        return int(number)
+    return None
+
+
 def _revision_from_etag(header: bytes | None) -> int | None:
     if header is None:
         return None
@@ -128,13 +146,13 @@ class IdentityEndpoint:
             raise ProblemError(422, f"invalid node name {node!r}: {problem}")
         known: int | None = None
         if revision is not None:
-            if not (revision.isascii() and revision.isdigit()) or len(revision) > 19:
+            known = _parse_revision(revision)
+            if known is None:
                 raise ProblemError(
                     422,
                     f"query parameter {REVISION_QUERY!r} must be a non-negative integer "
                     f"(a revision from an earlier answer), got {revision!r}",
                 )
-            known = int(revision)
         seconds = 0.0
         if wait is not None:
             try:
@@ -149,12 +167,9 @@ class IdentityEndpoint:
                 )
             if known is None:
                 known = _revision_from_etag(if_none_match)
-            if known is None and seconds > 0:
-                raise ProblemError(
-                    422,
-                    f"query parameter {WAIT_QUERY!r} needs {REVISION_QUERY!r} (the revision you "
-                    "have) or an If-None-Match ETag, to know what counts as a change",
-                )
+            if known is None:
+                # Nothing to compare against: wait for the node's next change from now on.
+                known = self.store.snapshot.node_revision(node)
         return known, min(seconds, self.max_watch_seconds)
 
     async def answer(
@@ -322,10 +337,25 @@ def create_app(
     )
     async def identity(
         request: Request,
-        node: Annotated[str, Path(description="Kubernetes node name (DNS-1123 subdomain)")],
+        node: Annotated[
+            str,
+            Path(
+                description="Kubernetes node name (DNS-1123 subdomain)",
+                # Documented, not enforced here: the endpoint's own check says why a name fails.
+                json_schema_extra={
+                    "pattern": NODE_NAME_PATTERN,
+                    "minLength": 1,
+                    "maxLength": NODE_NAME_MAX_LENGTH,
+                },
+            ),
+        ],
         revision: Annotated[
             int | None,
-            Query(ge=0, description="The revision you have; with wait, starts a watch"),
+            Query(
+                ge=0,
+                le=_REVISION_MAX,
+                description="The revision you have; with wait, starts a watch",
+            ),
         ] = None,
         wait: Annotated[
             float | None,
