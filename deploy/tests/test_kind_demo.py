@@ -353,3 +353,17 @@ def test_gpu_agent_asks_for_nothing() -> None:
         script = "\n".join(item["args"])
         for tool in ("nvidia-smi", "check-fabric", f"test -d {names.OVERLAY_MOUNT_PATH}"):
             assert tool in script
+
+
+def test_device_annotation_policy_is_valid_and_names_the_annotation() -> None:
+    docs = list(yaml.safe_load_all((DEMO / "device-annotation-policy.yaml").read_text()))
+    assert [d["kind"] for d in docs] == [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.30.0", strict=True)
+    policy, binding = docs
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    (rule,) = policy["spec"]["validations"]
+    assert f"'{names.ANNOTATION_DEVICES}'" in rule["expression"]
