@@ -137,7 +137,14 @@ static int state_path(char *out, size_t cap)
     return snprintf(out, cap, "%.*s" STATE_RELATIVE, dir_len, info.dli_fname) < (int)cap ? 0 : -1;
 }
 
-/* Read the whole file into a fresh buffer, refusing anything larger than the format allows. */
+/*
+ * Init is serialised by lifecycle_lock, so the file and the parse result use static
+ * buffers: no allocation on the init path, and the pages stay mapped for the next init.
+ */
+static char read_buffer[STATE_MAX_BYTES + 1];
+static struct state staging;
+
+/* Read the whole file, refusing anything larger than the format allows. */
 static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -158,12 +165,7 @@ static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
         mock_set_error_detail(NVML_ERROR_INVALID_STATE, "GPU state %s: file larger than %u bytes", path, STATE_MAX_BYTES);
         return NVML_ERROR_INVALID_STATE;
     }
-    char *data = malloc(STATE_MAX_BYTES + 1);
-    if (data == NULL) {
-        close(fd);
-        mock_set_error_detail(NVML_ERROR_MEMORY, "cannot allocate %u bytes to read %s", STATE_MAX_BYTES, path);
-        return NVML_ERROR_MEMORY;
-    }
+    char *data = read_buffer;
     size_t got = 0;
     while (got <= STATE_MAX_BYTES) {
         ssize_t r = read(fd, data + got, STATE_MAX_BYTES + 1 - got);
@@ -172,7 +174,6 @@ static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
         }
         if (r < 0) {
             int e = errno;
-            free(data);
             close(fd);
             mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "cannot read GPU state %s: %s", path, strerror(e));
             return NVML_ERROR_DRIVER_NOT_LOADED;
@@ -184,7 +185,6 @@ static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
     }
     close(fd);
     if (got > STATE_MAX_BYTES) {
-        free(data);
         mock_set_error_detail(NVML_ERROR_INVALID_STATE, "GPU state %s: file larger than %u bytes", path, STATE_MAX_BYTES);
         return NVML_ERROR_INVALID_STATE;
     }
@@ -262,12 +262,7 @@ static nvmlReturn_t load_state(void)
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    struct state *st = malloc(sizeof(*st));
-    if (st == NULL) {
-        free(data);
-        mock_set_error_detail(NVML_ERROR_MEMORY, "cannot allocate the parsed state");
-        return NVML_ERROR_MEMORY;
-    }
+    struct state *st = &staging;
     char err[STATE_ERR_LEN];
     if (state_parse(data, len, st, err, sizeof(err)) != 0) {
         mock_set_error_detail(NVML_ERROR_INVALID_STATE, "corrupt GPU state %s: %s", path, err);
@@ -278,8 +273,6 @@ static nvmlReturn_t load_state(void)
     if (rc == NVML_SUCCESS) {
         publish(st);
     }
-    free(st);
-    free(data);
     return rc;
 }
 

@@ -1,0 +1,283 @@
+/*
+ * Per-call cost of the mock libnvidia-ml.so.1 on its hot paths, measured beside an empty
+ * function call in the same run so the figures can be compared across machines.
+ *
+ *   nvml_bench LIBRARY [ITERATIONS]
+ *
+ * Writes a 64-GPU state to a temporary file, points MOCK_NVML_CONFIG at it, loads LIBRARY
+ * with dlopen and reports, for each case, p50 / p99 of the per-call time over batches of
+ * BATCH calls and the ratio to the empty call:
+ *   - nvmlDeviceGetMemoryInfo_v2 and nvmlDeviceGetGpuFabricInfoV, 1 and 2 threads;
+ *   - nvmlInit_v2 + GetCount + 64 x (GetHandleByIndex_v2 + GetUUID) + nvmlShutdown.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nvml.h>
+
+#define GPUS 64
+#define BATCH 1000
+#define INIT_ROUNDS 300
+
+typedef nvmlReturn_t (*init_fn)(void);
+typedef nvmlReturn_t (*count_fn)(unsigned int *);
+typedef nvmlReturn_t (*handle_fn)(unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned int);
+typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
+typedef nvmlReturn_t (*fabric_fn)(nvmlDevice_t, nvmlGpuFabricInfoV_t *);
+typedef nvmlReturn_t (*empty_fn)(nvmlDevice_t, void *);
+
+static struct {
+    init_fn init;
+    init_fn shutdown;
+    count_fn count;
+    handle_fn handle;
+    uuid_fn uuid;
+    mem_fn mem;
+    fabric_fn fabric;
+} api;
+
+/* The baseline: a call that does nothing, through a pointer the compiler cannot see through. */
+__attribute__((noinline)) static nvmlReturn_t empty_call(nvmlDevice_t device, void *out)
+{
+    __asm__ volatile("" : : "r"(device), "r"(out) : "memory");
+    return NVML_SUCCESS;
+}
+static empty_fn volatile empty_ptr = empty_call;
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static double cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a;
+    double y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+struct stats {
+    double p50;
+    double p99;
+};
+
+static struct stats summarize(double *samples, size_t n)
+{
+    qsort(samples, n, sizeof(double), cmp_double);
+    struct stats s = {samples[n / 2], samples[(n * 99) / 100]};
+    return s;
+}
+
+enum call_kind { CALL_EMPTY, CALL_MEMORY, CALL_FABRIC };
+
+struct loop_args {
+    enum call_kind kind;
+    size_t batches;
+    nvmlDevice_t device;
+    double *samples;
+    unsigned int failures;
+};
+
+static void *loop(void *p)
+{
+    struct loop_args *a = p;
+    nvmlMemory_v2_t mem;
+    nvmlGpuFabricInfoV_t fabric;
+    for (size_t b = 0; b < a->batches; b++) {
+        double t0 = now_ns();
+        for (int i = 0; i < BATCH; i++) {
+            nvmlReturn_t rc;
+            switch (a->kind) {
+            case CALL_MEMORY:
+                mem.version = nvmlMemory_v2;
+                rc = api.mem(a->device, &mem);
+                break;
+            case CALL_FABRIC:
+                fabric.version = nvmlGpuFabricInfo_v3;
+                rc = api.fabric(a->device, &fabric);
+                break;
+            default: rc = empty_ptr(a->device, &mem); break;
+            }
+            a->failures += rc != NVML_SUCCESS;
+        }
+        a->samples[b] = (now_ns() - t0) / BATCH;
+    }
+    return NULL;
+}
+
+/* Run `threads` loops at once; returns p50/p99 over all threads' batches. */
+static struct stats run_calls(enum call_kind kind, int threads, size_t batches, nvmlDevice_t *devices)
+{
+    pthread_t tid[2];
+    struct loop_args args[2];
+    double *samples = calloc((size_t)threads * batches, sizeof(double));
+    for (int t = 0; t < threads; t++) {
+        args[t] = (struct loop_args){kind, batches, devices[t], samples + (size_t)t * batches, 0};
+        pthread_create(&tid[t], NULL, loop, &args[t]);
+    }
+    unsigned int failures = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(tid[t], NULL);
+        failures += args[t].failures;
+    }
+    if (failures) {
+        fprintf(stderr, "%u calls failed\n", failures);
+        exit(1);
+    }
+    struct stats s = summarize(samples, (size_t)threads * batches);
+    free(samples);
+    return s;
+}
+
+static void write_state(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        perror(path);
+        exit(1);
+    }
+    fprintf(f, "nvml-mock-state 1\n[system]\ndriver_version=580.65.06\nnvml_version=13.580.65.06\n"
+               "cuda_driver_version=13000\ndevice_count=%d\n",
+            GPUS);
+    for (int i = 0; i < GPUS; i++) {
+        fprintf(f,
+                "[gpu %d]\nname=NVIDIA GB200\nuuid=GPU-b200b200-0000-0000-0000-%012d\nserial=18211240%05d\n"
+                "board_part_number=699-2G548-1200-000\nboard_id=%d\nminor_number=%d\nbrand=14\narchitecture=10\n"
+                "cuda_cc_major=10\ncuda_cc_minor=0\nvbios_version=97.00.0B.00.01\ninforom_image_version=G548.0200.00.04\n"
+                "pci_bus_id=%08X:01:00.0\npci_device_id=0x294110DE\npci_subsystem_id=0x20D510DE\npcie_max_gen=6\n"
+                "pcie_max_width=16\npcie_cur_gen=6\npcie_cur_width=16\nmemory_total_bytes=199715979264\n"
+                "memory_reserved_bytes=590348288\nmemory_used_bytes=0\nmemory_bus_width=8192\n"
+                "bar1_total_bytes=274877906944\nbar1_used_bytes=1048576\nnuma_node=%d\ncpu_affinity=%s\n"
+                "persistence_mode=1\ndisplay_mode=0\ndisplay_active=0\nclock_graphics_mhz=120\nclock_sm_mhz=120\n"
+                "clock_mem_mhz=3996\nclock_video_mhz=585\nmax_clock_graphics_mhz=2062\nmax_clock_sm_mhz=2062\n"
+                "max_clock_mem_mhz=3996\nmax_clock_video_mhz=1650\npower_usage_mw=160000\npower_limit_mw=1200000\n"
+                "power_default_limit_mw=1200000\npower_min_limit_mw=200000\npower_max_limit_mw=1200000\n"
+                "temperature_c=30\ntemp_shutdown_c=95\ntemp_slowdown_c=92\ntemp_gpu_max_c=90\ntemp_mem_max_c=95\n"
+                "ecc_enabled=1\nnvlink_count=18\nnvlink_version=7\nfabric_attached=1\n"
+                "fabric_cluster_uuid=6a5f6f1c-51a8-4b8c-9d0e-1f2a3b4c5d6e\nfabric_clique_id=1\ngpu_group=%d\n",
+                i, i, i, i, i, i, i / 32, i < 32 ? "0-71" : "72-143", i / 4);
+    }
+    fclose(f);
+}
+
+static void *must(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (p == NULL) {
+        fprintf(stderr, "missing symbol %s\n", name);
+        exit(1);
+    }
+    return p;
+}
+
+static void print_row(const char *name, struct stats s, struct stats base)
+{
+    printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", name, s.p50, s.p99, base.p50, base.p99, s.p50 / base.p50);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS]\n", argv[0]);
+        return 2;
+    }
+    size_t iterations = argc > 2 ? strtoull(argv[2], NULL, 10) : 2000000;
+    size_t batches = iterations / BATCH > 10 ? iterations / BATCH : 10;
+
+    char path[] = "/tmp/nvml-bench-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        perror("mkstemp");
+        return 1;
+    }
+    close(fd);
+    write_state(path);
+    setenv("MOCK_NVML_CONFIG", path, 1);
+
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        fprintf(stderr, "%s\n", dlerror());
+        return 1;
+    }
+    api.init = (init_fn)must(lib, "nvmlInit_v2");
+    api.shutdown = (init_fn)must(lib, "nvmlShutdown");
+    api.count = (count_fn)must(lib, "nvmlDeviceGetCount_v2");
+    api.handle = (handle_fn)must(lib, "nvmlDeviceGetHandleByIndex_v2");
+    api.uuid = (uuid_fn)must(lib, "nvmlDeviceGetUUID");
+    api.mem = (mem_fn)must(lib, "nvmlDeviceGetMemoryInfo_v2");
+    api.fabric = (fabric_fn)must(lib, "nvmlDeviceGetGpuFabricInfoV");
+
+    if (api.init() != NVML_SUCCESS) {
+        fprintf(stderr, "nvmlInit_v2 failed\n");
+        return 1;
+    }
+    nvmlDevice_t devices[2];
+    api.handle(0, &devices[0]);
+    api.handle(1, &devices[1]);
+
+    printf("%-44s %9s %9s %9s %9s %8s\n", "case (ns per call)", "p50", "p99", "empty p50", "empty p99", "ratio");
+    for (int threads = 1; threads <= 2; threads++) {
+        char name[64];
+        struct stats base = run_calls(CALL_EMPTY, threads, batches, devices);
+        snprintf(name, sizeof(name), "nvmlDeviceGetMemoryInfo_v2, %d thread%s", threads, threads > 1 ? "s" : "");
+        print_row(name, run_calls(CALL_MEMORY, threads, batches, devices), base);
+        snprintf(name, sizeof(name), "nvmlDeviceGetGpuFabricInfoV (v3), %d thread%s", threads, threads > 1 ? "s" : "");
+        print_row(name, run_calls(CALL_FABRIC, threads, batches, devices), base);
+    }
+    api.shutdown();
+
+    /* init + enumerate: the discovery a device plugin or nvidia-smi does at start */
+    double rounds[INIT_ROUNDS];
+    double cpu_rounds[INIT_ROUNDS];
+    double empty_rounds[INIT_ROUNDS];
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    for (int r = 0; r < INIT_ROUNDS; r++) {
+        double t0 = now_ns();
+        double c0 = cpu_ns();
+        unsigned int n = 0;
+        if (api.init() != NVML_SUCCESS || api.count(&n) != NVML_SUCCESS || n != GPUS) {
+            fprintf(stderr, "init/enumerate failed\n");
+            return 1;
+        }
+        for (unsigned int i = 0; i < n; i++) {
+            nvmlDevice_t d;
+            if (api.handle(i, &d) != NVML_SUCCESS || api.uuid(d, uuid, sizeof(uuid)) != NVML_SUCCESS) {
+                fprintf(stderr, "enumerate failed at %u\n", i);
+                return 1;
+            }
+        }
+        api.shutdown();
+        rounds[r] = now_ns() - t0;
+        cpu_rounds[r] = cpu_ns() - c0;
+        t0 = now_ns();
+        for (unsigned int i = 0; i < 3 + 2 * GPUS; i++) {
+            empty_ptr(devices[0], uuid);
+        }
+        empty_rounds[r] = now_ns() - t0;
+    }
+    struct stats init = summarize(rounds, INIT_ROUNDS);
+    struct stats cpu = summarize(cpu_rounds, INIT_ROUNDS);
+    struct stats base = summarize(empty_rounds, INIT_ROUNDS);
+    printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.0fx\n", "init+enumerate 64 GPUs (us wall, same # calls)",
+           init.p50 / 1e3, init.p99 / 1e3, base.p50 / 1e3, base.p99 / 1e3, init.p50 / base.p50);
+    printf("%-44s %9.1f %9.1f\n", "init+enumerate 64 GPUs (us thread CPU time)", cpu.p50 / 1e3, cpu.p99 / 1e3);
+    unlink(path);
+    return 0;
+}
