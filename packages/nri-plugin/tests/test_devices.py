@@ -169,3 +169,21 @@ def test_scan_rejects_regular_files_and_directories(short_tmp: Path) -> None:
     assert any("nvidia0" in p and "not a character device" in p for p in scan.problems)
     assert any("nvidia9" in p and "cannot stat" in p for p in scan.problems)
     assert not any("nvidia-caps" in p for p in scan.problems), "directories are not devices"
+
+
+async def test_an_unexpected_failure_lets_the_container_start_and_is_counted(
+    runtime: RuntimeDouble, start_plugin: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(path: str) -> Any:
+        raise RuntimeError("scanner exploded")
+
+    plugin = await start_plugin(scan=broken)
+    result = await runtime.create_container(pod(annotations=OPT_IN), container())
+    assert result.consulted == ("10-nvml-mock",), "no error status: the creation goes on"
+    assert len(result.adjustment.mounts) == 0
+    assert await plugin.metric("nvml_mock_nri_create_container_errors_total") == 1
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert "starts without the overlay" in errors[0].getMessage()
+    assert errors[0].__dict__["pod"] == "app"
+    later = await runtime.create_container(pod(), container())
+    assert len(later.adjustment.mounts) == 1, "the plugin keeps serving"

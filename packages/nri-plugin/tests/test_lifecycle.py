@@ -225,3 +225,16 @@ def test_wedge_threshold_follows_the_runtime_timeout() -> None:
     assert state.wedged() is None
     state.end(second)
     assert state.oldest_age() is None
+
+
+def test_health_listens_on_ipv6() -> None:
+    try:
+        server = HealthServer("::1", 0, PluginState(), Metrics())
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    server.start()
+    try:
+        reply = httpx.get(f"http://[::1]:{server.address[1]}/healthz", trust_env=False)
+        assert reply.status_code == 200
+    finally:
+        server.close()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -161,6 +162,10 @@ class _HealthServer(ThreadingHTTPServer):
     metrics: Metrics
 
 
+class _HealthServer6(_HealthServer):
+    address_family = socket.AF_INET6
+
+
 class HealthServer:
     """The /healthz, /readyz and /metrics listener, bound at construction.
 
@@ -169,7 +174,8 @@ class HealthServer:
     """
 
     def __init__(self, host: str, port: int, state: PluginState, metrics: Metrics) -> None:
-        self._server = _HealthServer((host, port), _Handler)
+        server_class = _HealthServer6 if ":" in host else _HealthServer
+        self._server = server_class((host, port), _Handler)
         self._server.state = state
         self._server.metrics = metrics
         self._thread = threading.Thread(

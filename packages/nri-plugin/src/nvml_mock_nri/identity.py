@@ -220,7 +220,6 @@ class IdentityWatcher:
         self._rng = random.Random()
         path = names.TOPOLOGY_IDENTITY_PATH.format(node=quote(node, safe=""))
         self._endpoint = cache.url + path
-        self.first_answer = asyncio.Event()
 
     async def fetch_once(self) -> Snapshot:
         """One request: a plain GET before the first answer, a watch afterwards."""
@@ -254,7 +253,6 @@ class IdentityWatcher:
                     continue
                 recovered = self._cache.failures
                 changed = self._cache.update(snapshot)
-                self.first_answer.set()
                 if recovered:
                     logger.info(
                         "topology service answers again after %d failed attempts",

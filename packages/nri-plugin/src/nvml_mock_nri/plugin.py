@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 EVENT_MASK = 1 << (api_pb2.CREATE_CONTAINER - 1)
 """Subscribe to CreateContainer only (NRI mask bit ``1 << (event - 1)``, i.e. 0x8)."""
 
+
 class Injector:
     """Answers the runtime's calls for one plugin instance."""
 
