@@ -137,11 +137,15 @@ MOCK_GAPS = {
 @pytest.mark.parametrize(
     "profile",
     [
-        pytest.param(p, marks=pytest.mark.xfail(reason=MOCK_GAPS[p], strict=True)) if p in MOCK_GAPS else p
+        pytest.param(p, marks=pytest.mark.xfail(reason=MOCK_GAPS[p], strict=True))
+        if p in MOCK_GAPS
+        else p
         for p in sorted(PROFILE_CAPTURES)
     ],
 )
-def test_xml_has_the_capture_element_paths_in_order(profile: str, library_file: Path, use_state) -> None:  # type: ignore[no-untyped-def]
+def test_xml_has_the_capture_element_paths_in_order(
+    profile: str, library_file: Path, use_state
+) -> None:  # type: ignore[no-untyped-def]
     use_state(profile)
     rc, out = smi(library_file, "-q", "-x")
     assert rc == 0, out
@@ -167,11 +171,16 @@ def test_xml_header_doctype_and_gpu_ids(profile: str, library_file: Path, use_st
     assert first is not None
     assert first.findtext("product_name") == gpus[0]["name"]
     assert first.findtext("uuid") == gpus[0]["uuid"]
-    assert first.findtext("fb_memory_usage/total") == f"{int(gpus[0]['memory_total_bytes']) // 1048576} MiB"
+    assert (
+        first.findtext("fb_memory_usage/total")
+        == f"{int(gpus[0]['memory_total_bytes']) // 1048576} MiB"
+    )
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILE_CAPTURES))
-def test_text_report_has_the_capture_sections_and_keys(profile: str, library_file: Path, use_state) -> None:  # type: ignore[no-untyped-def]
+def test_text_report_has_the_capture_sections_and_keys(
+    profile: str, library_file: Path, use_state
+) -> None:  # type: ignore[no-untyped-def]
     use_state(profile)
     rc, out = smi(library_file, "-q")
     assert rc == 0
@@ -182,7 +191,10 @@ def test_text_report_has_the_capture_sections_and_keys(profile: str, library_fil
 
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("GPU "))
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("GPU ") or not lines[i]), len(lines))
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith("GPU ") or not lines[i]),
+        len(lines),
+    )
     block = lines[start + 1 : end]
     sections: list[tuple[str, list[str]]] = []
     for line in block:
@@ -206,8 +218,17 @@ def test_display_filter_limits_text_and_xml(library_file: Path, use_state) -> No
     use_state("h100")
     rc, out = smi(library_file, "-q", "-d", "MEMORY,TEMPERATURE", "-i", "0")
     assert rc == 0
-    heads = [line.strip() for line in out.splitlines() if line.startswith("    ") and not line.startswith("     ")]
-    assert heads == ["FB Memory Usage", "BAR1 Memory Usage", "Conf Compute Protected Memory Usage", "Temperature"]
+    heads = [
+        line.strip()
+        for line in out.splitlines()
+        if line.startswith("    ") and not line.startswith("     ")
+    ]
+    assert heads == [
+        "FB Memory Usage",
+        "BAR1 Memory Usage",
+        "Conf Compute Protected Memory Usage",
+        "Temperature",
+    ]
     rc, out = smi(library_file, "-q", "-x", "-d", "ECC")
     assert rc == 0
     gpu = ET.fromstring(out).find("gpu")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from smi_fixtures.helpers import smi, smi_process
-
 from nvml_mock_engine.smi._errors import DRIVER_MESSAGE, INVALID_ARGS_MESSAGE, LIBRARY_MESSAGE
+from smi_fixtures.helpers import smi, smi_process
 
 
 @pytest.fixture
@@ -25,7 +24,9 @@ def test_invalid_compute_apps_field(library_file: Path, two_gpus: Path) -> None:
     assert (rc, out) == (2, 'Field "bogus" is not a valid field to query.\n')
 
 
-@pytest.mark.parametrize("ident", ["7", "GPU-00000000-0000-0000-0000-000000000000", "00000000:99:00.0", "nope"])
+@pytest.mark.parametrize(
+    "ident", ["7", "GPU-00000000-0000-0000-0000-000000000000", "00000000:99:00.0", "nope"]
+)
 def test_unknown_id_finds_no_device(library_file: Path, two_gpus: Path, ident: str) -> None:
     rc, out = smi(library_file, "-i", ident, "-L")
     assert (rc, out) == (6, "No devices were found\n")
@@ -38,7 +39,9 @@ def test_no_devices(library_file: Path, write_state) -> None:  # type: ignore[no
         assert (rc, out) == (6, "No devices were found\n"), args
 
 
-def test_missing_state_is_a_driver_failure(library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_state_is_a_driver_failure(
+    library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MOCK_NVML_CONFIG", str(tmp_path / "absent.nvmlmock"))
     rc, out = smi(library_file, "-L")
     assert (rc, out) == (9, DRIVER_MESSAGE + "\n")
@@ -93,5 +96,9 @@ def test_subprocess_exit_codes_and_streams(library_file: Path, tmp_path: Path) -
     proc = smi_process(library_file, ["-L"], {"MOCK_NVML_CONFIG": str(tmp_path / "absent")})
     assert proc.returncode == 9
     assert proc.stdout == DRIVER_MESSAGE + "\n"
-    proc = smi_process(library_file, ["--query-gpu=x", "--format=csv"], {"MOCK_NVML_CONFIG": str(tmp_path / "absent")})
+    proc = smi_process(
+        library_file,
+        ["--query-gpu=x", "--format=csv"],
+        {"MOCK_NVML_CONFIG": str(tmp_path / "absent")},
+    )
     assert (proc.returncode, proc.stdout) == (2, 'Field "x" is not a valid field to query.\n')

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import pytest
-
 from nvml_mock_engine.smi._errors import SmiError
-from nvml_mock_engine.smi._fields import Ctx, Field, Unavailable, lookup
+from nvml_mock_engine.smi._fields import Ctx, Field, NotAvailableError, lookup
 from nvml_mock_engine.smi._nvml import NvmlError
 from nvml_mock_engine.smi._options import ENV_LIBRARY, parse
-from nvml_mock_engine.smi._report import Generation, ProcessRow, cuda_version, fabric_uuid, parse_driver_version
+from nvml_mock_engine.smi._report import (
+    Generation,
+    ProcessRow,
+    cuda_version,
+    fabric_uuid,
+    parse_driver_version,
+)
 from nvml_mock_engine.smi._table import process_table
 from nvml_mock_engine.smi._text import line
 from nvml_mock_engine.smi._topology import cpu_list
@@ -20,7 +25,12 @@ def test_parse_modes_and_values() -> None:
     assert parse([], {}).mode == "table"
     assert parse(["-L"], {}).mode == "list"
     opts = parse(["-q", "-x", "--id=0, 3", "-d", "memory,ecc"], {})
-    assert (opts.mode, opts.xml, opts.ids, opts.display) == ("query", True, ("0", "3"), ("MEMORY", "ECC"))
+    assert (opts.mode, opts.xml, opts.ids, opts.display) == (
+        "query",
+        True,
+        ("0", "3"),
+        ("MEMORY", "ECC"),
+    )
     opts = parse(["--query-gpu=name,uuid", "--format=csv,noheader,nounits", "-i", "1"], {})
     assert (opts.mode, opts.query_fields, opts.csv_header, opts.csv_units, opts.ids) == (
         "query-gpu",
@@ -39,10 +49,16 @@ def test_parse_loop_and_library_precedence() -> None:
     assert parse(["-L", "-l", "2"], {}).loop_seconds == 2.0
     assert parse(["-L", "--loop-ms=250"], {}).loop_seconds == 0.25
     assert parse(["-L"], {ENV_LIBRARY: "/env/lib.so"}).library == "/env/lib.so"
-    assert parse(["-L", "--nvml-lib", "/flag/lib.so"], {ENV_LIBRARY: "/env/lib.so"}).library == "/flag/lib.so"
+    assert (
+        parse(["-L", "--nvml-lib", "/flag/lib.so"], {ENV_LIBRARY: "/env/lib.so"}).library
+        == "/flag/lib.so"
+    )
 
 
-@pytest.mark.parametrize("argv", [["-L", "-L", "-q"], ["--id"], ["-i", "0", "-i", "1"], ["-l", "x", "-L"], ["--format=csv"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["-L", "-L", "-q"], ["--id"], ["-i", "0", "-i", "1"], ["-l", "x", "-L"], ["--format=csv"]],
+)
 def test_parse_rejects(argv: list[str]) -> None:
     with pytest.raises(SmiError) as info:
         parse(argv, {})
@@ -84,8 +100,18 @@ def test_xml_layout() -> None:
 
 def test_process_table_rows_are_91_columns() -> None:
     rows = [
-        (0, ProcessRow(1234, "C", "python3", 512 * 1048576, "N/A", "N/A")),
-        (7, ProcessRow(99999999, "C+G", "/very/long/path/to/some/training/binary/with/a/long/name", None, "1", "0")),
+        (0, ProcessRow(1234, "C", "python3", used=512 * 1048576, gi="N/A", ci="N/A")),
+        (
+            7,
+            ProcessRow(
+                99999999,
+                "C+G",
+                "/very/long/path/to/some/training/binary/with/a/long/name",
+                used=None,
+                gi="1",
+                ci="0",
+            ),
+        ),
     ]
     out = process_table(rows)
     assert all(len(row) == 91 for row in out)
@@ -99,7 +125,10 @@ def test_process_table_rows_are_91_columns() -> None:
 def test_driver_generations() -> None:
     assert parse_driver_version("580.105.08") == (580, 105, 8)
     assert parse_driver_version("garbage") == (9999,)
-    old, mid, late, new = (Generation(parse_driver_version(v)) for v in ("570.148.08", "580.105.08", "580.173.02", "595.91.07"))
+    old, mid, late, new = (
+        Generation(parse_driver_version(v))
+        for v in ("570.148.08", "580.105.08", "580.173.02", "595.91.07")
+    )
     assert (old.v13, old.dtd) == (False, "nvsmi_device_v12.dtd")
     assert (mid.v13, mid.late580, mid.edpp) == (True, False, False)
     assert (late.late580, late.edpp) == (True, False)
@@ -109,7 +138,10 @@ def test_driver_generations() -> None:
 def test_small_formatters() -> None:
     assert cuda_version(12080) == "12.8"
     assert cuda_version(13000) == "13.0"
-    assert fabric_uuid(bytes.fromhex("00000001000000000000000000000001")) == "00000001-0000-0000-0000-000000000001"
+    assert (
+        fabric_uuid(bytes.fromhex("00000001000000000000000000000001"))
+        == "00000001-0000-0000-0000-000000000001"
+    )
     assert cpu_list([0xFF, 0]) == "0-7"
     assert cpu_list([(1 << 64) - 1, 0b1011]) == "0-65,67"
     assert cpu_list([0]) == "N/A"
@@ -123,7 +155,7 @@ def test_field_cells_for_errors() -> None:
         raise NvmlError(15, "GPU is lost")
 
     def raise_unavailable(_: Ctx) -> int:
-        raise Unavailable
+        raise NotAvailableError
 
     ctx = Ctx.__new__(Ctx)
     assert Field(("a",), "W", raise_not_supported, "").cell(ctx, True) == "[N/A]"
@@ -132,6 +164,10 @@ def test_field_cells_for_errors() -> None:
     assert Field(("a",), "W", lambda c: "1.50", "").cell(ctx, True) == "1.50 W"
     assert Field(("a",), "W", lambda c: "1.50", "").cell(ctx, False) == "1.50"
     memory = lookup("  Memory.Total ")
-    assert memory is not None and memory.header(True) == "memory.total [MiB]" and memory.header(False) == "memory.total"
+    assert (
+        memory is not None
+        and memory.header(True) == "memory.total [MiB]"
+        and memory.header(False) == "memory.total"
+    )
     assert lookup("clocks.gr") is lookup("clocks.current.graphics")
     assert lookup("not.a.field") is None

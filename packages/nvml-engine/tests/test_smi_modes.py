@@ -6,9 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from smi_fixtures.helpers import read_state, render_profile, smi, smi_process
-
 from nvml_mock_engine.smi._fields import FIELDS
+from smi_fixtures.helpers import read_state, render_profile, smi, smi_process
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +30,12 @@ def test_topo_matrix(library_file: Path, h100: list[dict[str, str]]) -> None:
     assert rc == 0
     lines = out.splitlines()
     head = [f"GPU{i}" for i in range(len(h100))]
-    assert lines[0] == "\t\x1b[4m" + "\t".join([*head, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"]) + "\x1b[0m"
+    assert (
+        lines[0]
+        == "\t\x1b[4m"
+        + "\t".join([*head, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"])
+        + "\x1b[0m"
+    )
     for i, gpu in enumerate(h100):
         cells = lines[1 + i].split("\t")
         assert cells[0] == f"GPU{i}"
@@ -44,7 +48,9 @@ def test_topo_matrix(library_file: Path, h100: list[dict[str, str]]) -> None:
     assert "  NV#  = Connection traversing a bonded set of # NVLinks" in out
 
 
-def test_topo_without_nvlink_uses_the_pcie_path(library_file: Path, rendered: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_topo_without_nvlink_uses_the_pcie_path(
+    library_file: Path, rendered: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MOCK_NVML_CONFIG", str(rendered["t4"]))
     rc, out = smi(library_file, "topo", "-m")
     assert rc == 0
@@ -90,11 +96,15 @@ def test_help_texts_need_no_library(tmp_path: Path) -> None:
     assert rc == 0 and '"used_gpu_memory" or "used_memory"' in out
 
 
-def test_filename_writes_the_output_there(library_file: Path, h100: list[dict[str, str]], tmp_path: Path) -> None:
+def test_filename_writes_the_output_there(
+    library_file: Path, h100: list[dict[str, str]], tmp_path: Path
+) -> None:
     target = tmp_path / "list.txt"
     rc, out = smi(library_file, "-L", "-f", str(target))
     assert (rc, out) == (0, "")
-    assert target.read_text().splitlines()[0] == f"GPU 0: {h100[0]['name']} (UUID: {h100[0]['uuid']})"
+    assert (
+        target.read_text().splitlines()[0] == f"GPU 0: {h100[0]['name']} (UUID: {h100[0]['uuid']})"
+    )
 
 
 def test_python_m_and_env_library(library_file: Path, rendered: dict[str, Path]) -> None:

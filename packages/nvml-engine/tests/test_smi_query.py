@@ -1,4 +1,4 @@
-"""``--query-gpu`` / ``--query-compute-apps`` CSV, ``-L``, ``-i`` and the table, on a rendered node."""
+"""CSV queries, ``-L``, ``-i`` and the default table, on a rendered H100 node."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import io
 from pathlib import Path
 
 import pytest
-from smi_fixtures.helpers import read_state, render_profile, smi
-
 from nvml_mock_engine.smi._fields import FIELDS
+from smi_fixtures.helpers import read_state, render_profile, smi
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +23,15 @@ def node(h100_state: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, st
 
 
 def parse_csv(text: str) -> list[list[str]]:
-    return [[cell.strip() for cell in row] for row in csv.reader(io.StringIO(text), skipinitialspace=True)]
+    return [
+        [cell.strip() for cell in row]
+        for row in csv.reader(io.StringIO(text), skipinitialspace=True)
+    ]
 
 
-def test_every_field_and_alias_is_accepted_and_parses_back(library_file: Path, node: list[dict[str, str]]) -> None:
+def test_every_field_and_alias_is_accepted_and_parses_back(
+    library_file: Path, node: list[dict[str, str]]
+) -> None:
     names = [name for field in FIELDS for name in field.names]
     rc, out = smi(library_file, f"--query-gpu={','.join(names)}", "--format=csv")
     assert rc == 0, out
@@ -48,10 +52,26 @@ def test_values_units_and_nounits(library_file: Path, node: list[dict[str, str]]
     rc, out = smi(library_file, query, "--format=csv")
     assert rc == 0
     rows = parse_csv(out)
-    assert rows[0] == ["index", "name", "uuid", "pci.bus_id", "memory.total [MiB]", "pcie.link.width.max", "clocks.max.sm [MHz]"]
+    assert rows[0] == [
+        "index",
+        "name",
+        "uuid",
+        "pci.bus_id",
+        "memory.total [MiB]",
+        "pcie.link.width.max",
+        "clocks.max.sm [MHz]",
+    ]
     for i, (row, gpu) in enumerate(zip(rows[1:], node, strict=True)):
         mib = int(gpu["memory_total_bytes"]) // 1048576
-        assert row == [str(i), gpu["name"], gpu["uuid"], gpu["pci_bus_id"], f"{mib} MiB", gpu["pcie_max_width"], f"{gpu['max_clock_sm_mhz']} MHz"]
+        assert row == [
+            str(i),
+            gpu["name"],
+            gpu["uuid"],
+            gpu["pci_bus_id"],
+            f"{mib} MiB",
+            gpu["pcie_max_width"],
+            f"{gpu['max_clock_sm_mhz']} MHz",
+        ]
     rc, out = smi(library_file, query, "--format=csv,noheader,nounits")
     assert rc == 0
     rows = parse_csv(out)
@@ -66,16 +86,26 @@ def test_alias_header_uses_the_first_name(library_file: Path, node: list[dict[st
     assert out.splitlines()[0] == "name, clocks.current.graphics [MHz], pci.bus_id"
 
 
-def test_fabric_fields_follow_the_fabric_env(library_file: Path, node: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fabric_fields_follow_the_fabric_env(
+    library_file: Path, node: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MOCK_FABRIC_CLUSTER_UUID", "6a5f6f1c-51a8-4b8c-9d0e-1f2a3b4c5d6e")
     monkeypatch.setenv("MOCK_FABRIC_CLIQUE_ID", "7")
-    rc, out = smi(library_file, "--query-gpu=fabric.state,fabric.status,fabric.cliqueId,fabric.clusterUuid", "--format=csv,noheader", "-i", "0")
+    rc, out = smi(
+        library_file,
+        "--query-gpu=fabric.state,fabric.status,fabric.cliqueId,fabric.clusterUuid",
+        "--format=csv,noheader",
+        "-i",
+        "0",
+    )
     assert rc == 0
     assert parse_csv(out) == [["Completed", "Success", "7", "6a5f6f1c-51a8-4b8c-9d0e-1f2a3b4c5d6e"]]
 
 
 @pytest.mark.parametrize("key", ["index", "uuid", "pci_bus_id", "short_bus", "serial"])
-def test_select_one_gpu_by_every_kind_of_id(library_file: Path, node: list[dict[str, str]], key: str) -> None:
+def test_select_one_gpu_by_every_kind_of_id(
+    library_file: Path, node: list[dict[str, str]], key: str
+) -> None:
     gpu = node[3]
     ident = {
         "index": "3",
@@ -101,10 +131,14 @@ def test_comma_list_keeps_the_order_given(library_file: Path, node: list[dict[st
 def test_list_lines(library_file: Path, node: list[dict[str, str]]) -> None:
     rc, out = smi(library_file, "-L")
     assert rc == 0
-    assert out.splitlines() == [f"GPU {i}: {g['name']} (UUID: {g['uuid']})" for i, g in enumerate(node)]
+    assert out.splitlines() == [
+        f"GPU {i}: {g['name']} (UUID: {g['uuid']})" for i, g in enumerate(node)
+    ]
 
 
-def test_compute_apps_with_no_process_prints_the_header_only(library_file: Path, node: list[dict[str, str]]) -> None:
+def test_compute_apps_with_no_process_prints_the_header_only(
+    library_file: Path, node: list[dict[str, str]]
+) -> None:
     query = "--query-compute-apps=gpu_uuid,pid,process_name,used_gpu_memory"
     rc, out = smi(library_file, query, "--format=csv")
     assert rc == 0
@@ -122,7 +156,14 @@ def test_table_layout(library_file: Path, node: list[dict[str, str]]) -> None:
     system, _ = read_state(Path(__import__("os").environ["MOCK_NVML_CONFIG"]))
     assert f"Driver Version: {system['driver_version']}" in lines[2]
     assert "CUDA Version: 13.0" in lines[2]
-    rows = [line for line in lines if line.startswith("|") and line[2:5].strip().isdigit() and "MiB" not in line and "%" not in line]
+    rows = [
+        line
+        for line in lines
+        if line.startswith("|")
+        and line[2:5].strip().isdigit()
+        and "MiB" not in line
+        and "%" not in line
+    ]
     assert len(rows) == len(node)
     for i, (row, gpu) in enumerate(zip(rows, node, strict=True)):
         assert row[1:5].strip() == str(i)

@@ -37,7 +37,9 @@ def smi(library: Path, *args: str) -> tuple[int, str]:
     return rc, buf.getvalue()
 
 
-def smi_process(library: Path, args: Sequence[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+def smi_process(
+    library: Path, args: Sequence[str], env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ)
     full.update(env)
     full["NVML_MOCK_SMI_LIB"] = str(library)
@@ -47,16 +49,29 @@ def smi_process(library: Path, args: Sequence[str], env: Mapping[str, str]) -> s
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
 
 
 def render_profile(profile: str, count: int, out: Path) -> Path:
     """Render a node's state with the engine's own CLI (the documented contract)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "nvml_mock_engine", "render", "--profile", profile, "--count", str(count), "-o", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "nvml_mock_engine",
+            "render",
+            "--profile",
+            profile,
+            "--count",
+            str(count),
+            "-o",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     if proc.returncode != 0:
         raise AssertionError(f"render {profile} failed: {proc.stderr}")

@@ -29,7 +29,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 handle = open(options.filename, "w", encoding="utf-8")  # noqa: SIM115
             except OSError as exc:
-                raise SmiError(f"Failed to open file {options.filename}: {exc.strerror}", 2) from None
+                raise SmiError(
+                    f"Failed to open file {options.filename}: {exc.strerror}", 2
+                ) from None
             out = handle
         from ._app import run
 

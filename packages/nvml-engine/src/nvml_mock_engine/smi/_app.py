@@ -24,12 +24,12 @@ from ._errors import (
 )
 from ._nvml import (
     ERROR_DRIVER_NOT_LOADED,
-    ERROR_GPU_NOT_FOUND,
     ERROR_GPU_IS_LOST,
+    ERROR_GPU_NOT_FOUND,
     ERROR_LIB_RM_VERSION_MISMATCH,
     ERROR_NO_PERMISSION,
     Device,
-    LibraryNotFound,
+    LibraryNotFoundError,
     Nvml,
     NvmlError,
 )
@@ -40,7 +40,7 @@ def open_nvml(path: str | None) -> Nvml:
     """Load and initialise the library, mapping failures to the real tool's messages."""
     try:
         nvml = Nvml(path)
-    except LibraryNotFound:
+    except LibraryNotFoundError:
         raise SmiError(LIBRARY_MESSAGE, EXIT_LIBRARY_NOT_FOUND) from None
     try:
         nvml.init()
@@ -50,9 +50,13 @@ def open_nvml(path: str | None) -> Nvml:
         if exc.code == ERROR_GPU_NOT_FOUND:
             raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND) from None
         if exc.code == ERROR_NO_PERMISSION:
-            raise SmiError("Failed to initialize NVML: Insufficient Permissions", EXIT_NO_PERMISSION) from None
+            raise SmiError(
+                "Failed to initialize NVML: Insufficient Permissions", EXIT_NO_PERMISSION
+            ) from None
         if exc.code == ERROR_LIB_RM_VERSION_MISMATCH:
-            raise SmiError("Failed to initialize NVML: Driver/library version mismatch", 18) from None
+            raise SmiError(
+                "Failed to initialize NVML: Driver/library version mismatch", 18
+            ) from None
         raise SmiError(f"Failed to initialize NVML: {exc.text}", EXIT_OTHER) from None
     return nvml
 
@@ -139,13 +143,17 @@ def run(options: Options, write: Callable[[str], None]) -> int:
 
         for name in options.query_fields:
             if lookup(name) is None:
-                raise SmiError(f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT)
+                raise SmiError(
+                    f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT
+                )
     if options.mode == "query-apps":
         from ._apps import lookup as app_lookup
 
         for name in options.query_fields:
             if app_lookup(name) is None:
-                raise SmiError(f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT)
+                raise SmiError(
+                    f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT
+                )
     if options.mode == "query" and options.display:
         from ._report import DISPLAY_TYPES
 
@@ -199,7 +207,15 @@ def _once(nvml: Nvml, options: Options, write: Callable[[str], None]) -> None:
     elif mode == "query-apps":
         from ._apps import render as apps
 
-        write(apps(nvml, devices, options.query_fields, header=options.csv_header, units=options.csv_units))
+        write(
+            apps(
+                nvml,
+                devices,
+                options.query_fields,
+                header=options.csv_header,
+                units=options.csv_units,
+            )
+        )
     elif mode == "topo":
         from ._topology import matrix
 

@@ -25,18 +25,31 @@ class AppField:
 
 def _stamp(_: Device, __: ProcessRow) -> str:
     now = time.time()
-    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+    return (
+        time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+    )
 
 
 APP_FIELDS = [
     AppField(("timestamp",), "", _stamp, 'When the row was read, as "YYYY/MM/DD HH:MM:SS.msec".'),
-    AppField(("gpu_name",), "", lambda d, p: d.name(), "Product name of the GPU the process runs on."),
-    AppField(("gpu_bus_id",), "", lambda d, p: d.pci_info().busId.decode(), "PCI bus id of that GPU."),
+    AppField(
+        ("gpu_name",), "", lambda d, p: d.name(), "Product name of the GPU the process runs on."
+    ),
+    AppField(
+        ("gpu_bus_id",), "", lambda d, p: d.pci_info().busId.decode(), "PCI bus id of that GPU."
+    ),
     AppField(("gpu_serial",), "", lambda d, p: d.serial(), "Board serial number of that GPU."),
     AppField(("gpu_uuid",), "", lambda d, p: d.uuid(), "UUID of that GPU."),
     AppField(("pid",), "", lambda d, p: p.pid, "Process id."),
-    AppField(("process_name", "name"), "", lambda d, p: p.name, "Process name, as the driver knows it."),
-    AppField(("used_gpu_memory", "used_memory"), "MiB", lambda d, p: p.used_mib, "GPU memory the process holds."),
+    AppField(
+        ("process_name", "name"), "", lambda d, p: p.name, "Process name, as the driver knows it."
+    ),
+    AppField(
+        ("used_gpu_memory", "used_memory"),
+        "MiB",
+        lambda d, p: p.used_mib,
+        "GPU memory the process holds.",
+    ),
 ]
 _BY_NAME = {n: f for f in APP_FIELDS for n in f.names}
 
@@ -55,13 +68,19 @@ def _cell(field: AppField, device: Device, proc: ProcessRow, units: bool) -> str
     return f"{value} {field.unit}" if units and field.unit else str(value)
 
 
-def render(nvml: Nvml, devices: list[Device], names: tuple[str, ...], *, header: bool, units: bool) -> str:
+def render(
+    nvml: Nvml, devices: list[Device], names: tuple[str, ...], *, header: bool, units: bool
+) -> str:
     from ._report import process_rows
 
     fields = [f for f in (lookup(n) for n in names) if f is not None]
     rows = []
     if header:
-        rows.append(", ".join(f"{f.names[0]} [{f.unit}]" if units and f.unit else f.names[0] for f in fields))
+        rows.append(
+            ", ".join(
+                f"{f.names[0]} [{f.unit}]" if units and f.unit else f.names[0] for f in fields
+            )
+        )
     for device in devices:
         got = process_rows(device)
         if isinstance(got, str):

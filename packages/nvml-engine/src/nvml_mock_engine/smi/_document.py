@@ -10,11 +10,13 @@ from __future__ import annotations
 import time
 
 from ._nvml import Device, Nvml, NvmlError
-from ._report import GpuReport, Generation, cuda_version, parse_driver_version
+from ._report import Generation, GpuReport, cuda_version, parse_driver_version
 from ._tree import NA, Node, leaf
 
 
-def render(nvml: Nvml, devices: list[Device], attached: int, *, xml: bool, display: tuple[str, ...]) -> str:
+def render(
+    nvml: Nvml, devices: list[Device], attached: int, *, xml: bool, display: tuple[str, ...]
+) -> str:
     try:
         driver = nvml.driver_version()
     except NvmlError as exc:

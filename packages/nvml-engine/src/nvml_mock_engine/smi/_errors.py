@@ -19,7 +19,9 @@ EXIT_FUNCTION_NOT_FOUND = 13
 EXIT_GPU_LOST = 15
 EXIT_OTHER = 255
 
-INVALID_ARGS_MESSAGE = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
+INVALID_ARGS_MESSAGE = (
+    "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help."
+)
 DRIVER_MESSAGE = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running."

@@ -68,7 +68,7 @@ from ._report import (
 NOT_APPLICABLE = "[N/A]"
 
 
-class Unavailable(Exception):
+class NotAvailableError(Exception):
     """A property that has no value here (printed ``[N/A]``)."""
 
 
@@ -119,7 +119,7 @@ class Ctx:
     def fabric_done(self) -> Any:
         info = self.fabric
         if int(info.state) != 3:
-            raise Unavailable
+            raise NotAvailableError
         return info
 
 
@@ -143,7 +143,7 @@ class Field:
     def cell(self, ctx: Ctx, units: bool) -> str:
         try:
             value = self.read(ctx)
-        except Unavailable:
+        except NotAvailableError:
             return NOT_APPLICABLE
         except NvmlError as exc:
             return NOT_APPLICABLE if exc.code == ERROR_NOT_SUPPORTED else f"[{exc.text}]"
@@ -170,7 +170,7 @@ def _counter(fid: int) -> Reader:
 def _ecc(err: int, kind: int, loc: int | None) -> Reader:
     def read(c: Ctx) -> int:
         if not c.ecc_on:
-            raise Unavailable
+            raise NotAvailableError
         if loc is None:
             return c.d.total_ecc_errors(err, kind)
         return c.d.memory_error_counter(err, kind, loc)
@@ -184,11 +184,13 @@ def _bus_id(c: Ctx) -> str:
 
 def _timestamp(_: Ctx) -> str:
     now = time.time()
-    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+    return (
+        time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+    )
 
 
 def _na(_: Ctx) -> str:
-    raise Unavailable
+    raise NotAvailableError
 
 
 def _protected(attr: str) -> Reader:
@@ -201,9 +203,11 @@ def _protected(attr: str) -> Reader:
 
 def _mask(shift: int, names: dict[int, str]) -> Reader:
     def read(c: Ctx) -> str:
-        value = names.get((int(c.fabric_done().healthMask) >> shift) & (0xF if shift == 8 else 0x3), "N/A")
+        value = names.get(
+            (int(c.fabric_done().healthMask) >> shift) & (0xF if shift == 8 else 0x3), "N/A"
+        )
         if value == "N/A":
-            raise Unavailable
+            raise NotAvailableError
         return value
 
     return read
@@ -248,146 +252,737 @@ def _ecc_fields() -> list[Field]:
 
 FIELDS: list[Field] = [
     F(("timestamp",), "", _timestamp, 'When the row was read, as "YYYY/MM/DD HH:MM:SS.msec".'),
-    F(("driver_version",), "", lambda c: c.nvml.driver_version(), "Version of the installed display driver."),
-    F(("vgpu_driver_capability.heterogenous_multivGPU",), "", _na, "Whether the vGPU driver can run vGPUs of different profiles on one GPU."),
+    F(
+        ("driver_version",),
+        "",
+        lambda c: c.nvml.driver_version(),
+        "Version of the installed display driver.",
+    ),
+    F(
+        ("vgpu_driver_capability.heterogenous_multivGPU",),
+        "",
+        _na,
+        "Whether the vGPU driver can run vGPUs of different profiles on one GPU.",
+    ),
     F(("count",), "", lambda c: c.count, "How many GPUs the system has; the same on every row."),
     F(("name", "gpu_name"), "", lambda c: c.d.name(), "The product name of the board."),
-    F(("serial", "gpu_serial"), "", lambda c: c.d.serial(), "The serial number printed on the board."),
-    F(("uuid", "gpu_uuid"), "", lambda c: c.d.uuid(), "The GPU's globally unique, immutable identifier."),
-    F(("pci.bus_id", "gpu_bus_id"), "", _bus_id, 'PCI address as "domain:bus:device.function", in hex.'),
+    F(
+        ("serial", "gpu_serial"),
+        "",
+        lambda c: c.d.serial(),
+        "The serial number printed on the board.",
+    ),
+    F(
+        ("uuid", "gpu_uuid"),
+        "",
+        lambda c: c.d.uuid(),
+        "The GPU's globally unique, immutable identifier.",
+    ),
+    F(
+        ("pci.bus_id", "gpu_bus_id"),
+        "",
+        _bus_id,
+        'PCI address as "domain:bus:device.function", in hex.',
+    ),
     F(("pci.domain",), "", lambda c: f"0x{c.pci.domain:04X}", "PCI domain number, in hex."),
     F(("pci.bus",), "", lambda c: f"0x{c.pci.bus:02X}", "PCI bus number, in hex."),
     F(("pci.device",), "", lambda c: f"0x{c.pci.device:02X}", "PCI device number, in hex."),
-    F(("pci.baseClass",), "", lambda c: f"0x{c.d.pci_info_ext().baseClass:X}", "PCI base class code, in hex."),
-    F(("pci.subClass",), "", lambda c: f"0x{c.d.pci_info_ext().subClass:X}", "PCI sub class code, in hex."),
-    F(("pci.device_id",), "", lambda c: f"0x{c.pci.pciDeviceId:08X}", "PCI vendor and device id, in hex."),
-    F(("pci.sub_device_id",), "", lambda c: f"0x{c.pci.pciSubSystemId:08X}", "PCI sub system id, in hex."),
-    F(("vgpu_device_capability.fractional_multiVgpu",), "", _na, "Whether fractional vGPU profiles may share the GPU."),
-    F(("vgpu_device_capability.heterogeneous_timeSlice_profile",), "", _na, "Whether time-sliced vGPU profiles of different kinds may share the GPU."),
-    F(("vgpu_device_capability.heterogeneous_timeSlice_sizes",), "", _na, "Whether time-sliced vGPUs of different sizes may share the GPU."),
-    F(("pcie.link.gen.current", "pcie.link.gen.gpucurrent"), "", lambda c: c.d.curr_pcie_link_generation(), "The PCIe generation the link runs at now."),
-    F(("pcie.link.gen.max",), "", lambda c: c.d.max_pcie_link_generation(), "The highest PCIe generation the GPU and system allow together."),
-    F(("pcie.link.gen.gpumax",), "", lambda c: c.d.gpu_max_pcie_link_generation(), "The highest PCIe generation the GPU supports."),
-    F(("pcie.link.gen.hostmax",), "", _na, "The highest PCIe generation of the root port above the GPU."),
-    F(("pcie.link.width.current",), "", lambda c: c.d.curr_pcie_link_width(), "The number of PCIe lanes in use now."),
-    F(("pcie.link.width.max",), "", lambda c: c.d.max_pcie_link_width(), "The most PCIe lanes the link can use."),
+    F(
+        ("pci.baseClass",),
+        "",
+        lambda c: f"0x{c.d.pci_info_ext().baseClass:X}",
+        "PCI base class code, in hex.",
+    ),
+    F(
+        ("pci.subClass",),
+        "",
+        lambda c: f"0x{c.d.pci_info_ext().subClass:X}",
+        "PCI sub class code, in hex.",
+    ),
+    F(
+        ("pci.device_id",),
+        "",
+        lambda c: f"0x{c.pci.pciDeviceId:08X}",
+        "PCI vendor and device id, in hex.",
+    ),
+    F(
+        ("pci.sub_device_id",),
+        "",
+        lambda c: f"0x{c.pci.pciSubSystemId:08X}",
+        "PCI sub system id, in hex.",
+    ),
+    F(
+        ("vgpu_device_capability.fractional_multiVgpu",),
+        "",
+        _na,
+        "Whether fractional vGPU profiles may share the GPU.",
+    ),
+    F(
+        ("vgpu_device_capability.heterogeneous_timeSlice_profile",),
+        "",
+        _na,
+        "Whether time-sliced vGPU profiles of different kinds may share the GPU.",
+    ),
+    F(
+        ("vgpu_device_capability.heterogeneous_timeSlice_sizes",),
+        "",
+        _na,
+        "Whether time-sliced vGPUs of different sizes may share the GPU.",
+    ),
+    F(
+        ("pcie.link.gen.current", "pcie.link.gen.gpucurrent"),
+        "",
+        lambda c: c.d.curr_pcie_link_generation(),
+        "The PCIe generation the link runs at now.",
+    ),
+    F(
+        ("pcie.link.gen.max",),
+        "",
+        lambda c: c.d.max_pcie_link_generation(),
+        "The highest PCIe generation the GPU and system allow together.",
+    ),
+    F(
+        ("pcie.link.gen.gpumax",),
+        "",
+        lambda c: c.d.gpu_max_pcie_link_generation(),
+        "The highest PCIe generation the GPU supports.",
+    ),
+    F(
+        ("pcie.link.gen.hostmax",),
+        "",
+        _na,
+        "The highest PCIe generation of the root port above the GPU.",
+    ),
+    F(
+        ("pcie.link.width.current",),
+        "",
+        lambda c: c.d.curr_pcie_link_width(),
+        "The number of PCIe lanes in use now.",
+    ),
+    F(
+        ("pcie.link.width.max",),
+        "",
+        lambda c: c.d.max_pcie_link_width(),
+        "The most PCIe lanes the link can use.",
+    ),
     F(("index",), "", lambda c: c.d.index, "Zero-based index of the GPU, in NVML order."),
-    F(("display_mode",), "", lambda c: enabled(c.d.display_mode()), "Whether a display may be attached to the GPU."),
-    F(("display_attached",), "", lambda c: yes_no(c.d.display_mode()), "Whether a display is attached to the GPU."),
-    F(("display_active",), "", lambda c: enabled(c.d.display_active()), "Whether a display is initialized on the GPU."),
-    F(("persistence_mode",), "", lambda c: enabled(c.d.persistence_mode()), "Whether the driver stays loaded with no client."),
-    F(("addressing_mode",), "", lambda c: ADDRESSING.get(c.d.addressing_mode(), "N/A"), "How the GPU shares addresses with the host (HMM, ATS or None)."),
-    F(("accounting.mode",), "", lambda c: enabled(c.d.accounting_mode()), "Whether per-process accounting is on."),
-    F(("accounting.buffer_size",), "", lambda c: c.d.accounting_buffer_size(), "How many processes the accounting buffer holds."),
-    F(("driver_model.current",), "", lambda c: c.d.driver_model()[0], "The Windows driver model in use (Linux: none)."),
-    F(("driver_model.pending",), "", lambda c: c.d.driver_model()[1], "The Windows driver model after the next reboot."),
+    F(
+        ("display_mode",),
+        "",
+        lambda c: enabled(c.d.display_mode()),
+        "Whether a display may be attached to the GPU.",
+    ),
+    F(
+        ("display_attached",),
+        "",
+        lambda c: yes_no(c.d.display_mode()),
+        "Whether a display is attached to the GPU.",
+    ),
+    F(
+        ("display_active",),
+        "",
+        lambda c: enabled(c.d.display_active()),
+        "Whether a display is initialized on the GPU.",
+    ),
+    F(
+        ("persistence_mode",),
+        "",
+        lambda c: enabled(c.d.persistence_mode()),
+        "Whether the driver stays loaded with no client.",
+    ),
+    F(
+        ("addressing_mode",),
+        "",
+        lambda c: ADDRESSING.get(c.d.addressing_mode(), "N/A"),
+        "How the GPU shares addresses with the host (HMM, ATS or None).",
+    ),
+    F(
+        ("accounting.mode",),
+        "",
+        lambda c: enabled(c.d.accounting_mode()),
+        "Whether per-process accounting is on.",
+    ),
+    F(
+        ("accounting.buffer_size",),
+        "",
+        lambda c: c.d.accounting_buffer_size(),
+        "How many processes the accounting buffer holds.",
+    ),
+    F(
+        ("driver_model.current",),
+        "",
+        lambda c: c.d.driver_model()[0],
+        "The Windows driver model in use (Linux: none).",
+    ),
+    F(
+        ("driver_model.pending",),
+        "",
+        lambda c: c.d.driver_model()[1],
+        "The Windows driver model after the next reboot.",
+    ),
     F(("vbios_version",), "", lambda c: c.d.vbios_version(), "The BIOS version of the board."),
-    F(("inforom.img", "inforom.image"), "", lambda c: c.d.inforom_image_version(), "The version of the infoROM image."),
-    F(("inforom.oem",), "", lambda c: c.d.inforom_version(INFOROM_OEM), "The version of the OEM object in the infoROM."),
-    F(("inforom.ecc",), "", lambda c: c.d.inforom_version(INFOROM_ECC), "The version of the ECC object in the infoROM."),
-    F(("inforom.pwr", "inforom.power"), "", lambda c: c.d.inforom_version(INFOROM_POWER), "The version of the power object in the infoROM."),
+    F(
+        ("inforom.img", "inforom.image"),
+        "",
+        lambda c: c.d.inforom_image_version(),
+        "The version of the infoROM image.",
+    ),
+    F(
+        ("inforom.oem",),
+        "",
+        lambda c: c.d.inforom_version(INFOROM_OEM),
+        "The version of the OEM object in the infoROM.",
+    ),
+    F(
+        ("inforom.ecc",),
+        "",
+        lambda c: c.d.inforom_version(INFOROM_ECC),
+        "The version of the ECC object in the infoROM.",
+    ),
+    F(
+        ("inforom.pwr", "inforom.power"),
+        "",
+        lambda c: c.d.inforom_version(INFOROM_POWER),
+        "The version of the power object in the infoROM.",
+    ),
     F(("inforom.checksum_validation",), "", _na, "Whether the infoROM checksum is valid."),
-    F(("gom.current", "gpu_operation_mode.current"), "", lambda c: GOM.get(c.d.gpu_operation_mode()[0], "N/A"), "The GPU operation mode in use."),
-    F(("gom.pending", "gpu_operation_mode.pending"), "", lambda c: GOM.get(c.d.gpu_operation_mode()[1], "N/A"), "The GPU operation mode after the next reboot."),
-    F(("fan.speed",), "%", lambda c: c.d.fan_speed(), "The fan's intended speed, in percent of its maximum."),
-    F(("pstate",), "", lambda c: pstate(c.d.performance_state()), "The performance state, from P0 (highest) to P12 (lowest)."),
-    F(("clocks_event_reasons.supported", "clocks_throttle_reasons.supported"), "", lambda c: f"0x{c.d.supported_clocks_event_reasons():016X}", "Bit mask of the clock event reasons the GPU can report."),
-    F(("clocks_event_reasons.active", "clocks_throttle_reasons.active"), "", lambda c: f"0x{c.reasons:016X}", "Bit mask of the clock event reasons active now."),
-    F(("clocks_event_reasons.gpu_idle", "clocks_throttle_reasons.gpu_idle"), "", _reason(0x1), "Clocks are low because nothing runs."),
-    F(("clocks_event_reasons.applications_clocks_setting", "clocks_throttle_reasons.applications_clocks_setting"), "", _reason(0x2), "Clocks are held by the applications clocks setting."),
-    F(("clocks_event_reasons.sw_power_cap", "clocks_throttle_reasons.sw_power_cap"), "", _reason(0x4), "Clocks are lowered to stay under the power limit."),
-    F(("clocks_event_reasons.hw_slowdown", "clocks_throttle_reasons.hw_slowdown"), "", _reason(0x8), "Hardware slowdown is engaged (heat, power brake or a power supply signal)."),
-    F(("clocks_event_reasons.hw_thermal_slowdown", "clocks_throttle_reasons.hw_thermal_slowdown"), "", _reason(0x40), "Hardware slowdown because the GPU is too hot."),
-    F(("clocks_event_reasons.hw_power_brake_slowdown", "clocks_throttle_reasons.hw_power_brake_slowdown"), "", _reason(0x80), "Hardware slowdown because an external power brake is asserted."),
-    F(("clocks_event_reasons.sw_thermal_slowdown", "clocks_throttle_reasons.sw_thermal_slowdown"), "", _reason(0x20), "Clocks are lowered to keep GPU and memory under their operating temperature."),
-    F(("clocks_event_reasons.sync_boost", "clocks_throttle_reasons.sync_boost"), "", _reason(0x10), "Clocks follow the slowest GPU of a sync boost group."),
-    F(("clocks_event_reasons_counters.sw_power_cap",), "us", _counter(FI_PERF_POLICY_POWER), "Time spent capped by software power limits, in microseconds."),
-    F(("clocks_event_reasons_counters.sync_boost",), "us", _counter(FI_PERF_POLICY_SYNC_BOOST), "Time spent held by sync boost, in microseconds."),
-    F(("clocks_event_reasons_counters.sw_thermal_slowdown",), "us", _counter(FI_CLOCKS_EVENT_SW_THERM), "Time spent in software thermal slowdown, in microseconds."),
-    F(("clocks_event_reasons_counters.hw_thermal_slowdown",), "us", _counter(FI_CLOCKS_EVENT_HW_THERM), "Time spent in hardware thermal slowdown, in microseconds."),
-    F(("clocks_event_reasons_counters.hw_power_braking",), "us", _counter(FI_CLOCKS_EVENT_HW_POWER_BRAKE), "Time spent under an external power brake, in microseconds."),
+    F(
+        ("gom.current", "gpu_operation_mode.current"),
+        "",
+        lambda c: GOM.get(c.d.gpu_operation_mode()[0], "N/A"),
+        "The GPU operation mode in use.",
+    ),
+    F(
+        ("gom.pending", "gpu_operation_mode.pending"),
+        "",
+        lambda c: GOM.get(c.d.gpu_operation_mode()[1], "N/A"),
+        "The GPU operation mode after the next reboot.",
+    ),
+    F(
+        ("fan.speed",),
+        "%",
+        lambda c: c.d.fan_speed(),
+        "The fan's intended speed, in percent of its maximum.",
+    ),
+    F(
+        ("pstate",),
+        "",
+        lambda c: pstate(c.d.performance_state()),
+        "The performance state, from P0 (highest) to P12 (lowest).",
+    ),
+    F(
+        ("clocks_event_reasons.supported", "clocks_throttle_reasons.supported"),
+        "",
+        lambda c: f"0x{c.d.supported_clocks_event_reasons():016X}",
+        "Bit mask of the clock event reasons the GPU can report.",
+    ),
+    F(
+        ("clocks_event_reasons.active", "clocks_throttle_reasons.active"),
+        "",
+        lambda c: f"0x{c.reasons:016X}",
+        "Bit mask of the clock event reasons active now.",
+    ),
+    F(
+        ("clocks_event_reasons.gpu_idle", "clocks_throttle_reasons.gpu_idle"),
+        "",
+        _reason(0x1),
+        "Clocks are low because nothing runs.",
+    ),
+    F(
+        (
+            "clocks_event_reasons.applications_clocks_setting",
+            "clocks_throttle_reasons.applications_clocks_setting",
+        ),
+        "",
+        _reason(0x2),
+        "Clocks are held by the applications clocks setting.",
+    ),
+    F(
+        ("clocks_event_reasons.sw_power_cap", "clocks_throttle_reasons.sw_power_cap"),
+        "",
+        _reason(0x4),
+        "Clocks are lowered to stay under the power limit.",
+    ),
+    F(
+        ("clocks_event_reasons.hw_slowdown", "clocks_throttle_reasons.hw_slowdown"),
+        "",
+        _reason(0x8),
+        "Hardware slowdown is engaged (heat, power brake or a power supply signal).",
+    ),
+    F(
+        ("clocks_event_reasons.hw_thermal_slowdown", "clocks_throttle_reasons.hw_thermal_slowdown"),
+        "",
+        _reason(0x40),
+        "Hardware slowdown because the GPU is too hot.",
+    ),
+    F(
+        (
+            "clocks_event_reasons.hw_power_brake_slowdown",
+            "clocks_throttle_reasons.hw_power_brake_slowdown",
+        ),
+        "",
+        _reason(0x80),
+        "Hardware slowdown because an external power brake is asserted.",
+    ),
+    F(
+        ("clocks_event_reasons.sw_thermal_slowdown", "clocks_throttle_reasons.sw_thermal_slowdown"),
+        "",
+        _reason(0x20),
+        "Clocks are lowered to keep GPU and memory under their operating temperature.",
+    ),
+    F(
+        ("clocks_event_reasons.sync_boost", "clocks_throttle_reasons.sync_boost"),
+        "",
+        _reason(0x10),
+        "Clocks follow the slowest GPU of a sync boost group.",
+    ),
+    F(
+        ("clocks_event_reasons_counters.sw_power_cap",),
+        "us",
+        _counter(FI_PERF_POLICY_POWER),
+        "Time spent capped by software power limits, in microseconds.",
+    ),
+    F(
+        ("clocks_event_reasons_counters.sync_boost",),
+        "us",
+        _counter(FI_PERF_POLICY_SYNC_BOOST),
+        "Time spent held by sync boost, in microseconds.",
+    ),
+    F(
+        ("clocks_event_reasons_counters.sw_thermal_slowdown",),
+        "us",
+        _counter(FI_CLOCKS_EVENT_SW_THERM),
+        "Time spent in software thermal slowdown, in microseconds.",
+    ),
+    F(
+        ("clocks_event_reasons_counters.hw_thermal_slowdown",),
+        "us",
+        _counter(FI_CLOCKS_EVENT_HW_THERM),
+        "Time spent in hardware thermal slowdown, in microseconds.",
+    ),
+    F(
+        ("clocks_event_reasons_counters.hw_power_braking",),
+        "us",
+        _counter(FI_CLOCKS_EVENT_HW_POWER_BRAKE),
+        "Time spent under an external power brake, in microseconds.",
+    ),
     F(("memory.total",), "MiB", lambda c: _mib(c.memory.total), "Installed framebuffer memory."),
-    F(("memory.reserved",), "MiB", lambda c: _mib(c.memory.reserved), "Framebuffer memory the driver and firmware keep for themselves."),
-    F(("memory.used",), "MiB", lambda c: _mib(c.memory.used), "Framebuffer memory allocated by processes."),
+    F(
+        ("memory.reserved",),
+        "MiB",
+        lambda c: _mib(c.memory.reserved),
+        "Framebuffer memory the driver and firmware keep for themselves.",
+    ),
+    F(
+        ("memory.used",),
+        "MiB",
+        lambda c: _mib(c.memory.used),
+        "Framebuffer memory allocated by processes.",
+    ),
     F(("memory.free",), "MiB", lambda c: _mib(c.memory.free), "Framebuffer memory not allocated."),
-    F(("compute_mode",), "", lambda c: COMPUTE_MODES.get(c.d.compute_mode(), "N/A"), "Which processes may create contexts (Default, Exclusive_Process, Prohibited)."),
-    F(("compute_cap",), "", lambda c: "{}.{}".format(*c.d.cuda_compute_capability()), "CUDA compute capability, as major.minor."),
-    F(("utilization.gpu",), "%", lambda c: c.utilization.gpu, "Share of the last sample period in which a kernel ran."),
-    F(("utilization.memory",), "%", lambda c: c.utilization.memory, "Share of the last sample period in which device memory was read or written."),
-    F(("utilization.encoder",), "%", lambda c: c.d.engine_utilization("nvmlDeviceGetEncoderUtilization"), "Encoder busy share of the last sample period."),
-    F(("utilization.decoder",), "%", lambda c: c.d.engine_utilization("nvmlDeviceGetDecoderUtilization"), "Decoder busy share of the last sample period."),
-    F(("utilization.jpeg",), "%", lambda c: c.d.engine_utilization("nvmlDeviceGetJpgUtilization"), "JPEG engine busy share of the last sample period."),
-    F(("utilization.ofa",), "%", lambda c: c.d.engine_utilization("nvmlDeviceGetOfaUtilization"), "Optical flow engine busy share of the last sample period."),
+    F(
+        ("compute_mode",),
+        "",
+        lambda c: COMPUTE_MODES.get(c.d.compute_mode(), "N/A"),
+        "Which processes may create contexts (Default, Exclusive_Process, Prohibited).",
+    ),
+    F(
+        ("compute_cap",),
+        "",
+        lambda c: "{}.{}".format(*c.d.cuda_compute_capability()),
+        "CUDA compute capability, as major.minor.",
+    ),
+    F(
+        ("utilization.gpu",),
+        "%",
+        lambda c: c.utilization.gpu,
+        "Share of the last sample period in which a kernel ran.",
+    ),
+    F(
+        ("utilization.memory",),
+        "%",
+        lambda c: c.utilization.memory,
+        "Share of the last sample period in which device memory was read or written.",
+    ),
+    F(
+        ("utilization.encoder",),
+        "%",
+        lambda c: c.d.engine_utilization("nvmlDeviceGetEncoderUtilization"),
+        "Encoder busy share of the last sample period.",
+    ),
+    F(
+        ("utilization.decoder",),
+        "%",
+        lambda c: c.d.engine_utilization("nvmlDeviceGetDecoderUtilization"),
+        "Decoder busy share of the last sample period.",
+    ),
+    F(
+        ("utilization.jpeg",),
+        "%",
+        lambda c: c.d.engine_utilization("nvmlDeviceGetJpgUtilization"),
+        "JPEG engine busy share of the last sample period.",
+    ),
+    F(
+        ("utilization.ofa",),
+        "%",
+        lambda c: c.d.engine_utilization("nvmlDeviceGetOfaUtilization"),
+        "Optical flow engine busy share of the last sample period.",
+    ),
     F(("encoder.stats.sessionCount",), "", lambda c: c.encoder[0], "Encoder sessions running now."),
-    F(("encoder.stats.averageFps",), "", lambda c: c.encoder[1], "Average frames per second over all encoder sessions."),
-    F(("encoder.stats.averageLatency",), "", lambda c: c.encoder[2], "Average encode latency over all sessions, in microseconds."),
-    F(("dramEncryption.mode.current",), "", lambda c: enabled(c.d.dram_encryption_mode()[0]), "Whether DRAM encryption is on."),
-    F(("dramEncryption.mode.pending",), "", lambda c: enabled(c.d.dram_encryption_mode()[1]), "Whether DRAM encryption is on after the next reboot."),
+    F(
+        ("encoder.stats.averageFps",),
+        "",
+        lambda c: c.encoder[1],
+        "Average frames per second over all encoder sessions.",
+    ),
+    F(
+        ("encoder.stats.averageLatency",),
+        "",
+        lambda c: c.encoder[2],
+        "Average encode latency over all sessions, in microseconds.",
+    ),
+    F(
+        ("dramEncryption.mode.current",),
+        "",
+        lambda c: enabled(c.d.dram_encryption_mode()[0]),
+        "Whether DRAM encryption is on.",
+    ),
+    F(
+        ("dramEncryption.mode.pending",),
+        "",
+        lambda c: enabled(c.d.dram_encryption_mode()[1]),
+        "Whether DRAM encryption is on after the next reboot.",
+    ),
     F(("ecc.mode.current",), "", lambda c: enabled(c.d.ecc_mode()[0]), "Whether ECC is on."),
-    F(("ecc.mode.pending",), "", lambda c: enabled(c.d.ecc_mode()[1]), "Whether ECC is on after the next reboot."),
+    F(
+        ("ecc.mode.pending",),
+        "",
+        lambda c: enabled(c.d.ecc_mode()[1]),
+        "Whether ECC is on after the next reboot.",
+    ),
     *_ecc_fields(),
-    F(("retired_pages.single_bit_ecc.count", "retired_pages.sbe"), "", lambda c: c.d.retired_pages_count(PAGE_RETIREMENT_MULTIPLE_SBE), "Pages retired after repeated single-bit ECC errors."),
-    F(("retired_pages.double_bit.count", "retired_pages.dbe"), "", lambda c: c.d.retired_pages_count(PAGE_RETIREMENT_DBE), "Pages retired after a double-bit ECC error."),
-    F(("retired_pages.pending",), "", lambda c: yes_no(c.d.retired_pages_pending()), "Whether a page waits to be retired at the next reset."),
-    F(("remapped_rows.correctable",), "", lambda c: c.d.remapped_rows()[0], "Rows remapped after correctable errors."),
-    F(("remapped_rows.uncorrectable",), "", lambda c: c.d.remapped_rows()[1], "Rows remapped after uncorrectable errors."),
-    F(("remapped_rows.pending",), "", lambda c: yes_no(c.d.remapped_rows()[2]), "Whether a remap waits for the next reset."),
-    F(("remapped_rows.failure",), "", lambda c: yes_no(c.d.remapped_rows()[3]), "Whether a row remap has ever failed."),
+    F(
+        ("retired_pages.single_bit_ecc.count", "retired_pages.sbe"),
+        "",
+        lambda c: c.d.retired_pages_count(PAGE_RETIREMENT_MULTIPLE_SBE),
+        "Pages retired after repeated single-bit ECC errors.",
+    ),
+    F(
+        ("retired_pages.double_bit.count", "retired_pages.dbe"),
+        "",
+        lambda c: c.d.retired_pages_count(PAGE_RETIREMENT_DBE),
+        "Pages retired after a double-bit ECC error.",
+    ),
+    F(
+        ("retired_pages.pending",),
+        "",
+        lambda c: yes_no(c.d.retired_pages_pending()),
+        "Whether a page waits to be retired at the next reset.",
+    ),
+    F(
+        ("remapped_rows.correctable",),
+        "",
+        lambda c: c.d.remapped_rows()[0],
+        "Rows remapped after correctable errors.",
+    ),
+    F(
+        ("remapped_rows.uncorrectable",),
+        "",
+        lambda c: c.d.remapped_rows()[1],
+        "Rows remapped after uncorrectable errors.",
+    ),
+    F(
+        ("remapped_rows.pending",),
+        "",
+        lambda c: yes_no(c.d.remapped_rows()[2]),
+        "Whether a remap waits for the next reset.",
+    ),
+    F(
+        ("remapped_rows.failure",),
+        "",
+        lambda c: yes_no(c.d.remapped_rows()[3]),
+        "Whether a row remap has ever failed.",
+    ),
     F(("temperature.gpu",), "", lambda c: c.d.temperature(), "Core GPU temperature, in degrees C."),
-    F(("temperature.gpu.tlimit",), "", lambda c: c.d.margin_temperature(), "Degrees C left before the GPU slows down."),
-    F(("temperature.memory",), "", lambda c: int(c.d.field_value(82)), "HBM temperature, in degrees C."),
-    F(("power.management",), "", lambda c: enabled(c.d.power_management_mode()), "Whether power management is on."),
+    F(
+        ("temperature.gpu.tlimit",),
+        "",
+        lambda c: c.d.margin_temperature(),
+        "Degrees C left before the GPU slows down.",
+    ),
+    F(
+        ("temperature.memory",),
+        "",
+        lambda c: int(c.d.field_value(82)),
+        "HBM temperature, in degrees C.",
+    ),
+    F(
+        ("power.management",),
+        "",
+        lambda c: enabled(c.d.power_management_mode()),
+        "Whether power management is on.",
+    ),
     F(("power.draw",), "W", lambda c: _w(c.d.power_usage()), "Board power draw now, in watts."),
-    F(("power.draw.average",), "W", lambda c: _w(c.d.field_value(FI_POWER_AVERAGE)), "Board power draw averaged over one second, in watts."),
-    F(("power.draw.instant",), "W", lambda c: _w(c.d.field_value(FI_POWER_INSTANT)), "Board power draw at this instant, in watts."),
-    F(("power.limit",), "W", lambda c: _w(c.d.power_limit()), "The software power limit, in watts."),
-    F(("enforced.power.limit",), "W", lambda c: _w(c.d.enforced_power_limit()), "The power limit in force (the lowest of all limits), in watts."),
-    F(("power.default_limit",), "W", lambda c: _w(c.d.default_power_limit()), "The power limit after a reset, in watts."),
-    F(("power.min_limit",), "W", lambda c: _w(c.d.power_limit_constraints()[0]), "The lowest power limit that may be set, in watts."),
-    F(("power.max_limit",), "W", lambda c: _w(c.d.power_limit_constraints()[1]), "The highest power limit that may be set, in watts."),
-    F(("module.power.draw.average",), "W", _na, "Module (GPU, CPU and memory) power averaged over one second, in watts."),
+    F(
+        ("power.draw.average",),
+        "W",
+        lambda c: _w(c.d.field_value(FI_POWER_AVERAGE)),
+        "Board power draw averaged over one second, in watts.",
+    ),
+    F(
+        ("power.draw.instant",),
+        "W",
+        lambda c: _w(c.d.field_value(FI_POWER_INSTANT)),
+        "Board power draw at this instant, in watts.",
+    ),
+    F(
+        ("power.limit",),
+        "W",
+        lambda c: _w(c.d.power_limit()),
+        "The software power limit, in watts.",
+    ),
+    F(
+        ("enforced.power.limit",),
+        "W",
+        lambda c: _w(c.d.enforced_power_limit()),
+        "The power limit in force (the lowest of all limits), in watts.",
+    ),
+    F(
+        ("power.default_limit",),
+        "W",
+        lambda c: _w(c.d.default_power_limit()),
+        "The power limit after a reset, in watts.",
+    ),
+    F(
+        ("power.min_limit",),
+        "W",
+        lambda c: _w(c.d.power_limit_constraints()[0]),
+        "The lowest power limit that may be set, in watts.",
+    ),
+    F(
+        ("power.max_limit",),
+        "W",
+        lambda c: _w(c.d.power_limit_constraints()[1]),
+        "The highest power limit that may be set, in watts.",
+    ),
+    F(
+        ("module.power.draw.average",),
+        "W",
+        _na,
+        "Module (GPU, CPU and memory) power averaged over one second, in watts.",
+    ),
     F(("module.power.draw.instant",), "W", _na, "Module power at this instant, in watts."),
     F(("module.power.limit",), "W", _na, "The module's software power limit, in watts."),
     F(("module.enforced.power.limit",), "W", _na, "The module power limit in force, in watts."),
     F(("module.power.default_limit",), "W", _na, "The module power limit after a reset, in watts."),
-    F(("module.power.min_limit",), "W", _na, "The lowest module power limit that may be set, in watts."),
-    F(("module.power.max_limit",), "W", _na, "The highest module power limit that may be set, in watts."),
-    F(("clocks.current.graphics", "clocks.gr"), "MHz", lambda c: c.d.clock_info(CLOCK_GRAPHICS), "Graphics (shader) clock now."),
-    F(("clocks.current.sm", "clocks.sm"), "MHz", lambda c: c.d.clock_info(CLOCK_SM), "Streaming multiprocessor clock now."),
-    F(("clocks.current.memory", "clocks.mem"), "MHz", lambda c: c.d.clock_info(CLOCK_MEM), "Memory clock now."),
-    F(("clocks.current.video", "clocks.video"), "MHz", lambda c: c.d.clock_info(CLOCK_VIDEO), "Video (encoder and decoder) clock now."),
-    F(("clocks.applications.graphics", "clocks.applications.gr"), "MHz", lambda c: c.d.applications_clock(CLOCK_GRAPHICS), "Graphics clock applications run at."),
-    F(("clocks.applications.memory", "clocks.applications.mem"), "MHz", lambda c: c.d.applications_clock(CLOCK_MEM), "Memory clock applications run at."),
-    F(("clocks.default_applications.graphics", "clocks.default_applications.gr"), "MHz", lambda c: c.d.default_applications_clock(CLOCK_GRAPHICS), "Default graphics clock for applications."),
-    F(("clocks.default_applications.memory", "clocks.default_applications.mem"), "MHz", lambda c: c.d.default_applications_clock(CLOCK_MEM), "Default memory clock for applications."),
-    F(("clocks.max.graphics", "clocks.max.gr"), "MHz", lambda c: c.d.max_clock_info(CLOCK_GRAPHICS), "Highest graphics clock."),
-    F(("clocks.max.sm",), "MHz", lambda c: c.d.max_clock_info(CLOCK_SM), "Highest streaming multiprocessor clock."),
-    F(("clocks.max.memory", "clocks.max.mem"), "MHz", lambda c: c.d.max_clock_info(CLOCK_MEM), "Highest memory clock."),
+    F(
+        ("module.power.min_limit",),
+        "W",
+        _na,
+        "The lowest module power limit that may be set, in watts.",
+    ),
+    F(
+        ("module.power.max_limit",),
+        "W",
+        _na,
+        "The highest module power limit that may be set, in watts.",
+    ),
+    F(
+        ("clocks.current.graphics", "clocks.gr"),
+        "MHz",
+        lambda c: c.d.clock_info(CLOCK_GRAPHICS),
+        "Graphics (shader) clock now.",
+    ),
+    F(
+        ("clocks.current.sm", "clocks.sm"),
+        "MHz",
+        lambda c: c.d.clock_info(CLOCK_SM),
+        "Streaming multiprocessor clock now.",
+    ),
+    F(
+        ("clocks.current.memory", "clocks.mem"),
+        "MHz",
+        lambda c: c.d.clock_info(CLOCK_MEM),
+        "Memory clock now.",
+    ),
+    F(
+        ("clocks.current.video", "clocks.video"),
+        "MHz",
+        lambda c: c.d.clock_info(CLOCK_VIDEO),
+        "Video (encoder and decoder) clock now.",
+    ),
+    F(
+        ("clocks.applications.graphics", "clocks.applications.gr"),
+        "MHz",
+        lambda c: c.d.applications_clock(CLOCK_GRAPHICS),
+        "Graphics clock applications run at.",
+    ),
+    F(
+        ("clocks.applications.memory", "clocks.applications.mem"),
+        "MHz",
+        lambda c: c.d.applications_clock(CLOCK_MEM),
+        "Memory clock applications run at.",
+    ),
+    F(
+        ("clocks.default_applications.graphics", "clocks.default_applications.gr"),
+        "MHz",
+        lambda c: c.d.default_applications_clock(CLOCK_GRAPHICS),
+        "Default graphics clock for applications.",
+    ),
+    F(
+        ("clocks.default_applications.memory", "clocks.default_applications.mem"),
+        "MHz",
+        lambda c: c.d.default_applications_clock(CLOCK_MEM),
+        "Default memory clock for applications.",
+    ),
+    F(
+        ("clocks.max.graphics", "clocks.max.gr"),
+        "MHz",
+        lambda c: c.d.max_clock_info(CLOCK_GRAPHICS),
+        "Highest graphics clock.",
+    ),
+    F(
+        ("clocks.max.sm",),
+        "MHz",
+        lambda c: c.d.max_clock_info(CLOCK_SM),
+        "Highest streaming multiprocessor clock.",
+    ),
+    F(
+        ("clocks.max.memory", "clocks.max.mem"),
+        "MHz",
+        lambda c: c.d.max_clock_info(CLOCK_MEM),
+        "Highest memory clock.",
+    ),
     F(("mig.mode.current",), "", lambda c: enabled(c.d.mig_mode()[0]), "Whether MIG is on."),
-    F(("mig.mode.pending",), "", lambda c: enabled(c.d.mig_mode()[1]), "Whether MIG is on after the next reset."),
+    F(
+        ("mig.mode.pending",),
+        "",
+        lambda c: enabled(c.d.mig_mode()[1]),
+        "Whether MIG is on after the next reset.",
+    ),
     F(("gsp.mode.current",), "", _na, "Whether GSP firmware runs the GPU."),
     F(("gsp.mode.default",), "", _na, "Whether GSP firmware runs the GPU by default."),
-    F(("c2c.mode",), "", lambda c: enabled(c.d.c2c_mode()), "Whether the chip-to-chip link to the CPU is on."),
-    F(("protected_memory.total",), "MiB", _protected("total"), "Memory set aside for confidential computing."),
-    F(("protected_memory.used",), "MiB", _protected("used"), "Confidential computing memory in use."),
-    F(("protected_memory.free",), "MiB", _protected("free"), "Confidential computing memory not in use."),
-    F(("fabric.state",), "", lambda c: FABRIC_STATES.get(int(c.fabric.state), "N/A"), "Where the GPU is in NVLink fabric registration."),
-    F(("fabric.status",), "", lambda c: c.nvml.error_string(int(c.fabric_done().status)), "The result of fabric registration once it completed."),
-    F(("fabric.cliqueId",), "", lambda c: c.fabric_done().cliqueId, "The NVLink clique the GPU belongs to."),
-    F(("fabric.clusterUuid",), "", lambda c: fabric_uuid(c.fabric_done().clusterUuid), "The UUID of the NVLink cluster (ComputeDomain) the GPU belongs to."),
-    F(("fabric.health.summary",), "", lambda c: FABRIC_SUMMARY.get(int(c.fabric_done().healthSummary), "N/A"), "Overall fabric health."),
-    F(("fabric.health.bandwidth",), "", _mask(0, BANDWIDTH), "Whether NVLink bandwidth is full or degraded."),
-    F(("fabric.health.route_recovery_in_progress",), "", _mask(2, TRUE_FALSE), "Whether a fabric route is being recovered."),
-    F(("fabric.health.route_unhealthy",), "", _mask(4, TRUE_FALSE), "Whether a fabric route is unhealthy."),
-    F(("fabric.health.access_timeout_recovery",), "", _mask(6, TRUE_FALSE), "Whether the GPU recovers from a fabric access timeout."),
-    F(("fabric.health.incorrect_configuration",), "", _mask(8, INCORRECT_CONFIG), "What, if anything, is misconfigured in the fabric."),
-    F(("platform.chassis_serial_number",), "", _platform(lambda p: decode_bytes(p.chassisSerialNumber)), "Serial number of the chassis holding the GPU."),
-    F(("platform.slot_number",), "", _platform(lambda p: p.slotNumber), "Slot of the chassis holding the GPU."),
-    F(("platform.tray_index",), "", _platform(lambda p: p.trayIndex), "Compute tray holding the GPU."),
+    F(
+        ("c2c.mode",),
+        "",
+        lambda c: enabled(c.d.c2c_mode()),
+        "Whether the chip-to-chip link to the CPU is on.",
+    ),
+    F(
+        ("protected_memory.total",),
+        "MiB",
+        _protected("total"),
+        "Memory set aside for confidential computing.",
+    ),
+    F(
+        ("protected_memory.used",),
+        "MiB",
+        _protected("used"),
+        "Confidential computing memory in use.",
+    ),
+    F(
+        ("protected_memory.free",),
+        "MiB",
+        _protected("free"),
+        "Confidential computing memory not in use.",
+    ),
+    F(
+        ("fabric.state",),
+        "",
+        lambda c: FABRIC_STATES.get(int(c.fabric.state), "N/A"),
+        "Where the GPU is in NVLink fabric registration.",
+    ),
+    F(
+        ("fabric.status",),
+        "",
+        lambda c: c.nvml.error_string(int(c.fabric_done().status)),
+        "The result of fabric registration once it completed.",
+    ),
+    F(
+        ("fabric.cliqueId",),
+        "",
+        lambda c: c.fabric_done().cliqueId,
+        "The NVLink clique the GPU belongs to.",
+    ),
+    F(
+        ("fabric.clusterUuid",),
+        "",
+        lambda c: fabric_uuid(c.fabric_done().clusterUuid),
+        "The UUID of the NVLink cluster (ComputeDomain) the GPU belongs to.",
+    ),
+    F(
+        ("fabric.health.summary",),
+        "",
+        lambda c: FABRIC_SUMMARY.get(int(c.fabric_done().healthSummary), "N/A"),
+        "Overall fabric health.",
+    ),
+    F(
+        ("fabric.health.bandwidth",),
+        "",
+        _mask(0, BANDWIDTH),
+        "Whether NVLink bandwidth is full or degraded.",
+    ),
+    F(
+        ("fabric.health.route_recovery_in_progress",),
+        "",
+        _mask(2, TRUE_FALSE),
+        "Whether a fabric route is being recovered.",
+    ),
+    F(
+        ("fabric.health.route_unhealthy",),
+        "",
+        _mask(4, TRUE_FALSE),
+        "Whether a fabric route is unhealthy.",
+    ),
+    F(
+        ("fabric.health.access_timeout_recovery",),
+        "",
+        _mask(6, TRUE_FALSE),
+        "Whether the GPU recovers from a fabric access timeout.",
+    ),
+    F(
+        ("fabric.health.incorrect_configuration",),
+        "",
+        _mask(8, INCORRECT_CONFIG),
+        "What, if anything, is misconfigured in the fabric.",
+    ),
+    F(
+        ("platform.chassis_serial_number",),
+        "",
+        _platform(lambda p: decode_bytes(p.chassisSerialNumber)),
+        "Serial number of the chassis holding the GPU.",
+    ),
+    F(
+        ("platform.slot_number",),
+        "",
+        _platform(lambda p: p.slotNumber),
+        "Slot of the chassis holding the GPU.",
+    ),
+    F(
+        ("platform.tray_index",),
+        "",
+        _platform(lambda p: p.trayIndex),
+        "Compute tray holding the GPU.",
+    ),
     F(("platform.host_id",), "", _platform(lambda p: p.hostId), "Host within the tray."),
-    F(("platform.peer_type",), "", _platform(lambda p: PEER_TYPES.get(int(p.peerType), "N/A")), "How NVLink peers are reached (direct or through switches)."),
-    F(("platform.module_id",), "", _platform(lambda p: p.moduleId), "The GPU's module number within its host."),
-    F(("platform.gpu_fabric_guid",), "", _platform(lambda p: "0x" + bytes(p.ibGuid)[:8].hex()), "The GPU's fabric GUID."),
+    F(
+        ("platform.peer_type",),
+        "",
+        _platform(lambda p: PEER_TYPES.get(int(p.peerType), "N/A")),
+        "How NVLink peers are reached (direct or through switches).",
+    ),
+    F(
+        ("platform.module_id",),
+        "",
+        _platform(lambda p: p.moduleId),
+        "The GPU's module number within its host.",
+    ),
+    F(
+        ("platform.gpu_fabric_guid",),
+        "",
+        _platform(lambda p: "0x" + bytes(p.ibGuid)[:8].hex()),
+        "The GPU's fabric GUID.",
+    ),
 ]
 
 BY_NAME: dict[str, Field] = {name.lower(): f for f in FIELDS for name in f.names}

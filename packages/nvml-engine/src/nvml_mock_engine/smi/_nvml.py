@@ -10,7 +10,9 @@ string instead of crashing the tool.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+from collections.abc import Callable
 from ctypes import (
     Structure,
     Union,
@@ -28,7 +30,6 @@ from ctypes import (
     create_string_buffer,
     sizeof,
 )
-from collections.abc import Callable
 from typing import Any
 
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"
@@ -199,7 +200,11 @@ class EccSramErrorStatus(Structure):
 
 
 class RepairStatus(Structure):
-    _fields_ = [("version", c_uint), ("bChannelRepairPending", c_uint), ("bTpcRepairPending", c_uint)]
+    _fields_ = [
+        ("version", c_uint),
+        ("bChannelRepairPending", c_uint),
+        ("bTpcRepairPending", c_uint),
+    ]
 
 
 class UnrepairableMemoryStatus(Structure):
@@ -280,7 +285,7 @@ class NvmlError(Exception):
         self.text = text
 
 
-class LibraryNotFound(Exception):
+class LibraryNotFoundError(Exception):
     """The shared library could not be loaded."""
 
 
@@ -291,7 +296,7 @@ class Nvml:
         try:
             self._lib = ctypes.CDLL(path or DEFAULT_LIBRARY)
         except OSError as exc:
-            raise LibraryNotFound(str(exc)) from exc
+            raise LibraryNotFoundError(str(exc)) from exc
         self._cache: dict[str, Any] = {}
         err = self._symbol("nvmlErrorString")
         if err is not None:
@@ -332,10 +337,8 @@ class Nvml:
         self.call("nvmlInit_v2") if self.has("nvmlInit_v2") else self.call("nvmlInit")
 
     def shutdown(self) -> None:
-        try:
+        with contextlib.suppress(NvmlError):
             self.call("nvmlShutdown")
-        except NvmlError:
-            pass
 
     def _string(self, name: str, *pre: Any, size: int = 96) -> str:
         buf = create_string_buffer(size)
@@ -366,7 +369,9 @@ class Nvml:
     def handle_by_index(self, index: int) -> c_void_p:
         handle = c_void_p()
         name = "nvmlDeviceGetHandleByIndex_v2"
-        self.call(name if self.has(name) else "nvmlDeviceGetHandleByIndex", c_uint(index), byref(handle))
+        self.call(
+            name if self.has(name) else "nvmlDeviceGetHandleByIndex", c_uint(index), byref(handle)
+        )
         return handle
 
     def handle_by_uuid(self, uuid: str) -> c_void_p:
@@ -583,7 +588,9 @@ class Device:
 
     def topology_common_ancestor(self, other: Device) -> int:
         value = c_int()
-        self.nvml.call("nvmlDeviceGetTopologyCommonAncestor", self.handle, other.handle, byref(value))
+        self.nvml.call(
+            "nvmlDeviceGetTopologyCommonAncestor", self.handle, other.handle, byref(value)
+        )
         return value.value
 
     # performance
@@ -598,11 +605,15 @@ class Device:
 
     def clocks_event_reasons(self) -> int:
         name = "nvmlDeviceGetCurrentClocksEventReasons"
-        return self._ull(name if self.nvml.has(name) else "nvmlDeviceGetCurrentClocksThrottleReasons")
+        return self._ull(
+            name if self.nvml.has(name) else "nvmlDeviceGetCurrentClocksThrottleReasons"
+        )
 
     def supported_clocks_event_reasons(self) -> int:
         name = "nvmlDeviceGetSupportedClocksEventReasons"
-        return self._ull(name if self.nvml.has(name) else "nvmlDeviceGetSupportedClocksThrottleReasons")
+        return self._ull(
+            name if self.nvml.has(name) else "nvmlDeviceGetSupportedClocksThrottleReasons"
+        )
 
     def field_values(self, ids: list[tuple[int, int]]) -> list[FieldValue]:
         values = (FieldValue * len(ids))()
@@ -664,7 +675,9 @@ class Device:
 
     # ecc
     def memory_error_counter(self, err: int, counter: int, location: int) -> int:
-        return self._ull("nvmlDeviceGetMemoryErrorCounter", c_int(err), c_int(counter), c_int(location))
+        return self._ull(
+            "nvmlDeviceGetMemoryErrorCounter", c_int(err), c_int(counter), c_int(location)
+        )
 
     def total_ecc_errors(self, err: int, counter: int) -> int:
         return self._ull("nvmlDeviceGetTotalEccErrors", c_int(err), c_int(counter))
@@ -694,7 +707,9 @@ class Device:
 
     def remapped_rows(self) -> tuple[int, int, int, int]:
         corr, unc, pending, failure = c_uint(), c_uint(), c_uint(), c_uint()
-        self._c("nvmlDeviceGetRemappedRows", byref(corr), byref(unc), byref(pending), byref(failure))
+        self._c(
+            "nvmlDeviceGetRemappedRows", byref(corr), byref(unc), byref(pending), byref(failure)
+        )
         return corr.value, unc.value, pending.value, failure.value
 
     def remapped_rows_v2(self) -> RemappedRowsV2:
@@ -816,7 +831,11 @@ class Device:
     def nvlink_remote_pci(self, link: int) -> PciInfo:
         info = PciInfo()
         name = "nvmlDeviceGetNvLinkRemotePciInfo_v2"
-        self._c(name if self.nvml.has(name) else "nvmlDeviceGetNvLinkRemotePciInfo", c_uint(link), byref(info))
+        self._c(
+            name if self.nvml.has(name) else "nvmlDeviceGetNvLinkRemotePciInfo",
+            c_uint(link),
+            byref(info),
+        )
         return info
 
     def nvlink_error_counter(self, link: int, counter: int) -> int:
@@ -853,4 +872,4 @@ def decode_bytes(raw: Any) -> str:
 
 Getter = Callable[[], Any]
 
-__all__ = ["Device", "Getter", "LibraryNotFound", "Nvml", "NvmlError"]
+__all__ = ["Device", "Getter", "LibraryNotFoundError", "Nvml", "NvmlError"]

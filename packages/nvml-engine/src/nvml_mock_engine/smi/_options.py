@@ -121,14 +121,24 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
     if "id" in values and not ids:
         raise _bad()
     loop = _loop(values)
-    common = {"ids": ids, "library": library, "filename": values.get("filename"), "loop_seconds": loop}
+    common = {
+        "ids": ids,
+        "library": library,
+        "filename": values.get("filename"),
+        "loop_seconds": loop,
+    }
 
     if sub == "topo":
         if switches or set(values) - {"id", "library", "filename"} or sub_flags != {"m"}:
             raise _bad()
         return Options(mode="topo", **common)  # type: ignore[arg-type]
     if sub == "nvlink":
-        if switches or set(values) - {"id", "library", "filename"} or len(sub_flags) != 1 or not sub_flags <= {"s", "c"}:
+        if (
+            switches
+            or set(values) - {"id", "library", "filename"}
+            or len(sub_flags) != 1
+            or not sub_flags <= {"s", "c"}
+        ):
             raise _bad()
         return Options(mode="nvlink-status" if "s" in sub_flags else "nvlink-caps", **common)  # type: ignore[arg-type]
 
@@ -147,7 +157,12 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
             raise _bad()
         fmt = values.get("format")
         if fmt is None:
-            raise SmiError('"--format" option is required with "--' + query_keys[0].replace("apps", "compute-apps") + '".', EXIT_INVALID_ARGUMENT)
+            raise SmiError(
+                '"--format" option is required with "--'
+                + query_keys[0].replace("apps", "compute-apps")
+                + '".',
+                EXIT_INVALID_ARGUMENT,
+            )
         header, units = _format(fmt)
         fields = _split_list(values[query_keys[0]])
         if not fields:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from ctypes import byref, c_uint, c_ulong, c_ulonglong
+from functools import partial
 from typing import Any
 
 from ._nvml import (
@@ -135,9 +136,21 @@ REASONS = [
 REASON_COUNTERS = [
     ("clocks_event_reasons_counters_sw_power_cap", "SW Power Capping", FI_PERF_POLICY_POWER),
     ("clocks_event_reasons_counters_sync_boost", "Sync Boost", FI_PERF_POLICY_SYNC_BOOST),
-    ("clocks_event_reasons_counters_sw_therm_slowdown", "SW Thermal Slowdown", FI_CLOCKS_EVENT_SW_THERM),
-    ("clocks_event_reasons_counters_hw_therm_slowdown", "HW Thermal Slowdown", FI_CLOCKS_EVENT_HW_THERM),
-    ("clocks_event_reasons_counters_hw_power_brake", "HW Power Braking", FI_CLOCKS_EVENT_HW_POWER_BRAKE),
+    (
+        "clocks_event_reasons_counters_sw_therm_slowdown",
+        "SW Thermal Slowdown",
+        FI_CLOCKS_EVENT_SW_THERM,
+    ),
+    (
+        "clocks_event_reasons_counters_hw_therm_slowdown",
+        "HW Thermal Slowdown",
+        FI_CLOCKS_EVENT_HW_THERM,
+    ),
+    (
+        "clocks_event_reasons_counters_hw_power_brake",
+        "HW Power Braking",
+        FI_CLOCKS_EVENT_HW_POWER_BRAKE,
+    ),
 ]
 
 
@@ -249,27 +262,43 @@ class GpuReport:
         g, r, d = self.gen, self.r, self.d
         nodes: list[Node] = [
             leaf("product_name", "Product Name", r.get(d.name)),
-            leaf("product_brand", "Product Brand", r.get(d.brand, lambda v: BRANDS.get(v, "Unknown"))),
+            leaf(
+                "product_brand", "Product Brand", r.get(d.brand, lambda v: BRANDS.get(v, "Unknown"))
+            ),
             leaf(
                 "product_architecture",
                 "Product Architecture",
-                NA if isinstance(self._arch, NvmlError) else ARCHITECTURES.get(self._arch, "Unknown"),
+                NA
+                if isinstance(self._arch, NvmlError)
+                else ARCHITECTURES.get(self._arch, "Unknown"),
             ),
         ]
         if g.v13:
             nodes.append(leaf("display_mode", "Display Mode", DEPRECATED))
-            nodes.append(leaf("display_attached", "Display Attached", r.get(d.display_mode, yes_no)))
+            nodes.append(
+                leaf("display_attached", "Display Attached", r.get(d.display_mode, yes_no))
+            )
         else:
             nodes.append(leaf("display_mode", "Display Mode", r.get(d.display_mode, enabled)))
         nodes += [
             leaf("display_active", "Display Active", r.get(d.display_active, enabled)),
             leaf("persistence_mode", "Persistence Mode", r.get(d.persistence_mode, enabled)),
-            leaf("addressing_mode", "Addressing Mode", r.get(d.addressing_mode, lambda v: ADDRESSING.get(v, NA))),
+            leaf(
+                "addressing_mode",
+                "Addressing Mode",
+                r.get(d.addressing_mode, lambda v: ADDRESSING.get(v, NA)),
+            ),
             self._pair("mig_mode", "MIG Mode", d.mig_mode, ("current_mig", "pending_mig"), enabled),
             Node("mig_devices", None, raw="None"),
             leaf("accounting_mode", "Accounting Mode", r.get(d.accounting_mode, enabled)),
-            leaf("accounting_mode_buffer_size", "Accounting Mode Buffer Size", r.get(d.accounting_buffer_size)),
-            self._pair("driver_model", "Driver Model", d.driver_model, ("current_dm", "pending_dm"), str),
+            leaf(
+                "accounting_mode_buffer_size",
+                "Accounting Mode Buffer Size",
+                r.get(d.accounting_buffer_size),
+            ),
+            self._pair(
+                "driver_model", "Driver Model", d.driver_model, ("current_dm", "pending_dm"), str
+            ),
             leaf("serial", "Serial Number", r.get(d.serial)),
             leaf("uuid", "GPU UUID", r.get(d.uuid)),
         ]
@@ -291,18 +320,36 @@ class GpuReport:
                     leaf("img_version", "Image Version", r.get(d.inforom_image_version)),
                     leaf("oem_object", "OEM Object", r.get(lambda: d.inforom_version(INFOROM_OEM))),
                     leaf("ecc_object", "ECC Object", r.get(lambda: d.inforom_version(INFOROM_ECC))),
-                    leaf("pwr_object", "Power Management Object", r.get(lambda: d.inforom_version(INFOROM_POWER))),
+                    leaf(
+                        "pwr_object",
+                        "Power Management Object",
+                        r.get(lambda: d.inforom_version(INFOROM_POWER)),
+                    ),
                 ],
             ),
             self._bbx(),
-            self._pair("gpu_operation_mode", "GPU Operation Mode", d.gpu_operation_mode, ("current_gom", "pending_gom"), lambda v: GOM.get(v, NA)),
+            self._pair(
+                "gpu_operation_mode",
+                "GPU Operation Mode",
+                d.gpu_operation_mode,
+                ("current_gom", "pending_gom"),
+                lambda v: GOM.get(v, NA),
+            ),
             leaf("c2c_mode", "GPU C2C Mode", r.get(d.c2c_mode, enabled)),
             group(
                 "gpu_virtualization_mode",
                 "GPU Virtualization Mode",
                 [
-                    leaf("virtualization_mode", "Virtualization Mode", r.get(d.virtualization_mode, lambda v: VIRTUALIZATION.get(v, NA))),
-                    leaf("host_vgpu_mode", "Host VGPU Mode", r.get(d.host_vgpu_mode, lambda v: "SR-IOV" if v else "Non SR-IOV")),
+                    leaf(
+                        "virtualization_mode",
+                        "Virtualization Mode",
+                        r.get(d.virtualization_mode, lambda v: VIRTUALIZATION.get(v, NA)),
+                    ),
+                    leaf(
+                        "host_vgpu_mode",
+                        "Host VGPU Mode",
+                        r.get(d.host_vgpu_mode, lambda v: "SR-IOV" if v else "Non SR-IOV"),
+                    ),
                     leaf("vgpu_heterogeneous_mode", "vGPU Heterogeneous Mode", NA),
                 ],
             ),
@@ -314,7 +361,9 @@ class GpuReport:
                     "GPU Reset Status",
                     [
                         leaf("reset_required", "Reset Required", DEPRECATED),
-                        leaf("drain_and_reset_recommended", "Drain and Reset Recommended", DEPRECATED),
+                        leaf(
+                            "drain_and_reset_recommended", "Drain and Reset Recommended", DEPRECATED
+                        ),
                     ],
                 )
             )
@@ -322,7 +371,10 @@ class GpuReport:
             leaf(
                 "gpu_recovery_action",
                 "GPU Recovery Action",
-                r.get(lambda: d.field_value(FI_GPU_RECOVERY_ACTION), lambda v: RECOVERY.get(int(v), NA)),
+                r.get(
+                    lambda: d.field_value(FI_GPU_RECOVERY_ACTION),
+                    lambda v: RECOVERY.get(int(v), NA),
+                ),
             ),
             leaf("gsp_firmware_version", "GSP Firmware Version", r.get(d.gsp_firmware_version)),
             group("ibmnpu", "IBMNPU", [leaf("relaxed_ordering_mode", "Relaxed Ordering Mode", NA)]),
@@ -336,11 +388,21 @@ class GpuReport:
         nodes += [
             leaf("sparse_operation_mode", "Sparse Operation Mode", NA),
             *self._memory(),
-            leaf("compute_mode", "Compute Mode", r.get(d.compute_mode, lambda v: COMPUTE_MODES.get(v, NA))),
+            leaf(
+                "compute_mode",
+                "Compute Mode",
+                r.get(d.compute_mode, lambda v: COMPUTE_MODES.get(v, NA)),
+            ),
             self._utilization(),
             self._stats("encoder_stats", "Encoder Stats", d.encoder_stats),
             self._stats("fbc_stats", "FBC Stats", d.fbc_stats),
-            self._pair("dram_encryption_mode", "DRAM Encryption Mode", d.dram_encryption_mode, ("current_dram_encryption", "pending_dram_encryption"), enabled),
+            self._pair(
+                "dram_encryption_mode",
+                "DRAM Encryption Mode",
+                d.dram_encryption_mode,
+                ("current_dram_encryption", "pending_dram_encryption"),
+                enabled,
+            ),
             self._pair("ecc_mode", "ECC Mode", d.ecc_mode, ("current_ecc", "pending_ecc"), enabled),
             self._ecc_errors(),
             self._retired_pages(),
@@ -406,14 +468,20 @@ class GpuReport:
         try:
             self.d.nvml.call("nvmlDeviceGetLastBBXFlushTime", self.d.handle, byref(ts), byref(dur))
             secs = ts.value / 1_000_000
-            stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(secs)) + f".{int(ts.value / 1000) % 1000:03d}"
+            stamp = (
+                time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(secs))
+                + f".{int(ts.value / 1000) % 1000:03d}"
+            )
             stamp_s, dur_s = stamp, f"{dur.value} us"
         except NvmlError as exc:
             stamp_s = dur_s = self.r.err(exc)
         return group(
             "inforom_bbx_flush",
             "Inforom BBX Object Flush",
-            [leaf("latest_timestamp", "Latest Timestamp", stamp_s), leaf("latest_duration", "Latest Duration", dur_s)],
+            [
+                leaf("latest_timestamp", "Latest Timestamp", stamp_s),
+                leaf("latest_duration", "Latest Duration", dur_s),
+            ],
         )
 
     def _pci_node(self) -> Node:
@@ -434,7 +502,10 @@ class GpuReport:
         else:
             base, subc = f"{ext.baseClass:X}", f"{ext.subClass:X}"
             base_t, subc_t = f"0x{base}", f"0x{subc}"
-        x16 = lambda v: f"{v}x"  # noqa: E731
+
+        def x16(v: int) -> str:
+            return f"{v}x"
+
         return group(
             "pci",
             "PCI",
@@ -456,9 +527,21 @@ class GpuReport:
                             "PCIe Generation",
                             [
                                 leaf("max_link_gen", "Max", r.get(d.max_pcie_link_generation)),
-                                leaf("current_link_gen", "Current", r.get(d.curr_pcie_link_generation)),
-                                leaf("device_current_link_gen", "Device Current", r.get(d.curr_pcie_link_generation)),
-                                leaf("max_device_link_gen", "Device Max", r.get(d.gpu_max_pcie_link_generation)),
+                                leaf(
+                                    "current_link_gen",
+                                    "Current",
+                                    r.get(d.curr_pcie_link_generation),
+                                ),
+                                leaf(
+                                    "device_current_link_gen",
+                                    "Device Current",
+                                    r.get(d.curr_pcie_link_generation),
+                                ),
+                                leaf(
+                                    "max_device_link_gen",
+                                    "Device Max",
+                                    r.get(d.gpu_max_pcie_link_generation),
+                                ),
                                 leaf("max_host_link_gen", "Host Max", NA),
                             ],
                         ),
@@ -467,7 +550,11 @@ class GpuReport:
                             "Link Width",
                             [
                                 leaf("max_link_width", "Max", r.get(d.max_pcie_link_width, x16)),
-                                leaf("current_link_width", "Current", r.get(d.curr_pcie_link_width, x16)),
+                                leaf(
+                                    "current_link_width",
+                                    "Current",
+                                    r.get(d.curr_pcie_link_width, x16),
+                                ),
                             ],
                         ),
                     ],
@@ -483,8 +570,16 @@ class GpuReport:
                     "Replay Number Rollovers",
                     r.get(lambda: d.field_value(FI_PCIE_REPLAY_ROLLOVER), lambda v: str(int(v))),
                 ),
-                leaf("tx_util", "Tx Throughput", r.get(lambda: d.pcie_throughput(PCIE_UTIL_TX), lambda v: f"{v} KB/s")),
-                leaf("rx_util", "Rx Throughput", r.get(lambda: d.pcie_throughput(PCIE_UTIL_RX), lambda v: f"{v} KB/s")),
+                leaf(
+                    "tx_util",
+                    "Tx Throughput",
+                    r.get(lambda: d.pcie_throughput(PCIE_UTIL_TX), lambda v: f"{v} KB/s"),
+                ),
+                leaf(
+                    "rx_util",
+                    "Rx Throughput",
+                    r.get(lambda: d.pcie_throughput(PCIE_UTIL_RX), lambda v: f"{v} KB/s"),
+                ),
                 leaf("atomic_caps_outbound", "Atomic Caps Outbound", NA),
                 leaf("atomic_caps_inbound", "Atomic Caps Inbound", NA),
             ],
@@ -504,7 +599,7 @@ class GpuReport:
     def _reason_counters(self) -> Node:
         children = []
         for tag, label, fid in REASON_COUNTERS:
-            value = self.r.get(lambda f=fid: self.d.field_value(f), lambda v: f"{int(v) // 1000} us")
+            value = self.r.get(partial(self.d.field_value, fid), lambda v: f"{int(v) // 1000} us")
             children.append(leaf(tag, label, value))
         return group("clocks_event_reasons_counters", "Clocks Event Reasons Counters", children)
 
@@ -514,7 +609,12 @@ class GpuReport:
         if isinstance(mem, NvmlError):
             total = reserved = used = free = r.err(mem)
         else:
-            total, reserved, used, free = mib(mem.total), mib(mem.reserved), mib(mem.used), mib(mem.free)
+            total, reserved, used, free = (
+                mib(mem.total),
+                mib(mem.reserved),
+                mib(mem.used),
+                mib(mem.free),
+            )
         bar1 = r.raw(d.bar1_memory_info)
         if isinstance(bar1, NvmlError):
             b_total = b_used = b_free = r.err(bar1)
@@ -526,7 +626,10 @@ class GpuReport:
         else:
             protected = int(cc.protectedMemSizeKib) * 1024
             c_total, c_used, c_free = mib(protected), "0 MiB", mib(protected)
-        three = lambda t, u, f: [leaf("total", "Total", t), leaf("used", "Used", u), leaf("free", "Free", f)]  # noqa: E731
+
+        def three(t: str, u: str, f: str) -> list[Node]:
+            return [leaf("total", "Total", t), leaf("used", "Used", u), leaf("free", "Free", f)]
+
         return [
             group(
                 "fb_memory_usage",
@@ -539,7 +642,11 @@ class GpuReport:
                 ],
             ),
             group("bar1_memory_usage", "BAR1 Memory Usage", three(b_total, b_used, b_free)),
-            group("cc_protected_memory_usage", "Conf Compute Protected Memory Usage", three(c_total, c_used, c_free)),
+            group(
+                "cc_protected_memory_usage",
+                "Conf Compute Protected Memory Usage",
+                three(c_total, c_used, c_free),
+            ),
         ]
 
     def _utilization(self) -> Node:
@@ -568,10 +675,7 @@ class GpuReport:
 
     def _stats(self, tag: str, label: str, fn: Callable[[], tuple[int, int, int]]) -> Node:
         got = self.r.raw(fn)
-        if isinstance(got, NvmlError):
-            vals = [self.r.err(got)] * 3
-        else:
-            vals = [str(x) for x in got]
+        vals = [self.r.err(got)] * 3 if isinstance(got, NvmlError) else [str(x) for x in got]
         return group(
             tag,
             label,
@@ -604,18 +708,43 @@ class GpuReport:
                     return r.err(sram)
                 return str(getattr(sram, attr))
 
-            for tag, label, kind in (("volatile", "Volatile", ECC_VOLATILE), ("aggregate", "Aggregate", ECC_AGGREGATE)):
+            for tag, label, kind in (
+                ("volatile", "Volatile", ECC_VOLATILE),
+                ("aggregate", "Aggregate", ECC_AGGREGATE),
+            ):
                 prefix = "volatile" if kind == ECC_VOLATILE else "aggregate"
                 rows = [
                     leaf("sram_correctable", "SRAM Correctable", s(f"{prefix}Cor")),
-                    leaf("sram_uncorrectable_parity", "SRAM Uncorrectable Parity", s(f"{prefix}UncParity")),
-                    leaf("sram_uncorrectable_secded", "SRAM Uncorrectable SEC-DED", s(f"{prefix}UncSecDed")),
-                    leaf("dram_correctable", "DRAM Correctable", counter(ECC_CORRECTED, kind, MEM_LOC_DRAM)),
-                    leaf("dram_uncorrectable", "DRAM Uncorrectable", counter(ECC_UNCORRECTED, kind, MEM_LOC_DRAM)),
+                    leaf(
+                        "sram_uncorrectable_parity",
+                        "SRAM Uncorrectable Parity",
+                        s(f"{prefix}UncParity"),
+                    ),
+                    leaf(
+                        "sram_uncorrectable_secded",
+                        "SRAM Uncorrectable SEC-DED",
+                        s(f"{prefix}UncSecDed"),
+                    ),
+                    leaf(
+                        "dram_correctable",
+                        "DRAM Correctable",
+                        counter(ECC_CORRECTED, kind, MEM_LOC_DRAM),
+                    ),
+                    leaf(
+                        "dram_uncorrectable",
+                        "DRAM Uncorrectable",
+                        counter(ECC_UNCORRECTED, kind, MEM_LOC_DRAM),
+                    ),
                 ]
                 if kind == ECC_AGGREGATE:
                     thr = s("bThresholdExceeded")
-                    rows.append(leaf("sram_threshold_exceeded", "SRAM Threshold Exceeded", yes_no(int(thr)) if thr.isdigit() else thr))
+                    rows.append(
+                        leaf(
+                            "sram_threshold_exceeded",
+                            "SRAM Threshold Exceeded",
+                            yes_no(int(thr)) if thr.isdigit() else thr,
+                        )
+                    )
                 children.append(group(tag, label, rows))
             children.append(
                 group(
@@ -624,7 +753,11 @@ class GpuReport:
                     [
                         leaf("sram_l2", "SRAM L2", s("aggregateUncBucketL2")),
                         leaf("sram_sm", "SRAM SM", s("aggregateUncBucketSm")),
-                        leaf("sram_microcontroller", "SRAM Microcontroller", s("aggregateUncBucketMcu")),
+                        leaf(
+                            "sram_microcontroller",
+                            "SRAM Microcontroller",
+                            s("aggregateUncBucketMcu"),
+                        ),
                         leaf("sram_pcie", "SRAM PCIE", s("aggregateUncBucketPcie")),
                         leaf("sram_other", "SRAM Other", s("aggregateUncBucketOther")),
                     ],
@@ -639,18 +772,43 @@ class GpuReport:
                 children.append(leaf("channel_repair_pending", "Channel Repair Pending", ch))
                 children.append(leaf("tpc_repair_pending", "TPC Repair Pending", tpc))
             if self.gen.late580:
-                children.append(leaf("unrepairable_memory", "Unrepairable Memory", r.get(d.unrepairable_memory, yes_no)))
+                children.append(
+                    leaf(
+                        "unrepairable_memory",
+                        "Unrepairable Memory",
+                        r.get(d.unrepairable_memory, yes_no),
+                    )
+                )
         else:
-            for tag, label, kind in (("volatile", "Volatile", ECC_VOLATILE), ("aggregate", "Aggregate", ECC_AGGREGATE)):
+            for tag, label, kind in (
+                ("volatile", "Volatile", ECC_VOLATILE),
+                ("aggregate", "Aggregate", ECC_AGGREGATE),
+            ):
                 children.append(
                     group(
                         tag,
                         label,
                         [
-                            leaf("sram_correctable", "SRAM Correctable", counter(ECC_CORRECTED, kind, MEM_LOC_SRAM)),
-                            leaf("sram_uncorrectable", "SRAM Uncorrectable", counter(ECC_UNCORRECTED, kind, MEM_LOC_SRAM)),
-                            leaf("dram_correctable", "DRAM Correctable", counter(ECC_CORRECTED, kind, MEM_LOC_DRAM)),
-                            leaf("dram_uncorrectable", "DRAM Uncorrectable", counter(ECC_UNCORRECTED, kind, MEM_LOC_DRAM)),
+                            leaf(
+                                "sram_correctable",
+                                "SRAM Correctable",
+                                counter(ECC_CORRECTED, kind, MEM_LOC_SRAM),
+                            ),
+                            leaf(
+                                "sram_uncorrectable",
+                                "SRAM Uncorrectable",
+                                counter(ECC_UNCORRECTED, kind, MEM_LOC_SRAM),
+                            ),
+                            leaf(
+                                "dram_correctable",
+                                "DRAM Correctable",
+                                counter(ECC_CORRECTED, kind, MEM_LOC_DRAM),
+                            ),
+                            leaf(
+                                "dram_uncorrectable",
+                                "DRAM Uncorrectable",
+                                counter(ECC_UNCORRECTED, kind, MEM_LOC_DRAM),
+                            ),
                         ],
                     )
                 )
@@ -667,14 +825,18 @@ class GpuReport:
             else:
                 count = str(got)
                 pagelist = Node("retired_pagelist", None, children=[])
-            return Node(tag, label, children=[leaf("retired_count", None, count), pagelist], text=count)
+            return Node(
+                tag, label, children=[leaf("retired_count", None, count), pagelist], text=count
+            )
 
         pending = r.get(d.retired_pages_pending, yes_no)
         return group(
             "retired_pages",
             "Retired Pages",
             [
-                block("multiple_single_bit_retirement", "Single Bit ECC", PAGE_RETIREMENT_MULTIPLE_SBE),
+                block(
+                    "multiple_single_bit_retirement", "Single Bit ECC", PAGE_RETIREMENT_MULTIPLE_SBE
+                ),
                 block("double_bit_retirement", "Double Bit ECC", PAGE_RETIREMENT_DBE),
                 leaf("pending_blacklist", "Pending Page Blacklist", pending),
                 leaf("pending_retirement", None, pending),
@@ -688,20 +850,38 @@ class GpuReport:
             return leaf("remapped_rows", "Remapped Rows", r.err(rows))
         corr, unc, pending, failure = rows
         children = [leaf("remapped_row_corr", "Correctable Error", str(corr))]
-        inactive = r.raw(d.remapped_rows_v2) if self.gen.late580 else None
+        inactive = r.raw(d.remapped_rows_v2)
         if self.gen.late580:
-            c_in = r.err(inactive) if isinstance(inactive, NvmlError) else str(inactive.corrInactiveRemaps)
-            children.append(leaf("remapped_row_corr_inactive", "Correctable Error (Inactive)", c_in))
+            c_in = (
+                r.err(inactive)
+                if isinstance(inactive, NvmlError)
+                else str(inactive.corrInactiveRemaps)
+            )
+            children.append(
+                leaf("remapped_row_corr_inactive", "Correctable Error (Inactive)", c_in)
+            )
         children.append(leaf("remapped_row_unc", "Uncorrectable Error", str(unc)))
         if self.gen.late580:
-            u_in = r.err(inactive) if isinstance(inactive, NvmlError) else str(inactive.uncInactiveRemaps)
-            children.append(leaf("remapped_row_unc_inactive", "Uncorrectable Error (Inactive)", u_in))
+            u_in = (
+                r.err(inactive)
+                if isinstance(inactive, NvmlError)
+                else str(inactive.uncInactiveRemaps)
+            )
+            children.append(
+                leaf("remapped_row_unc_inactive", "Uncorrectable Error (Inactive)", u_in)
+            )
         children += [
             leaf("remapped_row_pending", "Pending", yes_no(pending)),
             leaf("remapped_row_failure", "Remapping Failure Occurred", yes_no(failure)),
         ]
         hist = r.raw(d.row_remapper_histogram)
-        names = (("max", "Max"), ("high", "High"), ("partial", "Partial"), ("low", "Low"), ("none", "None"))
+        names = (
+            ("max", "Max"),
+            ("high", "High"),
+            ("partial", "Partial"),
+            ("low", "Low"),
+            ("none", "None"),
+        )
         hist_nodes = [
             leaf(
                 f"row_remapper_histogram_{key}",
@@ -710,7 +890,9 @@ class GpuReport:
             )
             for key, label in names
         ]
-        children.append(group("row_remapper_histogram", "Bank Remap Availability Histogram", hist_nodes))
+        children.append(
+            group("row_remapper_histogram", "Bank Remap Availability Histogram", hist_nodes)
+        )
         return group("remapped_rows", "Remapped Rows", children)
 
     def _temperature(self) -> Node:
@@ -722,8 +904,16 @@ class GpuReport:
             "GPU T.Limit Temp",
             r.err(margin) if isinstance(margin, NvmlError) else celsius(margin),
         )
-        target = leaf("gpu_target_temperature", "GPU Target Temperature", r.get(lambda: d.temperature_threshold(5), celsius))
-        mem_temp = leaf("memory_temp", "Memory Current Temp", r.get(lambda: d.field_value(FI_MEMORY_TEMP), lambda v: celsius(int(v))))
+        target = leaf(
+            "gpu_target_temperature",
+            "GPU Target Temperature",
+            r.get(lambda: d.temperature_threshold(5), celsius),
+        )
+        mem_temp = leaf(
+            "memory_temp",
+            "Memory Current Temp",
+            r.get(lambda: d.field_value(FI_MEMORY_TEMP), lambda v: celsius(int(v))),
+        )
         # Boards that report a T.Limit margin get thresholds relative to it, under other names.
         if g.v13 and not isinstance(margin, NvmlError):
             gpu_max = r.raw(lambda: d.temperature_threshold(TEMP_THRESHOLD_GPU_MAX))
@@ -742,12 +932,28 @@ class GpuReport:
                 [
                     current,
                     tlimit,
-                    leaf("gpu_temp_max_tlimit_threshold", "GPU Shutdown T.Limit Temp", rel(TEMP_THRESHOLD_SHUTDOWN)),
-                    leaf("gpu_temp_slow_tlimit_threshold", "GPU Slowdown T.Limit Temp", rel(TEMP_THRESHOLD_SLOWDOWN)),
-                    leaf("gpu_temp_max_gpu_tlimit_threshold", "GPU Max Operating T.Limit Temp", rel(TEMP_THRESHOLD_GPU_MAX)),
+                    leaf(
+                        "gpu_temp_max_tlimit_threshold",
+                        "GPU Shutdown T.Limit Temp",
+                        rel(TEMP_THRESHOLD_SHUTDOWN),
+                    ),
+                    leaf(
+                        "gpu_temp_slow_tlimit_threshold",
+                        "GPU Slowdown T.Limit Temp",
+                        rel(TEMP_THRESHOLD_SLOWDOWN),
+                    ),
+                    leaf(
+                        "gpu_temp_max_gpu_tlimit_threshold",
+                        "GPU Max Operating T.Limit Temp",
+                        rel(TEMP_THRESHOLD_GPU_MAX),
+                    ),
                     target,
                     mem_temp,
-                    leaf("gpu_temp_max_mem_tlimit_threshold", "Memory Max Operating T.Limit Temp", mem_rel),
+                    leaf(
+                        "gpu_temp_max_mem_tlimit_threshold",
+                        "Memory Max Operating T.Limit Temp",
+                        mem_rel,
+                    ),
                 ],
             )
 
@@ -760,12 +966,26 @@ class GpuReport:
             [
                 current,
                 tlimit,
-                leaf("gpu_temp_max_threshold", "GPU Shutdown Temp", absolute(TEMP_THRESHOLD_SHUTDOWN)),
-                leaf("gpu_temp_slow_threshold", "GPU Slowdown Temp", absolute(TEMP_THRESHOLD_SLOWDOWN)),
-                leaf("gpu_temp_max_gpu_threshold", "GPU Max Operating Temp", absolute(TEMP_THRESHOLD_GPU_MAX)),
+                leaf(
+                    "gpu_temp_max_threshold", "GPU Shutdown Temp", absolute(TEMP_THRESHOLD_SHUTDOWN)
+                ),
+                leaf(
+                    "gpu_temp_slow_threshold",
+                    "GPU Slowdown Temp",
+                    absolute(TEMP_THRESHOLD_SLOWDOWN),
+                ),
+                leaf(
+                    "gpu_temp_max_gpu_threshold",
+                    "GPU Max Operating Temp",
+                    absolute(TEMP_THRESHOLD_GPU_MAX),
+                ),
                 target,
                 mem_temp,
-                leaf("gpu_temp_max_mem_threshold", "Memory Max Operating Temp", absolute(TEMP_THRESHOLD_MEM_MAX)),
+                leaf(
+                    "gpu_temp_max_mem_threshold",
+                    "Memory Max Operating Temp",
+                    absolute(TEMP_THRESHOLD_MEM_MAX),
+                ),
             ],
         )
 
@@ -775,8 +995,16 @@ class GpuReport:
             "supported_gpu_target_temp",
             "Supported GPU Target Temp",
             [
-                leaf("gpu_target_temp_min", "GPU Target Temp Min", r.get(lambda: d.temperature_threshold(4), celsius)),
-                leaf("gpu_target_temp_max", "GPU Target Temp Max", r.get(lambda: d.temperature_threshold(6), celsius)),
+                leaf(
+                    "gpu_target_temp_min",
+                    "GPU Target Temp Min",
+                    r.get(lambda: d.temperature_threshold(4), celsius),
+                ),
+                leaf(
+                    "gpu_target_temp_max",
+                    "GPU Target Temp Max",
+                    r.get(lambda: d.temperature_threshold(6), celsius),
+                ),
             ],
         )
         node.text_only_with = "SUPPORTED_GPU_TARGET_TEMP"
@@ -786,19 +1014,37 @@ class GpuReport:
         r, d = self.r, self.d
         state = r.get(d.performance_state, pstate)
         instant = r.raw(lambda: d.field_value(FI_POWER_INSTANT))
-        instant_s = watts(instant) if not isinstance(instant, NvmlError) else r.get(d.power_usage, watts)
+        instant_s = (
+            watts(instant) if not isinstance(instant, NvmlError) else r.get(d.power_usage, watts)
+        )
         limits = r.raw(d.power_limit_constraints)
-        lo, hi = (r.err(limits),) * 2 if isinstance(limits, NvmlError) else (watts(limits[0]), watts(limits[1]))
+        lo, hi = (
+            (r.err(limits),) * 2
+            if isinstance(limits, NvmlError)
+            else (watts(limits[0]), watts(limits[1]))
+        )
         gpu = group(
             "gpu_power_readings",
             "GPU Power Readings",
             [
                 leaf("power_state", None, state),
-                leaf("average_power_draw", "Average Power Draw", r.get(lambda: d.field_value(FI_POWER_AVERAGE), watts)),
+                leaf(
+                    "average_power_draw",
+                    "Average Power Draw",
+                    r.get(lambda: d.field_value(FI_POWER_AVERAGE), watts),
+                ),
                 leaf("instant_power_draw", "Instantaneous Power Draw", instant_s),
-                leaf("current_power_limit", "Current Power Limit", r.get(d.enforced_power_limit, watts)),
+                leaf(
+                    "current_power_limit",
+                    "Current Power Limit",
+                    r.get(d.enforced_power_limit, watts),
+                ),
                 leaf("requested_power_limit", "Requested Power Limit", r.get(d.power_limit, watts)),
-                leaf("default_power_limit", "Default Power Limit", r.get(d.default_power_limit, watts)),
+                leaf(
+                    "default_power_limit",
+                    "Default Power Limit",
+                    r.get(d.default_power_limit, watts),
+                ),
                 leaf("min_power_limit", "Min Power Limit", lo),
                 leaf("max_power_limit", "Max Power Limit", hi),
             ],
@@ -806,7 +1052,10 @@ class GpuReport:
         memory = group(
             "gpu_memory_power_readings",
             "GPU Memory Power Readings ",
-            [leaf("average_power_draw", "Average Power Draw", NA), leaf("instant_power_draw", "Instantaneous Power Draw", NA)],
+            [
+                leaf("average_power_draw", "Average Power Draw", NA),
+                leaf("instant_power_draw", "Instantaneous Power Draw", NA),
+            ],
         )
         module = group(
             "module_power_readings",
@@ -864,23 +1113,43 @@ class GpuReport:
             ]
 
         boost = r.raw(d.auto_boosted_clocks)
-        on_off = lambda v: "On" if v else "Off"  # noqa: E731
-        ab, abd = (r.err(boost),) * 2 if isinstance(boost, NvmlError) else (on_off(boost[0]), on_off(boost[1]))
+
+        def on_off(v: int) -> str:
+            return "On" if v else "Off"
+
+        ab, abd = (
+            (r.err(boost),) * 2
+            if isinstance(boost, NvmlError)
+            else (on_off(boost[0]), on_off(boost[1]))
+        )
         nodes = [
             group("clocks", "Clocks", four(d.clock_info)),
             group("applications_clocks", "Applications Clocks", two(d.applications_clock)),
-            group("default_applications_clocks", "Default Applications Clocks", two(d.default_applications_clock)),
+            group(
+                "default_applications_clocks",
+                "Default Applications Clocks",
+                two(d.default_applications_clock),
+            ),
             group("deferred_clocks", "Deferred Clocks", [leaf("mem_clock", "Memory", NA)]),
             group("max_clocks", "Max Clocks", four(d.max_clock_info)),
             group(
                 "max_customer_boost_clocks",
                 "Max Customer Boost Clocks",
-                [leaf("graphics_clock", "Graphics", r.get(lambda: d.max_customer_boost_clock(CLOCK_GRAPHICS), mhz))],
+                [
+                    leaf(
+                        "graphics_clock",
+                        "Graphics",
+                        r.get(lambda: d.max_customer_boost_clock(CLOCK_GRAPHICS), mhz),
+                    )
+                ],
             ),
             group(
                 "clock_policy",
                 "Clock Policy",
-                [leaf("auto_boost", "Auto Boost", ab), leaf("auto_boost_default", "Auto Boost Default", abd)],
+                [
+                    leaf("auto_boost", "Auto Boost", ab),
+                    leaf("auto_boost_default", "Auto Boost Default", abd),
+                ],
             ),
         ]
         if not self.gen.v13:
@@ -937,17 +1206,25 @@ class GpuReport:
         r, d = self.r, self.d
         mems = r.raw(d.supported_memory_clocks)
         if isinstance(mems, NvmlError) or not mems:
-            node = leaf("supported_clocks", "Supported Clocks", r.err(mems) if isinstance(mems, NvmlError) else NA)
+            node = leaf(
+                "supported_clocks",
+                "Supported Clocks",
+                r.err(mems) if isinstance(mems, NvmlError) else NA,
+            )
         else:
             blocks = []
             for mem in mems:
-                gfx = r.raw(lambda m=mem: d.supported_graphics_clocks(m))
+                gfx = r.raw(partial(d.supported_graphics_clocks, mem))
                 kids = [leaf("value", None, mhz(mem))]
                 if isinstance(gfx, NvmlError):
                     kids.append(leaf("supported_graphics_clock", "Graphics", r.err(gfx), indent=4))
                 else:
-                    kids += [leaf("supported_graphics_clock", "Graphics", mhz(g), indent=4) for g in gfx]
-                blocks.append(Node("supported_mem_clock", "Memory", value=None, children=kids, text=mhz(mem)))
+                    kids += [
+                        leaf("supported_graphics_clock", "Graphics", mhz(g), indent=4) for g in gfx
+                    ]
+                blocks.append(
+                    Node("supported_mem_clock", "Memory", value=None, children=kids, text=mhz(mem))
+                )
             node = group("supported_clocks", "Supported Clocks", blocks)
         node.text_only_with = "SUPPORTED_CLOCKS"
         return node
@@ -1039,7 +1316,9 @@ class ProcessRow:
 
     __slots__ = ("ci", "gi", "kind", "memory", "name", "pid", "used_mib")
 
-    def __init__(self, pid: int, kind: str, name: str, used: int | None, gi: str, ci: str) -> None:
+    def __init__(
+        self, pid: int, kind: str, name: str, *, used: int | None, gi: str, ci: str
+    ) -> None:
         self.pid = pid
         self.kind = kind
         self.name = name
@@ -1071,7 +1350,7 @@ def process_rows(device: Device) -> list[ProcessRow] | str:
             used = None if info.usedGpuMemory in (0xFFFFFFFFFFFFFFFF,) else int(info.usedGpuMemory)
             gi = NA if info.gpuInstanceId == 0xFFFFFFFF else str(info.gpuInstanceId)
             ci = NA if info.computeInstanceId == 0xFFFFFFFF else str(info.computeInstanceId)
-            found[pid] = ProcessRow(pid, letter, name, used, gi, ci)
+            found[pid] = ProcessRow(pid, letter, name, used=used, gi=gi, ci=ci)
     if not found and len(errors) == 2:
         first = errors[0]
         return NA if first.code == ERROR_NOT_SUPPORTED else first.text

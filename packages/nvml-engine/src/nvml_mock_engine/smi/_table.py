@@ -8,18 +8,31 @@ Column widths match the real tool so that screen-scraping parsers keep working.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ._nvml import ECC_UNCORRECTED, ECC_VOLATILE, ERROR_NOT_SUPPORTED, Device, Nvml, NvmlError
 from ._report import COMPUTE_MODES, ProcessRow, cuda_version, process_rows
 
+T = TypeVar("T")
 WIDE = "+" + "-" * 89 + "+"
 SPLIT = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
 DOUBLE = "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|"
 
 
-def _try(fn: object, *args: object) -> object:
+def row(left: str, middle: str, right: str) -> str:
+    """One line of the GPU box: cells of 41, 24 and 22 columns, each ending in a space."""
+    return f"|{left:<40} |{middle:<23} |{right:<21} |"
+
+
+def wide_row(text: str) -> str:
+    """One line of a full-width box (89 columns inside)."""
+    return f"|{text:<88} |"
+
+
+def _try(fn: Callable[..., T], *args: object) -> T | NvmlError:
     try:
-        return fn(*args)  # type: ignore[operator]
+        return fn(*args)
     except NvmlError as exc:
         return exc
 
@@ -33,22 +46,30 @@ def header(nvml: Nvml) -> list[str]:
         WIDE,
         f"| NVIDIA-SMI {driver:<23}Driver Version: {driver:<15}CUDA Version: {cuda_s:<9}|",
         SPLIT,
-        "| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |",
-        "| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |",
-        "|                                         |                        |               MIG M. |",
+        row(
+            " GPU  Name                 Persistence-M",
+            " Bus-Id          Disp.A",
+            " Volatile Uncorr. ECC",
+        ),
+        row(
+            " Fan  Temp   Perf          Pwr:Usage/Cap",
+            "           Memory-Usage",
+            " GPU-Util  Compute M.",
+        ),
+        row("", "", "               MIG M."),
         DOUBLE,
     ]
 
 
-def _value(fn: object) -> object:
+def _value(fn: Callable[[], T]) -> T | str:
     got = _try(fn)
     return "N/A" if isinstance(got, NvmlError) else got
 
 
-def _text(got: object, fmt: object = str) -> str:
+def _text(got: object, fmt: Callable[[Any], object] = str) -> str:
     if isinstance(got, NvmlError):
         return "N/A" if got.code == ERROR_NOT_SUPPORTED else "ERR!"
-    return str(fmt(got))  # type: ignore[operator]
+    return str(fmt(got))
 
 
 def gpu_block(device: Device) -> list[str]:
@@ -83,9 +104,17 @@ def gpu_block(device: Device) -> list[str]:
     mig = _try(device.mig_mode)
     mig_s = _text(mig) if isinstance(mig, NvmlError) else ("Enabled" if mig[0] else "Disabled")
     return [
-        f"| {device.index:>3}  {name:<29}{persistence:>4}  |   {bus_id:<16}{disp:>4} | {ecc_s:>20} |",
-        f"| {fan:>3}{temp:>6}{perf:>6}{usage:>16} / {cap:>5} | {used:>10} / {total:>9} | {util_s:>7}{compute:>13} |",
-        f"|{'':41}|{'':24}| {mig_s:>20} |",
+        row(
+            f" {device.index:>3}  {name:<29}{persistence:>4}",
+            f"   {bus_id:<16}{disp:>4}",
+            f" {ecc_s:>20}",
+        ),
+        row(
+            f" {fan:>3}{temp:>6}{perf:>6}{usage:>16} / {cap:>5}",
+            f" {used:>10} / {total:>9}",
+            f" {util_s:>7}{compute:>13}",
+        ),
+        row("", "", f" {mig_s:>20}"),
         SPLIT,
     ]
 
@@ -93,17 +122,23 @@ def gpu_block(device: Device) -> list[str]:
 def process_table(rows: list[tuple[int, ProcessRow]]) -> list[str]:
     out = [
         WIDE,
-        "| Processes:                                                                              |",
-        "|  GPU   GI   CI              PID   Type   Process name                        GPU Memory |",
-        "|        ID   ID                                                               Usage      |",
+        wide_row(" Processes:"),
+        wide_row(
+            "  GPU   GI   CI              PID   Type"
+            "   Process name                        GPU Memory"
+        ),
+        wide_row(
+            "        ID   ID                                                               Usage"
+        ),
         "|" + "=" * 89 + "|",
     ]
     if not rows:
-        out.append(f"|  {'No running processes found':<87}|")
+        out.append(wide_row("  No running processes found"))
     for index, proc in rows:
         name = proc.name if len(proc.name) <= 32 else "..." + proc.name[-29:]
         mem = "N/A" if proc.used_mib is None else f"{proc.used_mib}MiB"
-        out.append(f"|{index:>5}{proc.gi:>6}{proc.ci:>5}{proc.pid:>16}{proc.kind:>7}   {name:<32}{mem:>14} |")
+        ids = f"{index:>5}{proc.gi:>6}{proc.ci:>5}{proc.pid:>16}{proc.kind:>7}"
+        out.append(wide_row(f"{ids}   {name:<32}{mem:>14}"))
     out.append(WIDE)
     return out
 

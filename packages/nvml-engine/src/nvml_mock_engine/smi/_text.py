@@ -42,7 +42,12 @@ def _emit(node: Node, indent: int, out: list[str], shown: frozenset[str], width:
         _emit(child, ind + 4, out, shown, width)
 
 
-def render(header: list[tuple[str, str]], attached: int, gpus: list[tuple[str, list[Node]]], display: frozenset[str]) -> str:
+def render(
+    header: list[tuple[str, str]],
+    attached: int,
+    gpus: list[tuple[str, list[Node]]],
+    display: frozenset[str],
+) -> str:
     """``display`` empty means the full report; otherwise only those categories per GPU."""
     out = ["", "==============NVSMI LOG==============", ""]
     for label, value in header:

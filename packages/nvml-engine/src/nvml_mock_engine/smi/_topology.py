@@ -18,17 +18,24 @@ from ._nvml import (
 
 MAX_LINKS = 18
 TOPOLOGY_NAMES = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-LEGEND = """
-Legend:
-
-  X    = Self
-  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
-  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
-  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
-  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
-  PIX  = Connection traversing at most a single PCIe bridge
-  NV#  = Connection traversing a bonded set of # NVLinks
-"""
+LEGEND = "\n".join(
+    [
+        "",
+        "Legend:",
+        "",
+        "  X    = Self",
+        "  SYS  = Connection traversing PCIe as well as the SMP interconnect"
+        " between NUMA nodes (e.g., QPI/UPI)",
+        "  NODE = Connection traversing PCIe as well as the interconnect"
+        " between PCIe Host Bridges within a NUMA node",
+        "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+        "  PXB  = Connection traversing multiple PCIe bridges"
+        " (without traversing the PCIe Host Bridge)",
+        "  PIX  = Connection traversing at most a single PCIe bridge",
+        "  NV#  = Connection traversing a bonded set of # NVLinks",
+        "",
+    ]
+)
 # GB/s per link by NVLink version, for libraries that do not report the speed field.
 LINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 26.562, 5: 50.0}
 
@@ -74,7 +81,7 @@ def cpu_list(mask_words: list[int]) -> str:
     cpus = [w * 64 + b for w, word in enumerate(mask_words) for b in range(64) if word >> b & 1]
     ranges: list[str] = []
     start = prev = None
-    for cpu in cpus + [None]:  # type: ignore[list-item]
+    for cpu in [*cpus, None]:
         if cpu is not None and prev is not None and cpu == prev + 1:
             prev = cpu
             continue
@@ -161,7 +168,9 @@ def nvlink_status(devices: list[Device]) -> str:
             try:
                 state = d.nvlink_state(link)
             except NvmlError as exc:
-                out.append(f"\t Link {link}: {'N/A' if exc.code == ERROR_NOT_SUPPORTED else exc.text}")
+                out.append(
+                    f"\t Link {link}: {'N/A' if exc.code == ERROR_NOT_SUPPORTED else exc.text}"
+                )
                 continue
             out.append(f"\t Link {link}: {_speed(d, link) if state else '<inactive>'}")
     return "\n".join(out) + "\n"
@@ -187,7 +196,13 @@ def nvlink_capabilities(devices: list[Device]) -> str:
             for cap, label in CAPABILITIES:
                 result = c_uint()
                 try:
-                    d.nvml.call("nvmlDeviceGetNvLinkCapability", d.handle, c_uint(link), c_uint(cap), byref(result))
+                    d.nvml.call(
+                        "nvmlDeviceGetNvLinkCapability",
+                        d.handle,
+                        c_uint(link),
+                        c_uint(cap),
+                        byref(result),
+                    )
                     value = "true" if result.value else "false"
                 except NvmlError as exc:
                     value = "N/A" if exc.code == ERROR_NOT_SUPPORTED else exc.text

@@ -35,7 +35,9 @@ class Node:
     """Shown in text only when this ``-d`` category is requested."""
 
 
-def leaf(tag: str, label: str | None, value: str, *, text: str | None = None, indent: int = 0) -> Node:
+def leaf(
+    tag: str, label: str | None, value: str, *, text: str | None = None, indent: int = 0
+) -> Node:
     return Node(tag, label, value=value, text=text, text_indent=indent)
 
 

@@ -33,7 +33,11 @@ def _emit(node: Node, depth: int, out: list[str]) -> None:
 
 def render(header: list[Node], gpus: list[tuple[str, list[Node]]], dtd: str) -> str:
     """The whole document: ``header`` leaves, then one ``<gpu id=...>`` per entry."""
-    out = ['<?xml version="1.0" ?>\n', f'<!DOCTYPE nvidia_smi_log SYSTEM "{dtd}">\n', "<nvidia_smi_log>\n"]
+    out = [
+        '<?xml version="1.0" ?>\n',
+        f'<!DOCTYPE nvidia_smi_log SYSTEM "{dtd}">\n',
+        "<nvidia_smi_log>\n",
+    ]
     for node in header:
         _emit(node, 1, out)
     for bus_id, nodes in gpus:
