@@ -52,9 +52,13 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     pytest.fail(f"topology service not ready within 30 s:\n{log.read_text()}")
 
 
-@pytest.fixture
-def topology_url(tmp_path: Path) -> Iterator[str]:
-    """A real topology service on loopback serving ``TOPOLOGY``; yields its base URL."""
+@pytest.fixture(scope="module")
+def topology_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real topology service on loopback serving ``TOPOLOGY``; yields its base URL.
+
+    One service serves the whole module: the tests only read from it.
+    """
+    tmp_path = tmp_path_factory.mktemp("topology")
     doc = tmp_path / "topology.yaml"
     doc.write_text(TOPOLOGY)
     port = _free_port()
