@@ -204,6 +204,9 @@ def test_stage_command_builds_then_reuses_the_runtime(
     assert "runtime reused" in capsys.readouterr().err
     assert "device_count=2" in (overlay / "config" / "state.nvmlmock").read_text()
     assert os.access(overlay / "bin" / "nvidia-smi", os.X_OK)
+    assert main([*argv, "--host-path", "/var/lib/nvml-mock"]) == 0
+    spec = (overlay / "cdi" / "nvml-mock.yaml").read_text()
+    assert "hostPath" not in spec  # --no-devices: nothing on the host to point at
 
 
 def test_python_dash_m_runs_the_same_main(tmp_path: Path) -> None:

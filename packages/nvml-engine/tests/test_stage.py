@@ -52,14 +52,19 @@ def test_layout(tmp_path: Path, library: Path) -> None:
 
 def test_device_nodes_when_permitted(tmp_path: Path, library: Path) -> None:
     config = resolve_config(profile="h100", count=3, node="n")
-    report = stage(tmp_path / "o", config, StageOptions(runtime=False, library=library))
+    options = StageOptions(runtime=False, library=library, host_path="/var/lib/nvml-mock")
+    report = stage(tmp_path / "o", config, options)
     dev = tmp_path / "o" / "dev"
+    spec = yaml.safe_load((tmp_path / "o" / "cdi" / "nvml-mock.yaml").read_text())
+    host_paths = [n.get("hostPath") for n in spec["devices"][-1]["containerEdits"]["deviceNodes"]]
     if not _can_mknod(tmp_path):
         assert not report.devices_created
         assert any("CAP_MKNOD" in w for w in report.warnings)
         assert list(dev.iterdir()) == []
+        assert host_paths == [None, None, None]
         return
     assert report.devices_created
+    assert host_paths == [f"/var/lib/nvml-mock/dev/nvidia{i}" for i in range(3)]
     expected = {
         "nvidia0": (195, 0),
         "nvidia1": (195, 1),
@@ -138,33 +143,46 @@ def test_written_cdi_spec_has_no_yaml_aliases(tmp_path: Path, library: Path) -> 
     assert yaml.safe_load(text)["devices"][0]["name"] == "0"
 
 
-def test_restage_switches_atomically_and_cleans_up(tmp_path: Path, library: Path) -> None:
+def test_restage_switches_atomically_and_keeps_one_previous_generation(
+    tmp_path: Path, library: Path
+) -> None:
     overlay = tmp_path / "o"
     options = StageOptions(runtime=False, library=library)
     first = stage(overlay, resolve_config(profile="h100", count=2, node="n"), options)
-    # A process that resolved the old generation keeps a working view until it is done.
+    # A process that resolved the old generation's paths finishes on it.
     held = (overlay / "config" / "state.nvmlmock").resolve()
     second = stage(overlay, resolve_config(profile="h100", count=5, node="n"), options)
     assert first.generation != second.generation
-    assert not first.generation.exists()
     assert "device_count=5" in (overlay / "config" / "state.nvmlmock").read_text()
-    assert not held.exists()
-    generations = [p.name for p in (overlay / ".nvml-mock").iterdir() if p.name.startswith("gen-")]
-    assert generations == [second.generation.name]
+    assert "device_count=2" in held.read_text()
+    third = stage(overlay, resolve_config(profile="h100", count=3, node="n"), options)
+    assert not first.generation.exists()
+    generations = sorted(
+        p.name for p in (overlay / ".nvml-mock").iterdir() if p.name.startswith("gen-")
+    )
+    assert generations == sorted([second.generation.name, third.generation.name])
+    assert os.readlink(overlay / ".nvml-mock" / "current") == third.generation.name
+
+
+def _contents(overlay: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    for entry in ENTRIES:
+        for path in (overlay / entry).rglob("*"):
+            if path.is_file():
+                files[str(path.relative_to(overlay))] = path.read_bytes()
+    return files
 
 
 def test_restage_with_same_config_gives_identical_content(tmp_path: Path, library: Path) -> None:
     overlay = tmp_path / "o"
     config = resolve_config(profile="b200", node="n")
     options = StageOptions(runtime=False, library=library, devices=False)
-    stage(overlay, config, options)
-    before = {p.relative_to(overlay): p.read_bytes() for p in overlay.rglob("*") if p.is_file()}
-    stage(overlay, config, options)
-    after = {p.relative_to(overlay): p.read_bytes() for p in overlay.rglob("*") if p.is_file()}
-    assert sorted(str(k).split("/", 2)[-1] for k in before) == sorted(
-        str(k).split("/", 2)[-1] for k in after
-    )
-    assert sorted(before.values()) == sorted(after.values())
+    first = stage(overlay, config, options)
+    before = _contents(overlay)
+    second = stage(overlay, config, options)
+    assert second.generation != first.generation
+    assert _contents(overlay) == before
+    assert {"lib/libnvidia-ml.so.1", "config/state.nvmlmock", "cdi/nvml-mock.yaml"} <= set(before)
 
 
 def test_refuses_a_foreign_non_empty_directory(tmp_path: Path, library: Path) -> None:

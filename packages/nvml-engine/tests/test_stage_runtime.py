@@ -56,12 +56,22 @@ def _shell_files() -> list[tuple[Path, Path]]:
     return files
 
 
+def _jail_candidates(root: Path) -> list[list[str]]:
+    candidates = []
+    if os.geteuid() == 0 and Path(CHROOT).is_file():
+        candidates.append([CHROOT, str(root)])
+    unshare = shutil.which("unshare") or shutil.which("unshare", path="/usr/bin:/bin")
+    if unshare:
+        candidates.append([unshare, "--map-root-user", f"--root={root}"])
+    return candidates
+
+
+JAIL: list[str] = []
+"""The command prefix that runs a program inside the root (chroot, or unshare --root)."""
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory, library: Path) -> Path:
-    if os.geteuid() != 0:
-        pytest.skip("chroot needs root")
-    if not Path(CHROOT).is_file():
-        pytest.skip("no chroot binary (Debian: coreutils)")
     root = tmp_path_factory.mktemp("root")
     for source, inside in _shell_files():
         (root / inside).parent.mkdir(parents=True, exist_ok=True)
@@ -71,17 +81,26 @@ def root(tmp_path_factory: pytest.TempPathFactory, library: Path) -> Path:
     if shell == "busybox":
         (root / "bin/readlink").symlink_to("busybox")
     (root / "tmp").mkdir()
+    for candidate in _jail_candidates(root):
+        probe = subprocess.run(
+            [*candidate, "/bin/sh", "-c", "exit 0"], check=False, env=ENV, capture_output=True
+        )
+        if probe.returncode == 0:
+            JAIL[:] = candidate
+            break
+    else:
+        pytest.skip("neither chroot (needs root) nor an unprivileged user namespace is permitted")
     config = resolve_config(profile="gb200", node="tray-4")
     stage(root / MOUNT, config, StageOptions(library=library))
-    probe = subprocess.run([CHROOT, str(root), "/bin/sh", "-c", "exit 0"], check=False, env=ENV)
-    if probe.returncode != 0:
-        pytest.skip("chroot is not permitted here")
     return root
 
 
-def _run(root: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    root: Path, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    assert JAIL and str(root) in " ".join(JAIL)
     return subprocess.run(
-        [CHROOT, str(root), *argv], capture_output=True, text=True, env=ENV, timeout=60, check=False
+        [*JAIL, *argv], capture_output=True, text=True, env=env or ENV, timeout=60, check=False
     )
 
 
@@ -137,13 +156,12 @@ def test_launcher_outside_the_overlay_falls_back_to_the_mount_path(root: Path) -
 
 def test_launcher_found_on_path_by_a_bare_name(root: Path) -> None:
     _install_probe(root, "usr/local/bin/nvml-mock-engine")
-    result = subprocess.run(
-        [CHROOT, str(root), "/bin/sh", "-c", "cd /tmp && nvml-mock-engine --version"],
-        capture_output=True,
-        text=True,
+    result = _run(
+        root,
+        "/bin/sh",
+        "-c",
+        "cd /tmp && nvml-mock-engine --version",
         env={"PATH": "/usr/local/bin:/bin"},
-        timeout=60,
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("nvml-mock-engine ")
@@ -152,13 +170,11 @@ def test_launcher_found_on_path_by_a_bare_name(root: Path) -> None:
 
 def test_missing_runtime_is_reported(root: Path, tmp_path: Path) -> None:
     _install_probe(root, "usr/local/bin/nvml-mock-engine")
-    result = subprocess.run(
-        [CHROOT, str(root), "/usr/local/bin/nvml-mock-engine", "lib-path"],
-        capture_output=True,
-        text=True,
+    result = _run(
+        root,
+        "/usr/local/bin/nvml-mock-engine",
+        "lib-path",
         env={**ENV, "NVML_MOCK_OVERLAY_MOUNT_PATH": "/nowhere"},
-        timeout=60,
-        check=False,
     )
     shutil.rmtree(root / "usr")
     assert result.returncode == 127

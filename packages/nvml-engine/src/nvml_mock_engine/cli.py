@@ -99,6 +99,12 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="where containers see the overlay; used in the CDI spec "
         f"(env NVML_MOCK_OVERLAY_MOUNT_PATH; default {names.OVERLAY_MOUNT_PATH})",
     )
+    stage.add_argument(
+        "--host-path",
+        default=environ.get("NVML_MOCK_OVERLAY_HOST_PATH") or None,
+        help="where the host sees DIR, for the CDI spec's device hostPath when DIR is mounted "
+        "elsewhere in the staging container (env NVML_MOCK_OVERLAY_HOST_PATH; default DIR)",
+    )
     stage.set_defaults(handler=_cmd_stage)
 
     lib_path = commands.add_parser("lib-path", help="print the path of the mock libnvidia-ml.so.1")
@@ -184,7 +190,9 @@ def _cmd_stage(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from nvml_mock_engine.stage import StageOptions, stage
 
     config = _engine_config(args)
-    options = StageOptions(devices=not args.no_devices, mount_path=args.mount_path)
+    options = StageOptions(
+        devices=not args.no_devices, mount_path=args.mount_path, host_path=args.host_path
+    )
     report = stage(args.dir, config, options)
     logger.info(
         "staged %s: profile %s, %d GPU(s), node %s, runtime %s in %.2fs",

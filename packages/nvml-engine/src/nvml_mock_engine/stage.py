@@ -222,11 +222,11 @@ def stage(
             cdi = yaml.dump(cdi_spec(config, host_dev), Dumper=_PlainDumper, sort_keys=False)
             write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
             _check_tools(warnings)
-            _switch(directory, state_root, generation)
+            previous = _switch(directory, state_root, generation)
         except BaseException:
             shutil.rmtree(generation, ignore_errors=True)
             raise
-        _collect(state_root, generation, runtime_name)
+        _collect(state_root, {generation.name, *([previous] if previous else [])})
     for warning in warnings:
         logger.debug("stage warning: %s", warning)
     return StageReport(
@@ -355,8 +355,10 @@ def _check_tools(warnings: list[str]) -> None:
             warnings.append(f"bin/{tool} staged, but module {module} is not installed here")
 
 
-def _switch(directory: Path, state_root: Path, generation: Path) -> None:
+def _switch(directory: Path, state_root: Path, generation: Path) -> str | None:
+    """Point ``current`` at *generation*; returns the generation it pointed at before."""
     current = state_root / "current"
+    previous = os.readlink(current) if current.is_symlink() else None
     pending = state_root / "current.new"
     pending.unlink(missing_ok=True)
     pending.symlink_to(generation.name)
@@ -372,14 +374,25 @@ def _switch(directory: Path, state_root: Path, generation: Path) -> None:
         if link.is_dir() and not link.is_symlink():
             raise StageError(f"{link} is a real directory; expected the overlay's symlink")
         os.replace(staging, link)
+    return previous
 
 
-def _collect(state_root: Path, keep: Path, runtime_name: str | None) -> None:
-    """Remove older generations and runtimes no generation uses any more."""
+def _collect(state_root: Path, keep: set[str]) -> None:
+    """Remove generations older than the previous one, and runtimes neither of them uses.
+
+    The previous generation survives one more staging: a process that resolved its paths
+    just before the switch (a library between ``dlopen`` and ``nvmlInit``, an interpreter
+    still importing from its runtime) finishes on it.
+    """
+    kept_runtimes = set()
+    for name in keep:
+        link = state_root / name / names.OVERLAY_RUNTIME_DIR
+        if link.is_symlink():
+            kept_runtimes.add(Path(os.readlink(link)).name)
     for entry in state_root.iterdir():
         name = entry.name
-        stale_gen = name.startswith("gen-") and entry != keep
-        stale_runtime = name.startswith("runtime-") and name != runtime_name
+        stale_gen = name.startswith("gen-") and name not in keep
+        stale_runtime = name.startswith("runtime-") and name not in kept_runtimes
         stale_build = name.startswith(".build-")
         if (stale_gen or stale_runtime or stale_build) and entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
