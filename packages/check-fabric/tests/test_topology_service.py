@@ -144,6 +144,7 @@ def test_node_in_no_clique_without_fabric_agrees_and_stays_not_supported(
     )
     assert topology["url"] == f"{topology_url}/v1/nodes/worker-9/identity"
     assert isinstance(topology["detail"], str) and topology["detail"]
+    assert isinstance(topology["revision"], int)  # the revision of the node's absence
 
 
 def test_json_carries_the_services_answer(
