@@ -170,3 +170,4 @@ def test_devices_suppressed_when_a_device_plugin_served_the_container() -> None:
     decision = _plan(policy("--device-injection-mode", "cdi"), True, cdi=("nvidia.com/gpu=1",))
     assert (decision.devices, decision.cdi_devices) == ([], [])
     assert "already has NVIDIA devices" in decision.notes[0]
+    assert decision.devices_suppressed

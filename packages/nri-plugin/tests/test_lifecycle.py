@@ -238,3 +238,23 @@ def test_health_listens_on_ipv6() -> None:
         assert reply.status_code == 200
     finally:
         server.close()
+
+
+async def test_sigterm_while_the_runtime_has_not_answered_registration_exits_0(
+    short_tmp: Path,
+) -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_unix_server(silent, str(short_tmp / "silent.sock"))
+    async with server:
+        settings = load_settings(
+            ["--socket-path", str(short_tmp / "silent.sock"), "--health-addr", ""], {}
+        )
+        service = PluginService(settings, environ={})
+        task = asyncio.create_task(service.run())
+        await asyncio.sleep(0.2)
+        assert not task.done(), "still waiting for the registration reply"
+        service.stop()
+        assert await asyncio.wait_for(task, 2) == 0

@@ -121,6 +121,8 @@ class Decision:
     env: list[tuple[str, str]] = field(default_factory=list)
     devices: list[DeviceNode] = field(default_factory=list)
     cdi_devices: list[str] = field(default_factory=list)
+    devices_suppressed: bool = False
+    """The pod opted in, but a device plugin already gave the container NVIDIA devices."""
     warnings: list[str] = field(default_factory=list)
     """Things the operator should hear about (logged at WARNING by the caller)."""
     notes: list[str] = field(default_factory=list)
@@ -223,6 +225,7 @@ def plan_devices(
     allocated it GPUs, and its allocation, not the annotation, decides what it sees.
     """
     if has_gpu_devices(device_paths, cdi_devices):
+        decision.devices_suppressed = True
         decision.notes.append(
             "container already has NVIDIA devices from a device plugin or CDI; "
             "adding no mock devices (the overlay and env are still injected)"

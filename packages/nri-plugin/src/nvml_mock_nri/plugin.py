@@ -183,7 +183,7 @@ class Injector:
             self.metrics.device_injections.labels("cdi").inc()
         elif decision.devices:
             self.metrics.device_injections.labels("raw").inc()
-        elif decision.notes:
+        elif decision.devices_suppressed:
             self.metrics.devices_suppressed.inc()
 
     def _report(
@@ -192,9 +192,9 @@ class Injector:
         if decision.warnings or decision.notes:
             context = self._context(pod, container)
             for message in decision.warnings:
-                logger.warning(message, extra=context)
+                logger.warning("%s", message, extra=context)
             for message in decision.notes:
-                logger.info(message, extra=context)
+                logger.info("%s", message, extra=context)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "injecting: %d env, %d devices, %d CDI devices",

@@ -25,6 +25,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2
@@ -122,8 +123,6 @@ class PluginService:
         self.health: HealthServer | None = None
         self.watcher: IdentityWatcher | None = None
         self.stub: Stub | None = None
-        self.started = asyncio.Event()
-        """Set once registered with the runtime."""
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -202,8 +201,23 @@ class PluginService:
             stub.name,
             where,
         )
+        stopped = asyncio.ensure_future(self._stop.wait())
         try:
-            await stub.start()
+            return await self._serve(stub, where, stopped)
+        finally:
+            stopped.cancel()
+
+    async def _serve(self, stub: Stub, where: str, stopped: asyncio.Future[Any]) -> int:
+        starting = asyncio.ensure_future(stub.start())
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            logger.info("stopping before the runtime answered the registration")
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            await stub.close()
+            return EXIT_OK
+        try:
+            starting.result()
         except OSError as exc:
             logger.error(
                 "cannot connect to the NRI socket %s: %s (is NRI enabled in the container "
@@ -215,13 +229,8 @@ class PluginService:
         except RegistrationError as exc:
             logger.error("the runtime refused the registration: %s; exiting", exc)
             return EXIT_RUNTIME
-        self.started.set()
-        stopped = asyncio.ensure_future(self._stop.wait())
         closed = asyncio.ensure_future(stub.wait_closed())
-        try:
-            await asyncio.wait({stopped, closed}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
+        await asyncio.wait({stopped, closed}, return_when=asyncio.FIRST_COMPLETED)
         if closed.done():
             return self._lost(closed.result())
         closed.cancel()
