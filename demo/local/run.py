@@ -1,0 +1,489 @@
+"""The local demo: node-wide NRI injection and ComputeDomain identity on one machine.
+
+What the kind demo shows on a cluster, shown here with no Docker and no Kubernetes: four
+simulated nodes, each with its own containerd stand-in and its own NRI plugin process, one
+topology service, one staged overlay. Ordinary "gpu-agent" workloads (no GPU request, no
+MOCK_* env, no mounts) see GPUs and their node's clique through injection alone.
+
+Three acts, each with assertions: injection; a rebind (the topology file changes: new
+workloads see the new clique, running ones keep what they were given); a fault (the
+topology service stops: new workloads keep the cached identity; a plugin stops: its node's
+new workloads get no GPUs, and its readiness probe is what reveals it).
+
+Knobs (env, or the flags below): GPU_PROFILE, GPU_COUNT, WITH_COMPUTE_DOMAIN, NODE_COUNT.
+Exit status: 0 every assertion held, 1 one did not, 3 bad knobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cluster import Node, TopologyService, wait_until
+from nvml_mock_engine.errors import NvmlEngineError
+from nvml_mock_engine.profiles import load_profile
+from workload import Isolation, Outcome, create_and_run, recheck
+
+REPO = Path(__file__).resolve().parents[2]
+DOMAIN = ("node-wide-domain", "00000000-0000-0000-0000-0000000000cd")
+REBIND = ("rebinder", "00000000-0000-0000-0000-0000000000ff", 99)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    profile: str
+    gpu_count: int | None
+    compute_domain: bool
+    nodes: int
+    workdir: Path
+    mount_namespaces: bool = True
+
+
+@dataclass
+class Verdicts:
+    """Every assertion the demo makes, in order."""
+
+    failures: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def check(self, ok: bool, what: str) -> bool:
+        mark = "ok  " if ok else "FAIL"
+        say(f"  [{mark}] {what}")
+        if not ok:
+            self.failures.append(what)
+        return ok
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def node_names(count: int) -> list[str]:
+    """The seed's kind worker names."""
+    base = "nvml-mock-node-wide-demo-worker"
+    return [base if i == 1 else f"{base}{i}" for i in range(1, count + 1)]
+
+
+def expected_clique(index: int, count: int) -> int:
+    """First half of the nodes in clique 0, the rest in clique 1 (the seed's layout)."""
+    return 0 if index < (count + 1) // 2 else 1
+
+
+def topology_yaml(nodes: Sequence[str]) -> str:
+    halves: dict[int, list[str]] = {0: [], 1: []}
+    for i, node in enumerate(nodes):
+        halves[expected_clique(i, len(nodes))].append(node)
+    lines = ["version: 1", "domains:", f"  - name: {DOMAIN[0]}", f'    uuid: "{DOMAIN[1]}"']
+    lines.append("    cliques:")
+    for clique, members in halves.items():
+        if members:
+            lines.append(f"      - id: {clique}")
+            lines.append("        nodes: [" + ", ".join(members) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def rebind_yaml(nodes: Sequence[str]) -> str:
+    name, uuid, clique = REBIND
+    return (
+        f'version: 1\ndomains:\n  - name: {name}\n    uuid: "{uuid}"\n    cliques:\n'
+        f"      - id: {clique}\n        nodes: [{', '.join(nodes)}]\n"
+    )
+
+
+def _clip(text: str, width: int = 90) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def table(
+    outcomes: Sequence[Outcome], verdicts: Sequence[str], acts: Sequence[str] | None = None
+) -> None:
+    """Print one row per workload; with ``acts``, a leading ACT column."""
+    head = ("NODE", "GPUS SEEN", "CLIQUEID", "CLUSTERUUID", "VERDICT")
+    rows = [(("ACT", *head) if acts else head)]
+    for i, (outcome, verdict) in enumerate(zip(outcomes, verdicts, strict=True)):
+        rows.append(
+            (
+                *((acts[i],) if acts else ()),
+                outcome.node,
+                str(len(outcome.gpus)),
+                "-" if outcome.clique is None else str(outcome.clique),
+                outcome.cluster_uuid or "-",
+                verdict,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        say("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+class Demo:
+    """Owns every process it starts, and stops them all on the way out."""
+
+    def __init__(self, knobs: Knobs) -> None:
+        self.knobs = knobs
+        self.work = knobs.workdir
+        self.overlay = self.work / "overlay"
+        self.document = self.work / "topology" / "topology.yaml"
+        self.names = node_names(knobs.nodes)
+        self.service: TopologyService | None = None
+        self.nodes: list[Node] = []
+        self.running: list[Outcome] = []
+        self.isolation = Isolation(None)
+        self.socket_root: Path | None = None
+        self.verdicts = Verdicts()
+        self.summary: list[tuple[str, Outcome, str]] = []
+        self.acts = 0
+
+    def act(self, title: str) -> None:
+        self.acts += 1
+        say(f"\n== Act {self.acts}: {title}")
+
+    def record(self, act: str, outcomes: Sequence[Outcome], verdicts: Sequence[str]) -> None:
+        table(outcomes, verdicts)
+        self.summary.extend((act, o, v) for o, v in zip(outcomes, verdicts, strict=True))
+
+    async def run(self) -> int:
+        try:
+            await self.setup()
+            first = await self.act_inject()
+            if self.knobs.compute_domain:
+                await self.act_rebind(first)
+                await self.act_fault()
+            else:
+                await self.act_fault()
+        finally:
+            await self.teardown()
+        took = time.monotonic() - self.verdicts.started
+        if self.summary:
+            say("\n== Summary")
+            table(
+                [row[1] for row in self.summary],
+                [row[2] for row in self.summary],
+                [row[0] for row in self.summary],
+            )
+        if self.verdicts.failures:
+            say(f"\nDEMO FAILED ({len(self.verdicts.failures)} assertion(s), {took:.1f}s):")
+            for failure in self.verdicts.failures:
+                say(f"  - {failure}")
+            say(f"Logs: {self.work / 'logs'} and {self.work / 'nodes'}/*/nri-plugin.log")
+            return 1
+        say(f"\nDEMO PASSED: every assertion held ({took:.1f}s).")
+        return 0
+
+    # -- set-up ---------------------------------------------------------------------------
+    async def setup(self) -> None:
+        k = self.knobs
+        count = "profile default" if k.gpu_count is None else str(k.gpu_count)
+        say(
+            f"nvml-mock local demo: {k.nodes} nodes, profile {k.profile} ({count} GPUs), "
+            f"ComputeDomain {'on' if k.compute_domain else 'off'}"
+        )
+        if self.work.exists():
+            shutil.rmtree(self.work)
+        (self.work / "logs").mkdir(parents=True)
+        self.isolation = (
+            await Isolation.probe()
+            if k.mount_namespaces
+            else Isolation(None, "turned off with --no-mount-namespaces")
+        )
+        if self.isolation.unshare is None:
+            say(
+                "  ! mount namespaces are not permitted here "
+                f"({self.isolation.reason}); to get them, {self.isolation.how_to_enable}."
+            )
+            say("    Carrying on with the overlay at its host path in place of /opt/nvml-mock.")
+        else:
+            say("  workloads get their mounts in private mount namespaces (unshare)")
+
+        say("\n== Staging the overlay (once, shared by every node)")
+        argv = [sys.executable, "-m", "nvml_mock_engine", "stage", str(self.overlay)]
+        argv += ["--profile", k.profile]
+        if k.gpu_count is not None:
+            argv += ["--count", str(k.gpu_count)]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await proc.communicate()
+        (self.work / "logs" / "stage.log").write_bytes(out)
+        if proc.returncode != 0:
+            raise RuntimeError(f"staging failed:\n{out.decode(errors='replace')}")
+        say(
+            f"  staged {self.overlay} ({', '.join(sorted(p.name for p in self.overlay.iterdir()))})"
+        )
+
+        topology_url = ""
+        if k.compute_domain:
+            say("\n== Starting the topology service")
+            self.document.parent.mkdir(parents=True)
+            write_atomically(self.document, topology_yaml(self.names))
+            self.service = TopologyService(self.document, self.work)
+            await self.service.start()
+            topology_url = self.service.url
+            say(f"  {self.service.url} serves revision {self.service.revision()}")
+            for i, name in enumerate(self.names):
+                say(f"    {name}: clique {expected_clique(i, k.nodes)} of {DOMAIN[0]}")
+
+        say(f"\n== Starting {k.nodes} nodes (containerd stand-in + NRI plugin each)")
+        sockets = self.work / "nodes"
+        if len(str(sockets)) + 48 > 100:  # AF_UNIX paths stop at 108 bytes
+            self.socket_root = Path(tempfile.mkdtemp(prefix="nvml-mock-demo-"))
+            sockets = self.socket_root
+        for i, name in enumerate(self.names):
+            node = Node(name, self.work / "nodes" / name, self.overlay, topology_url)
+            if self.socket_root is not None:
+                node.socket_dir = sockets / f"n{i + 1}"
+            self.nodes.append(node)
+            await node.start_runtime()
+        await asyncio.gather(*(node.start_plugin() for node in self.nodes))
+        for node in self.nodes:
+            await wait_until(
+                f"{node.name}'s plugin to be ready", lambda n=node: n.readyz()[0] == 200, 20
+            )
+            say(f"  {node.name}: plugin registered, /readyz 200 ({node.health_url})")
+
+    async def teardown(self) -> None:
+        for outcome in self.running:
+            if outcome.pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(outcome.pid, signal.SIGKILL)
+        await asyncio.gather(*(node.stop() for node in self.nodes), return_exceptions=True)
+        if self.service is not None:
+            await self.service.stop()
+        if self.socket_root is not None:
+            shutil.rmtree(self.socket_root, ignore_errors=True)
+
+    # -- the acts -------------------------------------------------------------------------
+    def expected_gpus(self, outcome: Outcome) -> int:
+        return self.knobs.gpu_count or len(outcome.gpus)
+
+    def judge(self, outcome: Outcome, clique: int | None, uuid: str | None) -> str:
+        """The verdict for one workload that should have been injected."""
+        v = self.verdicts
+        ok = v.check(outcome.injected, f"{outcome.node}: {outcome.pod} got the overlay mount")
+        ok &= v.check(
+            len(outcome.gpus) > 0 and len(outcome.gpus) == self.expected_gpus(outcome),
+            f"{outcome.node}: nvidia-smi -L lists {len(outcome.gpus)} GPU(s)",
+        )
+        if clique is None:
+            ok &= v.check(
+                outcome.fabric_verdict == "not_supported" and outcome.exit_code == 2,
+                f"{outcome.node}: check-fabric: fabric not supported (exit {outcome.exit_code})",
+            )
+        else:
+            ok &= v.check(
+                outcome.fabric_verdict == "ok"
+                and outcome.clique == clique
+                and outcome.cluster_uuid == uuid,
+                f"{outcome.node}: check-fabric sees clique {outcome.clique} of "
+                f"{outcome.cluster_uuid} (want {clique} of {uuid})",
+            )
+        return "PASS" if ok else "FAIL"
+
+    async def act_inject(self) -> list[Outcome]:
+        k = self.knobs
+        self.act("ordinary gpu-agent workloads on every node")
+        outcomes = await asyncio.gather(
+            *(
+                create_and_run(
+                    node.runtime,  # type: ignore[arg-type]
+                    node.name,
+                    self.isolation,
+                    self.overlay,
+                    keep_running=k.compute_domain,
+                )
+                for node in self.nodes
+            )
+        )
+        if k.compute_domain:
+            self.running.extend(outcomes)
+        verdicts = []
+        for i, outcome in enumerate(outcomes):
+            clique = expected_clique(i, k.nodes) if k.compute_domain else None
+            uuid = DOMAIN[1] if k.compute_domain else None
+            if not k.compute_domain:
+                self.verdicts.check(
+                    not any(key.startswith("MOCK_FABRIC_") for key in outcome.env),
+                    f"{outcome.node}: no fabric identity env without a ComputeDomain",
+                )
+            verdicts.append(self.judge(outcome, clique, uuid))
+        say("")
+        self.record("inject", outcomes, verdicts)
+        return list(outcomes)
+
+    async def act_rebind(self, running: Sequence[Outcome]) -> None:
+        assert self.service is not None
+        name, uuid, clique = REBIND
+        self.act(f"rebind: every node moves to clique {clique} of {name} ({uuid})")
+        before = self.service.revision()
+        write_atomically(self.document, rebind_yaml(self.names))
+        await wait_until("the new topology revision", lambda: self.service.revision() > before, 10)  # type: ignore[union-attr]
+        revision = self.service.revision()
+        say(f"  topology service now at revision {revision}")
+        started = time.monotonic()
+        for node in self.nodes:
+            await wait_until(
+                f"{node.name}'s plugin to watch revision {revision}",
+                lambda n=node: (n.metric("nvml_mock_nri_identity_revision") or -1) >= revision,
+                10,
+            )
+        say(f"  every plugin holds revision {revision} ({time.monotonic() - started:.2f}s)")
+        fresh = await asyncio.gather(
+            *(
+                create_and_run(node.runtime, node.name, self.isolation, self.overlay)  # type: ignore[arg-type]
+                for node in self.nodes
+            )
+        )
+        verdicts = [self.judge(outcome, clique, uuid) for outcome in fresh]
+        say("  new workloads:")
+        self.record("rebind: new", fresh, verdicts)
+        kept = await asyncio.gather(
+            *(recheck(outcome, self.isolation, self.overlay) for outcome in running)
+        )
+        verdicts = []
+        for i, outcome in enumerate(kept):
+            verdicts.append(
+                "KEPT"
+                if self.verdicts.check(
+                    outcome.clique == expected_clique(i, self.knobs.nodes)
+                    and outcome.cluster_uuid == DOMAIN[1],
+                    f"{outcome.node}: running {outcome.pod} keeps clique {outcome.clique} "
+                    "it was given",
+                )
+                else "FAIL"
+            )
+        say("  running workloads (created before the rebind):")
+        self.record("rebind: running", kept, verdicts)
+
+    async def act_fault(self) -> None:
+        self.act("faults")
+        cd = self.knobs.compute_domain
+        clique, uuid = (REBIND[2], REBIND[1]) if cd else (None, None)
+        if self.service is not None:
+            say("  stopping the topology service")
+            await self.service.stop()
+            await asyncio.sleep(0.5)
+            fresh = await asyncio.gather(
+                *(
+                    create_and_run(node.runtime, node.name, self.isolation, self.overlay)  # type: ignore[arg-type]
+                    for node in self.nodes
+                )
+            )
+            verdicts = [self.judge(outcome, clique, uuid) for outcome in fresh]
+            say("  new workloads with the topology service down (cached identity):")
+            self.record("topology down", fresh, verdicts)
+            for node in self.nodes:
+                status, body = node.readyz()
+                self.verdicts.check(
+                    status == 200,
+                    f"{node.name}: /readyz still answers {status} ({_clip(body)})",
+                )
+        victim = self.nodes[-1]
+        say(f"\n  stopping the NRI plugin of {victim.name} (as if it crashed or was deleted)")
+        assert victim.plugin is not None and victim.runtime is not None
+        await victim.plugin.stop(signal.SIGKILL)
+        outcome = await create_and_run(victim.runtime, victim.name, self.isolation, self.overlay)
+        self.verdicts.check(
+            not outcome.injected and not outcome.gpus and outcome.exit_code == 10,
+            f"{victim.name}: fail-open: the new workload was created without the overlay and "
+            f"sees no GPUs (gpu-agent exit {outcome.exit_code})",
+        )
+        self.record("plugin stopped", [outcome], ["FAIL-OPEN" if not outcome.gpus else "FAIL"])
+        status, body = victim.readyz()
+        self.verdicts.check(
+            status != 200,
+            f"{victim.name}: its /readyz probe fails ({status or 'no answer'}: {body[:60]}), so "
+            "kubelet marks the plugin pod NotReady and the DaemonSet shows it",
+        )
+        say(
+            "  -> injection stops silently for the runtime (containerd creates the container "
+            "anyway); the plugin's readiness probe is the signal to alert on."
+        )
+
+
+def parse_knobs(argv: Sequence[str] | None) -> Knobs:
+    env = os.environ
+    parser = argparse.ArgumentParser(prog="make demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default=env.get("GPU_PROFILE", "gb200"))
+    parser.add_argument("--gpu-count", default=env.get("GPU_COUNT", ""))
+    parser.add_argument("--nodes", default=env.get("NODE_COUNT", "4"))
+    parser.add_argument(
+        "--compute-domain",
+        choices=("true", "false", "auto"),
+        default=env.get("WITH_COMPUTE_DOMAIN", "auto"),
+    )
+    parser.add_argument("--workdir", default=env.get("DEMO_WORKDIR", str(REPO / ".demo")))
+    parser.add_argument(
+        "--no-mount-namespaces",
+        action="store_true",
+        default=env.get("DEMO_MOUNT_NAMESPACES", "true") == "false",
+        help="use the overlay at its host path instead of mounting it (env DEMO_MOUNT_NAMESPACES)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        count = int(args.gpu_count) if str(args.gpu_count).strip() else None
+        nodes = int(args.nodes)
+    except ValueError as exc:
+        raise SystemExit(f"make demo: GPU_COUNT and NODE_COUNT must be integers ({exc})") from None
+    if count is not None and not 1 <= count <= 64:
+        raise SystemExit(f"make demo: GPU_COUNT={count} is outside 1..64")
+    if not 1 <= nodes <= 16:
+        raise SystemExit(f"make demo: NODE_COUNT={nodes} is outside 1..16")
+    try:
+        fabric = load_profile(args.profile).fabric is not None
+    except NvmlEngineError as exc:
+        raise SystemExit(f"make demo: GPU_PROFILE={args.profile!r}: {exc}") from None
+    cd = args.compute_domain
+    compute_domain = fabric if cd == "auto" else cd == "true"
+    if compute_domain and not fabric:
+        raise SystemExit(
+            f"make demo: profile {args.profile} is not fabric-attached (its GPUs answer fabric "
+            "queries NOT_SUPPORTED); use WITH_COMPUTE_DOMAIN=false"
+        )
+    return Knobs(
+        args.profile,
+        count,
+        compute_domain,
+        nodes,
+        Path(args.workdir),
+        mount_namespaces=not args.no_mount_namespaces,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        knobs = parse_knobs(argv)
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+            return 3
+        raise
+    try:
+        return asyncio.run(Demo(knobs).run())
+    except KeyboardInterrupt:
+        say("\ninterrupted: every process the demo started has been stopped")
+        return 130
+    except (RuntimeError, TimeoutError) as exc:
+        say(f"\nDEMO FAILED: {exc or type(exc).__name__}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

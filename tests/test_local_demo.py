@@ -1,0 +1,94 @@
+"""The local demo's scenario, end to end: the same script `make demo` runs.
+
+Real parts only: the topology service and four NRI plugins as processes, the runtime test
+double, the staged overlay with the mock library, nvidia-smi and check-fabric run by the
+workloads. The assertions are the demo's own (it exits non-zero on any mismatch); this test
+also reads its summary table back, so a demo that silently checked nothing would fail here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "demo" / "local" / "run.py"
+
+
+def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("GPU_PROFILE", "GPU_COUNT")}
+    environ.update(env, DEMO_WORKDIR=str(tmp_path / "demo"))
+    return subprocess.run(
+        [sys.executable, str(DEMO)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def _summary(stdout: str) -> list[list[str]]:
+    lines = stdout.split("== Summary", 1)[1].strip().splitlines()
+    rows = []
+    for line in lines[1:]:
+        if not line.startswith("  "):
+            break
+        cells = [cell for cell in line.strip().split("  ") if cell.strip()]
+        rows.append([cell.strip() for cell in cells])
+    return rows
+
+
+def test_compute_domain_scenario(tmp_path: Path) -> None:
+    done = _run(tmp_path, GPU_PROFILE="gb200", GPU_COUNT="4")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "DEMO PASSED" in done.stdout
+    rows = _summary(done.stdout)
+    inject = {row[1]: row for row in rows if row[0] == "inject"}
+    assert len(inject) == 4
+    cliques = [inject[node][3] for node in sorted(inject)]
+    assert cliques == ["0", "0", "1", "1"]
+    assert {row[4] for row in inject.values()} == {"00000000-0000-0000-0000-0000000000cd"}
+    assert all(row[2] == "4" for row in inject.values())
+    rebound = [row for row in rows if row[0] == "rebind: new"]
+    assert len(rebound) == 4 and {row[3] for row in rebound} == {"99"}
+    kept = [row for row in rows if row[0] == "rebind: running"]
+    assert sorted(row[3] for row in kept) == ["0", "0", "1", "1"]
+    down = [row for row in rows if row[0] == "topology down"]
+    assert len(down) == 4 and {row[3] for row in down} == {"99"}
+    stopped = [row for row in rows if row[0] == "plugin stopped"]
+    assert len(stopped) == 1 and stopped[0][2] == "0" and stopped[0][-1] == "FAIL-OPEN"
+
+
+def test_plain_injection_on_a_non_fabric_profile(tmp_path: Path) -> None:
+    done = _run(tmp_path, GPU_PROFILE="t4", WITH_COMPUTE_DOMAIN="false")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    inject = [row for row in _summary(done.stdout) if row[0] == "inject"]
+    assert len(inject) == 4
+    assert all(row[2] != "0" and row[3] == "-" for row in inject)
+
+
+def test_without_mount_namespaces_the_overlay_host_path_stands_in(tmp_path: Path) -> None:
+    done = _run(tmp_path, GPU_PROFILE="gb300", GPU_COUNT="2", DEMO_MOUNT_NAMESPACES="false")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "mount namespaces are not permitted here (turned off" in done.stdout
+    inject = [row for row in _summary(done.stdout) if row[0] == "inject"]
+    assert [row[3] for row in inject] == ["0", "0", "1", "1"]
+    assert all(row[2] == "2" for row in inject)
+
+
+def test_bad_knob_is_refused_with_its_name(tmp_path: Path) -> None:
+    done = _run(tmp_path, GPU_PROFILE="t4", WITH_COMPUTE_DOMAIN="true")
+    assert done.returncode == 3
+    assert "t4 is not fabric-attached" in done.stderr
+
+
+@pytest.mark.parametrize("count", ["0", "65", "many"])
+def test_bad_gpu_count_is_refused(tmp_path: Path, count: str) -> None:
+    done = _run(tmp_path, GPU_COUNT=count)
+    assert done.returncode == 3
+    assert "GPU_COUNT" in done.stderr
