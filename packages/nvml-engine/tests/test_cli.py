@@ -58,6 +58,15 @@ def test_env_twins_and_flag_precedence(
     assert capsys.readouterr().out == render_text(expected)
 
 
+def test_empty_env_values_count_as_unset(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("NVML_MOCK_PROFILE", "NVML_MOCK_GPU_COUNT", "NVML_MOCK_DRIVER_VERSION"):
+        monkeypatch.setenv(name, "")
+    assert main(["render", "--profile", "gb200", "--node", "n"]) == 0
+    assert capsys.readouterr().out == render_text(resolve_config(profile="gb200", node="n"))
+
+
 def test_config_file_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "node.yaml"
     config.write_text("profile: gb300\ncount: 2\nnode: rack-9\nfabric: {clique_id: 32766}\n")

@@ -1,9 +1,10 @@
 """The ``nvml-mock-engine`` command: render a node's state, stage the overlay, find the library.
 
 One ``main(argv)`` serves the console script and ``python -m nvml_mock_engine``. Each
-setting is a flag with an env twin (the flag wins), so the same command works from a
-shell, a Dockerfile and a DaemonSet's env. Exit codes: 0 done, 1 runtime failure (I/O,
-library not built), 2 usage error, 3 invalid config (the message names the key).
+setting is a flag with an env twin (the flag wins; an empty env value counts as unset), so
+the same command works from a shell, a Dockerfile and a DaemonSet's env. Exit codes: 0
+done, 1 runtime failure (I/O, library not built), 2 usage error, 3 invalid config (the
+message names the key).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     stage.add_argument(
         "--mount-path",
-        default=environ.get("NVML_MOCK_OVERLAY_MOUNT_PATH", names.OVERLAY_MOUNT_PATH),
+        default=environ.get("NVML_MOCK_OVERLAY_MOUNT_PATH") or names.OVERLAY_MOUNT_PATH,
         help="where containers see the overlay; used in the CDI spec "
         f"(env NVML_MOCK_OVERLAY_MOUNT_PATH; default {names.OVERLAY_MOUNT_PATH})",
     )
@@ -121,17 +122,17 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
 def _add_node_args(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> None:
     parser.add_argument(
         "--profile",
-        default=environ.get(ENV_PROFILE),
+        default=environ.get(ENV_PROFILE) or None,
         help=f"profile name or profile file (env {ENV_PROFILE}; default: config file, else a100)",
     )
     parser.add_argument(
         "--count",
-        default=environ.get(ENV_GPU_COUNT),
+        default=environ.get(ENV_GPU_COUNT) or None,
         help=f"GPUs on the node, 1..64 (env {ENV_GPU_COUNT}; default: the profile's node size)",
     )
     parser.add_argument(
         "--node",
-        default=environ.get(names.ENV_NODE_NAME),
+        default=environ.get(names.ENV_NODE_NAME) or None,
         help=f"node name seeding UUIDs and serials (env {names.ENV_NODE_NAME}; default hostname)",
     )
     parser.add_argument(
@@ -142,7 +143,7 @@ def _add_node_args(parser: argparse.ArgumentParser, environ: Mapping[str, str]) 
     )
     parser.add_argument(
         "--driver-version",
-        default=environ.get(ENV_DRIVER_VERSION),
+        default=environ.get(ENV_DRIVER_VERSION) or None,
         help=f"driver version to report (env {ENV_DRIVER_VERSION}; default: the profile's)",
     )
 
