@@ -59,6 +59,15 @@ REQUIRED_FILES = (
 """What a complete overlay holds; the readiness probe checks each one."""
 
 LABEL_ATTEMPTS = 6
+ENGINE_FLAG_ENV = frozenset(
+    {
+        "NVML_MOCK_PROFILE",
+        "NVML_MOCK_GPU_COUNT",
+        names.ENV_NODE_NAME,
+        "NVML_MOCK_OVERLAY_MOUNT_PATH",
+    }
+)
+"""Env twins of the flags ``stage`` is given; not passed on to the engine."""
 
 
 class ConfigError(Exception):
@@ -225,8 +234,11 @@ def stage(settings: Settings) -> None:
         argv += ["--count", str(settings.count)]
     argv += ["--node", settings.node_name, "--mount-path", settings.mount_path]
     logger.info("staging the overlay: %s", " ".join(argv))
+    # Everything is passed as flags; the engine's env twins of those flags are dropped so
+    # that an empty value (GPU count "" = the profile's default) cannot reach it as "".
+    environ = {k: v for k, v in os.environ.items() if k not in ENGINE_FLAG_ENV}
     try:
-        result = subprocess.run(argv, check=False)
+        result = subprocess.run(argv, check=False, env=environ)
     except OSError as exc:
         raise StepError(f"cannot run {settings.stage_command!r}: {exc}") from exc
     if result.returncode != 0:

@@ -419,3 +419,18 @@ def test_chart_files_hold_no_machine_paths() -> None:
         if path.is_file():
             text = path.read_text()
             assert "/work/" not in text and "/tmp/" not in text, path
+
+
+@pytest.mark.parametrize(("index", "expected"), [("10", "10"), (5, "05"), ("07", "07")])
+def test_plugin_index_is_two_digits(render: RenderFn, index: Any, expected: str) -> None:
+    ds = render({"nri": {"pluginIndex": index}}).get("DaemonSet", "nvml-mock-nri")
+    assert env_of(container(ds, "nri-plugin"))["NRI_PLUGIN_INDEX"] == expected
+
+
+def test_stager_and_plugin_agree_on_the_mount_path(render: RenderFn) -> None:
+    rendered = render({"nri": {"overlay": {"mountPath": "/usr/local/mock"}}})
+    stage = env_of(container(rendered.get("DaemonSet", "nvml-mock"), "stage"))
+    plugin = env_of(container(rendered.get("DaemonSet", "nvml-mock-nri"), "nri-plugin"))
+    # The engine writes the mount path into the launchers; the plugin mounts it there.
+    assert stage["NVML_MOCK_OVERLAY_MOUNT_PATH"] == "/usr/local/mock"
+    assert plugin["NVML_MOCK_OVERLAY_MOUNT_PATH"] == "/usr/local/mock"

@@ -35,6 +35,10 @@ STAND_IN_ENGINE = textwrap.dedent(
     import json, os, sys
     from pathlib import Path
     argv = sys.argv[1:]
+    leaked = sorted(k for k in os.environ if k in (
+        "NVML_MOCK_PROFILE", "NVML_MOCK_GPU_COUNT", "NODE_NAME", "NVML_MOCK_OVERLAY_MOUNT_PATH"))
+    if leaked:
+        sys.exit("flag env reached the engine: " + ",".join(leaked))
     with open(os.environ["STAND_IN_LOG"], "a") as log:
         log.write(json.dumps(argv) + "\\n")
     if os.environ.get("STAND_IN_FAIL"):
@@ -357,7 +361,10 @@ def test_the_stage_command_line_is_the_engines(env: dict[str, str], tmp_path: Pa
     assert parsed.mount_path == names.OVERLAY_MOUNT_PATH
 
 
-def test_with_the_real_engine(env: dict[str, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize(("count", "expected"), [("4", 4), ("", 4)])
+def test_with_the_real_engine(
+    env: dict[str, str], tmp_path: Path, count: str, expected: int
+) -> None:
     library = ENGINE_SRC / "nvml_mock_engine" / "_lib" / names.LIBRARY_NAME
     if not library.is_file():
         pytest.skip("the engine's library is not built (make -C packages/nvml-engine/native)")
@@ -369,6 +376,8 @@ def test_with_the_real_engine(env: dict[str, str], tmp_path: Path) -> None:
     env["NVML_MOCK_STAGE_COMMAND"] = f"{sys.executable} -m nvml_mock_engine"
     env["NVML_MOCK_NODE_LABELS"] = ""
     env["NVML_MOCK_OVERLAY_MOUNT_PATH"] = str(tmp_path / "overlay")
+    # As the chart sets it by default: "" means the profile's own count (4 for gb200).
+    env["NVML_MOCK_GPU_COUNT"] = count
     proc = _spawn(env, "--recheck-seconds", "30")
     try:
         _wait_ready(env, proc, timeout=120)
@@ -379,7 +388,7 @@ def test_with_the_real_engine(env: dict[str, str], tmp_path: Path) -> None:
     state = (overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME).read_text()
     assert "node_name=worker-7" in state
     assert "profile=gb200" in state
-    assert "device_count=4" in state
+    assert f"device_count={expected}" in state
     spec = Path(env["NVML_MOCK_CDI_SPEC_HOST_PATH"]).read_text()
     assert names.CDI_KIND in spec
     # Running the staged tools needs the packages installed in the interpreter the runtime
