@@ -7,7 +7,6 @@ NVML is initialised once per run and shut down on the way out, whatever happened
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from ._errors import (
     DRIVER_MESSAGE,
@@ -34,6 +33,10 @@ from ._nvml import (
     NvmlError,
 )
 from ._options import Options
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def open_nvml(path: str | None) -> Nvml:

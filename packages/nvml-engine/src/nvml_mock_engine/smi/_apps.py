@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._nvml import ERROR_NOT_SUPPORTED, Device, Nvml, NvmlError
 from ._report import ProcessRow
 
 
-@dataclass(frozen=True, slots=True)
-class AppField:
+class AppField(NamedTuple):
     names: tuple[str, ...]
     unit: str
     read: Callable[[Device, ProcessRow], object]

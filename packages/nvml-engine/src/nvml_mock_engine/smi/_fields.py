@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._nvml import (
     CLOCK_GRAPHICS,
@@ -126,8 +125,7 @@ class Ctx:
 Reader = Callable[[Ctx], Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(NamedTuple):
     names: tuple[str, ...]
     unit: str
     read: Reader

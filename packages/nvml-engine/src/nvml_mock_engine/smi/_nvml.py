@@ -10,9 +10,7 @@ string instead of crashing the tool.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-from collections.abc import Callable
 from ctypes import (
     Structure,
     Union,
@@ -30,7 +28,10 @@ from ctypes import (
     create_string_buffer,
     sizeof,
 )
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"
 
@@ -337,8 +338,10 @@ class Nvml:
         self.call("nvmlInit_v2") if self.has("nvmlInit_v2") else self.call("nvmlInit")
 
     def shutdown(self) -> None:
-        with contextlib.suppress(NvmlError):
+        try:  # noqa: SIM105 (contextlib would cost start-up time)
             self.call("nvmlShutdown")
+        except NvmlError:
+            pass
 
     def _string(self, name: str, *pre: Any, size: int = 96) -> str:
         buf = create_string_buffer(size)
@@ -870,6 +873,4 @@ def decode_bytes(raw: Any) -> str:
     return data.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
-Getter = Callable[[], Any]
-
-__all__ = ["Device", "Getter", "LibraryNotFoundError", "Nvml", "NvmlError"]
+__all__ = ["Device", "LibraryNotFoundError", "Nvml", "NvmlError"]

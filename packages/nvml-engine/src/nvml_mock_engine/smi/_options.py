@@ -9,31 +9,82 @@ fixed message and exit code 2, which scripts match. The result is one frozen
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-
 from ._errors import EXIT_INVALID_ARGUMENT, INVALID_ARGS_MESSAGE, SmiError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 ENV_LIBRARY = "NVML_MOCK_SMI_LIB"
 
 
-@dataclass(frozen=True, slots=True)
 class Options:
-    """Everything one run was asked to do."""
+    """Everything one run was asked to do; immutable once built.
 
-    mode: str = "table"
+    A plain slotted class rather than a dataclass or named tuple: importing ``dataclasses``
+    or ``typing`` costs more start-up time than a whole ``-L`` run is allowed.
+    """
+
+    __slots__ = (
+        "csv_header",
+        "csv_units",
+        "display",
+        "filename",
+        "ids",
+        "library",
+        "loop_seconds",
+        "mode",
+        "query_fields",
+        "xml",
+    )
+
+    mode: str
     """table | list | query | query-gpu | query-apps | help | help-query-gpu |
     help-query-apps | version | topo | nvlink-status | nvlink-caps"""
-    xml: bool = False
-    display: tuple[str, ...] = ()
-    ids: tuple[str, ...] = ()
-    query_fields: tuple[str, ...] = ()
-    csv_header: bool = True
-    csv_units: bool = True
-    format_given: bool = False
-    filename: str | None = None
-    loop_seconds: float | None = None
-    library: str | None = None
+    xml: bool
+    display: tuple[str, ...]
+    ids: tuple[str, ...]
+    query_fields: tuple[str, ...]
+    csv_header: bool
+    csv_units: bool
+    filename: str | None
+    loop_seconds: float | None
+    library: str | None
+
+    def __init__(
+        self,
+        *,
+        mode: str = "table",
+        xml: bool = False,
+        display: tuple[str, ...] = (),
+        ids: tuple[str, ...] = (),
+        query_fields: tuple[str, ...] = (),
+        csv_header: bool = True,
+        csv_units: bool = True,
+        filename: str | None = None,
+        loop_seconds: float | None = None,
+        library: str | None = None,
+    ) -> None:
+        values = {
+            "mode": mode,
+            "xml": xml,
+            "display": display,
+            "ids": ids,
+            "query_fields": query_fields,
+            "csv_header": csv_header,
+            "csv_units": csv_units,
+            "filename": filename,
+            "loop_seconds": loop_seconds,
+            "library": library,
+        }
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Options is immutable (tried to set {name})")
+
+    def __repr__(self) -> str:
+        return "Options(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
 
 
 _VALUE_FLAGS = {
@@ -172,7 +223,6 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
             query_fields=fields,
             csv_header=header,
             csv_units=units,
-            format_given=True,
             **common,  # type: ignore[arg-type]
         )
     if "format" in values:

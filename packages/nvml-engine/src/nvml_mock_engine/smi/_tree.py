@@ -9,30 +9,54 @@ in text (``text``), because the real tool's text view folds or hides a few XML e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 NA = "N/A"
 
 
-@dataclass(slots=True)
 class Node:
-    """One element: a leaf with ``value`` or a group with ``children``."""
+    """One element: a leaf with ``value`` or a group with ``children``.
 
-    tag: str
-    label: str | None
-    value: str | None = None
-    children: list[Node] | None = None
-    text: str | None = None
-    """Text view prints the node as ``label : text`` (children hidden) when set."""
-    raw: str | None = None
-    """XML prints this inner text on its own line (``<mig_devices>`` / ``None``)."""
-    attrs: dict[str, str] = field(default_factory=dict)
-    text_indent: int = 0
-    """Extra text indentation (the real tool nests some XML siblings in text)."""
-    section: str | None = None
-    """``-d`` display category this top-level node belongs to."""
-    text_only_with: str | None = None
-    """Shown in text only when this ``-d`` category is requested."""
+    ``text``: the text view prints ``label : text`` (children hidden) when set.
+    ``raw``: XML prints this inner text on its own line (``<mig_devices>`` / ``None``).
+    ``text_indent``: extra text indentation (the real tool nests some XML siblings in text).
+    ``section``: the ``-d`` display category of a top-level node.
+    ``text_only_with``: shown in text only when this ``-d`` category is requested.
+    """
+
+    __slots__ = (
+        "attrs",
+        "children",
+        "label",
+        "raw",
+        "section",
+        "tag",
+        "text",
+        "text_indent",
+        "text_only_with",
+        "value",
+    )
+
+    def __init__(
+        self,
+        tag: str,
+        label: str | None,
+        *,
+        value: str | None = None,
+        children: list[Node] | None = None,
+        text: str | None = None,
+        raw: str | None = None,
+        attrs: dict[str, str] | None = None,
+        text_indent: int = 0,
+    ) -> None:
+        self.tag = tag
+        self.label = label
+        self.value = value
+        self.children = children
+        self.text = text
+        self.raw = raw
+        self.attrs = attrs or {}
+        self.text_indent = text_indent
+        self.section: str | None = None
+        self.text_only_with: str | None = None
 
 
 def leaf(
