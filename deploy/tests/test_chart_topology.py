@@ -307,3 +307,10 @@ def test_disabling_topology_clears_the_plugin_url(render: RenderFn) -> None:
     env = env_of(container(rendered.get("DaemonSet", "nvml-mock-nri"), "nri-plugin"))
     assert env["NVML_MOCK_TOPOLOGY_URL"] == ""
     assert ("ConfigMap", "nvml-mock-topology") not in rendered.objects
+
+
+def test_watches_stay_on_one_replica(render: RenderFn) -> None:
+    rendered = render({"topology": {**DEMO_TOPOLOGY, "replicas": 3}})
+    assert rendered.get("Deployment", "nvml-mock-topology")["spec"]["replicas"] == 3
+    # Revisions are per replica: a watch bounced between replicas would never block.
+    assert rendered.get("Service", "nvml-mock-topology")["spec"]["sessionAffinity"] == "ClientIP"
