@@ -2,7 +2,7 @@
  * libFuzzer entry for the state parser: any input must either parse or yield an error
  * message, within the buffer it was given.
  *
- *   make fuzz && build/fuzz_state -max_len=1100000 corpus/
+ *   make fuzz && build/fuzz_state -max_len=1100000 CORPUS_DIR fuzz/seeds
  */
 #include <stddef.h>
 #include <stdint.h>
