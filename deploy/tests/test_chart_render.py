@@ -17,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from conftest import CHART_DIR, DEMO_TOPOLOGY, NAMESPACE, REPO_ROOT, RenderFn
-from helpers import container, env_of, mounts_of, pod_spec
+from manifests import container, env_of, mounts_of, pod_spec
 from nvml_mock_protocol import names
 
 KUBE_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())

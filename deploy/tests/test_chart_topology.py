@@ -17,7 +17,7 @@ import helm_python as helm
 import pytest
 import yaml
 from conftest import DEMO_TOPOLOGY, NAMESPACE, RenderFn
-from helpers import container, env_of, mounts_of, pod_spec
+from manifests import container, env_of, mounts_of, pod_spec
 from nvml_mock_protocol.topology import (
     CLIQUE_ID_MAX,
     TopologyError,
