@@ -108,7 +108,7 @@ def service(topology_file: Path, port: int) -> Iterator[subprocess.Popen[bytes]]
         "--port",
         str(port),
         "--log-level",
-        "warning",
+        "info",
     ]
     process = subprocess.Popen(command)
     try:
@@ -285,15 +285,87 @@ async def watchers(
     return max(done_at) - written, current, peak, got_new
 
 
+def bench_throughput(
+    work: Path, nodes: list[str], svc_port: int, duration: int, connections: int
+) -> None:
+    """wrk against the service and nginx serving the same bytes; print both and the ratio."""
+    root = work / "static"
+    connection = http.client.HTTPConnection("127.0.0.1", svc_port)
+    for node in nodes:
+        connection.request("GET", f"/v1/nodes/{node}/identity")
+        body = connection.getresponse().read()
+        target = root / "v1" / "nodes" / node / "identity"
+        target.parent.mkdir(parents=True)
+        target.write_bytes(body)
+    connection.close()
+    paths_lua = work / "paths.lua"
+    paths_lua.write_text(
+        "paths = {"
+        + ",".join(f'"/v1/nodes/{n}/identity"' for n in nodes)
+        + "}\nrequest = function()\n"
+        "  return wrk.format(nil, paths[math.random(#paths)])\nend\n"
+    )
+    nginx_port = free_port()
+    with nginx(root, work, nginx_port):
+        print(f"wrk -t1 -c{connections} -d{duration}s, random node paths:")
+        ours, ours_latency = run_wrk(
+            f"http://127.0.0.1:{svc_port}", paths_lua, duration, connections
+        )
+        theirs, theirs_latency = run_wrk(
+            f"http://127.0.0.1:{nginx_port}", paths_lua, duration, connections
+        )
+    print(f"  topology service (1 uvicorn worker): {ours:10.0f} req/s  ({ours_latency})")
+    print(f"  nginx static files (1 worker):       {theirs:10.0f} req/s  ({theirs_latency})")
+    print(f"  ratio service / nginx: {ours / theirs:.2f}  (target >= 0.30)")
+
+
+def bench_latency(svc_port: int, nodes: list[str], rate: int, duration: int) -> None:
+    """Open-loop load at a fixed rate; print p50/p99/max."""
+    latencies = asyncio.run(fixed_rate(svc_port, nodes, rate, duration))
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    print(
+        f"open loop at {rate} req/s for {duration}s ({len(latencies)} requests): "
+        f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {latencies[-1]:.2f} ms (target p99 <= 10 ms)"
+    )
+
+
+def bench_watchers(
+    svc_port: int, pid: int, nodes: list[str], count: int, topology_file: Path
+) -> None:
+    """5,000 watchers; rewrite the document; print fan-out time and RSS."""
+    moved = topology(nodes, "11111111")
+    spread, current, peak, got_new = asyncio.run(
+        watchers(svc_port, pid, nodes, count, path=topology_file, moved=moved)
+    )
+    print(
+        f"{count} concurrent watchers: service RSS {current:.0f} MB while waiting "
+        f"(peak {peak:.0f} MB; target <= 300 MB); the changed document reached "
+        f"{got_new}/{count} watchers {spread:.2f} s after the file was replaced "
+        "(target <= 2 s; includes the file poll, every 1 s)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
+    parser.add_argument("--duration", type=int, default=10, help="seconds per measurement")
     parser.add_argument("--connections", type=int, default=64, help="wrk connections")
     parser.add_argument("--rate", type=int, default=2000, help="fixed request rate for p99")
     parser.add_argument("--watchers", type=int, default=5000)
+    parser.add_argument(
+        "--parts",
+        default="throughput,latency,watchers",
+        help="comma-separated subset of throughput,latency,watchers",
+    )
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     for tool in ("wrk", "nginx"):
-        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+        if (
+            "throughput" in parts
+            and shutil.which(tool) is None
+            and not Path(f"/usr/sbin/{tool}").exists()
+        ):
             print(f"{tool} is not installed (Debian: apt-get install -y wrk nginx)")
             return 2
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -305,62 +377,16 @@ def main() -> int:
         work.chmod(0o755)  # nginx workers drop privileges and must read the files
         topology_file = work / "topology.json"
         topology_file.write_text(json.dumps(topology(nodes, "00000000")))
-        paths_lua = work / "paths.lua"
-        paths_lua.write_text(
-            "paths = {"
-            + ",".join(f'"/v1/nodes/{n}/identity"' for n in nodes)
-            + "}\nrequest = function()\n"
-            "  return wrk.format(nil, paths[math.random(#paths)])\nend\n"
-        )
-        svc_port, nginx_port = free_port(), free_port()
+        size = len(topology_file.read_bytes())
+        print(f"topology: {NODES} nodes in {DOMAINS} domains; {size} bytes; load {os.getloadavg()}")
+        svc_port = free_port()
         with service(topology_file, svc_port) as process:
-            # nginx serves exactly the bytes the service answers.
-            root = work / "static"
-            connection = http.client.HTTPConnection("127.0.0.1", svc_port)
-            for node in nodes:
-                connection.request("GET", f"/v1/nodes/{node}/identity")
-                body = connection.getresponse().read()
-                target = root / "v1" / "nodes" / node / "identity"
-                target.parent.mkdir(parents=True)
-                target.write_bytes(body)
-            size = len(topology_file.read_bytes())
-            print(f"topology: {NODES} nodes in {DOMAINS} domains; {size} bytes")
-            with nginx(root, work, nginx_port):
-                print(f"wrk -t1 -c{args.connections} -d{args.duration}s, random node paths:")
-                ours, ours_latency = run_wrk(
-                    f"http://127.0.0.1:{svc_port}", paths_lua, args.duration, args.connections
-                )
-                theirs, theirs_latency = run_wrk(
-                    f"http://127.0.0.1:{nginx_port}", paths_lua, args.duration, args.connections
-                )
-            print(f"  topology service (1 uvicorn worker): {ours:10.0f} req/s  ({ours_latency})")
-            print(
-                f"  nginx static files (1 worker):       {theirs:10.0f} req/s  ({theirs_latency})"
-            )
-            print(f"  ratio service / nginx: {ours / theirs:.2f}  (target >= 0.30)")
-
-            latencies = asyncio.run(fixed_rate(svc_port, nodes, args.rate, args.duration))
-            latencies.sort()
-            p50 = statistics.median(latencies)
-            p99 = latencies[int(len(latencies) * 0.99) - 1]
-            print(
-                f"open loop at {args.rate} req/s for {args.duration}s ({len(latencies)} requests): "
-                f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {latencies[-1]:.2f} ms "
-                "(target p99 <= 10 ms)"
-            )
-
-            moved = topology(nodes, "11111111")
-            spread, current, peak, got_new = asyncio.run(
-                watchers(
-                    svc_port, process.pid, nodes, args.watchers, path=topology_file, moved=moved
-                )
-            )
-            print(
-                f"{args.watchers} concurrent watchers: service RSS {current:.0f} MB while waiting "
-                f"(peak {peak:.0f} MB; target <= 300 MB); changed document reached "
-                f"{got_new}/{args.watchers} watchers {spread:.2f} s after the write "
-                "(target <= 2 s; includes the file poll, default 1 s)"
-            )
+            if "throughput" in parts:
+                bench_throughput(work, nodes, svc_port, args.duration, args.connections)
+            if "latency" in parts:
+                bench_latency(svc_port, nodes, args.rate, args.duration)
+            if "watchers" in parts:
+                bench_watchers(svc_port, process.pid, nodes, args.watchers, topology_file)
     return 0
 
 

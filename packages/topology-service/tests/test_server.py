@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -169,3 +170,17 @@ def test_concurrent_readers_never_see_a_mix(live: LiveServer, topology_file: Pat
         thread.join(10)
     assert not problems, problems[:5]
     assert seen == {UUID_A, UUID_B}
+
+
+def test_a_watcher_that_disconnects_leaves_nothing_behind(live: LiveServer) -> None:
+    revision = identity(live, "worker-1").json()["revision"]
+    port = int(live.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(
+            f"GET /v1/nodes/worker-1/identity?revision={revision}&wait=5 HTTP/1.1\r\n"
+            "Host: t\r\n\r\n".encode()
+        )
+        wait_until(lambda: live.store.watching == 1)
+    started = time.monotonic()
+    wait_until(lambda: live.store.watching == 0, timeout=2)
+    assert time.monotonic() - started < 2  # well before the 5 s wait would have ended

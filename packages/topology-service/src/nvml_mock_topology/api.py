@@ -106,6 +106,12 @@ def _if_none_match_hits(header: bytes | None, etag: bytes) -> bool:
     return False
 
 
+async def _disconnected(receive: Receive) -> None:
+    """Return once the client has disconnected (a GET's first message is its empty body)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 def _parse_revision(text: str) -> int | None:
     """A revision from a query parameter; JSON Schema integers such as ``7.0`` count."""
     if text.isascii() and text.isdigit():
@@ -173,16 +179,30 @@ class IdentityEndpoint:
         return known, min(seconds, self.max_watch_seconds)
 
     async def answer(
-        self, node: str, revision: str | None, wait: str | None, if_none_match: bytes | None
+        self,
+        node: str,
+        revision: str | None,
+        wait: str | None,
+        if_none_match: bytes | None,
+        receive: Receive | None = None,
     ) -> tuple[int, tuple[tuple[bytes, bytes], ...], bytes]:
-        """Status, raw headers and body of the answer to one identity request."""
+        """Status, raw headers and body of the answer to one identity request.
+
+        With ``receive`` (the request's ASGI channel), a watch also ends when the
+        client goes away, so a restarted client leaves no waiter behind.
+        """
         try:
             known, seconds = self.parse(node, revision, wait, if_none_match)
         except ProblemError as problem:
             return problem.answer()
         answer: Answer
         if known is not None and seconds > 0:
-            answer = await self.store.watch(node, known, seconds)
+            gone = asyncio.ensure_future(_disconnected(receive)) if receive is not None else None
+            try:
+                answer = await self.store.watch(node, known, seconds, gone=gone)
+            finally:
+                if gone is not None:
+                    gone.cancel()
         else:
             answer = self.store.snapshot.identity(node)
         if answer.status == 200 and _if_none_match_hits(if_none_match, answer.etag):
@@ -229,7 +249,9 @@ class IdentityFastPath:
                 if name == b"if-none-match":
                     if_none_match = value
                     break
-            status, headers, body = await self.endpoint.answer(node, revision, wait, if_none_match)
+            status, headers, body = await self.endpoint.answer(
+                node, revision, wait, if_none_match, receive
+            )
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             label = "identity_watch" if wait is not None else "identity"

@@ -111,11 +111,18 @@ class TopologyStore:
                     released += 1
         return released
 
-    async def watch(self, node: str, known_revision: int, timeout: float) -> Answer:
+    async def watch(
+        self,
+        node: str,
+        known_revision: int,
+        timeout: float,
+        gone: asyncio.Future[None] | None = None,
+    ) -> Answer:
         """The answer for ``node`` once its revision differs from ``known_revision``.
 
         Returns at once when it already differs; otherwise waits up to ``timeout``
-        seconds for a change and then returns the (possibly unchanged) answer.
+        seconds for a change and then returns the (possibly unchanged) answer. The
+        wait also ends when ``gone`` completes (the client disconnected).
         """
         answer = self._snapshot.identity(node)
         if answer.revision != known_revision or timeout <= 0:
@@ -125,6 +132,8 @@ class TopologyStore:
         waiters = self._waiters.setdefault(node, set())
         waiters.add(waiter)
         timer = loop.call_later(timeout, _resolve, waiter)
+        if gone is not None:
+            gone.add_done_callback(lambda _: _resolve(waiter))
         self._watching += 1
         try:
             await waiter
