@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -258,3 +259,24 @@ async def test_sigterm_while_the_runtime_has_not_answered_registration_exits_0(
         assert not task.done(), "still waiting for the registration reply"
         service.stop()
         assert await asyncio.wait_for(task, 2) == 0
+
+
+async def test_runtime_launched_plugin_uses_the_inherited_socket_and_index(
+    short_tmp: Path,
+) -> None:
+    double = RuntimeDouble(short_tmp / "unused.sock")
+    plugin_end, runtime_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    await double.attach(runtime_end)
+    try:
+        settings = load_settings(["--socket-path", "/nonexistent.sock", "--health-addr", ""], {})
+        environ = {"NRI_PLUGIN_SOCKET": str(plugin_end.detach()), "NRI_PLUGIN_IDX": "42"}
+        service = PluginService(settings, environ=environ)
+        task = asyncio.create_task(service.run())
+        (handle,) = await double.wait_for_plugins(1)
+        assert handle.id == "42-nvml-mock"
+        result = await double.create_container(pod(), container())
+        assert len(result.adjustment.mounts) == 1
+        service.stop()
+        assert await task == 0
+    finally:
+        await double.close()

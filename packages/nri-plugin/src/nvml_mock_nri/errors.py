@@ -3,8 +3,11 @@
 ::
 
     NriPluginError
-     +-- ConfigError             bad flag, env value or runtime-sent config (exit 3 at start)
-     +-- RuntimeConnectionError  the runtime connection could not be made or was lost (exit 1)
+     +-- ConfigError    bad flag, env value or runtime-sent config (exit 3)
+
+The runtime connection's own failures (cannot connect, registration refused,
+connection lost) are the protocol package's errors and the stub's disconnect
+report; :mod:`nvml_mock_nri.service` turns them into exit code 1.
 
 Everything that can go wrong while answering one CreateContainer call (a missing
 device tree, a file that is not a character device, a topology service that does
@@ -30,7 +33,3 @@ class ConfigError(NriPluginError):
         self.value = value
         self.reason = reason
         super().__init__(f"{key}={value!r}: {reason}")
-
-
-class RuntimeConnectionError(NriPluginError):
-    """The connection to the container runtime failed or ended."""

@@ -169,11 +169,12 @@ class PluginService:
                 self.health.close()
 
     def _make_stub(self) -> Stub:
-        environ = {
-            key: self._environ[key]
-            for key in (names.ENV_NRI_PLUGIN_SOCKET,)
-            if self._environ.get(key)
-        }
+        # A plugin launched by the runtime gets its socket as an fd and its index in
+        # NRI_PLUGIN_IDX (the Go stub's names); an explicit --plugin-index still wins.
+        keys = [names.ENV_NRI_PLUGIN_SOCKET]
+        if "plugin_index" not in self.settings.explicit:
+            keys.append(names.ENV_NRI_PLUGIN_IDX)
+        environ = {key: self._environ[key] for key in keys if self._environ.get(key)}
         return Stub.from_environment(
             self.adapter,
             name=self.settings.plugin_name,
