@@ -32,7 +32,9 @@ def percentile(values: list[float], pct: float) -> float:
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    proc = subprocess.run(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False
+    )
     elapsed = (time.perf_counter() - start) * 1000
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()}")
@@ -51,7 +53,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state.nvmlmock"
         subprocess.run(
-            [sys.executable, "-m", "nvml_mock_engine", "render", "--profile", args.profile, "--count", str(args.count), "-o", str(state)],
+            [
+                sys.executable,
+                "-m",
+                "nvml_mock_engine",
+                "render",
+                "--profile",
+                args.profile,
+                "--count",
+                str(args.count),
+                "-o",
+                str(state),
+            ],
             check=True,
             capture_output=True,
         )

@@ -113,3 +113,24 @@ def test_python_m_and_env_library(library_file: Path, rendered: dict[str, Path])
     _, gpus = read_state(rendered["t4"])
     assert proc.stdout == f"GPU 0: {gpus[0]['name']} (UUID: {gpus[0]['uuid']})\n"
     assert proc.stderr == ""
+
+
+def test_loop_repeats_until_interrupted(
+    library_file: Path, h100: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nvml_mock_engine.smi import _app
+
+    sleeps: list[float] = []
+
+    def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_app.time, "sleep", fake_sleep)
+    rc, out = smi(
+        library_file, "--query-gpu=index", "--format=csv,noheader", "-i", "0", "-lms", "250"
+    )
+    assert rc == 0
+    assert sleeps == [0.25, 0.25]
+    assert out == "0\n0\n"

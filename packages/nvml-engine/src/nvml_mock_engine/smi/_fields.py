@@ -27,6 +27,7 @@ from ._nvml import (
     FI_CLOCKS_EVENT_HW_POWER_BRAKE,
     FI_CLOCKS_EVENT_HW_THERM,
     FI_CLOCKS_EVENT_SW_THERM,
+    FI_GPU_RECOVERY_ACTION,
     FI_PERF_POLICY_POWER,
     FI_PERF_POLICY_SYNC_BOOST,
     FI_POWER_AVERAGE,
@@ -110,6 +111,10 @@ class Ctx:
     @cached_property
     def encoder(self) -> tuple[int, int, int]:
         return self.d.encoder_stats()
+
+    @cached_property
+    def recovery(self) -> int:
+        return int(self.d.field_value(FI_GPU_RECOVERY_ACTION))
 
     @cached_property
     def conf_compute(self) -> Any:
@@ -328,7 +333,13 @@ FIELDS: list[Field] = [
         "Whether time-sliced vGPUs of different sizes may share the GPU.",
     ),
     F(
-        ("pcie.link.gen.current", "pcie.link.gen.gpucurrent"),
+        ("pcie.link.gen.current",),
+        "",
+        lambda c: c.d.curr_pcie_link_generation(),
+        "The PCIe generation the link runs at now (older name of pcie.link.gen.gpucurrent).",
+    ),
+    F(
+        ("pcie.link.gen.gpucurrent",),
         "",
         lambda c: c.d.curr_pcie_link_generation(),
         "The PCIe generation the link runs at now.",
@@ -444,6 +455,18 @@ FIELDS: list[Field] = [
         "The version of the power object in the infoROM.",
     ),
     F(("inforom.checksum_validation",), "", _na, "Whether the infoROM checksum is valid."),
+    F(
+        ("reset_status.reset_required",),
+        "",
+        lambda c: yes_no(c.recovery in (1, 2, 6, 7)),
+        "Whether the GPU needs a reset (or a reboot) to recover from an error.",
+    ),
+    F(
+        ("reset_status.drain_and_reset_recommended",),
+        "",
+        lambda c: yes_no(c.recovery in (3, 4)),
+        "Whether draining the GPU's work and then a reset is recommended.",
+    ),
     F(
         ("gom.current", "gpu_operation_mode.current"),
         "",
@@ -717,8 +740,8 @@ FIELDS: list[Field] = [
     F(
         ("power.management",),
         "",
-        lambda c: enabled(c.d.power_management_mode()),
-        "Whether power management is on.",
+        lambda c: "Supported" if c.d.power_management_mode() else "[Not Supported]",
+        "Whether the board manages its power (Supported or [Not Supported]).",
     ),
     F(("power.draw",), "W", lambda c: _w(c.d.power_usage()), "Board power draw now, in watts."),
     F(
