@@ -1,0 +1,207 @@
+"""The kind demo's own logic on a real run, with docker, kind, kubectl and helm played by a script.
+
+There is no cluster here, so one small program answers as the four tools would for a
+healthy demo cluster (and, per test, for a broken one). What is under test is run.sh's
+side: which cluster path it takes, how it derives image tags, which pod it picks on a node
+(never one still terminating), and that its assertions fail on wrong answers, naming the
+node.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+
+RUN_SH = REPO_ROOT / "demo" / "kind" / "run.sh"
+CLUSTER = "nvml-mock-node-wide-demo"
+WORKERS = [f"{CLUSTER}-worker", f"{CLUSTER}-worker2", f"{CLUSTER}-worker3", f"{CLUSTER}-worker4"]
+CLIQUES = dict(zip(WORKERS, [0, 0, 1, 1], strict=True))
+UUID = "00000000-0000-0000-0000-0000000000cd"
+IMAGE_ID = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+FAKE = """
+import os, sys
+tool = sys.argv[1]
+args = sys.argv[2:]
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(" ".join([tool, *args]) + "\\n")
+env = os.environ.get
+workers = env("FAKE_WORKERS").split()
+def out(text):
+    sys.stdout.write(text)
+    sys.exit(0)
+if tool == "kind":
+    if args[:2] == ["get", "clusters"]:
+        out(env("FAKE_CLUSTERS", ""))
+    if args[:2] == ["get", "nodes"]:
+        out("\\n".join([env("FAKE_CLUSTER") + "-control-plane", *workers]) + "\\n")
+    sys.exit(0)
+if tool == "docker":
+    if args[:2] == ["image", "inspect"]:
+        out(env("FAKE_IMAGE_ID") + "\\n")
+    if args[:1] == ["exec"] and args[2:4] == ["test", "-S"]:
+        sys.exit(1 if args[1] in env("FAKE_NO_NRI", "").split() else 0)
+    sys.exit(0)
+if tool == "helm":
+    sys.exit(0)
+# kubectl: the kubeconfig query is the one call that needs no context.
+if args[:2] == ["config", "get-contexts"]:
+    out("kind-" + env("FAKE_CLUSTER") + "\\n")
+assert args[:2] == ["--context", "kind-" + env("FAKE_CLUSTER")], args
+args = args[2:]
+if args[:1] == ["--namespace"]:
+    args = args[2:]
+if args[:2] == ["get", "namespace"]:
+    out("namespace/" + args[2] + "\\n")
+if args[:2] == ["get", "daemonset"]:
+    out(env("FAKE_AGENT_SPEC", "{}||NODE_NAME"))
+if args[:2] == ["get", "pods"] and "--field-selector" in args:
+    node = args[args.index("--field-selector") + 1].split(",")[0].split("=")[1]
+    # A pod from before the restart, still terminating, is listed first.
+    out("gpu-agent-old-" + node + " 2030-01-01T00:00:00Z\\ngpu-agent-new-" + node + " \\n")
+if args[:2] == ["get", "pods"] and any("spec.nodeName" in a for a in args):
+    out(" ".join(workers))
+if args[:1] == ["exec"]:
+    pod, command = args[1], args[3:]
+    node = pod.split("-new-")[-1]
+    assert pod.startswith("gpu-agent-new-"), "exec into a terminating pod: " + pod
+    if command[:2] == ["nvidia-smi", "-L"]:
+        gpus = 0 if node in env("FAKE_NO_GPUS", "").split() else 4
+        out("".join("GPU %d: NVIDIA GB200 (UUID: GPU-%d)\\n" % (i, i) for i in range(gpus)))
+    if command[:1] == ["check-fabric"]:
+        expected = command[command.index("--expect-clique") + 1]
+        clique = env("FAKE_CLIQUE_" + node.replace("-", "_"), expected)
+        report = "Discovered 1 GPU(s)\\nGPU 0 (GPU-0)\\n  clusterUuid : " + env("FAKE_UUID") + "\\n"
+        report += "  cliqueId    : " + clique + "\\n  state       : completed (3)\\n"
+        sys.stdout.write(report)
+        sys.exit(0 if clique == expected else 3)
+sys.exit(0)
+"""
+
+
+@pytest.fixture
+def fake_tools(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    program = tmp_path / "fake.py"
+    program.write_text(FAKE)
+    for tool in ("docker", "kind", "kubectl", "helm"):
+        script = bin_dir / tool
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{program}" {tool} "$@"\n')
+        script.chmod(0o755)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(tmp_path),
+        "FAKE_LOG": str(tmp_path / "calls"),
+        "FAKE_CLUSTER": CLUSTER,
+        "FAKE_WORKERS": " ".join(WORKERS),
+        "FAKE_IMAGE_ID": IMAGE_ID,
+        "FAKE_UUID": UUID,
+    }
+
+
+def run(
+    environ: dict[str, str], **env: str
+) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    result = subprocess.run(
+        ["bash", str(RUN_SH)],
+        env={**environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    log = Path(environ["FAKE_LOG"])
+    calls = [shlex.split(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return result, calls
+
+
+def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> None:
+    result, calls = run(fake_tools)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for node in WORKERS:
+        assert f"    {node}: 4 GPU(s)" in result.stdout
+        assert f"    {node}: clique {CLIQUES[node]}, cluster {UUID}" in result.stdout
+    assert calls[1][:5] == ["kind", "create", "cluster", "--name", CLUSTER]
+    tag = "0.1.0-0123456789ab"
+    loaded = [c[3] for c in calls if c[:3] == ["kind", "load", "docker-image"]]
+    assert all(ref.endswith(f":{tag}") for ref in loaded), loaded
+    install = next(c for c in calls if c[0] == "helm")
+    assert f"image.tag={tag}" in install
+    execs = [c for c in calls if c[0] == "kubectl" and "exec" in c]
+    assert len(execs) == 8
+    assert all("gpu-agent-new-" in " ".join(c) for c in execs)
+
+
+def test_an_existing_cluster_is_reused_when_it_has_nri(fake_tools: dict[str, str]) -> None:
+    result, calls = run(fake_tools, FAKE_CLUSTERS=f"other\n{CLUSTER}\n")
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in calls if c[:2] in (["kind", "create"], ["kind", "delete"])]
+    probed = {c[2] for c in calls if c[:2] == ["docker", "exec"]}
+    assert set(WORKERS) <= probed
+    assert "reusing cluster" in result.stdout
+
+
+def test_an_existing_cluster_without_nri_is_refused(fake_tools: dict[str, str]) -> None:
+    result, calls = run(fake_tools, FAKE_CLUSTERS=f"{CLUSTER}\n", FAKE_NO_NRI=WORKERS[2])
+    assert result.returncode == 1
+    assert f"node {WORKERS[2]} has no NRI socket" in result.stderr
+    assert "FORCE_RECREATE=true" in result.stderr
+    assert not [c for c in calls if c[0] in ("helm",) or c[:2] == ["docker", "build"]]
+
+
+def test_force_recreate_deletes_then_creates(fake_tools: dict[str, str]) -> None:
+    result, calls = run(fake_tools, FAKE_CLUSTERS=f"{CLUSTER}\n", FORCE_RECREATE="true")
+    assert result.returncode == 0, result.stderr
+    kinds = [c[:2] for c in calls if c[0] == "kind" and c[1] in ("delete", "create")]
+    assert kinds == [["kind", "delete"], ["kind", "create"]]
+
+
+def test_a_wrong_clique_fails_naming_the_node(fake_tools: dict[str, str]) -> None:
+    node = WORKERS[3]
+    result, _ = run(fake_tools, **{f"FAKE_CLIQUE_{node.replace('-', '_')}": "0"})
+    assert result.returncode == 1
+    assert f"check-fabric on {node}" in result.stderr
+    assert f"    {WORKERS[2]}: clique 1" in result.stdout
+
+
+def test_a_wrong_cluster_uuid_fails(fake_tools: dict[str, str]) -> None:
+    result, _ = run(fake_tools, FAKE_UUID="00000000-0000-0000-0000-0000000000ff")
+    assert result.returncode == 1
+    assert "does not report clusterUuid" in result.stderr
+
+
+def test_a_pod_without_gpus_fails(fake_tools: dict[str, str]) -> None:
+    result, _ = run(fake_tools, FAKE_NO_GPUS=WORKERS[1])
+    assert result.returncode == 1
+    assert "listed no GPU" in result.stderr and WORKERS[1] in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ('{"limits":{"nvidia.com/gpu":"1"}}||NODE_NAME', "requests nvidia.com/gpu"),
+        ('{}|[{"name":"x","hostPath":{"path":"/x"}}]|NODE_NAME', "has volumes"),
+        ("{}||NODE_NAME MOCK_NVML_CONFIG", "sets MOCK_* env"),
+    ],
+)
+def test_a_workload_that_asks_for_something_fails(
+    fake_tools: dict[str, str], spec: str, needle: str
+) -> None:
+    result, _ = run(fake_tools, FAKE_AGENT_SPEC=spec)
+    assert result.returncode == 1
+    assert needle in result.stderr
+
+
+def test_without_a_compute_domain_no_fabric_check(fake_tools: dict[str, str]) -> None:
+    result, calls = run(fake_tools, GPU_PROFILE="h100")
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in calls if "check-fabric" in c]
+    install = next(c for c in calls if c[0] == "helm")
+    assert "topology.enabled=false" in install
