@@ -360,3 +360,16 @@ def test_unsupported_calls_before_versions(nvml: Any, cnvml: ctypes.CDLL) -> Non
     )
     assert cnvml.nvmlDeviceGetPciInfoExt(handle(nvml), buf) == NVML_ERROR_ARGUMENT_VERSION_MISMATCH
     assert bytes(buf) == b"\0" * 64
+
+
+def test_queries_nvidia_smi_makes_at_start(nvml: Any) -> None:
+    h = handle(nvml)
+    assert nvml.nvmlUnitGetCount() == 0
+    assert nvml.nvmlGetExcludedDeviceCount() == 0
+    assert nvml.nvmlDeviceGetSupportedPerformanceStates(h) == [0]
+    assert nvml.nvmlDeviceGetEncoderSessions(h) == []
+    assert nvml.nvmlDeviceGetFBCSessions(h) == []
+    assert nvml.nvmlDeviceGetFBCStats(h).sessionsCount == 0
+    assert nvml.nvmlDeviceGetBusType(h) == nvml.NVML_BUS_TYPE_PCIE
+    assert nvml.nvmlDeviceGetPowerSource(h) == nvml.NVML_POWER_SOURCE_AC
+    nvml.nvmlDeviceValidateInforom(h)

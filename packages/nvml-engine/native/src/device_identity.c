@@ -605,3 +605,43 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDe
     }
     return NVML_ERROR_NOT_SUPPORTED; /* discrete GPUs without ATS / HMM reporting */
 }
+
+MOCK_EXPORT nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(unitCount);
+    *unitCount = 0; /* S-class units are not part of any modelled system */
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(deviceCount);
+    *deviceCount = 0;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device)
+{
+    GET_DEVICE(device, d);
+    return d->s.inforom_image_version[0] != '\0' ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBusType(nvmlDevice_t device, nvmlBusType_t *type)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(type);
+    *type = NVML_BUS_TYPE_PCIE;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerSource(nvmlDevice_t device, nvmlPowerSource_t *powerSource)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(powerSource);
+    *powerSource = NVML_POWER_SOURCE_AC;
+    return NVML_SUCCESS;
+}

@@ -465,3 +465,51 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, 
     *bufferSize = 4000;
     return NVML_SUCCESS;
 }
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t device, nvmlPstates_t *pstates,
+                                                                 unsigned int size)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pstates);
+    unsigned int slots = size / (unsigned int)sizeof(nvmlPstates_t); /* `size` is in bytes */
+    if (slots < 1) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    /* A datacenter board runs in P0 only; the rest of the array is NVML_PSTATE_UNKNOWN. */
+    pstates[0] = (nvmlPstates_t)d->s.pstate;
+    for (unsigned int i = 1; i < slots; i++) {
+        pstates[i] = NVML_PSTATE_UNKNOWN;
+    }
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsigned int *sessionCount,
+                                                      nvmlEncoderSessionInfo_t *sessionInfos)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    (void)sessionInfos;
+    REQUIRE_ARG(sessionCount);
+    *sessionCount = 0;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFBCStats(nvmlDevice_t device, nvmlFBCStats_t *fbcStats)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(fbcStats);
+    memset(fbcStats, 0, sizeof(*fbcStats));
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int *sessionCount,
+                                                  nvmlFBCSessionInfo_t *sessionInfo)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    (void)sessionInfo;
+    REQUIRE_ARG(sessionCount);
+    *sessionCount = 0;
+    return NVML_SUCCESS;
+}

@@ -360,3 +360,25 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cM
     c2cModeInfo->isC2cEnabled = d->s.c2c_enabled;
     return NVML_SUCCESS;
 }
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkInfo(nvmlDevice_t device, nvmlNvLinkInfo_t *info)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(info);
+    if (info->version != nvmlNvLinkInfo_v1 && info->version != nvmlNvLinkInfo_v2) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (d->s.nvlink_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (info->version == nvmlNvLinkInfo_v1) {
+        nvmlNvLinkInfo_v1_t *v1 = (nvmlNvLinkInfo_v1_t *)(void *)info;
+        v1->isNvleEnabled = 0;
+        return NVML_SUCCESS;
+    }
+    unsigned int version = info->version;
+    memset(info, 0, sizeof(*info));
+    info->version = version;
+    info->isNvleEnabled = 0; /* NVLink encryption off, no firmware entries reported */
+    return NVML_SUCCESS;
+}
