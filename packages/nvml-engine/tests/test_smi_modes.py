@@ -16,6 +16,7 @@ def rendered(library_file: Path, tmp_path_factory: pytest.TempPathFactory) -> di
     return {
         "h100": render_profile("h100", 8, out / "h100.nvmlmock"),
         "t4": render_profile("t4", 1, out / "t4.nvmlmock"),
+        "gb200": render_profile("gb200", 4, out / "gb200.nvmlmock"),
     }
 
 
@@ -46,6 +47,21 @@ def test_topo_matrix(library_file: Path, h100: list[dict[str, str]]) -> None:
         assert cells[2 + len(h100)] == gpu["numa_node"]
     assert "Legend:" in out
     assert "  NV#  = Connection traversing a bonded set of # NVLinks" in out
+
+
+def test_topo_on_a_switched_fabric_without_remote_pci_info(
+    library_file: Path, rendered: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GB200 trays reach each other through NVSwitch trays that NVML does not name by PCI
+    # address; the peer relation comes from nvmlDeviceGetP2PStatus(NVLINK).
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(rendered["gb200"]))
+    _, gpus = read_state(rendered["gb200"])
+    rc, out = smi(library_file, "topo", "-m")
+    assert rc == 0
+    rows = [line.split("\t") for line in out.splitlines()[1 : 1 + len(gpus)]]
+    for i, row in enumerate(rows):
+        expected = [" X " if i == j else f"NV{gpus[i]['nvlink_count']}" for j in range(len(gpus))]
+        assert row[1 : 1 + len(gpus)] == expected
 
 
 def test_topo_without_nvlink_uses_the_pcie_path(

@@ -8,6 +8,8 @@ row is underlined with ANSI escapes and cells are tab-separated, as parsers expe
 
 from __future__ import annotations
 
+from ctypes import byref, c_int, c_uint
+
 from ._nvml import (
     ERROR_NOT_SUPPORTED,
     FI_NVLINK_GET_SPEED,
@@ -17,6 +19,7 @@ from ._nvml import (
 )
 
 MAX_LINKS = 18
+P2P_CAPS_NVLINK = 2
 TOPOLOGY_NAMES = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 LEGEND = "\n".join(
     [
@@ -77,6 +80,18 @@ def _remote_bus_ids(device: Device, links: list[int]) -> list[str]:
     return out
 
 
+def _nvlink_peers(a: Device, b: Device, through_switches: int) -> bool:
+    """Whether NVML says the two GPUs reach each other over NVLink (switched fabrics)."""
+    status = c_int()
+    try:
+        a.nvml.call(
+            "nvmlDeviceGetP2PStatus", a.handle, b.handle, c_int(P2P_CAPS_NVLINK), byref(status)
+        )
+    except NvmlError:
+        return bool(through_switches)
+    return status.value == 0
+
+
 def cpu_list(mask_words: list[int]) -> str:
     cpus = [w * 64 + b for w, word in enumerate(mask_words) for b in range(64) if word >> b & 1]
     ranges: list[str] = []
@@ -114,8 +129,13 @@ def matrix(devices: list[Device]) -> str:
             direct = sum(1 for r in remotes[i] if r and r == bus_ids[j])
             if direct:
                 cells.append(f"NV{direct}")
-            elif switch_links[i] and switch_links[j]:
-                cells.append(f"NV{min(switch_links[i], switch_links[j])}")
+            elif (
+                links[i]
+                and links[j]
+                and _nvlink_peers(d, other, switch_links[i] and switch_links[j])
+            ):
+                # Through NVSwitches every link of a GPU reaches every other GPU.
+                cells.append(f"NV{min(len(links[i]), len(links[j]))}")
             else:
                 try:
                     level = d.topology_common_ancestor(other)
@@ -187,8 +207,6 @@ CAPABILITIES = [
 
 
 def nvlink_capabilities(devices: list[Device]) -> str:
-    from ctypes import byref, c_uint
-
     out = []
     for d in devices:
         out.append(_header(d))
