@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -144,3 +145,34 @@ async def test_topology_url_without_a_listener_never_blocks_injection(
     await start_plugin("--topology-url", f"http://127.0.0.1:{free_port()}", *FAST_RETRY)
     result = await runtime.create_container(pod(), container())
     assert len(result.adjustment.mounts) == 1
+
+
+async def test_a_topology_service_that_never_answers_times_out_and_is_reported(
+    runtime: RuntimeDouble, start_plugin: Start
+) -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        plugin = await start_plugin(
+            "--topology-url",
+            f"http://127.0.0.1:{port}",
+            "--topology-timeout",
+            "0.2",
+            "--topology-backoff-max",
+            "0.2",
+        )
+
+        async def timed_out() -> bool:
+            return await plugin.metric("nvml_mock_nri_topology_errors_total", 'kind="timeout"') >= 1
+
+        await eventually(timed_out)
+        reply = await plugin.get("/readyz")
+        assert reply.status_code == 503
+        assert "timed out" in reply.text
+        result = await runtime.create_container(pod(), container())
+        assert len(result.adjustment.mounts) == 1
+        assert "MOCK_FABRIC_DOMAIN" not in result.env()
