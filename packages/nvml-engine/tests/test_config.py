@@ -6,8 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from nvml_mock_engine.config import load_config_file, resolve_config
 from nvml_mock_engine.errors import ConfigError
+from nvml_mock_engine.render import render_text
+from nvml_mock_engine.schema import GPU_KEYS
 
 
 def _error(**kwargs: Any) -> ConfigError:
@@ -175,3 +179,50 @@ def test_empty_config_file_is_all_defaults(tmp_path: Path) -> None:
     path = tmp_path / "empty.yaml"
     path.write_text("")
     assert load_config_file(path) == {}
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=300),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=8,
+)
+_state_keys = st.sampled_from(sorted(GPU_KEYS)) | st.text(max_size=12)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    count=st.one_of(st.none(), st.integers(min_value=-3, max_value=70)),
+    defaults=st.dictionaries(_state_keys, _values, max_size=4) | _values,
+    gpus=st.dictionaries(
+        st.integers(min_value=-2, max_value=10) | st.text(max_size=3),
+        st.dictionaries(_state_keys, _values, max_size=3) | _values,
+        max_size=3,
+    )
+    | st.lists(st.dictionaries(_state_keys, _values, max_size=3) | st.none(), max_size=3),
+    fabric=_values,
+)
+def test_any_input_is_rendered_or_refused_with_a_config_error(
+    count: int | None, defaults: object, gpus: object, fabric: object
+) -> None:
+    data: dict[str, object] = {"defaults": defaults, "gpus": gpus}
+    if fabric is not None:
+        data["fabric"] = fabric
+    try:
+        config = resolve_config(profile="gb200", node="n", count=count, file_data=data)
+        text = render_text(config)
+    except ConfigError as exc:
+        assert exc.key and str(exc).startswith(exc.key)
+        return
+    lines = text.split("\n")
+    assert lines[0] == "nvml-mock-state 1"
+    assert all(len(line.encode()) <= 1023 for line in lines)
+    assert all(len(line.partition("=")[2].encode()) <= 255 for line in lines)
