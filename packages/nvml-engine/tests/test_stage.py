@@ -205,3 +205,17 @@ def test_missing_library_is_a_stage_error(tmp_path: Path) -> None:
             StageOptions(runtime=False, library=tmp_path / "libnvidia-ml.so.1"),
         )
     assert not (tmp_path / "o").exists()
+
+
+def test_a_real_entry_in_the_way_fails_before_the_switch(tmp_path: Path, library: Path) -> None:
+    overlay = tmp_path / "o"
+    options = StageOptions(runtime=False, library=library)
+    first = stage(overlay, resolve_config(profile="t4", node="n"), options)
+    (overlay / "lib").unlink()
+    (overlay / "lib").mkdir()
+    with pytest.raises(StageError, match="lib is not the overlay's symlink"):
+        stage(overlay, resolve_config(profile="t4", count=2, node="n"), options)
+    assert os.readlink(overlay / ".nvml-mock" / "current") == first.generation.name
+    assert "device_count=4" in (overlay / "config" / "state.nvmlmock").read_text()
+    generations = [p for p in (overlay / ".nvml-mock").iterdir() if p.name.startswith("gen-")]
+    assert generations == [first.generation]

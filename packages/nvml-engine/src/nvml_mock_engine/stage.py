@@ -224,11 +224,10 @@ def stage(
             _check_tools(warnings)
             previous = _switch(directory, state_root, generation)
         except BaseException:
-            shutil.rmtree(generation, ignore_errors=True)
+            if _current(state_root) != generation.name:
+                shutil.rmtree(generation, ignore_errors=True)
             raise
         _collect(state_root, {generation.name, *([previous] if previous else [])})
-    for warning in warnings:
-        logger.debug("stage warning: %s", warning)
     return StageReport(
         generation=generation,
         runtime_reused=reused,
@@ -355,14 +354,22 @@ def _check_tools(warnings: list[str]) -> None:
             warnings.append(f"bin/{tool} staged, but module {module} is not installed here")
 
 
+def _current(state_root: Path) -> str | None:
+    current = state_root / "current"
+    return os.readlink(current) if current.is_symlink() else None
+
+
 def _switch(directory: Path, state_root: Path, generation: Path) -> str | None:
     """Point ``current`` at *generation*; returns the generation it pointed at before."""
-    current = state_root / "current"
-    previous = os.readlink(current) if current.is_symlink() else None
+    for entry in ENTRIES:
+        link = directory / entry
+        if link.exists() and not link.is_symlink():
+            raise StageError(f"{link} is not the overlay's symlink; move it away and stage again")
+    previous = _current(state_root)
     pending = state_root / "current.new"
     pending.unlink(missing_ok=True)
     pending.symlink_to(generation.name)
-    os.replace(pending, current)
+    os.replace(pending, state_root / "current")
     for entry in ENTRIES:
         link = directory / entry
         target = Path(STATE_DIR) / "current" / entry
@@ -371,8 +378,6 @@ def _switch(directory: Path, state_root: Path, generation: Path) -> str | None:
         staging = directory / f".{entry}.new"
         staging.unlink(missing_ok=True)
         staging.symlink_to(target)
-        if link.is_dir() and not link.is_symlink():
-            raise StageError(f"{link} is a real directory; expected the overlay's symlink")
         os.replace(staging, link)
     return previous
 
