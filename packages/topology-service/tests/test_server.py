@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -184,3 +185,23 @@ def test_a_watcher_that_disconnects_leaves_nothing_behind(live: LiveServer) -> N
     started = time.monotonic()
     wait_until(lambda: live.store.watching == 0, timeout=2)
     assert time.monotonic() - started < 2  # well before the 5 s wait would have ended
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
+@pytest.mark.parametrize("layout", ["plain", "configmap"])
+def test_inotify_sees_a_change_long_before_the_poll(tmp_path: Path, layout: str) -> None:
+    volume = ConfigMapDir(tmp_path / "volume")
+    if layout == "configmap":
+        volume.publish(document())
+        path = volume.path
+    else:
+        path = tmp_path / "topology.yaml"
+        path.write_text(document())
+    store, follower = open_topology(Settings(topology_file=path, poll_interval=60))
+    with LiveServer(store, follower, max_watch_seconds=5) as server:
+        time.sleep(0.2)  # the follower has started and watches the directory
+        if layout == "configmap":
+            volume.publish(document(uuid=UUID_B))
+        else:
+            write_atomically(path, document(uuid=UUID_B))
+        wait_until(lambda: identity(server, "worker-1").json()["clusterUuid"] == UUID_B, 3)

@@ -8,6 +8,12 @@ does; inotify on the path sees nothing. Polling ``stat`` (following links) and
 the resolved path once a second catches both a swap and an in-place edit, costs
 two system calls, and needs no extra dependency.
 
+On Linux an inotify watch on the file's directory (through libc, no extra
+dependency) wakes the poll at once when an entry there is written, renamed,
+created or removed, so a change is usually served within tens of milliseconds;
+the poll stays as the backstop (other filesystems, links into other
+directories, or no inotify at all).
+
 A changed file is read and validated whole off the event loop. If it is
 invalid, or vanished, the last good document keeps serving and the failure is
 recorded once per distinct file state (not once per poll).
@@ -16,8 +22,10 @@ recorded once per distinct file state (not once per poll).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +34,7 @@ from nvml_mock_protocol.topology import TopologyDocument, TopologyError, read_to
 from nvml_mock_topology.store import TopologyStore
 
 __all__ = [
+    "DirectoryNotifier",
     "FileSignature",
     "TopologyFile",
     "describe_os_error",
@@ -131,12 +140,89 @@ class TopologyFile:
         )
 
     async def run(self) -> None:
-        """Poll forever (until cancelled). Errors in one poll are logged, never fatal."""
-        while True:
-            await asyncio.sleep(self.poll_interval)
-            try:
-                await self.check()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a bug in one poll must not stop reloads for good
-                logger.exception("unexpected error while checking the topology file")
+        """Follow the file until cancelled. Errors in one check are logged, never fatal."""
+        loop = asyncio.get_running_loop()
+        nudged = asyncio.Event()
+        notifier = DirectoryNotifier.open(self.path.parent)
+        if notifier is not None:
+
+            def on_event() -> None:
+                notifier.drain()
+                nudged.set()
+
+            loop.add_reader(notifier.fd, on_event)
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(nudged.wait(), self.poll_interval)
+                    # A burst of events (a symlink swap is several) settles first.
+                    await asyncio.sleep(_SETTLE_SECONDS)
+                except TimeoutError:
+                    pass
+                nudged.clear()
+                try:
+                    await self.check()
+                except Exception:  # a bug in one check must not stop reloads for good
+                    logger.exception("unexpected error while checking the topology file")
+        finally:
+            if notifier is not None:
+                loop.remove_reader(notifier.fd)
+                notifier.close()
+
+
+_SETTLE_SECONDS = 0.02
+# inotify(7) event bits: an entry written and closed, its metadata changed, moved in
+# or out, created, deleted; and the watched directory itself going away.
+_IN_ATTRIB = 0x004
+_IN_CLOSE_WRITE = 0x008
+_IN_MOVED_FROM = 0x040
+_IN_MOVED_TO = 0x080
+_IN_CREATE = 0x100
+_IN_DELETE = 0x200
+_IN_DELETE_SELF = 0x400
+_IN_MOVE_SELF = 0x800
+_IN_MASK = (
+    _IN_ATTRIB
+    | _IN_CLOSE_WRITE
+    | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+    | _IN_CREATE
+    | _IN_DELETE
+    | _IN_DELETE_SELF
+    | _IN_MOVE_SELF
+)
+
+
+class DirectoryNotifier:
+    """An inotify watch on one directory; readable when something in it changed (Linux)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def open(cls, directory: Path) -> DirectoryNotifier | None:
+        """Watch ``directory``, or return None where inotify is not available."""
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return None
+            if libc.inotify_add_watch(fd, os.fsencode(directory), _IN_MASK) < 0:
+                os.close(fd)
+                return None
+        except (OSError, AttributeError):
+            return None
+        return cls(fd)
+
+    def drain(self) -> None:
+        """Read and discard pending events: what changed is learnt from ``stat``."""
+        try:
+            while os.read(self.fd, 65536):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def close(self) -> None:
+        os.close(self.fd)
