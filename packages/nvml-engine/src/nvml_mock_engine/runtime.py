@@ -123,12 +123,18 @@ def build_runtime(dest: Path, source: RuntimeSource) -> None:
     """Lay out a complete runtime at *dest* (which must not exist)."""
     lib = dest / "lib"
     pylib = lib / source.version
-    site = pylib / "site-packages"
     (dest / "bin").mkdir(parents=True)
-    site.mkdir(parents=True)
+    lib.mkdir()
     shutil.copy2(source.interpreter, dest / "bin" / "python3")
-
     _copy_tree(source.stdlib, pylib, skip_dirs=_STDLIB_SKIP_DIRS, top_only_skip=True)
+    elves = [dest / "bin" / "python3", *sorted(p for p in lib.rglob("*.so") if p.is_file())]
+    loader = _copy_shared_libraries(elves, lib)
+    if loader is None:
+        raise StageError(f"cannot find the dynamic loader of {source.interpreter} (ldd names none)")
+
+    # Ask the runtime where its site-packages is: distributions patch site.py (Debian's
+    # dist-packages), so the path is the interpreter's answer, not a convention.
+    site = _site_packages(dest, loader)
     for path in source.packages:
         target = site / path.name
         if path.is_dir():
@@ -137,11 +143,30 @@ def build_runtime(dest: Path, source: RuntimeSource) -> None:
             shutil.copy2(path, target)
     for info in source.metadata:
         _copy_tree(info, site / info.name, skip_dirs=frozenset(), top_only_skip=False)
-
-    elves = [dest / "bin" / "python3", *sorted(p for p in lib.rglob("*.so") if p.is_file())]
-    loader = _copy_shared_libraries(elves, lib)
+    _copy_shared_libraries(sorted(p for p in site.rglob("*.so") if p.is_file()), lib)
     (dest / "loader").write_text(loader + "\n", encoding="utf-8")
     compileall.compile_dir(str(pylib), quiet=2, workers=1, ddir=None)
+    if not site.is_relative_to(pylib):
+        compileall.compile_dir(str(site), quiet=2, workers=1, ddir=None)
+
+
+def _site_packages(dest: Path, loader: str) -> Path:
+    """The first site-packages directory the runtime's own ``site`` module puts under *dest*."""
+    code = "import site; print(*site.getsitepackages(), sep='\\n')"
+    argv = [str(dest / "lib" / loader), "--library-path", str(dest / "lib")]
+    argv += [str(dest / "bin" / "python3"), "-I", "-c", code]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    except OSError as exc:
+        raise StageError(f"the runtime at {dest} does not start: {exc}") from exc
+    if result.returncode != 0:
+        raise StageError(f"the runtime at {dest} does not start: {result.stderr.strip()}")
+    for line in result.stdout.splitlines():
+        path = Path(line)
+        if path.is_relative_to(dest):
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+    raise StageError(f"the runtime at {dest} has no site-packages under it: {result.stdout!r}")
 
 
 def loader_name(runtime: Path) -> str:
@@ -243,10 +268,9 @@ def _copy_tree(src: Path, dest: Path, *, skip_dirs: frozenset[str], top_only_ski
             shutil.copy2(source, target / filename)
 
 
-def _copy_shared_libraries(elves: list[Path], lib: Path) -> str:
+def _copy_shared_libraries(elves: list[Path], lib: Path) -> str | None:
     """Copy the shared-library closure of *elves* into *lib*; returns the loader's file name."""
     loader: str | None = None
-    copied: set[str] = set()
     for elf in elves:
         for soname, resolved in _ldd(elf):
             name = Path(soname).name
@@ -254,12 +278,8 @@ def _copy_shared_libraries(elves: list[Path], lib: Path) -> str:
                 continue
             if resolved is None:
                 loader = loader or name
-            if name in copied:
-                continue
-            shutil.copy2(os.path.realpath(resolved or soname), lib / name)
-            copied.add(name)
-    if loader is None:
-        raise StageError(f"cannot find the dynamic loader of {elves[0]} (ldd names none)")
+            if not (lib / name).exists():
+                shutil.copy2(os.path.realpath(resolved or soname), lib / name)
     return loader
 
 
