@@ -5,19 +5,15 @@ from __future__ import annotations
 import pytest
 from nvml_mock_engine.smi._errors import SmiError
 from nvml_mock_engine.smi._fields import Ctx, Field, NotAvailableError, lookup
+from nvml_mock_engine.smi._generation import Generation, parse_driver_version
 from nvml_mock_engine.smi._nvml import NvmlError
 from nvml_mock_engine.smi._options import ENV_LIBRARY, parse
-from nvml_mock_engine.smi._report import (
-    Generation,
-    ProcessRow,
-    cuda_version,
-    fabric_uuid,
-    parse_driver_version,
-)
+from nvml_mock_engine.smi._processes import ProcessRow
 from nvml_mock_engine.smi._table import process_table
 from nvml_mock_engine.smi._text import line
 from nvml_mock_engine.smi._topology import cpu_list
 from nvml_mock_engine.smi._tree import Node, group, leaf
+from nvml_mock_engine.smi._values import cuda_version, fabric_uuid
 from nvml_mock_engine.smi._xml import render as xml_render
 
 

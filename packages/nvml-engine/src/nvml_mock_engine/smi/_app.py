@@ -158,7 +158,7 @@ def run(options: Options, write: Callable[[str], None]) -> int:
                     f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT
                 )
     if options.mode == "query" and options.display:
-        from ._report import DISPLAY_TYPES
+        from ._sections import DISPLAY_TYPES
 
         if any(d not in DISPLAY_TYPES for d in options.display):
             raise SmiError(

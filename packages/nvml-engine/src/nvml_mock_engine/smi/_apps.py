@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ._nvml import ERROR_NOT_SUPPORTED, Device, Nvml, NvmlError
-from ._report import ProcessRow
+from ._processes import ProcessRow
 
 
 class AppField(NamedTuple):
@@ -70,7 +70,7 @@ def _cell(field: AppField, device: Device, proc: ProcessRow, units: bool) -> str
 def render(
     nvml: Nvml, devices: list[Device], names: tuple[str, ...], *, header: bool, units: bool
 ) -> str:
-    from ._report import process_rows
+    from ._processes import process_rows
 
     fields = [f for f in (lookup(n) for n in names) if f is not None]
     rows = []
@@ -92,7 +92,7 @@ def render(
 
 
 def help_text() -> str:
-    out = ['List of valid properties to query for the switch "--query-compute-apps=":', ""]
+    out = ["", 'List of valid properties to query for the switch "--query-compute-apps":', ""]
     for f in APP_FIELDS:
         out.append(" or ".join(f'"{n}"' for n in f.names))
         out.append(f.help + (f" Unit: {f.unit}." if f.unit else ""))

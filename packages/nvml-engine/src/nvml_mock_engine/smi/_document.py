@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import time
 
+from ._generation import Generation, parse_driver_version
 from ._nvml import Device, Nvml, NvmlError
-from ._report import Generation, GpuReport, cuda_version, parse_driver_version
-from ._tree import NA, Node, leaf
+from ._report import GpuReport
+from ._tree import Node, leaf
+from ._values import NA, cuda_version
 
 
 def render(

@@ -49,7 +49,7 @@ from ._nvml import (
     NvmlError,
     decode_bytes,
 )
-from ._report import (
+from ._values import (
     ADDRESSING,
     BANDWIDTH,
     COMPUTE_MODES,
@@ -1015,7 +1015,7 @@ def lookup(name: str) -> Field | None:
 
 def help_text() -> str:
     """The ``--help-query-gpu`` listing: each property, its aliases, and what it holds."""
-    out = ['List of valid properties to query for the switch "--query-gpu=":', ""]
+    out = ["", 'List of valid properties to query for the switch "--query-gpu":', ""]
     for f in FIELDS:
         out.append(" or ".join(f'"{n}"' for n in f.names))
         unit = f" Unit: {f.unit}." if f.unit else ""

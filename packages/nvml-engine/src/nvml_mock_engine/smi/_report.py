@@ -1,13 +1,12 @@
 """Builds the ``-q`` report tree of one GPU from NVML answers, as the real tool lays it out.
 
 The element set and order follow the real ``nvidia-smi -q -x`` of the driver generation the
-library reports (``nvmlSystemGetDriverVersion``): the 570 series writes the v12 DTD (absolute
-temperature thresholds, ``gpu_reset_status``, ``voltage``); 575 and later write v13
-(``display_attached``, ``pdi``, T.Limit-relative thresholds, clock event counters, fabric
-health summary); 580 updates after 580.105 add inactive remapped rows, ``unrepairable_memory``
-and ``partition_assigned``; 590 and later add ``edpp_multiplier``. What a board supports is
-read from NVML, as the real tool does: an answer of ``NVML_ERROR_NOT_SUPPORTED`` prints
-``N/A`` and any other error prints the library's error string.
+library reports (see :mod:`._generation`). What a board supports is read from NVML, as the
+real tool does: an answer of ``NVML_ERROR_NOT_SUPPORTED`` prints ``N/A`` and any other error
+prints the library's error string. Two layouts also follow the board: a board that reports a
+T.Limit margin gets thresholds relative to it (``gpu_temp_*_tlimit_threshold``), others the
+absolute ones; Ampere and later get the SRAM parity/SEC-DED ECC counters and their sources,
+older boards one SRAM uncorrectable counter.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from ctypes import byref, c_uint, c_ulong, c_ulonglong
 from functools import partial
 from typing import Any
 
+from ._generation import Generation
 from ._nvml import (
     CLOCK_GRAPHICS,
     CLOCK_MEM,
@@ -54,73 +54,39 @@ from ._nvml import (
     NvmlError,
     decode_bytes,
 )
-from ._tree import NA, Node, group, leaf
+from ._processes import process_rows
+from ._sections import SECTIONS
+from ._tree import Node, group, leaf
+from ._values import (
+    ADDRESSING,
+    ARCHITECTURES,
+    BANDWIDTH,
+    BRANDS,
+    COMPUTE_MODES,
+    FABRIC_STATES,
+    FABRIC_SUMMARY,
+    GOM,
+    INCORRECT_CONFIG,
+    NA,
+    PEER_TYPES,
+    RECOVERY,
+    TRUE_FALSE,
+    VIRTUALIZATION,
+    celsius,
+    enabled,
+    fabric_uuid,
+    mhz,
+    mib,
+    pct,
+    pstate,
+    watts,
+    yes_no,
+)
 
 DEPRECATED = "Requested functionality has been deprecated"
 FI_MEMORY_TEMP = 82
 FI_PCIE_REPLAY_ROLLOVER = 95
-
-ARCHITECTURES = {
-    2: "Kepler",
-    3: "Maxwell",
-    4: "Pascal",
-    5: "Volta",
-    6: "Turing",
-    7: "Ampere",
-    8: "Ada Lovelace",
-    9: "Hopper",
-    10: "Blackwell",
-}
 ARCH_AMPERE = 7
-BRANDS = {
-    0: "Unknown",
-    1: "Quadro",
-    2: "Tesla",
-    3: "NVS",
-    4: "Grid",
-    5: "GeForce",
-    6: "Titan",
-    7: "NVIDIA Virtual Applications",
-    8: "NVIDIA Virtual PC",
-    9: "NVIDIA Virtual Compute Server",
-    10: "NVIDIA RTX Virtual Workstation",
-    11: "NVIDIA Cloud Gaming",
-    12: "Quadro RTX",
-    13: "NVIDIA RTX",
-    14: "NVIDIA",
-    15: "GeForce RTX",
-    16: "Titan RTX",
-}
-VIRTUALIZATION = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"}
-COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
-ADDRESSING = {0: "None", 1: "HMM", 2: "ATS"}
-GOM = {0: "All On", 1: "Compute", 2: "Low Double Precision"}
-FABRIC_STATES = {0: NA, 1: "Not Started", 2: "In Progress", 3: "Completed"}
-FABRIC_SUMMARY = {0: NA, 1: "Healthy", 2: "Unhealthy", 3: "Limited Capacity"}
-TRUE_FALSE = {0: NA, 1: "True", 2: "False"}
-BANDWIDTH = {0: NA, 1: "Degraded", 2: "Full"}
-INCORRECT_CONFIG = {
-    0: NA,
-    1: "None",
-    2: "Incorrect SysGUID",
-    3: "Incorrect Chassis Serial Number",
-    4: "No Partition",
-    5: "Insufficient NVLinks",
-    6: "Incompatible GPU Firmware",
-    7: "Invalid Location",
-    8: "GPU State Invalid",
-}
-RECOVERY = {
-    0: "None",
-    1: "Reset",
-    2: "Node Reboot",
-    3: "Drain P2P",
-    4: "Drain and Reset",
-    5: "Recover IMEX Domain",
-    6: "Bus Reset",
-    7: "System Reboot",
-}
-PEER_TYPES = {0: "Direct Connected", 1: "Switch Connected"}
 
 REASONS = [
     ("clocks_event_reason_gpu_idle", "Idle", 0x1, 0),
@@ -154,29 +120,6 @@ REASON_COUNTERS = [
 ]
 
 
-def parse_driver_version(text: str) -> tuple[int, ...]:
-    """``"580.105.08"`` -> ``(580, 105, 8)``; anything unparsable counts as the newest."""
-    parts: list[int] = []
-    for piece in text.split("."):
-        if not piece.isdigit():
-            break
-        parts.append(int(piece))
-    return tuple(parts) if parts else (9999,)
-
-
-class Generation:
-    """Which element set the real tool of this driver generation writes."""
-
-    def __init__(self, driver: tuple[int, ...]) -> None:
-        self.v13 = driver >= (575,)
-        self.late580 = driver >= (580, 106)
-        self.edpp = driver >= (590,)
-
-    @property
-    def dtd(self) -> str:
-        return "nvsmi_device_v13.dtd" if self.v13 else "nvsmi_device_v12.dtd"
-
-
 class Reader:
     """Calls NVML for one device and turns each answer, or its error, into display text."""
 
@@ -199,47 +142,6 @@ class Reader:
             return fn()
         except NvmlError as exc:
             return exc
-
-
-def enabled(v: int) -> str:
-    return "Enabled" if v else "Disabled"
-
-
-def yes_no(v: int) -> str:
-    return "Yes" if v else "No"
-
-
-def mib(n: int) -> str:
-    return f"{n // (1024 * 1024)} MiB"
-
-
-def watts(mw: int | float) -> str:
-    return f"{mw / 1000:.2f} W"
-
-
-def mhz(v: int) -> str:
-    return f"{v} MHz"
-
-
-def celsius(v: int) -> str:
-    return f"{v} C"
-
-
-def pct(v: int) -> str:
-    return f"{v} %"
-
-
-def pstate(v: int) -> str:
-    return "Unknown" if v == 32 or v < 0 else f"P{v}"
-
-
-def cuda_version(v: int) -> str:
-    return f"{v // 1000}.{(v % 1000) // 10}"
-
-
-def fabric_uuid(raw: Any) -> str:
-    h = bytes(raw).hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 class GpuReport:
@@ -1263,95 +1165,3 @@ class GpuReport:
     def _assign_sections(nodes: list[Node]) -> None:
         for node in nodes:
             node.section = SECTIONS.get(node.tag)
-
-
-SECTIONS = {
-    "fb_memory_usage": "MEMORY",
-    "bar1_memory_usage": "MEMORY",
-    "cc_protected_memory_usage": "MEMORY",
-    "utilization": "UTILIZATION",
-    "ecc_mode": "ECC",
-    "ecc_errors": "ECC",
-    "temperature": "TEMPERATURE",
-    "gpu_power_readings": "POWER",
-    "gpu_memory_power_readings": "POWER",
-    "module_power_readings": "POWER",
-    "edpp_multiplier": "POWER",
-    "power_smoothing": "POWER_SMOOTHING",
-    "power_profiles": "POWER_PROFILES",
-    "clocks": "CLOCK",
-    "applications_clocks": "CLOCK",
-    "default_applications_clocks": "CLOCK",
-    "deferred_clocks": "CLOCK",
-    "max_clocks": "CLOCK",
-    "max_customer_boost_clocks": "CLOCK",
-    "clock_policy": "CLOCK",
-    "compute_mode": "COMPUTE",
-    "processes": "PIDS",
-    "performance_state": "PERFORMANCE",
-    "clocks_event_reasons": "PERFORMANCE",
-    "clocks_event_reasons_counters": "PERFORMANCE",
-    "sparse_operation_mode": "PERFORMANCE",
-    "supported_clocks": "SUPPORTED_CLOCKS",
-    "retired_pages": "PAGE_RETIREMENT",
-    "remapped_rows": "ROW_REMAPPER",
-    "accounting_mode": "ACCOUNTING",
-    "accounting_mode_buffer_size": "ACCOUNTING",
-    "accounted_processes": "ACCOUNTING",
-    "encoder_stats": "ENCODER_STATS",
-    "fbc_stats": "FBC_STATS",
-    "supported_gpu_target_temp": "SUPPORTED_GPU_TARGET_TEMP",
-    "voltage": "VOLTAGE",
-    "gpu_reset_status": "RESET_STATUS",
-    "gpu_recovery_action": "RESET_STATUS",
-    "gsp_firmware_version": "GSP_FIRMWARE_VERSION",
-    "pci": "PCIE",
-    "fabric": "FABRIC",
-}
-DISPLAY_TYPES = frozenset(SECTIONS.values())
-
-
-class ProcessRow:
-    """One running process as the table, ``-q`` and ``--query-compute-apps`` show it."""
-
-    __slots__ = ("ci", "gi", "kind", "memory", "name", "pid", "used_mib")
-
-    def __init__(
-        self, pid: int, kind: str, name: str, *, used: int | None, gi: str, ci: str
-    ) -> None:
-        self.pid = pid
-        self.kind = kind
-        self.name = name
-        self.used_mib = None if used is None else used // (1024 * 1024)
-        self.memory = NA if self.used_mib is None else f"{self.used_mib} MiB"
-        self.gi = gi
-        self.ci = ci
-
-
-def process_rows(device: Device) -> list[ProcessRow] | str:
-    """Compute and graphics processes merged by pid (type ``C``, ``G`` or ``C+G``)."""
-    found: dict[int, ProcessRow] = {}
-    errors: list[NvmlError] = []
-    for kind, letter in (("Compute", "C"), ("Graphics", "G")):
-        try:
-            infos = device.running_processes(kind)
-        except NvmlError as exc:
-            errors.append(exc)
-            continue
-        for info in infos:
-            pid = int(info.pid)
-            if pid in found:
-                found[pid].kind = "C+G"
-                continue
-            try:
-                name = device.nvml.process_name(pid)
-            except NvmlError:
-                name = NA
-            used = None if info.usedGpuMemory in (0xFFFFFFFFFFFFFFFF,) else int(info.usedGpuMemory)
-            gi = NA if info.gpuInstanceId == 0xFFFFFFFF else str(info.gpuInstanceId)
-            ci = NA if info.computeInstanceId == 0xFFFFFFFF else str(info.computeInstanceId)
-            found[pid] = ProcessRow(pid, letter, name, used=used, gi=gi, ci=ci)
-    if not found and len(errors) == 2:
-        first = errors[0]
-        return NA if first.code == ERROR_NOT_SUPPORTED else first.text
-    return list(found.values())

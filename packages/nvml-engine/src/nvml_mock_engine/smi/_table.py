@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ._nvml import ECC_UNCORRECTED, ECC_VOLATILE, ERROR_NOT_SUPPORTED, Device, Nvml, NvmlError
-from ._report import COMPUTE_MODES, ProcessRow, cuda_version, process_rows
+from ._processes import ProcessRow, process_rows
+from ._values import COMPUTE_MODES, cuda_version
 
 T = TypeVar("T")
 WIDE = "+" + "-" * 89 + "+"

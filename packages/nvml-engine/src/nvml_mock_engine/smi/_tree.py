@@ -9,8 +9,6 @@ in text (``text``), because the real tool's text view folds or hides a few XML e
 
 from __future__ import annotations
 
-NA = "N/A"
-
 
 class Node:
     """One element: a leaf with ``value`` or a group with ``children``.
