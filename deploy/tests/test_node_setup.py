@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -361,18 +362,50 @@ def test_the_stage_command_line_is_the_engines(env: dict[str, str], tmp_path: Pa
     assert parsed.mount_path == names.OVERLAY_MOUNT_PATH
 
 
+@pytest.fixture(scope="module")
+def engine_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A source tree of the engine whose library is built: the repository's, or one built
+    here with the Dockerfile's Make target into a temporary copy (never into the checkout,
+    which a parallel nvml-engine env may be building)."""
+    library = ENGINE_SRC / "nvml_mock_engine" / "_lib" / names.LIBRARY_NAME
+    if library.is_file():
+        try:
+            ctypes.CDLL(str(library))
+            return ENGINE_SRC
+        except OSError:
+            pass  # half-written by a build running now: build a private one
+    make = shutil.which("make")
+    if make is None or shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("make and a C compiler are needed to build the engine's library")
+    root = tmp_path_factory.mktemp("engine")
+    shutil.copytree(
+        ENGINE_SRC / "nvml_mock_engine",
+        root / "nvml_mock_engine",
+        ignore=shutil.ignore_patterns("_lib", "__pycache__"),
+    )
+    result = subprocess.run(
+        [
+            make,
+            "-C",
+            str(REPO_ROOT / "packages" / "nvml-engine" / "native"),
+            f"BUILD={root / 'build'}",
+            f"LIBDIR={root / 'nvml_mock_engine' / '_lib'}",
+            f"PYTHON={sys.executable}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return root
+
+
 @pytest.mark.parametrize(("count", "expected"), [("4", 4), ("", 4)])
 def test_with_the_real_engine(
-    env: dict[str, str], tmp_path: Path, count: str, expected: int
+    env: dict[str, str], tmp_path: Path, engine_src: Path, count: str, expected: int
 ) -> None:
-    library = ENGINE_SRC / "nvml_mock_engine" / "_lib" / names.LIBRARY_NAME
-    if not library.is_file():
-        pytest.skip("the engine's library is not built (make -C packages/nvml-engine/native)")
-    try:
-        ctypes.CDLL(str(library))
-    except OSError as exc:  # e.g. being linked right now by a parallel nvml-engine env
-        pytest.skip(f"the engine's library does not load: {exc}")
-    env["PYTHONPATH"] = os.pathsep.join([str(ENGINE_SRC), str(CHECK_FABRIC_SRC), *sys.path])
+    env["PYTHONPATH"] = os.pathsep.join([str(engine_src), str(CHECK_FABRIC_SRC), *sys.path])
     env["NVML_MOCK_STAGE_COMMAND"] = f"{sys.executable} -m nvml_mock_engine"
     env["NVML_MOCK_NODE_LABELS"] = ""
     env["NVML_MOCK_OVERLAY_MOUNT_PATH"] = str(tmp_path / "overlay")
