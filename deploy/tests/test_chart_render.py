@@ -434,3 +434,38 @@ def test_stager_and_plugin_agree_on_the_mount_path(render: RenderFn) -> None:
     # The engine writes the mount path into the launchers; the plugin mounts it there.
     assert stage["NVML_MOCK_OVERLAY_MOUNT_PATH"] == "/usr/local/mock"
     assert plugin["NVML_MOCK_OVERLAY_MOUNT_PATH"] == "/usr/local/mock"
+
+
+def test_annotation_names_and_driver_version_reach_the_components(render: RenderFn) -> None:
+    default = render()
+    plugin = env_of(container(default.get("DaemonSet", "nvml-mock-nri"), "nri-plugin"))
+    assert plugin["NVML_MOCK_OPT_OUT_ANNOTATION"] == names.ANNOTATION_INJECT
+    assert plugin["NVML_MOCK_DEVICE_ANNOTATION"] == names.ANNOTATION_DEVICES
+    stage = env_of(container(default.get("DaemonSet", "nvml-mock"), "stage"))
+    # Unset rather than empty: the engine takes an empty value as a value.
+    assert "NVML_MOCK_DRIVER_VERSION" not in stage
+
+    moved = render(
+        {
+            "driverVersion": "580.65.06",
+            "nri": {"optOutAnnotation": "example.com/no-gpu", "deviceAnnotation": "gpu-devices"},
+        }
+    )
+    plugin = env_of(container(moved.get("DaemonSet", "nvml-mock-nri"), "nri-plugin"))
+    assert plugin["NVML_MOCK_OPT_OUT_ANNOTATION"] == "example.com/no-gpu"
+    assert plugin["NVML_MOCK_DEVICE_ANNOTATION"] == "gpu-devices"
+    stage = env_of(container(moved.get("DaemonSet", "nvml-mock"), "stage"))
+    assert stage["NVML_MOCK_DRIVER_VERSION"] == "580.65.06"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"driverVersion": "latest"},
+        {"nri": {"optOutAnnotation": "has space"}},
+        {"nri": {"deviceAnnotation": "a/b/c"}},
+    ],
+)
+def test_schema_rejects_bad_names(chart: helm.Chart, values: dict[str, Any]) -> None:
+    with pytest.raises(helm.HelmValuesError):
+        chart.render(values, name="nvml-mock", namespace=NAMESPACE)
