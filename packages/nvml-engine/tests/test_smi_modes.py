@@ -150,3 +150,25 @@ def test_loop_repeats_until_interrupted(
     assert rc == 0
     assert sleeps == [0.25, 0.25]
     assert out == "0\n0\n"
+
+
+def test_default_library_comes_from_the_loader_path(
+    library_file: Path, rendered: dict[str, Path]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NVML_MOCK_SMI_LIB"}
+    env["MOCK_NVML_CONFIG"] = str(rendered["t4"])
+    env["LD_LIBRARY_PATH"] = str(library_file.parent)
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvml_mock_engine.smi", "-L"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("GPU 0: ")
