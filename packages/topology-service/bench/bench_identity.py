@@ -279,6 +279,7 @@ async def watchers(
     written = time.perf_counter()
     os.replace(tmp, path)
     await asyncio.wait_for(asyncio.gather(*tasks), 70)
+    print(f"  first watcher answered {min(done_at) - written:.2f} s after the write")
     _, peak = rss_mb(pid)
     for _, writer in connections:
         writer.close()

@@ -119,8 +119,10 @@ class TopologyFile:
         except OSError as exc:
             self._refuse(describe_os_error(self.path, exc))
             return False
-        # The file may have changed again while it was read; the next poll sees that.
-        changed = self.store.replace(document, source=str(self.path))
+        # Answers are built off the loop too; lookups keep being served meanwhile.
+        # The file may change again while this runs; the next check sees that.
+        prepared = await asyncio.to_thread(self.store.prepare, document, str(self.path))
+        changed = self.store.commit(prepared)
         if not changed:
             logger.info(
                 "topology file changed but its document did not", extra={"path": str(self.path)}

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from nvml_mock_protocol.topology import TopologyDocument
 
 from nvml_mock_topology.snapshot import Answer, Snapshot, build_snapshot
 
-__all__ = ["ReloadStatus", "TopologyStore"]
+__all__ = ["Prepared", "ReloadStatus", "TopologyStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +33,13 @@ class ReloadStatus:
     """Wall-clock time of the attempt (seconds since the epoch)."""
 
 
-Listener = Callable[[Snapshot, frozenset[str]], None]
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A snapshot built off the event loop, and the snapshot it follows."""
+
+    base: Snapshot
+    snapshot: Snapshot
+    changed: frozenset[str]
 
 
 class TopologyStore:
@@ -45,7 +50,6 @@ class TopologyStore:
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._watching = 0
         self.status = ReloadStatus(ok=True, error=None, at=time.time())
-        self.listeners: list[Listener] = []
 
     @classmethod
     def from_document(cls, document: TopologyDocument, source: str | None = None) -> TopologyStore:
@@ -82,20 +86,38 @@ class TopologyStore:
             snapshot.revision,
             extra={"nodes": snapshot.node_count, "changed": len(changed), "woken": woken},
         )
-        for listener in self.listeners:
-            listener(snapshot, changed)
+
+    def prepare(self, document: TopologyDocument, source: str | None = None) -> Prepared | None:
+        """Build (on any thread) the snapshot that would follow the one being served.
+
+        Returns None when ``document`` equals the one being served: nothing changes and
+        the revision stays. Hand the result to :meth:`commit` on the event loop.
+        """
+        base = self._snapshot
+        if document == base.document:
+            return None
+        snapshot, changed = build_snapshot(document, base, source=source)
+        return Prepared(base, snapshot, changed)
+
+    def commit(self, prepared: Prepared | None) -> frozenset[str]:
+        """Publish a prepared snapshot; returns the nodes whose answer changed.
+
+        If another snapshot was published since it was prepared, it is rebuilt on top.
+        """
+        self.status = ReloadStatus(ok=True, error=None, at=time.time())
+        if prepared is None:
+            return frozenset()
+        if prepared.base is not self._snapshot:
+            return self.replace(prepared.snapshot.document, prepared.snapshot.source)
+        self.publish(prepared.snapshot, prepared.changed)
+        return prepared.changed
 
     def replace(self, document: TopologyDocument, source: str | None = None) -> frozenset[str]:
         """Build and publish the snapshot for ``document``; returns the changed nodes.
 
         A document equal to the one being served changes nothing and keeps its revision.
         """
-        if document == self._snapshot.document:
-            self.status = ReloadStatus(ok=True, error=None, at=time.time())
-            return frozenset()
-        snapshot, changed = build_snapshot(document, self._snapshot, source=source)
-        self.publish(snapshot, changed)
-        return changed
+        return self.commit(self.prepare(document, source))
 
     def fail(self, error: str) -> None:
         """Record that a reload failed; the current snapshot keeps serving."""
