@@ -1,0 +1,285 @@
+/*
+ * 16 threads calling the mock NVML library at once. Built twice (see Makefile here):
+ * against the library sources under ThreadSanitizer, where any data race is a report,
+ * and against the built libnvidia-ml.so.1 with a plain compiler, where only the answers
+ * are checked. Both builds run the same checks:
+ *
+ *   phase 1  the main thread holds one nvmlInit reference; every thread runs rounds of
+ *            init / handles / identity / memory / fabric info (v1 and V v2/v3) / NVLink /
+ *            field values / lookups by UUID and bus id / event sets with short waits /
+ *            shutdown, and waits on one shared event set.
+ *   phase 2  no reference is held, so the count keeps falling to zero and the next init
+ *            reloads the state while other threads are entering and leaving.
+ *
+ * Every answer is compared with a snapshot taken single-threaded before the threads
+ * start (and with MOCK_FABRIC_CLUSTER_UUID / MOCK_FABRIC_CLIQUE_ID when they are set).
+ * The last line is a summary the tests read:
+ *
+ *   ok threads=16 rounds=R gpus=N calls=C timeouts=T mismatches=0
+ *
+ *   threads STATE [ROUNDS]      (exit 0 clean, 1 a wrong answer, 2 usage or setup)
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifndef NVML_NO_UNVERSIONED_FUNC_DEFS
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#endif
+#include <nvml.h>
+
+#define THREADS 16
+#define MAX_GPUS 64
+#define WAIT_EVERY 25
+#define WAIT_MS 1
+
+struct snapshot {
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+    nvmlMemory_t mem;
+    nvmlMemory_v2_t mem2;
+    nvmlReturn_t fabric_rc;
+    nvmlGpuFabricInfo_t fabric1;
+    nvmlGpuFabricInfo_v3_t fabric3;
+    unsigned int link_count;
+    unsigned long long supported_events;
+};
+
+static struct snapshot expected[MAX_GPUS];
+static unsigned int gpu_count;
+static int rounds = 300;
+static int phase;
+static nvmlEventSet_t shared_set;
+static atomic_ulong calls;
+static atomic_ulong timeouts;
+static atomic_ulong mismatches;
+
+static void mismatch(long id, int line, const char *what, nvmlReturn_t rc)
+{
+    if (atomic_fetch_add(&mismatches, 1) < 20) {
+        fprintf(stderr, "thread %ld phase %d line %d: %s (rc=%d %s)\n", id, phase, line, what, (int)rc,
+                nvmlErrorString(rc));
+    }
+}
+
+#define EXPECT(cond, rc)                                   \
+    do {                                                   \
+        atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed); \
+        if (!(cond)) {                                     \
+            mismatch(id, __LINE__, #cond, (rc));           \
+        }                                                  \
+    } while (0)
+
+static int take_snapshot(void)
+{
+    if (nvmlDeviceGetCount_v2(&gpu_count) != NVML_SUCCESS || gpu_count == 0 || gpu_count > MAX_GPUS) {
+        return -1;
+    }
+    for (unsigned int i = 0; i < gpu_count; i++) {
+        struct snapshot *s = &expected[i];
+        nvmlDevice_t d = NULL;
+        nvmlPciInfo_t pci;
+        s->mem2.version = nvmlMemory_v2;
+        s->fabric3.version = nvmlGpuFabricInfo_v3;
+        nvmlFieldValue_t fv = {.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT};
+        if (nvmlDeviceGetHandleByIndex_v2(i, &d) != NVML_SUCCESS ||
+            nvmlDeviceGetName(d, s->name, sizeof(s->name)) != NVML_SUCCESS ||
+            nvmlDeviceGetUUID(d, s->uuid, sizeof(s->uuid)) != NVML_SUCCESS ||
+            nvmlDeviceGetPciInfo_v3(d, &pci) != NVML_SUCCESS ||
+            nvmlDeviceGetMemoryInfo(d, &s->mem) != NVML_SUCCESS ||
+            nvmlDeviceGetMemoryInfo_v2(d, &s->mem2) != NVML_SUCCESS ||
+            nvmlDeviceGetSupportedEventTypes(d, &s->supported_events) != NVML_SUCCESS ||
+            nvmlDeviceGetFieldValues(d, 1, &fv) != NVML_SUCCESS || fv.nvmlReturn != NVML_SUCCESS) {
+            return -1;
+        }
+        memcpy(s->bus_id, pci.busId, sizeof(s->bus_id));
+        s->link_count = fv.value.uiVal;
+        s->fabric_rc = nvmlDeviceGetGpuFabricInfoV(d, (nvmlGpuFabricInfoV_t *)&s->fabric3);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        if (nvmlDeviceGetGpuFabricInfo(d, &s->fabric1) != s->fabric_rc) {
+            return -1;
+        }
+#pragma GCC diagnostic pop
+    }
+    return 0;
+}
+
+static void check_device(long id, unsigned int i, nvmlDevice_t d)
+{
+    const struct snapshot *s = &expected[i];
+    char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    nvmlDevice_t again = NULL;
+    nvmlReturn_t rc;
+
+    rc = nvmlDeviceGetName(d, buf, sizeof(buf));
+    EXPECT(rc == NVML_SUCCESS && strcmp(buf, s->name) == 0, rc);
+    rc = nvmlDeviceGetUUID(d, buf, sizeof(buf));
+    EXPECT(rc == NVML_SUCCESS && strcmp(buf, s->uuid) == 0, rc);
+    rc = nvmlDeviceGetHandleByUUID(s->uuid, &again);
+    EXPECT(rc == NVML_SUCCESS && again == d, rc);
+    rc = nvmlDeviceGetHandleByPciBusId_v2(s->bus_id, &again);
+    EXPECT(rc == NVML_SUCCESS && again == d, rc);
+    unsigned int index = MAX_GPUS;
+    rc = nvmlDeviceGetIndex(d, &index);
+    EXPECT(rc == NVML_SUCCESS && index == i, rc);
+
+    nvmlMemory_t mem;
+    nvmlMemory_v2_t mem2 = {.version = nvmlMemory_v2};
+    rc = nvmlDeviceGetMemoryInfo(d, &mem);
+    EXPECT(rc == NVML_SUCCESS && memcmp(&mem, &s->mem, sizeof(mem)) == 0, rc);
+    rc = nvmlDeviceGetMemoryInfo_v2(d, &mem2);
+    EXPECT(rc == NVML_SUCCESS && memcmp(&mem2, &s->mem2, sizeof(mem2)) == 0 &&
+               mem2.free + mem2.used + mem2.reserved == mem2.total,
+           rc);
+
+    nvmlGpuFabricInfo_v3_t f3 = {.version = nvmlGpuFabricInfo_v3};
+    nvmlGpuFabricInfoV_t f2 = {.version = nvmlGpuFabricInfo_v2};
+    nvmlGpuFabricInfo_t f1;
+    memset(&f1, 0, sizeof(f1)); /* compared whole, padding included */
+    rc = nvmlDeviceGetGpuFabricInfoV(d, (nvmlGpuFabricInfoV_t *)&f3);
+    EXPECT(rc == s->fabric_rc && (rc != NVML_SUCCESS || memcmp(&f3, &s->fabric3, sizeof(f3)) == 0), rc);
+    rc = nvmlDeviceGetGpuFabricInfoV(d, &f2);
+    EXPECT(rc == s->fabric_rc && (rc != NVML_SUCCESS || (f2.cliqueId == s->fabric3.cliqueId &&
+                                                         f2.state == s->fabric3.state &&
+                                                         memcmp(f2.clusterUuid, s->fabric3.clusterUuid, 16) == 0)),
+           rc);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    rc = nvmlDeviceGetGpuFabricInfo(d, &f1);
+#pragma GCC diagnostic pop
+    EXPECT(rc == s->fabric_rc && (rc != NVML_SUCCESS || memcmp(&f1, &s->fabric1, sizeof(f1)) == 0), rc);
+
+    nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+    unsigned int link = (unsigned int)id % NVML_NVLINK_MAX_LINKS;
+    rc = nvmlDeviceGetNvLinkState(d, link, &active);
+    EXPECT(link < s->link_count ? rc == NVML_SUCCESS && active == NVML_FEATURE_ENABLED
+                                : rc != NVML_SUCCESS || active == NVML_FEATURE_DISABLED,
+           rc);
+
+    nvmlFieldValue_t values[3] = {
+        {.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT},
+        {.fieldId = NVML_FI_DEV_ECC_CURRENT},
+        {.fieldId = NVML_FI_DEV_POWER_INSTANT},
+    };
+    rc = nvmlDeviceGetFieldValues(d, 3, values);
+    EXPECT(rc == NVML_SUCCESS && values[0].nvmlReturn == NVML_SUCCESS && values[0].value.uiVal == s->link_count, rc);
+}
+
+static void event_round(long id, nvmlDevice_t d, unsigned int i)
+{
+    nvmlEventSet_t own = NULL;
+    nvmlEventData_t data;
+    nvmlReturn_t rc = nvmlEventSetCreate(&own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    if (rc != NVML_SUCCESS) {
+        return;
+    }
+    rc = nvmlDeviceRegisterEvents(d, expected[i].supported_events, own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlEventSetWait_v2(own, &data, WAIT_MS);
+    EXPECT(rc == NVML_ERROR_TIMEOUT, rc);
+    atomic_fetch_add(&timeouts, rc == NVML_ERROR_TIMEOUT);
+    if (phase == 1) {
+        rc = nvmlEventSetWait_v2(shared_set, &data, WAIT_MS);
+        EXPECT(rc == NVML_ERROR_TIMEOUT, rc);
+        atomic_fetch_add(&timeouts, rc == NVML_ERROR_TIMEOUT);
+    }
+    rc = nvmlEventSetFree(own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+}
+
+static void *worker(void *arg)
+{
+    long id = (long)arg;
+    for (int r = 0; r < rounds; r++) {
+        nvmlReturn_t rc = nvmlInit_v2();
+        EXPECT(rc == NVML_SUCCESS, rc);
+        if (rc != NVML_SUCCESS) {
+            continue;
+        }
+        unsigned int n = 0;
+        rc = nvmlDeviceGetCount_v2(&n);
+        EXPECT(rc == NVML_SUCCESS && n == gpu_count, rc);
+        unsigned int i = (unsigned int)(id + r) % gpu_count;
+        nvmlDevice_t d = NULL;
+        rc = nvmlDeviceGetHandleByIndex_v2(i, &d);
+        EXPECT(rc == NVML_SUCCESS, rc);
+        if (rc == NVML_SUCCESS) {
+            check_device(id, i, d);
+            if (r % WAIT_EVERY == (int)(id % WAIT_EVERY)) {
+                event_round(id, d, i);
+            }
+        }
+        const char *msg = nvmlErrorString(NVML_ERROR_TIMEOUT);
+        EXPECT(msg != NULL && msg[0] != '\0', NVML_SUCCESS);
+        rc = nvmlShutdown();
+        EXPECT(rc == NVML_SUCCESS, rc);
+    }
+    return NULL;
+}
+
+static int run_phase(int which)
+{
+    pthread_t tid[THREADS];
+    phase = which;
+    for (long t = 0; t < THREADS; t++) {
+        if (pthread_create(&tid[t], NULL, worker, (void *)t) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            return -1;
+        }
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(tid[t], NULL);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc > 3 || (argc == 3 && (rounds = atoi(argv[2])) <= 0)) {
+        fprintf(stderr, "usage: %s STATE [ROUNDS]\n", argv[0]);
+        return 2;
+    }
+    setenv("MOCK_NVML_CONFIG", argv[1], 1);
+    nvmlReturn_t rc = nvmlInit_v2();
+    if (rc != NVML_SUCCESS) {
+        fprintf(stderr, "nvmlInit_v2: %s\n", nvmlErrorString(rc));
+        return 2;
+    }
+    if (take_snapshot() != 0 || nvmlEventSetCreate(&shared_set) != NVML_SUCCESS) {
+        fprintf(stderr, "snapshot of the state failed\n");
+        return 2;
+    }
+    long id = -1;
+    nvmlDevice_t d0 = NULL;
+    EXPECT(nvmlDeviceGetHandleByIndex_v2(0, &d0) == NVML_SUCCESS, NVML_SUCCESS);
+    EXPECT(nvmlDeviceRegisterEvents(d0, expected[0].supported_events, shared_set) == NVML_SUCCESS, NVML_SUCCESS);
+
+    if (run_phase(1) != 0) {
+        return 2;
+    }
+    EXPECT(nvmlEventSetFree(shared_set) == NVML_SUCCESS, NVML_SUCCESS);
+    EXPECT(nvmlShutdown() == NVML_SUCCESS, NVML_SUCCESS);
+    if (run_phase(2) != 0) {
+        return 2;
+    }
+    /* every reference taken was given back exactly once */
+    rc = nvmlShutdown();
+    EXPECT(rc == NVML_ERROR_UNINITIALIZED, rc);
+    nvmlDevice_t stale = NULL;
+    rc = nvmlDeviceGetHandleByIndex_v2(0, &stale);
+    EXPECT(rc == NVML_ERROR_UNINITIALIZED, rc);
+
+    unsigned long bad = atomic_load(&mismatches);
+    printf("%s threads=%d rounds=%d gpus=%u calls=%lu timeouts=%lu mismatches=%lu\n", bad ? "FAILED" : "ok", THREADS,
+           rounds, gpu_count, atomic_load(&calls), atomic_load(&timeouts), bad);
+    return bad ? 1 : 0;
+}
