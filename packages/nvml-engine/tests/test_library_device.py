@@ -373,3 +373,9 @@ def test_queries_nvidia_smi_makes_at_start(nvml: Any) -> None:
     assert nvml.nvmlDeviceGetBusType(h) == nvml.NVML_BUS_TYPE_PCIE
     assert nvml.nvmlDeviceGetPowerSource(h) == nvml.NVML_POWER_SOURCE_AC
     nvml.nvmlDeviceValidateInforom(h)
+
+
+def test_gsp_firmware_follows_the_driver(nvml: Any) -> None:
+    h = handle(nvml)
+    assert list(nvml.nvmlDeviceGetGspFirmwareMode(h)) == [1, 1]
+    assert nvml.nvmlDeviceGetGspFirmwareVersion(h) == b"580.65.06"  # pynvml returns bytes here

@@ -645,3 +645,25 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerSource(nvmlDevice_t device, nvmlPower
     *powerSource = NVML_POWER_SOURCE_AC;
     return NVML_SUCCESS;
 }
+
+/* GSP firmware runs on Turing and later datacenter GPUs and ships with the driver. */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareMode(nvmlDevice_t device, unsigned int *isEnabled,
+                                                      unsigned int *defaultMode)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(isEnabled);
+    REQUIRE_ARG(defaultMode);
+    *isEnabled = d->s.architecture >= NVML_DEVICE_ARCH_TURING;
+    *defaultMode = *isEnabled;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t device, char *version)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(version);
+    if (d->s.architecture < NVML_DEVICE_ARCH_TURING) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return mock_copy_string(version, NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, mock_system.driver_version);
+}
