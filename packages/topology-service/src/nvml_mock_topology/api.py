@@ -149,7 +149,8 @@ class IdentityEndpoint:
         """Check the request; returns the known revision (None: no watch) and the wait."""
         problem = node_name_problem(node)
         if problem is not None:
-            raise ProblemError(422, f"invalid node name {node!r}: {problem}")
+            shown = node if len(node) <= 80 else node[:60] + f"... ({len(node)} characters)"
+            raise ProblemError(422, f"invalid node name {shown!r}: {problem}")
         known: int | None = None
         if revision is not None:
             known = _parse_revision(revision)

@@ -106,7 +106,7 @@ class Snapshot:
         answer = self._absent_cache.get(node)
         if answer is None:
             answer = _absent_answer(node, self.absent_since.get(node, self.baseline))
-            if len(self._absent_cache) < 65536:  # bound what unknown names can make us keep
+            if len(self._absent_cache) < 4096:  # bound what unknown names can make us keep
                 self._absent_cache[node] = answer
         return answer
 
