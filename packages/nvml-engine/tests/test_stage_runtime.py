@@ -217,13 +217,17 @@ def test_check_fabric_launcher_runs(root: Path) -> None:
 
 def test_restage_reuses_the_runtime(root: Path, library: Path) -> None:
     overlay = root / MOUNT
+    options = StageOptions(library=library)
+    # The first re-stage rebuilds only if the sources changed since the fixture staged.
+    stage(overlay, resolve_config(profile="gb200", count=2, node="tray-4"), options)
     before = os.readlink(overlay / ".nvml-mock" / "current" / "runtime")
-    report = stage(
-        overlay,
-        resolve_config(profile="gb200", count=2, node="tray-4"),
-        StageOptions(library=library),
-    )
+    report = stage(overlay, resolve_config(profile="gb200", count=3, node="tray-4"), options)
     assert report.runtime_reused
     assert os.readlink(overlay / ".nvml-mock" / "current" / "runtime") == before
-    result = _run(root, f"/{MOUNT}/bin/nvidia-smi", "--version")
-    assert "runtime is missing" not in result.stderr
+    runtimes = [p.name for p in (overlay / ".nvml-mock").iterdir() if p.name.startswith("runtime-")]
+    assert runtimes == [before.removeprefix("../")]
+    probe = _run(root, f"/{MOUNT}/bin/nvidia-smi", "-L")
+    if importlib.util.find_spec("nvml_mock_engine.smi.__main__") is not None:
+        assert probe.returncode == 0, probe.stderr
+        assert len(probe.stdout.splitlines()) == 3
+    assert "runtime is missing" not in probe.stderr
