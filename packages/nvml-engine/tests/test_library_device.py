@@ -379,3 +379,28 @@ def test_gsp_firmware_follows_the_driver(nvml: Any) -> None:
     h = handle(nvml)
     assert list(nvml.nvmlDeviceGetGspFirmwareMode(h)) == [1, 1]
     assert nvml.nvmlDeviceGetGspFirmwareVersion(h) == b"580.65.06"  # pynvml returns bytes here
+
+
+class UUIDV(ctypes.Structure):
+    """nvmlUUID_v1_t: a version word, a type and a 41-byte union (ASCII or 16 bytes)."""
+
+    _fields_ = [("version", ctypes.c_uint), ("type", ctypes.c_uint), ("value", ctypes.c_ubyte * 41)]
+
+
+def uuid_v(version: int, kind: int, data: bytes) -> UUIDV:
+    return UUIDV(version=version, type=kind, value=(ctypes.c_ubyte * 41)(*data))
+
+
+def test_handle_by_uuid_v(nvml: Any, cnvml: ctypes.CDLL) -> None:
+    text = gpu_entry(1)["uuid"]
+    version = ctypes.sizeof(UUIDV) | 1 << 24
+    found = ctypes.c_void_p()
+    ascii_form = uuid_v(version, 1, text.encode())
+    assert cnvml.nvmlDeviceGetHandleByUUIDV(ctypes.byref(ascii_form), ctypes.byref(found)) == 0
+    assert nvml.nvmlDeviceGetIndex(ctypes.cast(found, type(handle(nvml)))) == 1
+    binary = uuid_v(version, 2, bytes.fromhex(text[4:].replace("-", "")))
+    assert cnvml.nvmlDeviceGetHandleByUUIDV(ctypes.byref(binary), ctypes.byref(found)) == 0
+    assert nvml.nvmlDeviceGetIndex(ctypes.cast(found, type(handle(nvml)))) == 1
+    stale = uuid_v(version - 1, 1, text.encode())
+    result = cnvml.nvmlDeviceGetHandleByUUIDV(ctypes.byref(stale), ctypes.byref(found))
+    assert result == NVML_ERROR_ARGUMENT_VERSION_MISMATCH

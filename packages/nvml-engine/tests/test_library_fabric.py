@@ -145,3 +145,33 @@ def test_64_gpus_share_the_env_identity(
             4294967295,
         )
     assert len(uuids) == 64
+
+
+class Clique(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_ubyte), ("id", ctypes.c_uint)]
+
+
+class FabricV4(ctypes.Structure):
+    """nvmlGpuFabricInfo_v4_t (NVML 13.5): the clique list form, no version word."""
+
+    _fields_ = [
+        ("clusterUuid", ctypes.c_ubyte * 16),
+        ("status", ctypes.c_uint),
+        ("cliques", Clique * 64),
+        ("numCliques", ctypes.c_uint),
+        ("state", ctypes.c_uint),
+        ("healthMask", ctypes.c_uint),
+        ("healthSummary", ctypes.c_ubyte),
+    ]
+
+
+def test_v4_lists_the_clique(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_state(count=1)
+    monkeypatch.setenv("MOCK_FABRIC_CLIQUE_ID", "9")
+    pynvml.nvmlInit()
+    info = FabricV4()
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    assert cnvml.nvmlDeviceGetGpuFabricInfo_v4(h, ctypes.byref(info)) == 0
+    assert (info.numCliques, info.cliques[0].id, info.state, info.healthSummary) == (1, 9, 3, 1)

@@ -108,3 +108,10 @@ def test_remote_gpu_peer(pynvml: Any, write_state: StateWriter) -> None:
     assert remote.busId == "00000000:19:00.0"
     assert remote.pciDeviceId == 0x233010DE
     assert pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(h0, 0) == pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
+
+
+def test_old_remote_pci_entry_point_writes_52_bytes(eight: Any, cnvml: ctypes.CDLL) -> None:
+    buf = (ctypes.c_ubyte * 96)(*([0xEE] * 96))
+    assert cnvml.nvmlDeviceGetNvLinkRemotePciInfo(handles(eight)[0], 1, buf) == 0
+    assert bytes(buf[:16]).rstrip(b"\0") == b"0000:06:00.0"
+    assert bytes(buf[52:]) == b"\xee" * 44
