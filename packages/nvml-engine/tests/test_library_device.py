@@ -404,3 +404,8 @@ def test_handle_by_uuid_v(nvml: Any, cnvml: ctypes.CDLL) -> None:
     stale = uuid_v(version - 1, 1, text.encode())
     result = cnvml.nvmlDeviceGetHandleByUUIDV(ctypes.byref(stale), ctypes.byref(found))
     assert result == NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+
+
+def test_process_utilization_has_no_samples(nvml: Any) -> None:
+    with pytest.raises(nvml.NVMLError_NotFound):
+        nvml.nvmlDeviceGetProcessUtilization(handle(nvml), 0)
