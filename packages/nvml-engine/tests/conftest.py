@@ -173,7 +173,7 @@ def _build() -> Path:
 
 @pytest.fixture(scope="session")
 def library_file() -> Path:
-    """The freshly built library, or NVML_MOCK_TEST_LIBRARY (a sanitizer build, see the Makefile)."""
+    """The freshly built library, or NVML_MOCK_TEST_LIBRARY (a sanitizer build: Makefile)."""
     override = os.environ.get("NVML_MOCK_TEST_LIBRARY")
     return Path(override) if override else _build()
 
