@@ -409,3 +409,41 @@ def test_handle_by_uuid_v(nvml: Any, cnvml: ctypes.CDLL) -> None:
 def test_process_utilization_has_no_samples(nvml: Any) -> None:
     with pytest.raises(nvml.NVMLError_NotFound):
         nvml.nvmlDeviceGetProcessUtilization(handle(nvml), 0)
+
+
+class Versioned(ctypes.Structure):
+    """A versioned struct of NVML: the version word and room for the largest payload used here."""
+
+    _fields_ = [("version", ctypes.c_uint), ("payload", ctypes.c_uint * 32)]
+
+
+def call_versioned(cnvml: ctypes.CDLL, symbol: str, h: Any, size: int, version: int) -> Any:
+    buf = Versioned(version=size | version << 24)
+    return getattr(cnvml, symbol)(h, ctypes.byref(buf)), buf
+
+
+def test_reliability_and_identity_extras(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
+    write_state(gpus=[gpu_entry(0, pdi="0x2a"), gpu_entry(1, architecture=7)])
+    pynvml.nvmlInit()
+    h0, h1 = handle(pynvml, 0), handle(pynvml, 1)
+    rc, pdi = call_versioned(cnvml, "nvmlDeviceGetPdi", h0, 16, 1)
+    assert rc == 0
+    assert ctypes.c_ulonglong.from_buffer(pdi, 8).value == 0x2A
+    assert call_versioned(cnvml, "nvmlDeviceGetPdi", h1, 16, 1)[0] == NVML_ERROR_NOT_SUPPORTED
+    assert (
+        call_versioned(cnvml, "nvmlDeviceGetPdi", h0, 12, 1)[0]
+        == NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    )
+    rc, caps = call_versioned(cnvml, "nvmlDeviceGetCapabilities", h0, 8, 1)
+    assert (rc, caps.payload[0]) == (0, 0)
+    assert call_versioned(cnvml, "nvmlDeviceGetRepairStatus", h0, 12, 1)[0] == 0
+    assert (
+        call_versioned(cnvml, "nvmlDeviceGetRepairStatus", h1, 12, 1)[0] == NVML_ERROR_NOT_SUPPORTED
+    )
+    rc, sram = call_versioned(cnvml, "nvmlDeviceGetSramEccErrorStatus", h0, 104, 1)
+    assert rc == 0 and list(sram.payload) == [0] * 32
+    assert list(pynvml.nvmlDeviceGetEncoderStats(h0)) == [0, 0, 0]
+    recovery = pynvml.nvmlDeviceGetFieldValues(h0, [pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
+    assert (recovery[0].nvmlReturn, recovery[0].value.uiVal) == (0, 0)

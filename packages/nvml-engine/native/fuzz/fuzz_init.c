@@ -55,7 +55,9 @@ static void read_device(nvmlDevice_t dev, nvmlDevice_t first, unsigned int count
     nvmlPciInfo_t pci;
     die_if(nvmlDeviceGetPciInfo_v3(dev, &pci) != NVML_SUCCESS || memchr(pci.busId, '\0', sizeof(pci.busId)) == NULL);
     die_if(nvmlDeviceGetHandleByPciBusId_v2(pci.busId, &again) != NVML_SUCCESS || again != dev);
-    die_if(nvmlDeviceGetHandleByPciBusId_v2(pci.busIdLegacy, &again) != NVML_SUCCESS || again != dev);
+    if (pci.domain <= 0xffff) { /* the 4-digit form cannot name a wider domain */
+        die_if(nvmlDeviceGetHandleByPciBusId_v2(pci.busIdLegacy, &again) != NVML_SUCCESS || again != dev);
+    }
     nvmlPciInfoExt_t ext = {.version = nvmlPciInfoExt_v1};
     (void)nvmlDeviceGetPciInfoExt(dev, &ext);
 

@@ -222,3 +222,32 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, 
     values->high = used < 4096 ? used : 4096;
     return NVML_SUCCESS;
 }
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device, nvmlEccSramErrorStatus_t *status)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(status);
+    if (status->version != nvmlEccSramErrorStatus_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    REQUIRE_ECC(d);
+    memset(status, 0, sizeof(*status));
+    status->version = nvmlEccSramErrorStatus_v1; /* SRAM counters stay at zero */
+    return NVML_SUCCESS;
+}
+
+/* Channel / TPC repair is reported from Ada on. */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device, nvmlRepairStatus_t *repairStatus)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(repairStatus);
+    if (repairStatus->version != nvmlRepairStatus_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (d->s.architecture < NVML_DEVICE_ARCH_ADA) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    repairStatus->bChannelRepairPending = 0;
+    repairStatus->bTpcRepairPending = 0;
+    return NVML_SUCCESS;
+}

@@ -667,3 +667,29 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGspFirmwareVersion(nvmlDevice_t device, ch
     }
     return mock_copy_string(version, NVML_GSP_FIRMWARE_VERSION_BUF_SIZE, mock_system.driver_version);
 }
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPdi(nvmlDevice_t device, nvmlPdi_t *pdi)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pdi);
+    if (pdi->version != nvmlPdi_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (d->s.pdi == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    pdi->value = d->s.pdi;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCapabilities(nvmlDevice_t device, nvmlDeviceCapabilities_t *caps)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(caps);
+    if (caps->version != nvmlDeviceCapabilities_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    caps->capMask = 0; /* no extended GPU memory (EGM) */
+    return NVML_SUCCESS;
+}

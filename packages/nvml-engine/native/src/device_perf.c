@@ -513,3 +513,17 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned 
     *sessionCount = 0;
     return NVML_SUCCESS;
 }
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int *sessionCount,
+                                                   unsigned int *averageFps, unsigned int *averageLatency)
+{
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(sessionCount);
+    REQUIRE_ARG(averageFps);
+    REQUIRE_ARG(averageLatency);
+    *sessionCount = 0;
+    *averageFps = 0;
+    *averageLatency = 0;
+    return NVML_SUCCESS;
+}

@@ -253,6 +253,7 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
     case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: set_ull(v, 0); return;
     case NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED: set_uint(v, 0); return;
+    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: set_uint(v, NVML_GPU_RECOVERY_ACTION_NONE); return;
     case NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE: set_uint(v, d->s.mig_capable); return;
     case NVML_FI_DEV_C2C_LINK_COUNT:
         if (d->s.c2c_enabled) {

@@ -60,6 +60,7 @@ struct state_gpu {
     int32_t virtualization_mode;
     uint32_t multiprocessor_count;
     uint32_t num_gpu_cores;
+    uint64_t pdi;
     /* PCI */
     struct state_pci_addr pci;
     uint32_t pci_device_id;

@@ -122,6 +122,7 @@ static const struct key_def gpu_keys[] = {
     {"pcie_max_gen", K_U32, GPU(pcie_max_gen), 0, U32MAX, F_REQUIRED, NULL},
     {"pcie_max_width", K_U32, GPU(pcie_max_width), 0, U32MAX, F_REQUIRED, NULL},
     {"pcie_replay_counter", K_U32, GPU(pcie_replay_counter), 0, U32MAX, 0, NULL},
+    {"pdi", K_U64, GPU(pdi), 0, 0, 0, NULL},
     {"persistence_mode", K_U32, GPU(persistence_mode), 0, 1, F_REQUIRED, NULL},
     {"platform_chassis_serial", K_STR, GPU(platform_chassis_serial), 0, 0, 0, NULL},
     {"platform_host_id", K_U32, GPU(platform_host_id), 0, 255, 0, NULL},
