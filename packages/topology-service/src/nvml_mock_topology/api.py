@@ -391,6 +391,7 @@ def create_app(
             None if revision is None else str(revision),
             None if wait is None else repr(wait),
             header.encode("latin-1") if header is not None else None,
+            request.receive,
         )
         return _raw_response(status, headers, body)
 
