@@ -1,0 +1,37 @@
+"""The package's public surface: ``__all__`` resolves, and importing the package stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import nvml_mock_protocol
+
+
+@pytest.mark.parametrize("name", nvml_mock_protocol.__all__)
+def test_every_exported_name_resolves(name: str) -> None:
+    assert getattr(nvml_mock_protocol, name) is not None
+
+
+def test_exports_come_from_their_modules() -> None:
+    from nvml_mock_protocol import identity, topology
+
+    assert nvml_mock_protocol.TopologyDocument is topology.TopologyDocument
+    assert nvml_mock_protocol.NodeIdentity is identity.NodeIdentity
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = nvml_mock_protocol.Nope  # type: ignore[attr-defined]
+
+
+def test_importing_names_does_not_load_pydantic_or_protobuf() -> None:
+    code = (
+        "import sys, nvml_mock_protocol.names\n"
+        "heavy = [m for m in ('pydantic', 'google.protobuf', 'yaml') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
