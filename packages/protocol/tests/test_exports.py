@@ -5,9 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 import nvml_mock_protocol
+import pytest
 
 
 @pytest.mark.parametrize("name", nvml_mock_protocol.__all__)
