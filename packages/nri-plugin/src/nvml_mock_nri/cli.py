@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 async def serve(settings: Settings) -> int:
-    """Run one plugin until a signal or the end of the runtime session."""
+    """Run one plugin until a signal or the end of the runtime connection."""
     service = PluginService(settings)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,4 +1,4 @@
-"""One plugin process: health endpoints, identity watch and the runtime session.
+"""One plugin process: health endpoints, identity watch and the runtime connection.
 
 Lifecycle, and why:
 
@@ -9,7 +9,7 @@ Lifecycle, and why:
    it answers, and ``/readyz`` says so).
 3. The plugin connects to the runtime's NRI socket, registers, and serves
    Configure, Synchronize and CreateContainer.
-4. The session ends one of two ways. SIGTERM/SIGINT: the plugin closes its
+4. The connection ends one of two ways. SIGTERM/SIGINT: the plugin closes its
    socket (the clean NRI shutdown) and exits 0. The runtime going away
    (containerd restarted, or it dropped the plugin after a timeout): the plugin
    logs it and exits 1 at once. It does not reconnect in-process: a restarted
@@ -127,7 +127,7 @@ class PluginService:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def stop(self) -> None:
-        """Ask :meth:`run` to close the session and return 0 (safe from any thread)."""
+        """Ask :meth:`run` to close the connection and return 0 (safe from any thread)."""
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
 
@@ -160,7 +160,7 @@ class PluginService:
                     backoff_max=self.settings.topology_backoff_max,
                 )
                 watch_task = asyncio.create_task(self.watcher.run(), name="identity watch")
-            return await self._session()
+            return await self._connect_and_serve()
         finally:
             if watch_task is not None:
                 watch_task.cancel()
@@ -183,7 +183,7 @@ class PluginService:
             environ=environ,
         )
 
-    async def _session(self) -> int:
+    async def _connect_and_serve(self) -> int:
         assert self._stop is not None
         settings = self.settings
         try:
