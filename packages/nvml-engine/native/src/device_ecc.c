@@ -3,7 +3,9 @@
  *
  * The counters come from the state (all zero on a healthy board). A board without ECC
  * (ecc_supported=0) answers NOT_SUPPORTED everywhere, as a GeForce card would. Retired
- * page addresses are synthesised from the GPU index so repeated reads agree.
+ * page addresses are synthesised from the GPU index so repeated reads agree. Row
+ * remapping exists from Ampere on: older boards (a T4) answer NOT_SUPPORTED to the
+ * remapped-row and histogram queries (remapped_rows_supported, defaulted by architecture).
  */
 #include "mock.h"
 
@@ -21,6 +23,13 @@
         if (!(d)->s.ecc_supported) {             \
             return NVML_ERROR_NOT_SUPPORTED;     \
         }                                        \
+    } while (0)
+
+#define REQUIRE_REMAP(d)                                               \
+    do {                                                               \
+        if (!(d)->s.ecc_supported || !(d)->s.remapped_rows_supported) { \
+            return NVML_ERROR_NOT_SUPPORTED;                           \
+        }                                                              \
     } while (0)
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current, nvmlEnableState_t *pending)
@@ -189,7 +198,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned
     REQUIRE_ARG(uncRows);
     REQUIRE_ARG(isPending);
     REQUIRE_ARG(failureOccurred);
-    REQUIRE_ECC(d);
+    REQUIRE_REMAP(d);
     *corrRows = d->s.remapped_rows_correctable;
     *uncRows = d->s.remapped_rows_uncorrectable;
     *isPending = d->s.remapped_rows_pending;
@@ -201,7 +210,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t device, nvmlR
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(info);
-    REQUIRE_ECC(d);
+    REQUIRE_REMAP(d);
     memset(info, 0, sizeof(*info));
     info->corrActiveRemaps = d->s.remapped_rows_correctable;
     info->uncActiveRemaps = d->s.remapped_rows_uncorrectable;
@@ -214,12 +223,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, 
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(values);
-    REQUIRE_ECC(d);
+    REQUIRE_REMAP(d);
     /* Banks with all remap slots free ("max"), one used slot per remapped row otherwise. */
-    unsigned int used = d->s.remapped_rows_correctable + d->s.remapped_rows_uncorrectable;
+    unsigned long long rows = (unsigned long long)d->s.remapped_rows_correctable + d->s.remapped_rows_uncorrectable;
+    unsigned int banks = d->s.row_remapper_banks;
+    unsigned int used = rows < banks ? (unsigned int)rows : banks;
     memset(values, 0, sizeof(*values));
-    values->max = 4096 - (used < 4096 ? used : 4096);
-    values->high = used < 4096 ? used : 4096;
+    values->max = banks - used;
+    values->high = used;
     return NVML_SUCCESS;
 }
 

@@ -105,7 +105,8 @@ static int ecc_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
             return 0;
         }
     }
-    if (!d->s.ecc_supported) {
+    int remap = id >= NVML_FI_DEV_REMAPPED_COR && id <= NVML_FI_DEV_REMAPPED_FAILURE;
+    if (!d->s.ecc_supported || (remap && !d->s.remapped_rows_supported)) {
         v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         return 1;
     }

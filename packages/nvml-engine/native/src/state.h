@@ -132,6 +132,8 @@ struct state_gpu {
     uint32_t remapped_rows_uncorrectable;
     uint32_t remapped_rows_pending;
     uint32_t remapped_rows_failure;
+    uint32_t remapped_rows_supported;
+    uint32_t row_remapper_banks;
     /* MIG */
     uint32_t mig_capable;
     /* NVLink and topology */

@@ -138,10 +138,12 @@ static const struct key_def gpu_keys[] = {
     {"remapped_rows_correctable", K_U32, GPU(remapped_rows_correctable), 0, U32MAX, 0, NULL},
     {"remapped_rows_failure", K_U32, GPU(remapped_rows_failure), 0, 1, 0, NULL},
     {"remapped_rows_pending", K_U32, GPU(remapped_rows_pending), 0, 1, 0, NULL},
+    {"remapped_rows_supported", K_U32, GPU(remapped_rows_supported), 0, 1, 0, NULL},
     {"remapped_rows_uncorrectable", K_U32, GPU(remapped_rows_uncorrectable), 0, U32MAX, 0, NULL},
     {"retired_pages_dbe", K_U32, GPU(retired_pages_dbe), 0, 64, 0, NULL},
     {"retired_pages_pending", K_U32, GPU(retired_pages_pending), 0, 1, 0, NULL},
     {"retired_pages_sbe", K_U32, GPU(retired_pages_sbe), 0, 64, 0, NULL},
+    {"row_remapper_banks", K_U32, GPU(row_remapper_banks), 0, U32MAX, 0, "4096"},
     {"serial", K_STR, GPU(serial), 0, 0, F_REQUIRED, NULL},
     {"temp_gpu_max_c", K_U32, GPU(temp_gpu_max_c), 0, 255, F_REQUIRED, NULL},
     {"temp_mem_max_c", K_U32, GPU(temp_mem_max_c), 0, 255, F_REQUIRED, NULL},
@@ -619,6 +621,9 @@ static int close_section_at(struct parser *p, struct section_ctx *sc)
         }
         if (!sc->seen[find_key(sc->tab, sc->n, "app_clock_mem_mhz")]) {
             g->app_clock_mem_mhz = g->max_clock_mem_mhz;
+        }
+        if (!sc->seen[find_key(sc->tab, sc->n, "remapped_rows_supported")]) {
+            g->remapped_rows_supported = g->architecture >= 7; /* NVML_DEVICE_ARCH_AMPERE */
         }
         if (g->memory_used_bytes > g->memory_total_bytes ||
             g->memory_reserved_bytes > g->memory_total_bytes - g->memory_used_bytes) {

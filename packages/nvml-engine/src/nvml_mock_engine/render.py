@@ -25,6 +25,8 @@ __all__ = ["STATE_MAGIC", "RenderedState", "derive_gpu", "gpu_uuid", "render", "
 
 STATE_MAGIC: Final = "nvml-mock-state 1"
 FABRIC_STATE_COMPLETED: Final = 3
+ARCH_AMPERE: Final = 7
+"""``NVML_DEVICE_ARCH_AMPERE``: boards from here on have a row remapper."""
 ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
 _MAX_STATE_BYTES: Final = 1 << 20
 _MAX_LINE_BYTES: Final = 1023
@@ -90,7 +92,11 @@ def derive_gpu(config: EngineConfig, index: int) -> dict[str, ValueType]:
     serial_digest = _digest("serial", config.node, profile.key, str(module))
     serial = f"1{int.from_bytes(serial_digest[:8], 'big') % 10**12:012d}"
 
-    values: dict[str, ValueType] = {**_FORMAT_DEFAULTS, **profile.gpu}
+    values: dict[str, ValueType] = {
+        **_FORMAT_DEFAULTS,
+        "remapped_rows_supported": profile.architecture >= ARCH_AMPERE,
+        **profile.gpu,
+    }
     values.update(
         {
             "name": profile.name,

@@ -154,6 +154,8 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "pstate": _int(0, 15),
     "ecc_enabled": _FLAG,
     "ecc_supported": _FLAG,
+    "remapped_rows_supported": _FLAG,
+    "row_remapper_banks": _U32,
     "mig_capable": _FLAG,
     "nvlink_count": KeySpec(Kind.UINT32, maximum=18),
     "nvlink_version": KeySpec(Kind.UINT32, maximum=8),

@@ -90,6 +90,8 @@ OPTIONAL_GPU_KEYS: Final = frozenset(
         "util_mem_pct",
         "pstate",
         "ecc_supported",
+        "remapped_rows_supported",
+        "row_remapper_banks",
         "mig_capable",
         "nvlink_count",
         "nvlink_version",

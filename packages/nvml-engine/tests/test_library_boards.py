@@ -1,0 +1,113 @@
+"""Queries whose answer differs by board, checked through nvidia-ml-py against the library.
+
+Real boards disagree on what they support (a T4 has no row remapper, an A100 no T.Limit
+sensor) and on values that only a capture shows (bank counts, addressing mode). The state
+carries each of these explicitly; these tests hold the library to the state, and the
+packaged profiles to what the real boards' ``nvidia-smi -q -x`` reports show.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import StateWriter, gpu_entry
+from nvml_mock_engine.config import resolve_config
+from nvml_mock_engine.render import render_text
+
+NVML_SUCCESS = 0
+NVML_ERROR_NOT_SUPPORTED = 3
+ARCH_TURING = 6
+ARCH_AMPERE = 7
+
+
+def handle(nvml: Any, index: int = 0) -> Any:
+    return nvml.nvmlDeviceGetHandleByIndex(index)
+
+
+def load_profile_state(
+    pynvml: Any, profile: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / f"{profile}.nvmlmock"
+    path.write_text(render_text(resolve_config(profile=profile, count=1, node="boards")))
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(path))
+    pynvml.nvmlInit()
+
+
+def test_row_remapping_follows_the_architecture(pynvml: Any, write_state: StateWriter) -> None:
+    write_state(
+        gpus=[
+            gpu_entry(0, architecture=ARCH_AMPERE, remapped_rows_correctable=3),
+            gpu_entry(1, architecture=ARCH_TURING),
+            gpu_entry(2, architecture=ARCH_TURING, remapped_rows_supported=1),
+            gpu_entry(3, remapped_rows_supported=0),
+        ]
+    )
+    pynvml.nvmlInit()
+    ampere, turing, turing_forced, hopper_off = (handle(pynvml, i) for i in range(4))
+    assert pynvml.nvmlDeviceGetRemappedRows(ampere) == (3, 0, 0, 0)
+    assert pynvml.nvmlDeviceGetRemappedRows(turing_forced) == (0, 0, 0, 0)
+    for h in (turing, hopper_off):
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetRemappedRows(h)
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            info = pynvml.c_nvmlRemappedRowsInfo_v2_t()
+            pynvml.nvmlDeviceGetRemappedRows_v2(h, ctypes.byref(info))
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetRowRemapperHistogram(h)
+        (field,) = pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_REMAPPED_COR])
+        assert field.nvmlReturn == NVML_ERROR_NOT_SUPPORTED
+        # ECC itself still answers: only the remapper is missing.
+        assert pynvml.nvmlDeviceGetEccMode(h) == [1, 1]
+    (field,) = pynvml.nvmlDeviceGetFieldValues(ampere, [pynvml.NVML_FI_DEV_REMAPPED_COR])
+    assert (field.nvmlReturn, field.value.uiVal) == (NVML_SUCCESS, 3)
+
+
+def test_row_remapper_histogram_counts_the_boards_banks(
+    pynvml: Any, write_state: StateWriter
+) -> None:
+    write_state(
+        gpus=[
+            gpu_entry(0, row_remapper_banks=640, remapped_rows_correctable=3),
+            gpu_entry(1, row_remapper_banks=2, remapped_rows_uncorrectable=5),
+            gpu_entry(2),
+        ]
+    )
+    pynvml.nvmlInit()
+    hist = [pynvml.nvmlDeviceGetRowRemapperHistogram(handle(pynvml, i)) for i in range(3)]
+    assert [(h.max, h.high, h.partial, h.low, h.none) for h in hist] == [
+        (637, 3, 0, 0, 0),
+        (0, 2, 0, 0, 0),
+        (4096, 0, 0, 0, 0),  # the format's default bank count
+    ]
+
+
+# "Bank Remap Availability Histogram: Max" in each board's capture.
+CAPTURED_BANKS = {
+    "a100": 640,
+    "b200": 3840,
+    "gb200": 3968,
+    "gb300": 5952,
+    "h100": 2560,
+    "l40s": 192,
+}
+
+
+@pytest.mark.parametrize("profile", sorted(CAPTURED_BANKS))
+def test_profiles_report_the_captured_bank_count(
+    profile: str, pynvml: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_profile_state(pynvml, profile, tmp_path, monkeypatch)
+    assert pynvml.nvmlDeviceGetRowRemapperHistogram(handle(pynvml)).max == CAPTURED_BANKS[profile]
+
+
+def test_t4_profile_has_no_row_remapper(
+    pynvml: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_profile_state(pynvml, "t4", tmp_path, monkeypatch)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetRemappedRows(handle(pynvml))
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetRowRemapperHistogram(handle(pynvml))
