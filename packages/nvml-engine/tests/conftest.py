@@ -96,6 +96,7 @@ def gpu_entry(index: int, **overrides: Any) -> dict[str, Any]:
         "temp_slowdown_c": 89,
         "temp_gpu_max_c": 87,
         "temp_mem_max_c": 95,
+        "margin_temperature_supported": 1,
         "memory_temperature_c": 38,
         "ecc_enabled": 1,
         "mig_capable": 1,

@@ -111,3 +111,49 @@ def test_t4_profile_has_no_row_remapper(
         pynvml.nvmlDeviceGetRemappedRows(handle(pynvml))
     with pytest.raises(pynvml.NVMLError_NotSupported):
         pynvml.nvmlDeviceGetRowRemapperHistogram(handle(pynvml))
+
+
+def test_margin_temperature_only_with_a_tlimit_sensor(
+    pynvml: Any, write_state: StateWriter
+) -> None:
+    write_state(
+        gpus=[
+            gpu_entry(0, temperature_c=27, temp_gpu_max_c=87),
+            gpu_entry(1, margin_temperature_supported=0),
+            gpu_entry(2, margin_temperature_supported=None),  # key absent: no sensor
+        ]
+    )
+    pynvml.nvmlInit()
+    assert pynvml.nvmlDeviceGetMarginTemperature(handle(pynvml, 0)) == 60
+    for index in (1, 2):
+        h = handle(pynvml, index)
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetMarginTemperature(h)
+        # the absolute thresholds still answer (nvidia-smi prints those instead)
+        slowdown = pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+        assert pynvml.nvmlDeviceGetTemperatureThreshold(h, slowdown) == 89
+
+
+# "GPU T.Limit Temp" of each capture's first GPU; None where it prints N/A.
+CAPTURED_TLIMIT = {
+    "a100": None,
+    "b200": 49,
+    "gb200": 60,
+    "gb300": 49,
+    "h100": 58,
+    "l40s": 59,
+    "t4": None,
+}
+
+
+@pytest.mark.parametrize("profile", sorted(CAPTURED_TLIMIT))
+def test_profiles_report_the_captured_tlimit(
+    profile: str, pynvml: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_profile_state(pynvml, profile, tmp_path, monkeypatch)
+    expected = CAPTURED_TLIMIT[profile]
+    if expected is None:
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetMarginTemperature(handle(pynvml))
+    else:
+        assert pynvml.nvmlDeviceGetMarginTemperature(handle(pynvml)) == expected

@@ -214,6 +214,43 @@ def test_text_report_has_the_capture_sections_and_keys(
         assert len(keyed) == len(leaves), (child.tag, keyed)
 
 
+# Sections whose values the profiles take from the capture's first GPU: the work-alike must
+# print them exactly as the real tool did (N/A included).
+CAPTURED_VALUES = ("temperature", "remapped_rows")
+
+
+def leaf_values(gpu: ET.Element, sections: tuple[str, ...]) -> dict[str, str]:
+    """``section/.../leaf`` -> text for every leaf under the named children of *gpu*."""
+    values: dict[str, str] = {}
+    for child in gpu:
+        if child.tag not in sections:
+            continue
+        for path, node in _walk(child, child.tag):
+            if len(node) == 0:
+                values[path] = (node.text or "").strip()
+    return values
+
+
+def _walk(node: ET.Element, path: str) -> list[tuple[str, ET.Element]]:
+    found = [(path, node)]
+    for child in node:
+        found += _walk(child, f"{path}/{child.tag}")
+    return found
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILE_CAPTURES))
+def test_board_values_print_as_in_the_capture(profile: str, library_file: Path, use_state) -> None:  # type: ignore[no-untyped-def]
+    use_state(profile)
+    rc, out = smi(library_file, "-q", "-x", "-i", "0")
+    assert rc == 0, out
+    mine = ET.fromstring(out).find("gpu")
+    capture = ET.parse(CAPTURES / PROFILE_CAPTURES[profile]).getroot().find("gpu")
+    assert mine is not None and capture is not None
+    expected = leaf_values(capture, CAPTURED_VALUES)
+    assert expected
+    assert leaf_values(mine, CAPTURED_VALUES) == expected
+
+
 def test_display_filter_limits_text_and_xml(library_file: Path, use_state) -> None:  # type: ignore[no-untyped-def]
     use_state("h100")
     rc, out = smi(library_file, "-q", "-d", "MEMORY,TEMPERATURE", "-i", "0")

@@ -316,10 +316,12 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvm
     if (marginTempInfo->version != nvmlMarginTemperature_v1) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    if (d->s.temp_slowdown_c == 0) {
+    /* Boards with a T.Limit sensor report the distance to the maximum operating temperature
+     * (nvidia-smi's "GPU T.Limit Temp"); the A100 and T4 have none. */
+    if (!d->s.margin_temperature_supported || d->s.temp_gpu_max_c == 0) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
-    marginTempInfo->marginTemperature = (int)d->s.temp_slowdown_c - (int)d->s.temperature_c;
+    marginTempInfo->marginTemperature = (int)d->s.temp_gpu_max_c - (int)d->s.temperature_c;
     return NVML_SUCCESS;
 }
 

@@ -109,6 +109,7 @@ struct state_gpu {
     uint32_t temp_slowdown_c;
     uint32_t temp_gpu_max_c;
     uint32_t temp_mem_max_c;
+    uint32_t margin_temperature_supported;
     uint32_t memory_temperature_c;
     uint32_t num_fans;
     uint32_t fan_speed_pct;

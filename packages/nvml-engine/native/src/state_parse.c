@@ -93,6 +93,7 @@ static const struct key_def gpu_keys[] = {
     {"inforom_image_version", K_STR, GPU(inforom_image_version), 0, 0, F_REQUIRED, NULL},
     {"inforom_oem", K_STR, GPU(inforom_oem), 0, 0, 0, NULL},
     {"inforom_power", K_STR, GPU(inforom_power), 0, 0, 0, NULL},
+    {"margin_temperature_supported", K_U32, GPU(margin_temperature_supported), 0, 1, 0, NULL},
     {"max_clock_graphics_mhz", K_U32, GPU(max_clock_graphics_mhz), 0, U32MAX, F_REQUIRED, NULL},
     {"max_clock_mem_mhz", K_U32, GPU(max_clock_mem_mhz), 0, U32MAX, F_REQUIRED, NULL},
     {"max_clock_sm_mhz", K_U32, GPU(max_clock_sm_mhz), 0, U32MAX, F_REQUIRED, NULL},

@@ -146,6 +146,7 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "temp_slowdown_c": KeySpec(Kind.UINT32, maximum=200),
     "temp_gpu_max_c": KeySpec(Kind.UINT32, maximum=200),
     "temp_mem_max_c": KeySpec(Kind.UINT32, maximum=200),
+    "margin_temperature_supported": _FLAG,
     "memory_temperature_c": KeySpec(Kind.UINT32, maximum=200),
     "num_fans": KeySpec(Kind.UINT32, maximum=32),
     "fan_speed_pct": KeySpec(Kind.UINT32, maximum=100),

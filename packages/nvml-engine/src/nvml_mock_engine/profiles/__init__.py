@@ -84,6 +84,7 @@ OPTIONAL_GPU_KEYS: Final = frozenset(
         "compute_mode",
         "energy_mj",
         "memory_temperature_c",
+        "margin_temperature_supported",
         "num_fans",
         "fan_speed_pct",
         "util_gpu_pct",
