@@ -201,6 +201,22 @@ async def test_plugin_error_fails_creation_and_keeps_plugin(sock_dir: Path) -> N
         assert [p.id for p in runtime.plugins] == ["10-refuser"]
 
 
+async def test_runtime_closes_a_plugin_whose_configure_fails(sock_dir: Path) -> None:
+    class BadConfig(Plugin):
+        async def configure(self, runtime: RuntimeInfo) -> None:
+            raise TtrpcError(3, "bad config")
+
+    path = sock_dir / "nri.sock"
+    async with RuntimeDouble(path) as runtime:
+        stub = Stub(BadConfig(), name="badcfg", index="10", socket_path=path)
+        await stub.start()
+        dropped = await runtime.wait_for_drop(1)
+        assert dropped[0][0] == "10-badcfg" and "bad config" in dropped[0][1]
+        assert runtime.plugins == []
+        disconnect = await asyncio.wait_for(stub.wait_closed(), 5)
+        assert disconnect.by_runtime
+
+
 async def test_two_plugins_setting_one_env_conflict(sock_dir: Path) -> None:
     path = sock_dir / "nri.sock"
     async with (

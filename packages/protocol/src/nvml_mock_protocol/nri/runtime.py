@@ -292,6 +292,10 @@ class RuntimeDouble:
                 self._plugins.sort(key=lambda p: p.index)
         except _PluginDroppedError:
             return
+        except PluginError as exc:
+            # containerd closes a plugin whose Configure or Synchronize fails.
+            self._drop(plugin, f"failed to start plugin: {exc}")
+            return
         logger.info("%s: plugin %s synchronized, events 0x%x", self.label, plugin.id, plugin.events)
         self._notify()
 
