@@ -126,23 +126,7 @@ def use_state(states: dict[str, Path], monkeypatch: pytest.MonkeyPatch):  # type
     return pick
 
 
-# The real T4 (Turing) answers NOT_SUPPORTED to nvmlDeviceGetRemappedRows and
-# nvmlDeviceGetMarginTemperature, so its report has `<remapped_rows>N/A</remapped_rows>` and
-# absolute temperature thresholds; the mock library still answers both for every board.
-MOCK_GAPS = {
-    "t4": "mock answers nvmlDeviceGetRemappedRows and nvmlDeviceGetMarginTemperature on Turing",
-}
-
-
-@pytest.mark.parametrize(
-    "profile",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(reason=MOCK_GAPS[p], strict=True))
-        if p in MOCK_GAPS
-        else p
-        for p in sorted(PROFILE_CAPTURES)
-    ],
-)
+@pytest.mark.parametrize("profile", sorted(PROFILE_CAPTURES))
 def test_xml_has_the_capture_element_paths_in_order(
     profile: str, library_file: Path, use_state
 ) -> None:  # type: ignore[no-untyped-def]
