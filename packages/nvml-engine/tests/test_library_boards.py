@@ -19,6 +19,7 @@ from nvml_mock_engine.render import render_text
 
 NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
 ARCH_TURING = 6
 ARCH_AMPERE = 7
 
@@ -157,3 +158,34 @@ def test_profiles_report_the_captured_tlimit(
             pynvml.nvmlDeviceGetMarginTemperature(handle(pynvml))
     else:
         assert pynvml.nvmlDeviceGetMarginTemperature(handle(pynvml)) == expected
+
+
+def test_addressing_mode_comes_from_the_state(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
+    write_state(
+        gpus=[
+            gpu_entry(0, addressing_mode=pynvml.NVML_DEVICE_ADDRESSING_MODE_ATS),
+            gpu_entry(1, addressing_mode=pynvml.NVML_DEVICE_ADDRESSING_MODE_NONE),
+            gpu_entry(2),  # key absent: NOT_SUPPORTED
+        ]
+    )
+    pynvml.nvmlInit()
+    assert pynvml.nvmlDeviceGetAddressingMode(handle(pynvml, 0)) == 2
+    assert pynvml.nvmlDeviceGetAddressingMode(handle(pynvml, 1)) == 0
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetAddressingMode(handle(pynvml, 2))
+    stale = pynvml.c_nvmlDeviceAddressingMode_t()
+    stale.version = 0
+    rc = cnvml.nvmlDeviceGetAddressingMode(handle(pynvml, 0), ctypes.byref(stale))
+    assert (rc, stale.value) == (NVML_ERROR_ARGUMENT_VERSION_MISMATCH, 0)
+
+
+@pytest.mark.parametrize("value", ["3", "-2", "ats"])
+def test_bad_addressing_mode_fails_init_naming_the_key(
+    value: str, pynvml: Any, write_state: StateWriter
+) -> None:
+    write_state(count=1, addressing_mode=value)
+    with pytest.raises(pynvml.NVMLError) as failed:
+        pynvml.nvmlInit()
+    assert "addressing_mode" in str(failed.value)

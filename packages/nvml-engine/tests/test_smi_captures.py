@@ -200,7 +200,7 @@ def test_text_report_has_the_capture_sections_and_keys(
 
 # Sections whose values the profiles take from the capture's first GPU: the work-alike must
 # print them exactly as the real tool did (N/A included).
-CAPTURED_VALUES = ("temperature", "remapped_rows")
+CAPTURED_VALUES = ("addressing_mode", "temperature", "remapped_rows")
 
 
 def leaf_values(gpu: ET.Element, sections: tuple[str, ...]) -> dict[str, str]:

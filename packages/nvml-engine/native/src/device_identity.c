@@ -598,12 +598,16 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlCompu
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDeviceAddressingMode_t *mode)
 {
     GET_DEVICE(device, d);
-    (void)d;
     REQUIRE_ARG(mode);
     if (mode->version != nvmlDeviceAddressingMode_v1) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    return NVML_ERROR_NOT_SUPPORTED; /* discrete GPUs without ATS / HMM reporting */
+    if (d->s.addressing_mode < 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    /* NONE, HMM (the kernel mirrors host page tables) or ATS (Grace: the CPU's own) */
+    mode->value = (unsigned int)d->s.addressing_mode;
+    return NVML_SUCCESS;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount)

@@ -58,6 +58,7 @@ struct state_gpu {
     char inforom_ecc[16];
     char inforom_power[16];
     int32_t virtualization_mode;
+    int32_t addressing_mode;
     uint32_t multiprocessor_count;
     uint32_t num_gpu_cores;
     uint64_t pdi;

@@ -55,6 +55,7 @@ static const struct key_def system_keys[] = {
 };
 
 static const struct key_def gpu_keys[] = {
+    {"addressing_mode", K_I32, GPU(addressing_mode), -1, 2, 0, "-1"},
     {"app_clock_graphics_mhz", K_U32, GPU(app_clock_graphics_mhz), 0, U32MAX, 0, NULL},
     {"app_clock_mem_mhz", K_U32, GPU(app_clock_mem_mhz), 0, U32MAX, 0, NULL},
     {"architecture", K_U32, GPU(architecture), 0, U32MAX, F_REQUIRED, NULL},

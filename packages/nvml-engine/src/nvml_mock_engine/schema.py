@@ -106,6 +106,7 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "inforom_ecc": _str(15),
     "inforom_power": _str(15),
     "virtualization_mode": _int(0, 16),
+    "addressing_mode": _int(-1, 2),
     "pci_bus_id": KeySpec(Kind.BUS_ID),
     "pci_device_id": KeySpec(Kind.HEX32),
     "pci_subsystem_id": KeySpec(Kind.HEX32),

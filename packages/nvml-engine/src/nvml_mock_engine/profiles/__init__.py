@@ -81,6 +81,7 @@ OPTIONAL_GPU_KEYS: Final = frozenset(
         "inforom_ecc",
         "inforom_power",
         "virtualization_mode",
+        "addressing_mode",
         "compute_mode",
         "energy_mj",
         "memory_temperature_c",
