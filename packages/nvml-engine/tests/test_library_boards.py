@@ -189,3 +189,30 @@ def test_bad_addressing_mode_fails_init_naming_the_key(
     with pytest.raises(pynvml.NVMLError) as failed:
         pynvml.nvmlInit()
     assert "addressing_mode" in str(failed.value)
+
+
+class UnrepairableMemoryStatus(ctypes.Structure):
+    """``nvmlUnrepairableMemoryStatus_v1_t`` as nvml.h declares it: one flag, no version word."""
+
+    _fields_ = [("bUnrepairableMemory", ctypes.c_uint)]
+
+
+def test_unrepairable_memory_flag_comes_from_the_state(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
+    write_state(
+        gpus=[
+            gpu_entry(0, unrepairable_memory=0),
+            gpu_entry(1, unrepairable_memory=1),
+            gpu_entry(2),  # key absent: NOT_SUPPORTED
+        ]
+    )
+    pynvml.nvmlInit()
+    got = []
+    for index in range(3):
+        status = UnrepairableMemoryStatus(bUnrepairableMemory=7)
+        rc = cnvml.nvmlDeviceGetUnrepairableMemoryFlag_v1(
+            handle(pynvml, index), ctypes.byref(status)
+        )
+        got.append((rc, status.bUnrepairableMemory))
+    assert got == [(NVML_SUCCESS, 0), (NVML_SUCCESS, 1), (NVML_ERROR_NOT_SUPPORTED, 7)]

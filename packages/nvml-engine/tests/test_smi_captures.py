@@ -198,28 +198,29 @@ def test_text_report_has_the_capture_sections_and_keys(
         assert len(keyed) == len(leaves), (child.tag, keyed)
 
 
-# Sections whose values the profiles take from the capture's first GPU: the work-alike must
+# Elements whose values the profiles take from the capture's first GPU: the work-alike must
 # print them exactly as the real tool did (N/A included).
-CAPTURED_VALUES = ("addressing_mode", "temperature", "remapped_rows")
+CAPTURED_VALUES = (
+    "addressing_mode",
+    "temperature",
+    "remapped_rows",
+    "ecc_errors/unrepairable_memory",
+)
 
 
-def leaf_values(gpu: ET.Element, sections: tuple[str, ...]) -> dict[str, str]:
-    """``section/.../leaf`` -> text for every leaf under the named children of *gpu*."""
+def leaf_values(gpu: ET.Element, prefixes: tuple[str, ...]) -> dict[str, str]:
+    """``section/.../leaf`` -> text for every leaf of *gpu* at or under one of *prefixes*."""
     values: dict[str, str] = {}
+
+    def walk(node: ET.Element, path: str) -> None:
+        if len(node) == 0 and any(path == p or path.startswith(p + "/") for p in prefixes):
+            values[path] = (node.text or "").strip()
+        for child in node:
+            walk(child, f"{path}/{child.tag}")
+
     for child in gpu:
-        if child.tag not in sections:
-            continue
-        for path, node in _walk(child, child.tag):
-            if len(node) == 0:
-                values[path] = (node.text or "").strip()
+        walk(child, child.tag)
     return values
-
-
-def _walk(node: ET.Element, path: str) -> list[tuple[str, ET.Element]]:
-    found = [(path, node)]
-    for child in node:
-        found += _walk(child, f"{path}/{child.tag}")
-    return found
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILE_CAPTURES))

@@ -262,3 +262,16 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRepairStatus(nvmlDevice_t device, nvmlRepa
     repairStatus->bTpcRepairPending = 0;
     return NVML_SUCCESS;
 }
+
+/* Memory the row remapper can no longer repair (nvidia-smi's "Unrepairable Memory"). */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t device,
+                                                               nvmlUnrepairableMemoryStatus_v1_t *status)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(status);
+    if (d->s.unrepairable_memory < 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    status->bUnrepairableMemory = (unsigned int)d->s.unrepairable_memory;
+    return NVML_SUCCESS;
+}

@@ -136,6 +136,7 @@ struct state_gpu {
     uint32_t remapped_rows_failure;
     uint32_t remapped_rows_supported;
     uint32_t row_remapper_banks;
+    int32_t unrepairable_memory;
     /* MIG */
     uint32_t mig_capable;
     /* NVLink and topology */

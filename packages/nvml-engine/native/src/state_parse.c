@@ -152,6 +152,7 @@ static const struct key_def gpu_keys[] = {
     {"temp_shutdown_c", K_U32, GPU(temp_shutdown_c), 0, 255, F_REQUIRED, NULL},
     {"temp_slowdown_c", K_U32, GPU(temp_slowdown_c), 0, 255, F_REQUIRED, NULL},
     {"temperature_c", K_U32, GPU(temperature_c), 0, 255, F_REQUIRED, NULL},
+    {"unrepairable_memory", K_I32, GPU(unrepairable_memory), -1, 1, 0, "-1"},
     {"util_decoder_pct", K_U32, GPU(util_decoder_pct), 0, 100, 0, NULL},
     {"util_encoder_pct", K_U32, GPU(util_encoder_pct), 0, 100, 0, NULL},
     {"util_gpu_pct", K_U32, GPU(util_gpu_pct), 0, 100, 0, NULL},

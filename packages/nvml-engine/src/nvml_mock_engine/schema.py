@@ -158,6 +158,7 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "ecc_supported": _FLAG,
     "remapped_rows_supported": _FLAG,
     "row_remapper_banks": _U32,
+    "unrepairable_memory": _int(-1, 1),
     "mig_capable": _FLAG,
     "nvlink_count": KeySpec(Kind.UINT32, maximum=18),
     "nvlink_version": KeySpec(Kind.UINT32, maximum=8),

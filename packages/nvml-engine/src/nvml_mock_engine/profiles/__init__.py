@@ -94,6 +94,7 @@ OPTIONAL_GPU_KEYS: Final = frozenset(
         "ecc_supported",
         "remapped_rows_supported",
         "row_remapper_banks",
+        "unrepairable_memory",
         "mig_capable",
         "nvlink_count",
         "nvlink_version",
