@@ -216,3 +216,18 @@ def test_unrepairable_memory_flag_comes_from_the_state(
         )
         got.append((rc, status.bUnrepairableMemory))
     assert got == [(NVML_SUCCESS, 0), (NVML_SUCCESS, 1), (NVML_ERROR_NOT_SUPPORTED, 7)]
+
+
+def test_last_bbx_flush_comes_from_the_state(pynvml: Any, write_state: StateWriter) -> None:
+    write_state(
+        gpus=[
+            gpu_entry(0, bbx_flush_time_us=1787268780497000, bbx_flush_duration_us=61655),
+            gpu_entry(1),  # never flushed: NOT_SUPPORTED
+            gpu_entry(2, bbx_flush_time_us=1787268780497000, inforom_image_version=""),
+        ]
+    )
+    pynvml.nvmlInit()
+    assert pynvml.nvmlDeviceGetLastBBXFlushTime(handle(pynvml, 0)) == [1787268780497000, 61655]
+    for index in (1, 2):  # no flush recorded; no infoROM at all
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetLastBBXFlushTime(handle(pynvml, index))

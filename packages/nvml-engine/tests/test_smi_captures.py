@@ -8,7 +8,9 @@ in the same order, with as many keys in each as the capture has leaves.
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -205,7 +207,18 @@ CAPTURED_VALUES = (
     "temperature",
     "remapped_rows",
     "ecc_errors/unrepairable_memory",
+    "inforom_bbx_flush",
 )
+
+
+@pytest.fixture
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Local time is UTC (the profiles hold the captures' timestamps as UTC)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 def leaf_values(gpu: ET.Element, prefixes: tuple[str, ...]) -> dict[str, str]:
@@ -224,6 +237,7 @@ def leaf_values(gpu: ET.Element, prefixes: tuple[str, ...]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("profile", sorted(PROFILE_CAPTURES))
+@pytest.mark.usefixtures("utc")
 def test_board_values_print_as_in_the_capture(profile: str, library_file: Path, use_state) -> None:  # type: ignore[no-untyped-def]
     use_state(profile)
     rc, out = smi(library_file, "-q", "-x", "-i", "0")

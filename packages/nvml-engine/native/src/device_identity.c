@@ -632,6 +632,22 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceValidateInforom(nvmlDevice_t device)
     return d->s.inforom_image_version[0] != '\0' ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
+/* The last flush of the infoROM's black-box (BBX) object: when it started (microseconds since
+ * the epoch) and how long it took. Boards that never report one answer NOT_SUPPORTED. */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetLastBBXFlushTime(nvmlDevice_t device, unsigned long long *timestamp,
+                                                       unsigned long *durationUs)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(timestamp);
+    REQUIRE_ARG(durationUs);
+    if (d->s.bbx_flush_time_us == 0 || d->s.inforom_image_version[0] == '\0') {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *timestamp = d->s.bbx_flush_time_us;
+    *durationUs = d->s.bbx_flush_duration_us;
+    return NVML_SUCCESS;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBusType(nvmlDevice_t device, nvmlBusType_t *type)
 {
     GET_DEVICE(device, d);

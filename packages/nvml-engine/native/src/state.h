@@ -62,6 +62,8 @@ struct state_gpu {
     uint32_t multiprocessor_count;
     uint32_t num_gpu_cores;
     uint64_t pdi;
+    uint64_t bbx_flush_time_us;
+    uint32_t bbx_flush_duration_us;
     /* PCI */
     struct state_pci_addr pci;
     uint32_t pci_device_id;

@@ -61,6 +61,8 @@ static const struct key_def gpu_keys[] = {
     {"architecture", K_U32, GPU(architecture), 0, U32MAX, F_REQUIRED, NULL},
     {"bar1_total_bytes", K_U64, GPU(bar1_total_bytes), 0, 0, F_REQUIRED, NULL},
     {"bar1_used_bytes", K_U64, GPU(bar1_used_bytes), 0, 0, F_REQUIRED, NULL},
+    {"bbx_flush_duration_us", K_U32, GPU(bbx_flush_duration_us), 0, U32MAX, 0, NULL},
+    {"bbx_flush_time_us", K_U64, GPU(bbx_flush_time_us), 0, 0, 0, NULL},
     {"board_id", K_U32, GPU(board_id), 0, U32MAX, F_REQUIRED, NULL},
     {"board_part_number", K_STR, GPU(board_part_number), 0, 0, F_REQUIRED, NULL},
     {"brand", K_I32, GPU(brand), 0, 64, F_REQUIRED, NULL},

@@ -105,6 +105,8 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "inforom_oem": _str(15),
     "inforom_ecc": _str(15),
     "inforom_power": _str(15),
+    "bbx_flush_time_us": _U64,
+    "bbx_flush_duration_us": _U32,
     "virtualization_mode": _int(0, 16),
     "addressing_mode": _int(-1, 2),
     "pci_bus_id": KeySpec(Kind.BUS_ID),

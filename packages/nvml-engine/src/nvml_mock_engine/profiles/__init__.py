@@ -80,6 +80,8 @@ OPTIONAL_GPU_KEYS: Final = frozenset(
         "inforom_oem",
         "inforom_ecc",
         "inforom_power",
+        "bbx_flush_time_us",
+        "bbx_flush_duration_us",
         "virtualization_mode",
         "addressing_mode",
         "compute_mode",
