@@ -231,3 +231,14 @@ def test_last_bbx_flush_comes_from_the_state(pynvml: Any, write_state: StateWrit
     for index in (1, 2):  # no flush recorded; no infoROM at all
         with pytest.raises(pynvml.NVMLError_NotSupported):
             pynvml.nvmlDeviceGetLastBBXFlushTime(handle(pynvml, index))
+
+
+def test_conf_compute_memory_from_ampere_on(pynvml: Any, write_state: StateWriter) -> None:
+    write_state(gpus=[gpu_entry(0), gpu_entry(1, architecture=ARCH_TURING)])
+    pynvml.nvmlInit()
+    info = pynvml.nvmlDeviceGetConfComputeMemSizeInfo(handle(pynvml, 0))
+    # confidential computing is off: nothing protected, the whole framebuffer unprotected
+    total = gpu_entry(0)["memory_total_bytes"]
+    assert (info.protectedMemSizeKib, info.unprotectedMemSizeKib) == (0, total // 1024)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetConfComputeMemSizeInfo(handle(pynvml, 1))

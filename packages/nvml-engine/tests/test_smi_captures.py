@@ -208,6 +208,7 @@ CAPTURED_VALUES = (
     "remapped_rows",
     "ecc_errors/unrepairable_memory",
     "inforom_bbx_flush",
+    "cc_protected_memory_usage",
 )
 
 

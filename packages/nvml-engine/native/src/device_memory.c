@@ -5,6 +5,7 @@
  * includes the reserved memory; _v2 reports reserved separately and checks its version
  * word. Process lists follow NVML's two-call protocol: a mock GPU runs no process, so
  * every call answers SUCCESS with a count of zero, which callers read as "no processes".
+ * Confidential computing is off on every modelled board, so no memory is protected.
  */
 #include "mock.h"
 
@@ -134,5 +135,20 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t devi
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
     procesesUtilInfo->processSamplesCount = 0;
+    return NVML_SUCCESS;
+}
+
+/* From Ampere on (as nvml.h documents); with confidential computing off, nothing is protected. */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, nvmlConfComputeMemSizeInfo_t *memInfo)
+{
+    GET_DEVICE(device, d);
+    if (memInfo == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (d->s.architecture < NVML_DEVICE_ARCH_AMPERE) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    memInfo->protectedMemSizeKib = 0;
+    memInfo->unprotectedMemSizeKib = d->s.memory_total_bytes >> 10;
     return NVML_SUCCESS;
 }
