@@ -26,9 +26,10 @@ def test_unknown_name_is_an_attribute_error() -> None:
         _ = nvml_mock_protocol.Nope  # type: ignore[attr-defined]
 
 
-def test_importing_names_does_not_load_pydantic_or_protobuf() -> None:
+@pytest.mark.parametrize("module", ["names", "logs"])
+def test_importing_light_modules_does_not_load_pydantic_or_protobuf(module: str) -> None:
     code = (
-        "import sys, nvml_mock_protocol.names\n"
+        f"import sys, nvml_mock_protocol.{module}\n"
         "heavy = [m for m in ('pydantic', 'google.protobuf', 'yaml') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )

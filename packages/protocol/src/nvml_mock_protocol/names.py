@@ -33,6 +33,12 @@ ENV_FABRIC_CLIQUE_ID: Final = "MOCK_FABRIC_CLIQUE_ID"
 ENV_FABRIC_DOMAIN: Final = "MOCK_FABRIC_DOMAIN"
 FABRIC_ENV_VARS: Final = (ENV_FABRIC_CLUSTER_UUID, ENV_FABRIC_CLIQUE_ID, ENV_FABRIC_DOMAIN)
 
+# Logging: every command reads these (flags win); see ``nvml_mock_protocol.logs``.
+ENV_LOG_FORMAT: Final = "NVML_MOCK_LOG_FORMAT"
+"""``text`` or ``json``: the shape of every log line on stderr."""
+ENV_LOG_LEVEL: Final = "NVML_MOCK_LOG_LEVEL"
+"""The lowest level logged: ``debug``, ``info``, ``warning`` or ``error``."""
+
 # Pod annotations.
 ANNOTATION_PREFIX: Final = "nvml-mock.nvidia.com/"
 ANNOTATION_INJECT: Final = "nvml-mock.nvidia.com/inject"

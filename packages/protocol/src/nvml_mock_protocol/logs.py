@@ -1,0 +1,161 @@
+"""One log-line contract for every nvml-mock command.
+
+Log pipelines parse what the engine, the NRI plugin, the topology service and
+check-fabric write on stderr, and a Helm value sets ``NVML_MOCK_LOG_FORMAT`` /
+``NVML_MOCK_LOG_LEVEL`` for all of them at once. So the line shape is a contract
+between the parts, like an env var name, and lives here once:
+
+- ``json``: one object per line with ``ts`` (UTC, ISO 8601, milliseconds, ``Z``),
+  ``level`` (lower case), ``logger``, ``msg``, then every field bound through
+  ``extra=`` (``node``, ``namespace``, ``pod``, ``container``, ``path`` ...) under
+  its own name, then ``exc`` (the formatted traceback) when there is one.
+- ``text``: ``<ts> <LEVEL> <logger>: <msg> key=value ...``, the traceback on the
+  lines after.
+
+Entry points call :func:`configure_logging` once; modules only call
+``logging.getLogger(__name__)``. Importing this module stays as light as
+:mod:`nvml_mock_protocol.names` (no pydantic, yaml or protobuf): check-fabric and
+nvidia-smi start in every workload container and must start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Final, TextIO
+
+from nvml_mock_protocol.names import ENV_LOG_FORMAT, ENV_LOG_LEVEL
+
+__all__ = [
+    "DEFAULT_LOG_FORMAT",
+    "ENV_LOG_FORMAT",
+    "ENV_LOG_LEVEL",
+    "HANDLER_NAME",
+    "JSON_FIELDS",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "JsonFormatter",
+    "TextFormatter",
+    "configure_logging",
+    "formatter_for",
+    "record_context",
+]
+
+LOG_FORMATS: Final = ("text", "json")
+"""The values of ``--log-format`` / ``NVML_MOCK_LOG_FORMAT``."""
+DEFAULT_LOG_FORMAT: Final = "text"
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+"""The values of ``--log-level`` / ``NVML_MOCK_LOG_LEVEL`` every command accepts."""
+JSON_FIELDS: Final = ("ts", "level", "logger", "msg")
+"""The fields every JSON line starts with; ``exc`` follows the context when set."""
+HANDLER_NAME: Final = "nvml-mock"
+"""Name of the one handler :func:`configure_logging` owns on the root logger."""
+
+_EXC_FIELD: Final = "exc"
+# Attributes every LogRecord has, plus those formatters add and uvicorn's
+# colourised duplicate of the message: none of them is caller context.
+_NOT_CONTEXT: Final = (
+    frozenset(logging.makeLogRecord({}).__dict__)
+    | {"message", "asctime", "color_message"}
+    | {*JSON_FIELDS, _EXC_FIELD}
+)
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+    return f"{seconds}.{int(record.msecs):03d}Z"
+
+
+def record_context(record: logging.LogRecord) -> dict[str, object]:
+    """The fields a caller bound through ``extra=`` (or an adapter), in the order given.
+
+    Names starting with ``_`` stay private; a field named like a contract field
+    (``ts``, ``level``, ``logger``, ``msg``, ``exc``) cannot replace it.
+    """
+    return {
+        key: value
+        for key, value in record.__dict__.items()
+        if key not in _NOT_CONTEXT and not key.startswith("_")
+    }
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``logger``, ``msg``, the context, ``exc``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, object] = {
+            "ts": _timestamp(record),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        payload.update(record_context(record))
+        if record.exc_info:
+            payload[_EXC_FIELD] = self.formatException(record.exc_info)
+        # default=str: a context value JSON cannot encode is logged as its text, not lost.
+        return json.dumps(payload, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """``<ts> <LEVEL> <logger>: <msg> key=value ...`` for humans; traceback on the next lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{_timestamp(record)} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        context = " ".join(f"{key}={value}" for key, value in record_context(record).items())
+        if context:
+            line = f"{line} {context}"
+        if record.exc_info:
+            line = f"{line}\n{self.formatException(record.exc_info)}"
+        return line
+
+
+def formatter_for(fmt: str) -> logging.Formatter:
+    """The formatter for a ``--log-format`` value; ``ValueError`` names an unknown one."""
+    if fmt == "json":
+        return JsonFormatter()
+    if fmt == "text":
+        return TextFormatter()
+    raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, got {fmt!r}")
+
+
+class _StderrHandler(logging.StreamHandler[TextIO]):
+    """Writes to whatever ``sys.stderr`` is at emit time (it may be replaced after setup)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        """``StreamHandler`` assigns its stream; this handler always follows ``sys.stderr``."""
+
+
+def configure_logging(level: str, fmt: str, stream: TextIO | None = None) -> logging.Handler:
+    """Install the one log handler on the root logger and set the root level.
+
+    ``level`` is a level name in any case (``debug`` ... ``error``, or ``critical``);
+    ``fmt`` one of :data:`LOG_FORMATS`. Calling it again replaces the handler it
+    installed before, so a process never writes a line twice. Without ``stream``
+    lines go to ``sys.stderr`` as it is when each line is written. Raises
+    ``ValueError`` naming a bad level or format before changing anything.
+    """
+    formatter = formatter_for(fmt)
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        if existing.get_name() == HANDLER_NAME:
+            root.removeHandler(existing)
+            existing.close()
+    handler: logging.Handler = _StderrHandler() if stream is None else logging.StreamHandler(stream)
+    handler.set_name(HANDLER_NAME)
+    handler.setFormatter(formatter)
+    root.addHandler(handler)
+    root.setLevel(numeric)
+    return handler
