@@ -16,8 +16,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+from nvml_mock_protocol.logs import configure_logging
+
 from check_fabric import topology
-from check_fabric._logging import configure_logging
 from check_fabric.checks import Expectations, Verdict, evaluate
 from check_fabric.errors import CheckFabricError, UsageError
 from check_fabric.model import ExitCode, GpuFabric, TopologyAnswer
@@ -108,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             prefix = "usage error" if isinstance(error, UsageError) else "config error"
             sys.stderr.write(f"check-fabric: {prefix}: {error_line(error)}\n")
         return int(ExitCode.ERROR)
+    # Logs go to stderr, never into the report on stdout that scripts parse.
     configure_logging(settings.log_level, settings.log_format)
     try:
         return run(settings, sys.stdout, sys.stderr)

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from nvml_mock_protocol.logs import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
 from nvml_mock_protocol.names import ENV_NODE_NAME
 
-from check_fabric._logging import LOG_FORMATS, LOG_LEVELS
 from check_fabric._version import __version__
 from check_fabric.errors import ConfigError, UsageError
 from check_fabric.model import UINT32_MAX, normalize_cluster_uuid
@@ -27,8 +27,6 @@ ENV_EXPECT_CLUSTER_UUID = "CHECK_FABRIC_EXPECT_CLUSTER_UUID"
 ENV_REQUIRE_COMPLETED = "CHECK_FABRIC_REQUIRE_COMPLETED"
 ENV_TOPOLOGY_URL = "CHECK_FABRIC_TOPOLOGY_URL"
 ENV_TOPOLOGY_TIMEOUT = "CHECK_FABRIC_TOPOLOGY_TIMEOUT"
-ENV_LOG_FORMAT = "NVML_MOCK_LOG_FORMAT"
-ENV_LOG_LEVEL = "NVML_MOCK_LOG_LEVEL"
 
 DEFAULT_TOPOLOGY_TIMEOUT = 5.0
 
@@ -57,7 +55,7 @@ class Settings:
     log_format: str = "text"
     """``text`` or ``json``; logs go to stderr."""
     log_level: str = "warning"
-    """``debug``, ``info``, ``warning`` or ``error``."""
+    """``debug``, ``info``, ``warning`` or ``error``; the default keeps a normal run silent."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -119,11 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"(env {ENV_TOPOLOGY_TIMEOUT}, default {DEFAULT_TOPOLOGY_TIMEOUT:g})",
     )
     parser.add_argument(
-        "--log-format", metavar="{text,json}", help=f"log format (env {ENV_LOG_FORMAT})"
+        "--log-format",
+        metavar="{" + ",".join(LOG_FORMATS) + "}",
+        help=f"log format (env {ENV_LOG_FORMAT})",
     )
     parser.add_argument(
         "--log-level",
-        metavar="{debug,info,warning,error}",
+        metavar="{" + ",".join(LOG_LEVELS) + "}",
         help=f"log level (env {ENV_LOG_LEVEL}, default warning)",
     )
     parser.add_argument("--version", action="version", version=f"check-fabric {__version__}")
