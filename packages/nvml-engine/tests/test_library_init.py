@@ -149,6 +149,28 @@ def test_corrupt_gpu_value_names_gpu_line_and_key(pynvml: Any, write_state: Stat
     )
 
 
+@pytest.mark.parametrize(
+    "value", ["18446744073709551615", "0xFFFFFFFFFFFFFFFF", "9223372036854775808"]
+)
+def test_u64_keys_take_the_whole_unsigned_range(
+    value: str, pynvml: Any, write_state: StateWriter
+) -> None:
+    write_state(count=1, energy_mj=value)
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    assert pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) == int(value, 0)
+
+
+@pytest.mark.parametrize("value", ["18446744073709551616", "0x10000000000000000", "-1"])
+def test_u64_keys_refuse_values_past_the_range(
+    value: str, pynvml: Any, write_state: StateWriter
+) -> None:
+    write_state(count=1, energy_mj=value)
+    assert f"key 'energy_mj': '{value}' is not an unsigned 64-bit integer" in str(
+        init_error(pynvml)
+    )
+
+
 def test_missing_required_gpu_key(pynvml: Any, write_state: StateWriter) -> None:
     write_state(gpus=[gpu_entry(0, uuid=None)])
     assert "[gpu 0]: required key 'uuid' is missing" in str(init_error(pynvml))

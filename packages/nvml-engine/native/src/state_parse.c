@@ -469,7 +469,7 @@ static int apply_value(struct parser *p, const struct key_def *k, void *base, co
     case K_U64: {
         uint64_t u = 0;
         uint64_t max = k->type == K_U64 ? UINT64_MAX : (uint64_t)k->max;
-        if (state_parse_uint(v, vlen, max, &u) != 0 || (int64_t)u < k->min) {
+        if (state_parse_uint(v, vlen, max, &u) != 0 || (k->min > 0 && u < (uint64_t)k->min)) {
             quote(q, sizeof(q), v, vlen);
             if (k->type == K_U64) {
                 return fail(p, "key '%s': '%s' is not an unsigned 64-bit integer", k->name, q);
