@@ -25,9 +25,10 @@ from types import FrameType
 from typing import Final
 
 import uvicorn
+from nvml_mock_protocol.logs import configure_logging
 from nvml_mock_protocol.topology import TopologyError
 
-from nvml_mock_topology._logging import configure_logging, uvicorn_log_config
+from nvml_mock_topology._logging import uvicorn_log_config
 from nvml_mock_topology.api import create_app
 from nvml_mock_topology.errors import ConfigError, StartupError
 from nvml_mock_topology.settings import Settings, parse_settings
@@ -146,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         app,
         host=settings.host,
         port=settings.port,
-        log_config=uvicorn_log_config(settings.log_level, settings.log_format),
+        log_config=uvicorn_log_config(settings.log_level),
         access_log=settings.access_log,
         backlog=4096,
         timeout_graceful_shutdown=10,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from nvml_mock_protocol.logs import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
 from nvml_mock_protocol.names import TOPOLOGY_SERVICE_PORT
 
 from nvml_mock_topology._version import __version__
@@ -42,12 +43,8 @@ ENV_ALLOW_EMPTY: Final = "NVML_MOCK_TOPOLOGY_ALLOW_EMPTY"
 ENV_MAX_WATCH: Final = "NVML_MOCK_TOPOLOGY_MAX_WATCH"
 ENV_POLL_INTERVAL: Final = "NVML_MOCK_TOPOLOGY_POLL_INTERVAL"
 ENV_ACCESS_LOG: Final = "NVML_MOCK_TOPOLOGY_ACCESS_LOG"
-ENV_LOG_FORMAT: Final = "NVML_MOCK_LOG_FORMAT"
-ENV_LOG_LEVEL: Final = "NVML_MOCK_LOG_LEVEL"
 
 DEFAULT_TOPOLOGY_FILE: Final = "/etc/nvml-mock/topology/topology.yaml"
-LOG_FORMATS: Final = ("text", "json")
-LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off", ""})
 
@@ -144,8 +141,8 @@ def _parser() -> argparse.ArgumentParser:
         const="true",
         help=f"log every request (env {ENV_ACCESS_LOG})",
     )
-    add("--log-format", help=f"text or json (env {ENV_LOG_FORMAT}; default text)")
-    add("--log-level", help=f"debug, info, warning, error (env {ENV_LOG_LEVEL}; default info)")
+    add("--log-format", help=f"{' or '.join(LOG_FORMATS)} (env {ENV_LOG_FORMAT}; default text)")
+    add("--log-level", help=f"{', '.join(LOG_LEVELS)} (env {ENV_LOG_LEVEL}; default info)")
     return parser
 
 
