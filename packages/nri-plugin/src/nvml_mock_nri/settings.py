@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from nvml_mock_protocol import names
+from nvml_mock_protocol import logs, names
 
 from nvml_mock_nri.errors import ConfigError
 
@@ -31,7 +31,8 @@ DEFAULT_REQUEST_TIMEOUT: Final = 2.0
 
 _PLUGIN_NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _PLUGIN_INDEX_RE: Final = re.compile(r"^[0-9]{2}$")
-_LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+_LOG_LEVELS: Final = (*logs.LOG_LEVELS, "critical")
+"""The shared levels, and ``critical``, which the plugin has always accepted."""
 
 
 @dataclass(frozen=True)
@@ -202,8 +203,8 @@ def _positive_seconds(value: str) -> float:
 
 def _log_format(value: str) -> str:
     value = value.strip().lower()
-    if value not in ("text", "json"):
-        raise ValueError("must be text or json")
+    if value not in logs.LOG_FORMATS:
+        raise ValueError("must be " + " or ".join(logs.LOG_FORMATS))
     return value
 
 
@@ -347,8 +348,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _positive_seconds,
         "longest pause between topology retries",
     ),
-    Option("log_format", "--log-format", "NVML_MOCK_LOG_FORMAT", _log_format, "text or json"),
-    Option("log_level", "--log-level", "NVML_MOCK_LOG_LEVEL", _log_level, "log level"),
+    Option("log_format", "--log-format", logs.ENV_LOG_FORMAT, _log_format, "text or json"),
+    Option("log_level", "--log-level", logs.ENV_LOG_LEVEL, _log_level, "log level"),
 )
 
 _BY_RUNTIME_KEY: Final = {o.runtime_key: o for o in OPTIONS if o.runtime_key}
