@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import StateWriter, gpu_entry
 from nvml_mock_engine.config import resolve_config
-from nvml_mock_engine.render import render_text
+from nvml_mock_engine.render import render, render_text
 
 NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3
@@ -242,3 +242,95 @@ def test_conf_compute_memory_from_ampere_on(pynvml: Any, write_state: StateWrite
     assert (info.protectedMemSizeKib, info.unprotectedMemSizeKib) == (0, total // 1024)
     with pytest.raises(pynvml.NVMLError_NotSupported):
         pynvml.nvmlDeviceGetConfComputeMemSizeInfo(handle(pynvml, 1))
+
+
+def platform_info(pynvml: Any, cnvml: ctypes.CDLL, index: int) -> tuple[int, Any]:
+    info = pynvml.c_nvmlPlatformInfo_v2_t()
+    info.version = pynvml.nvmlPlatformInfo_v2
+    rc = cnvml.nvmlDeviceGetPlatformInfo(handle(pynvml, index), ctypes.byref(info))
+    return rc, info
+
+
+def as_int(raw: Any) -> int:
+    """nvidia-ml-py declares the platform bytes as c_char."""
+    return ord(raw) if isinstance(raw, (str, bytes)) else int(raw)
+
+
+def test_platform_info_on_an_hgx_baseboard(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
+    write_state(
+        gpus=[
+            # an HGX B200 baseboard: answers, but with no chassis and no rack slot
+            gpu_entry(
+                0,
+                platform_supported=1,
+                platform_slot_number=255,
+                platform_tray_index=255,
+                platform_host_id=1,
+                platform_peer_type=1,
+                platform_ib_guid="0x0123456789abcdef",
+                module_id=6,
+            ),
+            gpu_entry(1, platform_supported=0, platform_chassis_serial="1821124000042"),
+            gpu_entry(2),
+        ]
+    )
+    pynvml.nvmlInit()
+    rc, info = platform_info(pynvml, cnvml, 0)
+    assert rc == NVML_SUCCESS
+    assert bytes(info)[20:36] == bytes(16)  # chassisSerialNumber: empty
+    # slotNumber, trayIndex, hostId, peerType, moduleId (raw: pynvml cannot decode 0xff)
+    assert list(bytes(info)[36:41]) == [255, 255, 1, 1, 6]
+    assert bytes(info)[4:20] == bytes.fromhex("0123456789abcdef") + bytes(8)  # ibGuid
+    # an explicit platform_supported=0 wins over a chassis serial; no keys: NOT_SUPPORTED
+    assert platform_info(pynvml, cnvml, 1)[0] == NVML_ERROR_NOT_SUPPORTED
+    assert platform_info(pynvml, cnvml, 2)[0] == NVML_ERROR_NOT_SUPPORTED
+
+
+def test_platform_info_v1_layout_carries_the_guid(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
+    write_state(count=1, platform_supported=1, platform_ib_guid=1, platform_slot_number=14)
+    pynvml.nvmlInit()
+    info = pynvml.c_nvmlPlatformInfo_v1_t()
+    info.version = pynvml.nvmlPlatformInfo_v1
+    assert cnvml.nvmlDeviceGetPlatformInfo(handle(pynvml), ctypes.byref(info)) == NVML_SUCCESS
+    assert bytes(info)[4:20] == (1).to_bytes(8, "big") + bytes(8)  # ibGuid
+    assert as_int(info.chassisPhysicalSlotNumber) == 14
+
+
+def render_gpus(profile: str, node: str, **file_data: Any) -> list[Any]:
+    config = resolve_config(profile=profile, node=node, file_data=file_data or None)
+    return list(render(config).gpus)
+
+
+def test_rack_trays_share_the_chassis_of_their_nvlink_domain() -> None:
+    tray_a, tray_b = render_gpus("gb200", "tray-a"), render_gpus("gb200", "tray-b")
+    other_rack = render_gpus(
+        "gb200",
+        "tray-c",
+        fabric={"cluster_uuid": "6a5f6f1c-51a8-4b8c-9d0e-1f2a3b4c5d6e", "clique_id": 0},
+    )
+    serials = {g["platform_chassis_serial"] for g in tray_a + tray_b}
+    assert len(serials) == 1
+    (serial,) = serials
+    assert len(serial) == 13 and serial.isdigit()
+    assert {g["platform_chassis_serial"] for g in other_rack} != serials
+    # fabric GUIDs are per GPU: distinct within a node and across nodes
+    guids = [g["platform_ib_guid"] for g in tray_a + tray_b + other_rack]
+    assert len(set(guids)) == len(guids)
+    assert {(g["platform_slot_number"], g["platform_tray_index"]) for g in tray_a} == {(14, 4)}
+
+
+def test_platform_keys_follow_the_board() -> None:
+    (b200,) = {g["platform_chassis_serial"] for g in render_gpus("b200", "hgx")}
+    assert b200 == ""
+    for profile in ("a100", "h100", "l40s", "t4"):
+        gpu = render_gpus(profile, "n")[0]
+        assert not any(key.startswith("platform_") for key in gpu), profile
+    override = render_gpus(
+        "gb200", "n", gpus={0: {"platform_ib_guid": 7, "platform_chassis_serial": "X1"}}
+    )
+    assert (override[0]["platform_ib_guid"], override[0]["platform_chassis_serial"]) == (7, "X1")
+    assert override[1]["platform_ib_guid"] != 7

@@ -209,7 +209,13 @@ CAPTURED_VALUES = (
     "ecc_errors/unrepairable_memory",
     "inforom_bbx_flush",
     "cc_protected_memory_usage",
+    "platformInfo/slot_number",
+    "platformInfo/tray_index",
+    "platformInfo/host_id",
+    "platformInfo/peer_type",
 )
+# Identifiers the capture replaced with placeholders: only whether they print N/A must agree.
+CAPTURED_IDENTIFIERS = ("platformInfo/chassis_serial_number", "platformInfo/gpu_fabric_guid")
 
 
 @pytest.fixture
@@ -249,6 +255,8 @@ def test_board_values_print_as_in_the_capture(profile: str, library_file: Path, 
     expected = leaf_values(capture, CAPTURED_VALUES)
     assert expected
     assert leaf_values(mine, CAPTURED_VALUES) == expected
+    ids = {k: v == "N/A" for k, v in leaf_values(capture, CAPTURED_IDENTIFIERS).items()}
+    assert {k: v == "N/A" for k, v in leaf_values(mine, CAPTURED_IDENTIFIERS).items()} == ids
 
 
 def test_display_filter_limits_text_and_xml(library_file: Path, use_state) -> None:  # type: ignore[no-untyped-def]

@@ -489,17 +489,28 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDevice
     return nvmlDeviceGetAttributes_v2(device, attributes);
 }
 
+/* The 8-byte InfiniBand GUID (Blackwell's length), most significant byte first. */
+static void put_guid(unsigned char out[16], uint64_t guid)
+{
+    for (int i = 0; i < 8; i++) {
+        out[i] = (unsigned char)(guid >> (56 - 8 * i));
+    }
+}
+
+/* HGX baseboards and rack trays report where the GPU sits. A slot or tray number of 255 means
+ * "not reported" (an HGX baseboard is in no rack slot); nvidia-smi prints N/A for it. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlatformInfo_t *platformInfo)
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(platformInfo);
-    if (d->s.platform_chassis_serial[0] == '\0') {
+    if (!d->s.platform_supported) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
     if (platformInfo->version == nvmlPlatformInfo_v2) {
         nvmlPlatformInfo_v2_t *p = platformInfo;
         memset(p, 0, sizeof(*p));
         p->version = nvmlPlatformInfo_v2;
+        put_guid(p->ibGuid, d->s.platform_ib_guid);
         memcpy(p->chassisSerialNumber, d->s.platform_chassis_serial,
                strnlen(d->s.platform_chassis_serial, sizeof(p->chassisSerialNumber)));
         p->slotNumber = (unsigned char)d->s.platform_slot_number;
@@ -513,6 +524,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlat
         nvmlPlatformInfo_v1_t p;
         memset(&p, 0, sizeof(p));
         p.version = nvmlPlatformInfo_v1;
+        put_guid(p.ibGuid, d->s.platform_ib_guid);
         p.chassisPhysicalSlotNumber = (unsigned char)d->s.platform_slot_number;
         p.computeSlotIndex = (unsigned char)d->s.platform_tray_index;
         p.nodeIndex = (unsigned char)d->s.platform_host_id;

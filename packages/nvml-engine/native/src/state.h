@@ -154,7 +154,9 @@ struct state_gpu {
     uint32_t fabric_clique_id;
     int32_t fabric_state;
     uint32_t fabric_health_mask;
-    /* platform (GB200-class trays) */
+    /* platform (NVSwitch baseboards and GB200-class trays) */
+    uint32_t platform_supported;
+    uint64_t platform_ib_guid;
     char platform_chassis_serial[17];
     uint32_t platform_slot_number;
     uint32_t platform_tray_index;

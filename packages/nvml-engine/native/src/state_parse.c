@@ -129,9 +129,11 @@ static const struct key_def gpu_keys[] = {
     {"pdi", K_U64, GPU(pdi), 0, 0, 0, NULL},
     {"persistence_mode", K_U32, GPU(persistence_mode), 0, 1, F_REQUIRED, NULL},
     {"platform_chassis_serial", K_STR, GPU(platform_chassis_serial), 0, 0, 0, NULL},
+    {"platform_ib_guid", K_U64, GPU(platform_ib_guid), 0, 0, 0, NULL},
     {"platform_host_id", K_U32, GPU(platform_host_id), 0, 255, 0, NULL},
     {"platform_peer_type", K_U32, GPU(platform_peer_type), 0, 255, 0, NULL},
     {"platform_slot_number", K_U32, GPU(platform_slot_number), 0, 255, 0, NULL},
+    {"platform_supported", K_U32, GPU(platform_supported), 0, 1, 0, NULL},
     {"platform_tray_index", K_U32, GPU(platform_tray_index), 0, 255, 0, NULL},
     {"power_default_limit_mw", K_U32, GPU(power_default_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
     {"power_limit_mw", K_U32, GPU(power_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
@@ -626,6 +628,9 @@ static int close_section_at(struct parser *p, struct section_ctx *sc)
         }
         if (!sc->seen[find_key(sc->tab, sc->n, "app_clock_mem_mhz")]) {
             g->app_clock_mem_mhz = g->max_clock_mem_mhz;
+        }
+        if (!sc->seen[find_key(sc->tab, sc->n, "platform_supported")]) {
+            g->platform_supported = g->platform_chassis_serial[0] != '\0';
         }
         if (!sc->seen[find_key(sc->tab, sc->n, "remapped_rows_supported")]) {
             g->remapped_rows_supported = g->architecture >= 7; /* NVML_DEVICE_ARCH_AMPERE */

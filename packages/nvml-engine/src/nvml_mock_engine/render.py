@@ -121,7 +121,27 @@ def derive_gpu(config: EngineConfig, index: int) -> dict[str, ValueType]:
     )
     values.update(config.defaults)
     values.update(config.gpus.get(index, {}))
+    if values.get("platform_supported"):
+        _derive_platform(values, config, index)
     return values
+
+
+def _derive_platform(values: dict[str, ValueType], config: EngineConfig, index: int) -> None:
+    """Identifiers of the platform info an override has not set.
+
+    The fabric GUID is the GPU's own. The chassis serial names the rack, so every tray of the
+    same NVLink domain (fabric cluster UUID) reports the same one; a board outside any rack
+    (an HGX baseboard) reports an empty serial.
+    """
+    guid = _digest("ib-guid", config.node, config.profile.key, str(index))
+    values.setdefault("platform_ib_guid", int.from_bytes(guid[:8], "big"))
+    if config.profile.rack_chassis:
+        rack = str(values["fabric_cluster_uuid"])
+        digest = _digest("chassis", config.profile.key, rack)
+        serial = f"1{int.from_bytes(digest[:8], 'big') % 10**12:012d}"
+    else:
+        serial = ""
+    values.setdefault("platform_chassis_serial", serial)
 
 
 def render(config: EngineConfig) -> RenderedState:

@@ -171,6 +171,13 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "fabric_state": _int(0, 3),
     "fabric_health_mask": KeySpec(Kind.HEX32),
     "gpu_group": _U32,
+    "platform_supported": _FLAG,
+    "platform_chassis_serial": _str(16),
+    "platform_slot_number": KeySpec(Kind.UINT32, maximum=255),
+    "platform_tray_index": KeySpec(Kind.UINT32, maximum=255),
+    "platform_host_id": KeySpec(Kind.UINT32, maximum=255),
+    "platform_peer_type": KeySpec(Kind.UINT32, maximum=255),
+    "platform_ib_guid": _U64,
 }
 """``[gpu N]`` keys, in output order."""
 

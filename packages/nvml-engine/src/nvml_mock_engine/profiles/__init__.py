@@ -70,6 +70,8 @@ DERIVED_GPU_KEYS: Final = frozenset(
         "fabric_clique_id",
         "fabric_state",
         "gpu_group",
+        "platform_chassis_serial",
+        "platform_ib_guid",
     }
 )
 """State keys the renderer computes from the profile's layout, the node and the index."""
@@ -101,6 +103,11 @@ OPTIONAL_GPU_KEYS: Final = frozenset(
         "nvlink_count",
         "nvlink_version",
         "fabric_health_mask",
+        "platform_supported",
+        "platform_slot_number",
+        "platform_tray_index",
+        "platform_host_id",
+        "platform_peer_type",
     }
 )
 """State keys with a default in the state format; a profile may leave them out."""
@@ -131,6 +138,7 @@ _LAYOUT_KEYS: Final = frozenset(
         "gpus_per_serial",
         "gpus_per_group",
         "nvswitch_bus_ids",
+        "rack_chassis",
     }
 )
 
@@ -165,6 +173,8 @@ class Profile:
     gpus_per_serial: int
     gpus_per_group: int
     nvswitch_bus_ids: tuple[str, ...]
+    rack_chassis: bool
+    """GPUs sit in trays of a rack-scale chassis (NVL72): the platform info names the chassis."""
     fabric: FabricDefaults | None
     """None for boards that answer fabric queries NOT_SUPPORTED."""
     gpu: Mapping[str, ValueType]
@@ -249,6 +259,9 @@ class _Parser:
         per_serial = self.integer(layout, "gpus_per_serial", 1, 8, prefix="layout.")
         per_group = self.integer(layout, "gpus_per_group", 1, MAX_GPUS, prefix="layout.")
         switches = self.bus_ids(layout, "nvswitch_bus_ids", "layout.nvswitch_bus_ids")
+        rack_chassis = layout.get("rack_chassis", False)
+        if not isinstance(rack_chassis, bool):
+            raise self.fail("layout.rack_chassis", f"must be true or false, got {rack_chassis!r}")
         gpu = self.gpu(data.get("gpu"))
         if len(set(bus_ids)) != len(bus_ids):
             raise self.fail("layout.pci_bus_ids", "ids must be distinct")
@@ -268,6 +281,7 @@ class _Parser:
             gpus_per_serial=per_serial,
             gpus_per_group=per_group,
             nvswitch_bus_ids=switches,
+            rack_chassis=rack_chassis,
             fabric=self.fabric(data.get("fabric")),
             gpu=MappingProxyType(gpu),
         )

@@ -61,6 +61,7 @@ from ._values import (
     TRUE_FALSE,
     enabled,
     fabric_uuid,
+    platform_slot,
     pstate,
     yes_no,
 )
@@ -976,13 +977,13 @@ FIELDS: list[Field] = [
     F(
         ("platform.slot_number",),
         "",
-        _platform(lambda p: p.slotNumber),
+        _platform(lambda p: platform_slot(p.slotNumber)),
         "Slot of the chassis holding the GPU.",
     ),
     F(
         ("platform.tray_index",),
         "",
-        _platform(lambda p: p.trayIndex),
+        _platform(lambda p: platform_slot(p.trayIndex)),
         "Compute tray holding the GPU.",
     ),
     F(("platform.host_id",), "", _platform(lambda p: p.hostId), "Host within the tray."),

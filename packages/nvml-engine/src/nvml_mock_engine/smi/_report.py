@@ -78,6 +78,7 @@ from ._values import (
     mhz,
     mib,
     pct,
+    platform_slot,
     pstate,
     watts,
     yes_no,
@@ -347,7 +348,8 @@ class GpuReport:
             chassis = slot = tray = host = peer = guid = r.err(info)
         else:
             chassis = decode_bytes(info.chassisSerialNumber)
-            slot, tray, host = str(info.slotNumber), str(info.trayIndex), str(info.hostId)
+            slot, tray = platform_slot(info.slotNumber), platform_slot(info.trayIndex)
+            host = str(info.hostId)
             peer = PEER_TYPES.get(int(info.peerType), NA)
             guid = "0x" + bytes(info.ibGuid)[:8].hex()
             module = str(info.moduleId)

@@ -72,6 +72,13 @@ RECOVERY = {
     7: "System Reboot",
 }
 PEER_TYPES = {0: "Direct Connected", 1: "Switch Connected"}
+NOT_REPORTED = 0xFF
+"""A platform slot or tray number of 255: the GPU sits in no rack slot (an HGX baseboard)."""
+
+
+def platform_slot(v: int) -> str:
+    """A platform slot / tray number, N/A where the platform reports none."""
+    return NA if int(v) == NOT_REPORTED else str(int(v))
 
 
 def enabled(v: int) -> str:
