@@ -75,6 +75,15 @@ def test_gpu_uuids_never_repeat_across_nodes() -> None:
     assert all(re.fullmatch(r"1\d{12}", s) for s in serials)
 
 
+def test_pdi_is_distinct_per_gpu_and_node() -> None:
+    nodes = [render(resolve_config(profile="b200", node=n)).gpus for n in ("a", "b")]
+    pdis = [gpu["pdi"] for gpus in nodes for gpu in gpus]
+    assert len(set(pdis)) == len(pdis) == 16
+    assert all(isinstance(p, int) and 0 < p < 1 << 64 for p in pdis)
+    again = render(resolve_config(profile="b200", node="a")).gpus
+    assert [gpu["pdi"] for gpu in again] == pdis[:8]
+
+
 def test_node_name_changes_identities_but_not_layout() -> None:
     a = render(resolve_config(profile="b200", node="a")).gpus
     b = render(resolve_config(profile="b200", node="b")).gpus
@@ -188,6 +197,7 @@ def test_every_profile_is_read_back_by_the_library(
         assert pynvml.nvmlDeviceGetName(handle) == config.profile.name
         assert pynvml.nvmlDeviceGetUUID(handle) == gpu["uuid"]
         assert pynvml.nvmlDeviceGetSerial(handle) == gpu["serial"]
+        assert pynvml.nvmlDeviceGetPdi(handle) == gpu["pdi"]
         assert pynvml.nvmlDeviceGetPciInfo(handle).busId == gpu["pci_bus_id"]
         assert pynvml.nvmlDeviceGetMemoryInfo(handle).total == gpu["memory_total_bytes"]
         assert pynvml.nvmlDeviceGetCudaComputeCapability(handle) == config.profile.cuda_cc

@@ -215,7 +215,7 @@ CAPTURED_VALUES = (
     "platformInfo/peer_type",
 )
 # Identifiers the capture replaced with placeholders: only whether they print N/A must agree.
-CAPTURED_IDENTIFIERS = ("platformInfo/chassis_serial_number", "platformInfo/gpu_fabric_guid")
+CAPTURED_IDENTIFIERS = ("pdi", "platformInfo/chassis_serial_number", "platformInfo/gpu_fabric_guid")
 
 
 @pytest.fixture

@@ -3,10 +3,10 @@
 Rendering is a pure function of the config: the same node, profile, count and overrides
 give the same bytes, so re-staging a node never changes what its containers see, and a
 diff of two states shows exactly what a config change did. Per-GPU identities (UUID,
-serial) are hashed from the node name, the profile and the GPU's position, so every node
-of a cluster gets its own GPUs and the same node keeps them across restarts. Addresses
-and the NUMA/NVLink layout come from the profile: a real board sits at the same PCI
-addresses on every node of a model, and tools that key on the bus id expect that.
+serial, PDI, fabric GUID) are hashed from the node name, the profile and the GPU's position,
+so every node of a cluster gets its own GPUs and the same node keeps them across restarts.
+Addresses and the NUMA/NVLink layout come from the profile: a real board sits at the same
+PCI addresses on every node of a model, and tools that key on the bus id expect that.
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ def derive_gpu(config: EngineConfig, index: int) -> dict[str, ValueType]:
             "name": profile.name,
             "uuid": gpu_uuid(config.node, profile.key, index),
             "serial": serial,
+            "pdi": int.from_bytes(_digest("pdi", config.node, profile.key, str(index))[:8], "big"),
             "board_id": (domain << 16) | (bus << 8) | device,
             "minor_number": index,
             "architecture": profile.architecture,

@@ -91,6 +91,7 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "name": _str(95),
     "uuid": KeySpec(Kind.GPU_UUID, max_len=79),
     "serial": _str(29),
+    "pdi": _U64,
     "board_part_number": _str(79),
     "board_id": KeySpec(Kind.HEX32),
     "minor_number": _U32,

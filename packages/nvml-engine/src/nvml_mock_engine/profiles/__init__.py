@@ -55,6 +55,7 @@ DERIVED_GPU_KEYS: Final = frozenset(
         "name",
         "uuid",
         "serial",
+        "pdi",
         "board_id",
         "minor_number",
         "architecture",
