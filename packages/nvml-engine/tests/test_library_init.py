@@ -203,16 +203,51 @@ def test_error_detail_clears_after_a_good_init(pynvml: Any, write_state: StateWr
     assert pynvml.nvmlErrorString(NVML_ERROR_INVALID_STATE) == "Invalid state"
 
 
+# nvmlErrorString as the real library answers: the texts nvidia-smi prints after "Failed to
+# initialize NVML: " and in -q reports (the A100 capture shows the deprecated one), and
+# NVIDIA's DCGM table of the library's strings.
+REAL_ERROR_STRINGS = {
+    0: "Success",
+    1: "Uninitialized",
+    2: "Invalid Argument",
+    3: "Not Supported",
+    4: "Insufficient Permissions",
+    5: "Already Initialized",
+    6: "Not Found",
+    7: "Insufficient Size",
+    8: "Insufficient External Power",
+    9: "Driver Not Loaded",
+    10: "Timeout",
+    11: "Interrupt Request Issue",
+    12: "NVML Shared Library Not Found",
+    13: "Function Not Found",
+    14: "Corrupted infoROM",
+    15: "GPU is lost",
+    16: "GPU requires reset",
+    17: "GPU access blocked by the operating system",
+    18: "Driver/library version mismatch",
+    19: "In use by another client",
+    20: "Insufficient Memory",
+    23: "Insufficient Resources",
+    26: "Requested functionality has been deprecated",
+    999: "Unknown Error",
+}
+
+
 def test_error_string_for_every_code(cnvml: ctypes.CDLL) -> None:
     cnvml.nvmlErrorString.restype = ctypes.c_char_p
     strings = {code: cnvml.nvmlErrorString(code) for code in [*range(31), 999, 12345, -1]}
     assert all(isinstance(s, bytes) and s for s in strings.values())
-    assert strings[0] == b"Success"
-    assert strings[3] == b"Not Supported"
-    assert strings[10] == b"Timeout"
+    for code, text in REAL_ERROR_STRINGS.items():
+        assert strings[code] == text.encode(), code
     assert strings[25] == b"Argument version mismatch"
     assert strings[12345] == b"Unknown Error"
     assert len(set(strings[c] for c in range(31))) == 31
+
+
+def test_deprecated_reads_as_the_real_tool_prints_it(nvml: Any) -> None:
+    # nvidia-ml-py has no text of its own for 26 and asks the library
+    assert str(nvml.NVMLError(26)) == "Requested functionality has been deprecated"
 
 
 @pytest.mark.parametrize(

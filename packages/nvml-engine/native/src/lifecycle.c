@@ -46,6 +46,9 @@ static unsigned int detail_next;
 static _Atomic(const char *) detail_text;
 static atomic_int detail_code;
 
+/* The texts libnvidia-ml.so.1 returns, as nvidia-smi and NVIDIA's own tools print them
+ * ("Failed to initialize NVML: Driver/library version mismatch", "GPU access blocked by the
+ * operating system" on WSL, "Requested functionality has been deprecated" in -q reports). */
 static const char *base_error_string(nvmlReturn_t result)
 {
     switch (result) {
@@ -60,22 +63,22 @@ static const char *base_error_string(nvmlReturn_t result)
     case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
     case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_IRQ_ISSUE: return "Interrupt request issue";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
     case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
     case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
     case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
     case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
-    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires reset";
+    case NVML_ERROR_OPERATING_SYSTEM: return "GPU access blocked by the operating system";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "Driver/library version mismatch";
     case NVML_ERROR_IN_USE: return "In use by another client";
     case NVML_ERROR_MEMORY: return "Insufficient Memory";
     case NVML_ERROR_NO_DATA: return "No data";
     case NVML_ERROR_VGPU_ECC_NOT_SUPPORTED: return "The requested vgpu operation is not available on target device, because ECC is enabled";
-    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient resources";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES: return "Insufficient Resources";
     case NVML_ERROR_FREQ_NOT_SUPPORTED: return "Frequency not supported";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    case NVML_ERROR_DEPRECATED: return "Deprecated";
+    case NVML_ERROR_DEPRECATED: return "Requested functionality has been deprecated";
     case NVML_ERROR_NOT_READY: return "System is not ready";
     case NVML_ERROR_GPU_NOT_FOUND: return "No GPUs were found";
     case NVML_ERROR_INVALID_STATE: return "Invalid state";
