@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum key_type {
     K_STR,     /* NUL-terminated string, at most size-1 bytes */
@@ -748,7 +749,8 @@ static int check_unique(struct parser *p, const struct state *out)
 {
     for (uint32_t i = 0; i < out->gpu_count; i++) {
         for (uint32_t j = 0; j < i; j++) {
-            if (strcmp(out->gpu[i].uuid, out->gpu[j].uuid) == 0) {
+            /* nvmlDeviceGetHandleByUUID ignores case, so uniqueness must too */
+            if (strcasecmp(out->gpu[i].uuid, out->gpu[j].uuid) == 0) {
                 return fail(p, "[gpu %u]: uuid duplicates [gpu %u]", i, j);
             }
             if (memcmp(&out->gpu[i].pci, &out->gpu[j].pci, sizeof(struct state_pci_addr)) == 0) {
