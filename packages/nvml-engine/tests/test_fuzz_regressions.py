@@ -69,6 +69,9 @@ SEED_OUTCOME: dict[str, tuple[int, int]] = {  # name -> (init code, GPU count)
     "max-values": (NVML_ERROR_INVALID_STATE, 0),
     "bad-bus-id": (NVML_ERROR_INVALID_STATE, 0),
     "long-line": (NVML_ERROR_INVALID_STATE, 0),
+    "empty-uuid": (NVML_ERROR_INVALID_STATE, 0),
+    "too-many-nvlink-remotes": (NVML_ERROR_INVALID_STATE, 0),
+    "eighteen-nvlink-remotes": (NVML_SUCCESS, 2),
 }
 
 # Runs in a child: init on one input, read every GPU, print one JSON line.

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "state.h"
 
@@ -48,7 +49,7 @@ static void check_state(const struct state *st)
             __builtin_trap();
         }
         for (uint32_t j = 0; j < i; j++) {
-            if (strcmp(g->uuid, st->gpu[j].uuid) == 0) {
+            if (strcasecmp(g->uuid, st->gpu[j].uuid) == 0) {
                 __builtin_trap();
             }
         }
