@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,6 +132,31 @@ def test_python_m_and_env_library(library_file: Path, rendered: dict[str, Path])
     _, gpus = read_state(rendered["t4"])
     assert proc.stdout == f"GPU 0: {gpus[0]['name']} (UUID: {gpus[0]['uuid']})\n"
     assert proc.stderr == ""
+
+
+# What a fresh `nvidia-smi -L` must not import: each of these costs start-up time that
+# scripts calling it in a loop pay every time (bench/smi_bench.py measures the whole).
+HEAVY_MODULES = ("typing", "dataclasses", "enum", "re", "argparse", "logging")
+
+
+def test_list_imports_nothing_heavy(library_file: Path, rendered: dict[str, Path]) -> None:
+    script = (
+        "import sys\n"
+        "from nvml_mock_engine.smi import main\n"
+        f"rc = main(['-L', '--nvml-lib', {str(library_file)!r}])\n"
+        f"print(rc, [m for m in {HEAVY_MODULES!r} if m in sys.modules])\n"
+    )
+    env = {**os.environ, "MOCK_NVML_CONFIG": str(rendered["h100"])}
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "0 []"
 
 
 def test_loop_repeats_until_interrupted(

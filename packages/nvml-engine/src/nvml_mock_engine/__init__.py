@@ -8,11 +8,15 @@ imports it on every ``nvidia-smi`` call, so the public names below load on first
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from nvml_mock_engine._version import __version__
 
+# Not ``from typing import TYPE_CHECKING``: importing typing (and the re and enum it pulls
+# in) cost ``nvidia-smi -L`` about 5 ms, half its own start-up (bench/smi_bench.py); type
+# checkers treat this constant as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from nvml_mock_engine.config import EngineConfig, resolve_config
     from nvml_mock_engine.library import library_path
     from nvml_mock_engine.profiles import Profile, load_profile, profile_names
