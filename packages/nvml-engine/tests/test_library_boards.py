@@ -66,6 +66,35 @@ def test_row_remapping_follows_the_architecture(pynvml: Any, write_state: StateW
     assert (field.nvmlReturn, field.value.uiVal) == (NVML_SUCCESS, 3)
 
 
+def test_page_retirement_only_before_ampere(pynvml: Any, write_state: StateWriter) -> None:
+    write_state(
+        gpus=[
+            gpu_entry(0, architecture=ARCH_TURING, retired_pages_sbe=2),
+            gpu_entry(1, architecture=ARCH_AMPERE, retired_pages_sbe=2),
+            gpu_entry(2, retired_pages_supported=1, retired_pages_dbe=1),
+        ]
+    )
+    pynvml.nvmlInit()
+    turing, ampere, hopper_forced = (handle(pynvml, i) for i in range(3))
+    sbe = pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+    dbe = pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+    assert len(pynvml.nvmlDeviceGetRetiredPages(turing, sbe)) == 2
+    assert pynvml.nvmlDeviceGetRetiredPagesPendingStatus(turing) == 0
+    assert len(pynvml.nvmlDeviceGetRetiredPages(hopper_forced, dbe)) == 1
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetRetiredPages(ampere, sbe)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetRetiredPages_v2(ampere, dbe)
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetRetiredPagesPendingStatus(ampere)
+    fields = [pynvml.NVML_FI_DEV_RETIRED_SBE, pynvml.NVML_FI_DEV_RETIRED_PENDING]
+    assert [f.nvmlReturn for f in pynvml.nvmlDeviceGetFieldValues(ampere, fields)] == [
+        NVML_ERROR_NOT_SUPPORTED
+    ] * 2
+    got = pynvml.nvmlDeviceGetFieldValues(turing, fields)
+    assert [(f.nvmlReturn, f.value.ullVal) for f in got] == [(NVML_SUCCESS, 2), (NVML_SUCCESS, 0)]
+
+
 def test_row_remapper_histogram_counts_the_boards_banks(
     pynvml: Any, write_state: StateWriter
 ) -> None:

@@ -206,6 +206,7 @@ CAPTURED_VALUES = (
     "addressing_mode",
     "temperature",
     "remapped_rows",
+    "retired_pages",
     "ecc_errors/unrepairable_memory",
     "inforom_bbx_flush",
     "cc_protected_memory_usage",

@@ -3,9 +3,10 @@
  *
  * The counters come from the state (all zero on a healthy board). A board without ECC
  * (ecc_supported=0) answers NOT_SUPPORTED everywhere, as a GeForce card would. Retired
- * page addresses are synthesised from the GPU index so repeated reads agree. Row
- * remapping exists from Ampere on: older boards (a T4) answer NOT_SUPPORTED to the
- * remapped-row and histogram queries (remapped_rows_supported, defaulted by architecture).
+ * page addresses are synthesised from the GPU index so repeated reads agree. Ampere
+ * replaced page retirement with row remapping: older boards (a T4) answer NOT_SUPPORTED to
+ * the remapped-row and histogram queries, newer ones to the retired-page queries (the state
+ * keys remapped_rows_supported and retired_pages_supported, defaulted by architecture).
  */
 #include "mock.h"
 
@@ -23,6 +24,13 @@
         if (!(d)->s.ecc_supported) {             \
             return NVML_ERROR_NOT_SUPPORTED;     \
         }                                        \
+    } while (0)
+
+#define REQUIRE_RETIRE(d)                                              \
+    do {                                                               \
+        if (!(d)->s.ecc_supported || !(d)->s.retired_pages_supported) { \
+            return NVML_ERROR_NOT_SUPPORTED;                           \
+        }                                                              \
     } while (0)
 
 #define REQUIRE_REMAP(d)                                               \
@@ -144,7 +152,7 @@ static nvmlReturn_t retired_pages(nvmlDevice_t device, nvmlPageRetirementCause_t
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(pageCount);
-    REQUIRE_ECC(d);
+    REQUIRE_RETIRE(d);
     if (cause != NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS &&
         cause != NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR) {
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -185,7 +193,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t dev
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(isPending);
-    REQUIRE_ECC(d);
+    REQUIRE_RETIRE(d);
     *isPending = d->s.retired_pages_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }

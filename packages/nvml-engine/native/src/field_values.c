@@ -106,7 +106,11 @@ static int ecc_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
         }
     }
     int remap = id >= NVML_FI_DEV_REMAPPED_COR && id <= NVML_FI_DEV_REMAPPED_FAILURE;
-    if (!d->s.ecc_supported || (remap && !d->s.remapped_rows_supported)) {
+    int retire = id == NVML_FI_DEV_RETIRED_SBE || id == NVML_FI_DEV_RETIRED_DBE ||
+                 id == NVML_FI_DEV_RETIRED_PENDING || id == NVML_FI_DEV_RETIRED_PENDING_SBE ||
+                 id == NVML_FI_DEV_RETIRED_PENDING_DBE;
+    if (!d->s.ecc_supported || (remap && !d->s.remapped_rows_supported) ||
+        (retire && !d->s.retired_pages_supported)) {
         v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         return 1;
     }

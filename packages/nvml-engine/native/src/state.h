@@ -132,6 +132,7 @@ struct state_gpu {
     uint32_t retired_pages_sbe;
     uint32_t retired_pages_dbe;
     uint32_t retired_pages_pending;
+    uint32_t retired_pages_supported;
     uint32_t remapped_rows_correctable;
     uint32_t remapped_rows_uncorrectable;
     uint32_t remapped_rows_pending;

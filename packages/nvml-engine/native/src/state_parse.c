@@ -150,6 +150,7 @@ static const struct key_def gpu_keys[] = {
     {"retired_pages_dbe", K_U32, GPU(retired_pages_dbe), 0, 64, 0, NULL},
     {"retired_pages_pending", K_U32, GPU(retired_pages_pending), 0, 1, 0, NULL},
     {"retired_pages_sbe", K_U32, GPU(retired_pages_sbe), 0, 64, 0, NULL},
+    {"retired_pages_supported", K_U32, GPU(retired_pages_supported), 0, 1, 0, NULL},
     {"row_remapper_banks", K_U32, GPU(row_remapper_banks), 0, U32MAX, 0, "4096"},
     {"serial", K_STR, GPU(serial), 0, 0, F_REQUIRED, NULL},
     {"temp_gpu_max_c", K_U32, GPU(temp_gpu_max_c), 0, 255, F_REQUIRED, NULL},
@@ -633,8 +634,12 @@ static int close_section_at(struct parser *p, struct section_ctx *sc)
         if (!sc->seen[find_key(sc->tab, sc->n, "platform_supported")]) {
             g->platform_supported = g->platform_chassis_serial[0] != '\0';
         }
+        /* Ampere replaced page retirement with row remapping (NVML_DEVICE_ARCH_AMPERE = 7). */
         if (!sc->seen[find_key(sc->tab, sc->n, "remapped_rows_supported")]) {
-            g->remapped_rows_supported = g->architecture >= 7; /* NVML_DEVICE_ARCH_AMPERE */
+            g->remapped_rows_supported = g->architecture >= 7;
+        }
+        if (!sc->seen[find_key(sc->tab, sc->n, "retired_pages_supported")]) {
+            g->retired_pages_supported = g->architecture < 7;
         }
         if (g->memory_used_bytes > g->memory_total_bytes ||
             g->memory_reserved_bytes > g->memory_total_bytes - g->memory_used_bytes) {

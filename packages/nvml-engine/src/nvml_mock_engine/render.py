@@ -26,7 +26,7 @@ __all__ = ["STATE_MAGIC", "RenderedState", "derive_gpu", "gpu_uuid", "render", "
 STATE_MAGIC: Final = "nvml-mock-state 1"
 FABRIC_STATE_COMPLETED: Final = 3
 ARCH_AMPERE: Final = 7
-"""``NVML_DEVICE_ARCH_AMPERE``: boards from here on have a row remapper."""
+"""``NVML_DEVICE_ARCH_AMPERE``: from here on row remapping replaces page retirement."""
 ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
 _MAX_STATE_BYTES: Final = 1 << 20
 _MAX_LINE_BYTES: Final = 1023
@@ -95,6 +95,7 @@ def derive_gpu(config: EngineConfig, index: int) -> dict[str, ValueType]:
     values: dict[str, ValueType] = {
         **_FORMAT_DEFAULTS,
         "remapped_rows_supported": profile.architecture >= ARCH_AMPERE,
+        "retired_pages_supported": profile.architecture < ARCH_AMPERE,
         **profile.gpu,
     }
     values.update(

@@ -160,6 +160,7 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "ecc_enabled": _FLAG,
     "ecc_supported": _FLAG,
     "remapped_rows_supported": _FLAG,
+    "retired_pages_supported": _FLAG,
     "row_remapper_banks": _U32,
     "unrepairable_memory": _int(-1, 1),
     "mig_capable": _FLAG,

@@ -98,6 +98,7 @@ OPTIONAL_GPU_KEYS: Final = frozenset(
         "pstate",
         "ecc_supported",
         "remapped_rows_supported",
+        "retired_pages_supported",
         "row_remapper_banks",
         "unrepairable_memory",
         "mig_capable",
