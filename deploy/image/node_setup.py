@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from nvml_mock_protocol import names
+from nvml_mock_protocol import logs, names
 
 logger = logging.getLogger("nvml_mock_node_setup")
 
@@ -333,45 +333,16 @@ def run(settings: Settings, stop: threading.Event) -> int:
     return EXIT_OK
 
 
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry)
-
-
-def configure_logging(fmt: str, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(_JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-
-
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
-    log_format = args.log_format or _env(environ, "NVML_MOCK_LOG_FORMAT", "text")
-    log_level = args.log_level or _env(environ, "NVML_MOCK_LOG_LEVEL", "info")
-    if (
-        log_format not in ("text", "json")
-        or log_level.upper() not in logging.getLevelNamesMapping()
-    ):
-        print(
-            f"nvml-mock-node-setup: bad log settings: format {log_format!r}, level {log_level!r}",
-            file=sys.stderr,
-        )
+    log_format = args.log_format or _env(environ, names.ENV_LOG_FORMAT, logs.DEFAULT_LOG_FORMAT)
+    log_level = args.log_level or _env(environ, names.ENV_LOG_LEVEL, "info")
+    try:
+        logs.configure_logging(log_level, log_format)
+    except ValueError as exc:
+        print(f"nvml-mock-node-setup: bad log settings: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    configure_logging(log_format, log_level)
     try:
         settings = load_settings(args, environ)
     except ConfigError as exc:
