@@ -363,3 +363,28 @@ def test_platform_keys_follow_the_board() -> None:
     )
     assert (override[0]["platform_ib_guid"], override[0]["platform_chassis_serial"]) == (7, "X1")
     assert override[1]["platform_ib_guid"] != 7
+
+
+def test_c2c_mode_from_hopper_on(pynvml: Any, write_state: StateWriter) -> None:
+    write_state(
+        gpus=[
+            gpu_entry(0, c2c_enabled=1, architecture=10),  # a GB200: beside a Grace CPU
+            gpu_entry(1),  # an HGX H100: C2C-capable, not attached
+            gpu_entry(2, architecture=ARCH_AMPERE),
+        ]
+    )
+    pynvml.nvmlInit()
+    assert pynvml.nvmlDeviceGetC2cModeInfoV(handle(pynvml, 0)).isC2cEnabled == 1
+    assert pynvml.nvmlDeviceGetC2cModeInfoV(handle(pynvml, 1)).isC2cEnabled == 0
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pynvml.nvmlDeviceGetC2cModeInfoV(handle(pynvml, 2))
+
+
+def test_average_power_from_ada_on(pynvml: Any, write_state: StateWriter) -> None:
+    write_state(gpus=[gpu_entry(0, power_usage_mw=68570), gpu_entry(1, architecture=ARCH_AMPERE)])
+    pynvml.nvmlInit()
+    ids = [pynvml.NVML_FI_DEV_POWER_AVERAGE, pynvml.NVML_FI_DEV_POWER_INSTANT]
+    hopper = pynvml.nvmlDeviceGetFieldValues(handle(pynvml, 0), ids)
+    assert [(f.nvmlReturn, f.value.uiVal) for f in hopper] == [(0, 68570), (0, 68570)]
+    ampere = pynvml.nvmlDeviceGetFieldValues(handle(pynvml, 1), ids)
+    assert [f.nvmlReturn for f in ampere] == [NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS]

@@ -204,6 +204,7 @@ def test_text_report_has_the_capture_sections_and_keys(
 # print them exactly as the real tool did (N/A included).
 CAPTURED_VALUES = (
     "addressing_mode",
+    "c2c_mode",
     "temperature",
     "remapped_rows",
     "retired_pages",
@@ -215,8 +216,14 @@ CAPTURED_VALUES = (
     "platformInfo/host_id",
     "platformInfo/peer_type",
 )
-# Identifiers the capture replaced with placeholders: only whether they print N/A must agree.
-CAPTURED_IDENTIFIERS = ("pdi", "platformInfo/chassis_serial_number", "platformInfo/gpu_fabric_guid")
+# Identifiers the capture replaced with placeholders, and readings that vary from sample to
+# sample: only whether they print N/A must agree.
+CAPTURED_IDENTIFIERS = (
+    "pdi",
+    "platformInfo/chassis_serial_number",
+    "platformInfo/gpu_fabric_guid",
+    "gpu_power_readings/average_power_draw",
+)
 
 
 @pytest.fixture

@@ -269,7 +269,9 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
         return;
     case NVML_FI_DEV_POWER_AVERAGE:
     case NVML_FI_DEV_POWER_INSTANT:
-        if (!power || v->scopeId != NVML_POWER_SCOPE_GPU) {
+        /* the averaged reading is reported from Ada on (the A100 and T4 print N/A) */
+        if (!power || v->scopeId != NVML_POWER_SCOPE_GPU ||
+            (v->fieldId == NVML_FI_DEV_POWER_AVERAGE && d->s.architecture < NVML_DEVICE_ARCH_ADA)) {
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         } else {
             set_uint(v, d->s.power_usage_mw);

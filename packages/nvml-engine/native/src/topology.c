@@ -353,10 +353,15 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, un
     return NVML_SUCCESS;
 }
 
+/* NVLink-C2C exists from Hopper on (disabled unless the GPU sits beside a Grace CPU); older
+ * boards (A100, L40S, T4) answer NOT_SUPPORTED, as their nvidia-smi reports show. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *c2cModeInfo)
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(c2cModeInfo);
+    if (d->s.architecture < NVML_DEVICE_ARCH_HOPPER) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
     c2cModeInfo->isC2cEnabled = d->s.c2c_enabled;
     return NVML_SUCCESS;
 }

@@ -173,6 +173,7 @@ GPU_KEYS: Final[Mapping[str, KeySpec]] = {
     "fabric_state": _int(0, 3),
     "fabric_health_mask": KeySpec(Kind.HEX32),
     "gpu_group": _U32,
+    "c2c_enabled": _FLAG,
     "platform_supported": _FLAG,
     "platform_chassis_serial": _str(16),
     "platform_slot_number": KeySpec(Kind.UINT32, maximum=255),

@@ -105,6 +105,7 @@ OPTIONAL_GPU_KEYS: Final = frozenset(
         "nvlink_count",
         "nvlink_version",
         "fabric_health_mask",
+        "c2c_enabled",
         "platform_supported",
         "platform_slot_number",
         "platform_tray_index",
