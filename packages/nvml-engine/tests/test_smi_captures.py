@@ -209,6 +209,7 @@ CAPTURED_VALUES = (
     "remapped_rows",
     "retired_pages",
     "ecc_errors/unrepairable_memory",
+    "fabric/health",
     "inforom_bbx_flush",
     "cc_protected_memory_usage",
     "platformInfo/slot_number",
