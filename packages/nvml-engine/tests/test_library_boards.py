@@ -380,11 +380,61 @@ def test_c2c_mode_from_hopper_on(pynvml: Any, write_state: StateWriter) -> None:
         pynvml.nvmlDeviceGetC2cModeInfoV(handle(pynvml, 2))
 
 
-def test_average_power_from_ada_on(pynvml: Any, write_state: StateWriter) -> None:
-    write_state(gpus=[gpu_entry(0, power_usage_mw=68570), gpu_entry(1, architecture=ARCH_AMPERE)])
+def power_fields(pynvml: Any, index: int, scope: int) -> list[tuple[int, int]]:
+    ids = [
+        pynvml.NVML_FI_DEV_POWER_AVERAGE,
+        pynvml.NVML_FI_DEV_POWER_INSTANT,
+        pynvml.NVML_FI_DEV_POWER_CURRENT_LIMIT,
+        pynvml.NVML_FI_DEV_POWER_REQUESTED_LIMIT,
+        pynvml.NVML_FI_DEV_POWER_DEFAULT_LIMIT,
+        pynvml.NVML_FI_DEV_POWER_MIN_LIMIT,
+        pynvml.NVML_FI_DEV_POWER_MAX_LIMIT,
+    ]
+    got = pynvml.nvmlDeviceGetFieldValues(handle(pynvml, index), [(f, scope) for f in ids])
+    return [(f.nvmlReturn, f.value.uiVal if f.nvmlReturn == 0 else 0) for f in got]
+
+
+def test_power_readings_by_scope(pynvml: Any, write_state: StateWriter) -> None:
+    module = {
+        "module_power_average_mw": 467170,
+        "module_power_usage_mw": 467680,
+        "module_power_limit_mw": 2500000,
+        "module_power_default_limit_mw": 2400000,
+        "module_power_min_limit_mw": 500000,
+        "module_power_max_limit_mw": 2600000,
+    }
+    write_state(
+        gpus=[
+            # a GB200-like GPU: averaged reading, memory average, module readings
+            gpu_entry(0, power_average_mw=68570, memory_power_average_mw=30260, **module),
+            gpu_entry(1, architecture=ARCH_AMPERE, pci_device_id="0x20B010DE"),  # an A100
+            gpu_entry(2, architecture=ARCH_AMPERE, pci_device_id="0x223610DE"),  # an A10
+            gpu_entry(3, architecture=ARCH_TURING),
+        ]
+    )
     pynvml.nvmlInit()
-    ids = [pynvml.NVML_FI_DEV_POWER_AVERAGE, pynvml.NVML_FI_DEV_POWER_INSTANT]
-    hopper = pynvml.nvmlDeviceGetFieldValues(handle(pynvml, 0), ids)
-    assert [(f.nvmlReturn, f.value.uiVal) for f in hopper] == [(0, 68570), (0, 68570)]
-    ampere = pynvml.nvmlDeviceGetFieldValues(handle(pynvml, 1), ids)
-    assert [f.nvmlReturn for f in ampere] == [NVML_ERROR_NOT_SUPPORTED, NVML_SUCCESS]
+    gpu, mod, memory = (
+        pynvml.NVML_POWER_SCOPE_GPU,
+        pynvml.NVML_POWER_SCOPE_MODULE,
+        pynvml.NVML_POWER_SCOPE_MEMORY,
+    )
+    ns = (NVML_ERROR_NOT_SUPPORTED, 0)
+    limits = [(0, 700000), (0, 700000), (0, 700000), (0, 200000), (0, 700000)]
+    assert power_fields(pynvml, 0, gpu) == [(0, 68570), (0, 71234), *limits]
+    assert power_fields(pynvml, 0, memory) == [(0, 30260)] + [ns] * 6
+    assert power_fields(pynvml, 0, mod) == [
+        (0, 467170),
+        (0, 467680),
+        (0, 2500000),
+        (0, 2500000),
+        (0, 2400000),
+        (0, 500000),
+        (0, 2600000),
+    ]
+    # the averaged reading: Ampere on, except GA100 (nvml.h); no memory or module readings
+    assert power_fields(pynvml, 1, gpu)[:2] == [ns, (0, 71234)]
+    assert power_fields(pynvml, 2, gpu)[:2] == [(0, 71234), (0, 71234)]
+    assert power_fields(pynvml, 3, gpu)[:2] == [ns, (0, 71234)]
+    for index in (1, 2, 3):
+        assert power_fields(pynvml, index, memory) == [ns] * 7
+        assert power_fields(pynvml, index, mod) == [ns] * 7

@@ -210,6 +210,20 @@ CAPTURED_VALUES = (
     "retired_pages",
     "ecc_errors/unrepairable_memory",
     "fabric/health",
+    "gpu_power_readings/average_power_draw",
+    "gpu_memory_power_readings",
+    *(
+        f"module_power_readings/{leaf}"
+        for leaf in (
+            "average_power_draw",
+            "instant_power_draw",
+            "current_power_limit",
+            "requested_power_limit",
+            "default_power_limit",
+            "min_power_limit",
+            "max_power_limit",
+        )
+    ),
     "inforom_bbx_flush",
     "cc_protected_memory_usage",
     "platformInfo/slot_number",
@@ -217,14 +231,8 @@ CAPTURED_VALUES = (
     "platformInfo/host_id",
     "platformInfo/peer_type",
 )
-# Identifiers the capture replaced with placeholders, and readings that vary from sample to
-# sample: only whether they print N/A must agree.
-CAPTURED_IDENTIFIERS = (
-    "pdi",
-    "platformInfo/chassis_serial_number",
-    "platformInfo/gpu_fabric_guid",
-    "gpu_power_readings/average_power_draw",
-)
+# Identifiers the capture replaced with placeholders: only whether they print N/A must agree.
+CAPTURED_IDENTIFIERS = ("pdi", "platformInfo/chassis_serial_number", "platformInfo/gpu_fabric_guid")
 
 
 @pytest.fixture

@@ -160,6 +160,52 @@ static void set_threshold(nvmlFieldValue_t *v, unsigned int c)
     }
 }
 
+/* GA100 (the A100, A30) is the Ampere chip without the averaged power reading. */
+static int is_ga100(const struct nvmlDevice_st *d)
+{
+    return d->s.architecture == NVML_DEVICE_ARCH_AMPERE && (d->s.pci_device_id >> 24) == 0x20;
+}
+
+/*
+ * A power reading or limit in milliwatts by scope; 0 = NOT_SUPPORTED. The GPU scope comes
+ * from the main power keys (the averaged reading from Ampere on, except GA100, as nvml.h
+ * documents); the memory scope has an averaged reading only; the module scope (a
+ * Grace-Blackwell module) has its own readings and limits.
+ */
+static unsigned int power_reading(const struct nvmlDevice_st *d, unsigned int field, unsigned int scope)
+{
+    const struct state_gpu *s = &d->s;
+    switch (scope) {
+    case NVML_POWER_SCOPE_GPU:
+        switch (field) {
+        case NVML_FI_DEV_POWER_AVERAGE:
+            if (s->architecture < NVML_DEVICE_ARCH_AMPERE || is_ga100(d)) {
+                return 0;
+            }
+            return s->power_average_mw != 0 ? s->power_average_mw : s->power_usage_mw;
+        case NVML_FI_DEV_POWER_INSTANT: return s->power_usage_mw;
+        case NVML_FI_DEV_POWER_MIN_LIMIT: return s->power_min_limit_mw;
+        case NVML_FI_DEV_POWER_MAX_LIMIT: return s->power_max_limit_mw;
+        case NVML_FI_DEV_POWER_DEFAULT_LIMIT: return s->power_default_limit_mw;
+        default: return s->power_limit_mw; /* current and requested */
+        }
+    case NVML_POWER_SCOPE_MEMORY: return field == NVML_FI_DEV_POWER_AVERAGE ? s->memory_power_average_mw : 0;
+    case NVML_POWER_SCOPE_MODULE:
+        if (s->module_power_limit_mw == 0) {
+            return 0;
+        }
+        switch (field) {
+        case NVML_FI_DEV_POWER_AVERAGE: return s->module_power_average_mw;
+        case NVML_FI_DEV_POWER_INSTANT: return s->module_power_usage_mw;
+        case NVML_FI_DEV_POWER_MIN_LIMIT: return s->module_power_min_limit_mw;
+        case NVML_FI_DEV_POWER_MAX_LIMIT: return s->module_power_max_limit_mw;
+        case NVML_FI_DEV_POWER_DEFAULT_LIMIT: return s->module_power_default_limit_mw;
+        default: return s->module_power_limit_mw;
+        }
+    default: return 0;
+    }
+}
+
 static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
 {
     if (ecc_field(d, v) || fill_link_field(d, v)) {
@@ -269,28 +315,19 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
         return;
     case NVML_FI_DEV_POWER_AVERAGE:
     case NVML_FI_DEV_POWER_INSTANT:
-        /* the averaged reading is reported from Ada on (the A100 and T4 print N/A) */
-        if (!power || v->scopeId != NVML_POWER_SCOPE_GPU ||
-            (v->fieldId == NVML_FI_DEV_POWER_AVERAGE && d->s.architecture < NVML_DEVICE_ARCH_ADA)) {
-            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-        } else {
-            set_uint(v, d->s.power_usage_mw);
-        }
-        return;
     case NVML_FI_DEV_POWER_MIN_LIMIT:
     case NVML_FI_DEV_POWER_MAX_LIMIT:
     case NVML_FI_DEV_POWER_DEFAULT_LIMIT:
     case NVML_FI_DEV_POWER_CURRENT_LIMIT:
-    case NVML_FI_DEV_POWER_REQUESTED_LIMIT:
-        if (!power || v->scopeId != NVML_POWER_SCOPE_GPU) {
+    case NVML_FI_DEV_POWER_REQUESTED_LIMIT: {
+        unsigned int mw = power ? power_reading(d, v->fieldId, v->scopeId) : 0;
+        if (mw == 0) {
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-            return;
+        } else {
+            set_uint(v, mw);
         }
-        set_uint(v, v->fieldId == NVML_FI_DEV_POWER_MIN_LIMIT       ? d->s.power_min_limit_mw
-                    : v->fieldId == NVML_FI_DEV_POWER_MAX_LIMIT     ? d->s.power_max_limit_mw
-                    : v->fieldId == NVML_FI_DEV_POWER_DEFAULT_LIMIT ? d->s.power_default_limit_mw
-                                                                    : d->s.power_limit_mw);
         return;
+    }
     case NVML_FI_DEV_TEMPERATURE_SHUTDOWN_TLIMIT: set_threshold(v, d->s.temp_shutdown_c); return;
     case NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT: set_threshold(v, d->s.temp_slowdown_c); return;
     case NVML_FI_DEV_TEMPERATURE_MEM_MAX_TLIMIT: set_threshold(v, d->s.temp_mem_max_c); return;

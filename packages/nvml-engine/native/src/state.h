@@ -106,6 +106,14 @@ struct state_gpu {
     uint32_t power_min_limit_mw;
     uint32_t power_max_limit_mw;
     uint64_t energy_mj;
+    uint32_t power_average_mw;
+    uint32_t memory_power_average_mw;
+    uint32_t module_power_average_mw;
+    uint32_t module_power_usage_mw;
+    uint32_t module_power_limit_mw;
+    uint32_t module_power_default_limit_mw;
+    uint32_t module_power_min_limit_mw;
+    uint32_t module_power_max_limit_mw;
     /* thermal */
     uint32_t temperature_c;
     uint32_t temp_shutdown_c;

@@ -36,7 +36,12 @@ from ._nvml import (
     FI_PERF_POLICY_POWER,
     FI_PERF_POLICY_SYNC_BOOST,
     FI_POWER_AVERAGE,
+    FI_POWER_CURRENT_LIMIT,
+    FI_POWER_DEFAULT_LIMIT,
     FI_POWER_INSTANT,
+    FI_POWER_MAX_LIMIT,
+    FI_POWER_MIN_LIMIT,
+    FI_POWER_REQUESTED_LIMIT,
     INFOROM_ECC,
     INFOROM_OEM,
     INFOROM_POWER,
@@ -46,6 +51,8 @@ from ._nvml import (
     PAGE_RETIREMENT_MULTIPLE_SBE,
     PCIE_UTIL_RX,
     PCIE_UTIL_TX,
+    POWER_SCOPE_MEMORY,
+    POWER_SCOPE_MODULE,
     TEMP_THRESHOLD_GPU_MAX,
     TEMP_THRESHOLD_MEM_MAX,
     TEMP_THRESHOLD_SHUTDOWN,
@@ -953,12 +960,21 @@ class GpuReport:
                 leaf("max_power_limit", "Max Power Limit", hi),
             ],
         )
+
+        def scoped(field: int, scope: int) -> str:
+            return r.get(lambda: d.field_value(field, scope), watts)
+
+        mem, mod = POWER_SCOPE_MEMORY, POWER_SCOPE_MODULE
         memory = group(
             "gpu_memory_power_readings",
             "GPU Memory Power Readings ",
             [
-                leaf("average_power_draw", "Average Power Draw", NA),
-                leaf("instant_power_draw", "Instantaneous Power Draw", NA),
+                leaf("average_power_draw", "Average Power Draw", scoped(FI_POWER_AVERAGE, mem)),
+                leaf(
+                    "instant_power_draw",
+                    "Instantaneous Power Draw",
+                    scoped(FI_POWER_INSTANT, mem),
+                ),
             ],
         )
         module = group(
@@ -966,13 +982,29 @@ class GpuReport:
             "Module Power Readings",
             [
                 leaf("power_state", None, state),
-                leaf("average_power_draw", "Average Power Draw", NA),
-                leaf("instant_power_draw", "Instantaneous Power Draw", NA),
-                leaf("current_power_limit", "Current Power Limit", NA),
-                leaf("requested_power_limit", "Requested Power Limit", NA),
-                leaf("default_power_limit", "Default Power Limit", NA),
-                leaf("min_power_limit", "Min Power Limit", NA),
-                leaf("max_power_limit", "Max Power Limit", NA),
+                leaf("average_power_draw", "Average Power Draw", scoped(FI_POWER_AVERAGE, mod)),
+                leaf(
+                    "instant_power_draw",
+                    "Instantaneous Power Draw",
+                    scoped(FI_POWER_INSTANT, mod),
+                ),
+                leaf(
+                    "current_power_limit",
+                    "Current Power Limit",
+                    scoped(FI_POWER_CURRENT_LIMIT, mod),
+                ),
+                leaf(
+                    "requested_power_limit",
+                    "Requested Power Limit",
+                    scoped(FI_POWER_REQUESTED_LIMIT, mod),
+                ),
+                leaf(
+                    "default_power_limit",
+                    "Default Power Limit",
+                    scoped(FI_POWER_DEFAULT_LIMIT, mod),
+                ),
+                leaf("min_power_limit", "Min Power Limit", scoped(FI_POWER_MIN_LIMIT, mod)),
+                leaf("max_power_limit", "Max Power Limit", scoped(FI_POWER_MAX_LIMIT, mod)),
             ],
         )
         nodes = [
