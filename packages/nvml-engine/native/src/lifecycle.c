@@ -36,13 +36,17 @@ static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int init_refcount;
 
 /*
- * Error details live in a small ring so a string returned earlier stays readable while a
- * later failing init writes the next slot; the current slot is published atomically.
+ * Error details live in slots that are written once, so a string that nvmlErrorString
+ * returned stays whole while other threads keep failing init (rewriting a slot under a
+ * reader is a data race and can tear the text). A repeated reason reuses its slot; only
+ * after DETAIL_SLOTS distinct reasons is the oldest slot rewritten. The current slot is
+ * published atomically.
  */
-#define DETAIL_SLOTS 4
+#define DETAIL_SLOTS 64
 #define DETAIL_LEN 512
 static char detail_ring[DETAIL_SLOTS][DETAIL_LEN];
-static unsigned int detail_next;
+static unsigned int detail_used;
+static unsigned int detail_oldest;
 static _Atomic(const char *) detail_text;
 static atomic_int detail_code;
 
@@ -102,17 +106,33 @@ MOCK_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
 /* Caller holds lifecycle_lock. */
 void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...)
 {
-    char *slot = detail_ring[detail_next];
-    detail_next = (detail_next + 1) % DETAIL_SLOTS;
-    int n = snprintf(slot, DETAIL_LEN, "%s: ", base_error_string(code));
+    char text[DETAIL_LEN];
+    int n = snprintf(text, DETAIL_LEN, "%s: ", base_error_string(code));
     if (n < 0 || n >= DETAIL_LEN) {
         n = 0;
     }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(slot + n, DETAIL_LEN - (size_t)n, fmt, ap);
+    vsnprintf(text + n, DETAIL_LEN - (size_t)n, fmt, ap);
     va_end(ap);
+    const char *slot = NULL;
+    for (unsigned int i = 0; i < detail_used && slot == NULL; i++) {
+        if (strcmp(detail_ring[i], text) == 0) {
+            slot = detail_ring[i];
+        }
+    }
     atomic_store_explicit(&detail_code, -1, memory_order_release);
+    if (slot == NULL) {
+        char *fresh;
+        if (detail_used < DETAIL_SLOTS) {
+            fresh = detail_ring[detail_used++];
+        } else {
+            fresh = detail_ring[detail_oldest];
+            detail_oldest = (detail_oldest + 1) % DETAIL_SLOTS;
+        }
+        memcpy(fresh, text, strlen(text) + 1);
+        slot = fresh;
+    }
     atomic_store_explicit(&detail_text, slot, memory_order_release);
     atomic_store_explicit(&detail_code, (int)code, memory_order_release);
 }
