@@ -438,3 +438,24 @@ def test_power_readings_by_scope(pynvml: Any, write_state: StateWriter) -> None:
     for index in (1, 2, 3):
         assert power_fields(pynvml, index, memory) == [ns] * 7
         assert power_fields(pynvml, index, mod) == [ns] * 7
+
+
+NVML_ERROR_DEPRECATED = 26
+
+
+@pytest.mark.parametrize(("driver", "deprecated"), [("580.105.08", False), ("595.91.07", True)])
+def test_drivers_from_595_deprecate_applications_clocks_and_power_state(
+    driver: str, deprecated: bool, pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
+    write_state(count=1, system={"driver_version": driver})
+    pynvml.nvmlInit()
+    h = handle(pynvml)
+    clock = ctypes.c_uint()
+    rcs = [
+        cnvml.nvmlDeviceGetApplicationsClock(h, pynvml.NVML_CLOCK_GRAPHICS, ctypes.byref(clock)),
+        cnvml.nvmlDeviceGetDefaultApplicationsClock(h, pynvml.NVML_CLOCK_MEM, ctypes.byref(clock)),
+        cnvml.nvmlDeviceGetPowerState(h, ctypes.byref(clock)),
+    ]
+    assert rcs == [NVML_ERROR_DEPRECATED if deprecated else NVML_SUCCESS] * 3
+    # the current P-state is still answered through its own entry point
+    assert pynvml.nvmlDeviceGetPerformanceState(h) == 0

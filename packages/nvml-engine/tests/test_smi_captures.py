@@ -210,7 +210,11 @@ CAPTURED_VALUES = (
     "retired_pages",
     "ecc_errors/unrepairable_memory",
     "fabric/health",
+    "gpu_power_readings/power_state",
     "gpu_power_readings/average_power_draw",
+    "module_power_readings/power_state",
+    "applications_clocks",
+    "default_applications_clocks",
     "gpu_memory_power_readings",
     *(
         f"module_power_readings/{leaf}"

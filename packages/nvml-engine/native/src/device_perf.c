@@ -8,6 +8,7 @@
  */
 #include "mock.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define REQUIRE_ARG(p)                           \
@@ -60,10 +61,24 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlCloc
     return clock_of(d, type, 1, clock) == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
+/* Drivers from 595 on (the first in the captures to show it) answer the applications-clock
+ * queries and the old nvmlDeviceGetPowerState with NVML_ERROR_DEPRECATED, which nvidia-smi
+ * prints as "Requested functionality has been deprecated". */
+#define DEPRECATING_DRIVER 595u
+
+static int deprecated_by_driver(void)
+{
+    unsigned int major = 0;
+    return sscanf(mock_system.driver_version, "%u", &major) == 1 && major >= DEPRECATING_DRIVER;
+}
+
 static nvmlReturn_t app_clock(nvmlDevice_t device, nvmlClockType_t clockType, unsigned int *clockMHz)
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(clockMHz);
+    if (deprecated_by_driver()) {
+        return NVML_ERROR_DEPRECATED;
+    }
     int rc = app_clock_of(d, clockType, clockMHz);
     return rc == 0 ? NVML_SUCCESS : rc > 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_INVALID_ARGUMENT;
 }
@@ -208,6 +223,12 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvml
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t *pState)
 {
+    if (deprecated_by_driver()) {
+        GET_DEVICE(device, d);
+        (void)d;
+        REQUIRE_ARG(pState);
+        return NVML_ERROR_DEPRECATED;
+    }
     return nvmlDeviceGetPerformanceState(device, pState);
 }
 

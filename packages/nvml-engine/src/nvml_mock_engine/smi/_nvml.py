@@ -613,6 +613,10 @@ class Device:
     def performance_state(self) -> int:
         return self._int("nvmlDeviceGetPerformanceState")
 
+    def power_state(self) -> int:
+        """The P-state through the old entry point the power readings use (deprecated in 595)."""
+        return self._int("nvmlDeviceGetPowerState")
+
     def clocks_event_reasons(self) -> int:
         name = "nvmlDeviceGetCurrentClocksEventReasons"
         return self._ull(

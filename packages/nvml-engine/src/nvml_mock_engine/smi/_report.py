@@ -923,7 +923,7 @@ class GpuReport:
 
     def _power(self) -> list[Node]:
         r, d = self.r, self.d
-        state = r.get(d.performance_state, pstate)
+        state = r.get(d.power_state, pstate)
         instant = r.raw(lambda: d.field_value(FI_POWER_INSTANT))
         instant_s = (
             watts(instant) if not isinstance(instant, NvmlError) else r.get(d.power_usage, watts)
