@@ -3,7 +3,8 @@
 ``native/tsan/threads.c`` drives init/shutdown reference counting (with one reference
 held, then with the count falling to zero and the state reloading), handles, identity,
 memory, fabric info v1 and V, NVLink, field values, lookups and event sets with short
-waits from 16 threads, and compares every answer with a single-threaded snapshot. It is
+waits from 16 threads, and compares every answer with a single-threaded snapshot; then
+all 16 fail init on a corrupt state at once while reading the reason back. It is
 built here twice: with the system compiler against the shipped library (always), and
 with the library sources under ThreadSanitizer (when clang's TSan runtime is present).
 The counts it reports are checked against what the program must have done, so a run
@@ -32,6 +33,7 @@ SUMMARY = re.compile(
 )
 CHECKS_PER_ROUND = 17  # init, count, handle, 12 per device, error string, shutdown
 EVENT_CHECKS = {1: 5, 2: 4}  # create, register, wait (+ shared-set wait in phase 1), free
+FAILING_CHECKS_PER_ROUND = 3  # phase 3: failing init, its error string, shutdown
 MAIN_CHECKS = 6
 
 
@@ -43,6 +45,7 @@ def expected_counts(rounds: int) -> tuple[int, int]:
     calls = MAIN_CHECKS + sum(
         THREADS * rounds * CHECKS_PER_ROUND + event_rounds * EVENT_CHECKS[phase] for phase in (1, 2)
     )
+    calls += THREADS * rounds * FAILING_CHECKS_PER_ROUND
     timeouts = event_rounds * 2 + event_rounds
     return calls, timeouts
 

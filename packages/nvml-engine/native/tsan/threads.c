@@ -10,6 +10,8 @@
  *            shutdown, and waits on one shared event set.
  *   phase 2  no reference is held, so the count keeps falling to zero and the next init
  *            reloads the state while other threads are entering and leaving.
+ *   phase 3  the state file is corrupt: every init fails at once on every thread while the
+ *            others read nvmlErrorString for the reason, which must stay whole.
  *
  * Every answer is compared with a snapshot taken single-threaded before the threads
  * start (and with MOCK_FABRIC_CLUSTER_UUID / MOCK_FABRIC_CLIQUE_ID when they are set).
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef NVML_NO_UNVERSIONED_FUNC_DEFS
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
@@ -57,6 +60,7 @@ static unsigned int gpu_count;
 static int rounds = 300;
 static int phase;
 static nvmlEventSet_t shared_set;
+static char corrupt_path[4096];
 static atomic_ulong calls;
 static atomic_ulong timeouts;
 static atomic_ulong mismatches;
@@ -196,6 +200,23 @@ static void event_round(long id, nvmlDevice_t d, unsigned int i)
     EXPECT(rc == NVML_SUCCESS, rc);
 }
 
+/* Phase 3: init fails with the parser's reason; the string must name the file and line. */
+static void *failing_worker(void *arg)
+{
+    long id = (long)arg;
+    for (int r = 0; r < rounds; r++) {
+        nvmlReturn_t rc = nvmlInit_v2();
+        EXPECT(rc == NVML_ERROR_INVALID_STATE, rc);
+        const char *msg = nvmlErrorString(NVML_ERROR_INVALID_STATE);
+        EXPECT(msg != NULL && strstr(msg, "corrupt GPU state") != NULL && strstr(msg, "line 2") != NULL &&
+                   strstr(msg, corrupt_path) != NULL,
+               rc);
+        rc = nvmlShutdown();
+        EXPECT(rc == NVML_ERROR_UNINITIALIZED, rc);
+    }
+    return NULL;
+}
+
 static void *worker(void *arg)
 {
     long id = (long)arg;
@@ -231,7 +252,7 @@ static int run_phase(int which)
     pthread_t tid[THREADS];
     phase = which;
     for (long t = 0; t < THREADS; t++) {
-        if (pthread_create(&tid[t], NULL, worker, (void *)t) != 0) {
+        if (pthread_create(&tid[t], NULL, which == 3 ? failing_worker : worker, (void *)t) != 0) {
             fprintf(stderr, "pthread_create failed\n");
             return -1;
         }
@@ -277,6 +298,22 @@ int main(int argc, char **argv)
     nvmlDevice_t stale = NULL;
     rc = nvmlDeviceGetHandleByIndex_v2(0, &stale);
     EXPECT(rc == NVML_ERROR_UNINITIALIZED, rc);
+
+    /* phase 3 reads a corrupt copy: the magic line, then a line that is no key=value */
+    const char *tmp = getenv("TMPDIR");
+    snprintf(corrupt_path, sizeof(corrupt_path), "%s/nvml-mock-threads-XXXXXX", tmp != NULL && tmp[0] ? tmp : "/tmp");
+    int fd = mkstemp(corrupt_path);
+    static const char corrupt[] = "nvml-mock-state 1\nnot a key\n";
+    if (fd < 0 || write(fd, corrupt, sizeof(corrupt) - 1) != (ssize_t)(sizeof(corrupt) - 1) || close(fd) != 0) {
+        fprintf(stderr, "cannot write the corrupt state\n");
+        return 2;
+    }
+    setenv("MOCK_NVML_CONFIG", corrupt_path, 1); /* no other thread runs now */
+    int phase3 = run_phase(3);
+    unlink(corrupt_path);
+    if (phase3 != 0) {
+        return 2;
+    }
 
     unsigned long bad = atomic_load(&mismatches);
     printf("%s threads=%d rounds=%d gpus=%u calls=%lu timeouts=%lu mismatches=%lu\n", bad ? "FAILED" : "ok", THREADS,
