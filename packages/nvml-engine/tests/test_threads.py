@@ -4,6 +4,7 @@
 held, then with the count falling to zero and the state reloading), handles, identity,
 memory, fabric info v1 and V, NVLink, field values, lookups and event sets with short
 waits from 16 threads, and compares every answer with a single-threaded snapshot; then
+all 16 block on one event set that is freed under them (they must wake at once), and
 all 16 fail init on a corrupt state at once while reading the reason back. It is
 built here twice: with the system compiler against the shipped library (always), and
 with the library sources under ThreadSanitizer (when clang's TSan runtime is present).
@@ -34,6 +35,9 @@ SUMMARY = re.compile(
 CHECKS_PER_ROUND = 17  # init, count, handle, 12 per device, error string, shutdown
 EVENT_CHECKS = {1: 5, 2: 4}  # create, register, wait (+ shared-set wait in phase 1), free
 FAILING_CHECKS_PER_ROUND = 3  # phase 3: failing init, its error string, shutdown
+FREE_UNDER_WAITERS_CHECKS = (
+    THREADS + 5
+)  # each blocked wait; init, create, free, wake time, shutdown
 MAIN_CHECKS = 6
 
 
@@ -45,8 +49,8 @@ def expected_counts(rounds: int) -> tuple[int, int]:
     calls = MAIN_CHECKS + sum(
         THREADS * rounds * CHECKS_PER_ROUND + event_rounds * EVENT_CHECKS[phase] for phase in (1, 2)
     )
-    calls += THREADS * rounds * FAILING_CHECKS_PER_ROUND
-    timeouts = event_rounds * 2 + event_rounds
+    calls += THREADS * rounds * FAILING_CHECKS_PER_ROUND + FREE_UNDER_WAITERS_CHECKS
+    timeouts = event_rounds * 2 + event_rounds + THREADS
     return calls, timeouts
 
 

@@ -12,6 +12,8 @@
  *            reloads the state while other threads are entering and leaving.
  *   phase 3  the state file is corrupt: every init fails at once on every thread while the
  *            others read nvmlErrorString for the reason, which must stay whole.
+ *   before 3 all threads block on one event set with a 60 s timeout and the main thread
+ *            frees the set: every waiter must wake at once (TIMEOUT) before it is freed.
  *
  * Every answer is compared with a snapshot taken single-threaded before the threads
  * start (and with MOCK_FABRIC_CLUSTER_UUID / MOCK_FABRIC_CLIQUE_ID when they are set).
@@ -247,6 +249,60 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* All threads block on one set; nvmlEventSetFree must wake them and wait for them to leave. */
+static pthread_barrier_t waiters_ready;
+static nvmlEventSet_t doomed_set;
+
+static void *blocked_waiter(void *arg)
+{
+    long id = (long)arg;
+    nvmlEventData_t data;
+    pthread_barrier_wait(&waiters_ready);
+    nvmlReturn_t rc = nvmlEventSetWait_v2(doomed_set, &data, 60000);
+    EXPECT(rc == NVML_ERROR_TIMEOUT, rc);
+    atomic_fetch_add(&timeouts, rc == NVML_ERROR_TIMEOUT);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int free_under_waiters(void)
+{
+    long id = -1;
+    pthread_t tid[THREADS];
+    nvmlReturn_t rc = nvmlInit_v2();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlEventSetCreate(&doomed_set);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    if (rc != NVML_SUCCESS || pthread_barrier_init(&waiters_ready, NULL, THREADS + 1) != 0) {
+        return -1;
+    }
+    for (long t = 0; t < THREADS; t++) {
+        if (pthread_create(&tid[t], NULL, blocked_waiter, (void *)t) != 0) {
+            return -1;
+        }
+    }
+    pthread_barrier_wait(&waiters_ready);
+    struct timespec settle = {1, 0}; /* let every waiter reach its wait */
+    nanosleep(&settle, NULL);
+    double start = now_s();
+    rc = nvmlEventSetFree(doomed_set);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(tid[t], NULL);
+    }
+    EXPECT(now_s() - start < 30.0, NVML_SUCCESS);
+    pthread_barrier_destroy(&waiters_ready);
+    rc = nvmlShutdown();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    return 0;
+}
+
 static int run_phase(int which)
 {
     pthread_t tid[THREADS];
@@ -298,6 +354,11 @@ int main(int argc, char **argv)
     nvmlDevice_t stale = NULL;
     rc = nvmlDeviceGetHandleByIndex_v2(0, &stale);
     EXPECT(rc == NVML_ERROR_UNINITIALIZED, rc);
+
+    if (free_under_waiters() != 0) {
+        fprintf(stderr, "cannot start the event waiters\n");
+        return 2;
+    }
 
     /* phase 3 reads a corrupt copy: the magic line, then a line that is no key=value */
     const char *tmp = getenv("TMPDIR");
