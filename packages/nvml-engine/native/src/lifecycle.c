@@ -39,16 +39,20 @@ static unsigned int init_refcount;
  * Error details live in slots that are written once, so a string that nvmlErrorString
  * returned stays whole while other threads keep failing init (rewriting a slot under a
  * reader is a data race and can tear the text). A repeated reason reuses its slot; only
- * after DETAIL_SLOTS distinct reasons is the oldest slot rewritten. The current slot is
- * published atomically.
+ * after DETAIL_SLOTS distinct reasons is the oldest slot rewritten. The current slot,
+ * code and text together, is published through one atomic pointer, so a reader never
+ * sees a moment without a reason or a reason paired with another code.
  */
 #define DETAIL_SLOTS 64
 #define DETAIL_LEN 512
-static char detail_ring[DETAIL_SLOTS][DETAIL_LEN];
+struct detail {
+    int code;
+    char text[DETAIL_LEN];
+};
+static struct detail detail_ring[DETAIL_SLOTS];
 static unsigned int detail_used;
 static unsigned int detail_oldest;
-static _Atomic(const char *) detail_text;
-static atomic_int detail_code;
+static _Atomic(const struct detail *) detail_current;
 
 /* The texts libnvidia-ml.so.1 returns, as nvidia-smi and NVIDIA's own tools print them
  * ("Failed to initialize NVML: Driver/library version mismatch", "GPU access blocked by the
@@ -94,10 +98,10 @@ static const char *base_error_string(nvmlReturn_t result)
 
 MOCK_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
 {
-    if (result != NVML_SUCCESS && atomic_load_explicit(&detail_code, memory_order_acquire) == (int)result) {
-        const char *d = atomic_load_explicit(&detail_text, memory_order_acquire);
-        if (d != NULL) {
-            return d;
+    if (result != NVML_SUCCESS) {
+        const struct detail *d = atomic_load_explicit(&detail_current, memory_order_acquire);
+        if (d != NULL && d->code == (int)result) {
+            return d->text;
         }
     }
     return base_error_string(result);
@@ -115,31 +119,33 @@ void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text + n, DETAIL_LEN - (size_t)n, fmt, ap);
     va_end(ap);
-    const char *slot = NULL;
+    const struct detail *slot = NULL;
     for (unsigned int i = 0; i < detail_used && slot == NULL; i++) {
-        if (strcmp(detail_ring[i], text) == 0) {
-            slot = detail_ring[i];
+        if (detail_ring[i].code == (int)code && strcmp(detail_ring[i].text, text) == 0) {
+            slot = &detail_ring[i];
         }
     }
-    atomic_store_explicit(&detail_code, -1, memory_order_release);
     if (slot == NULL) {
-        char *fresh;
+        struct detail *fresh;
         if (detail_used < DETAIL_SLOTS) {
-            fresh = detail_ring[detail_used++];
+            fresh = &detail_ring[detail_used++];
         } else {
-            fresh = detail_ring[detail_oldest];
+            if (&detail_ring[detail_oldest] == atomic_load_explicit(&detail_current, memory_order_relaxed)) {
+                detail_oldest = (detail_oldest + 1) % DETAIL_SLOTS; /* never rewrite the published one */
+            }
+            fresh = &detail_ring[detail_oldest];
             detail_oldest = (detail_oldest + 1) % DETAIL_SLOTS;
         }
-        memcpy(fresh, text, strlen(text) + 1);
+        fresh->code = (int)code;
+        memcpy(fresh->text, text, strlen(text) + 1);
         slot = fresh;
     }
-    atomic_store_explicit(&detail_text, slot, memory_order_release);
-    atomic_store_explicit(&detail_code, (int)code, memory_order_release);
+    atomic_store_explicit(&detail_current, slot, memory_order_release);
 }
 
 static void clear_error_detail(void)
 {
-    atomic_store_explicit(&detail_code, -1, memory_order_release);
+    atomic_store_explicit(&detail_current, NULL, memory_order_release);
 }
 
 static int state_path(char *out, size_t cap)
