@@ -3,7 +3,7 @@
 The fuzz campaigns (native/fuzz/README.md) run in ASan/UBSan builds; this is the check
 that stays in every run: each file under ``native/fuzz/seeds`` and
 ``native/fuzz/regressions`` is loaded by the shipped ``libnvidia-ml.so.1`` in a child
-process (a crash there must not take the test session with it). Init must answer
+process (a crash there must not take the test run with it). Init must answer
 SUCCESS or one of the codes STATE-FORMAT.md documents, with a non-empty error string
 that says why, and an accepted state must then be fully readable and shut down cleanly.
 
