@@ -37,6 +37,16 @@ def state_uuids(state: Path) -> list[str]:
     ]
 
 
+def state_health_mask(state: Path, index: int = 0) -> int:
+    """The fabric health mask GPU ``index`` of a rendered state carries (0x1aa when unset)."""
+    masks = [
+        int(line.partition("=")[2], 0)
+        for line in state.read_text().splitlines()
+        if line.startswith("fabric_health_mask=")
+    ]
+    return masks[index] if masks else 0x1AA
+
+
 def fabric_env(cluster_uuid: str = CD_UUID, clique: int = 1) -> dict[str, str]:
     """The identity env the NRI plugin injects into a container on a ComputeDomain node."""
     return {"MOCK_FABRIC_CLUSTER_UUID": cluster_uuid, "MOCK_FABRIC_CLIQUE_ID": str(clique)}

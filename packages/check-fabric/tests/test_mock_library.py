@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from conftest import RenderState, RunCheck
-from fabric_values import CD_UUID, PROFILE_DEFAULT_UUID, fabric_env, state_uuids
+from fabric_values import (
+    CD_UUID,
+    PROFILE_DEFAULT_UUID,
+    fabric_env,
+    state_health_mask,
+    state_uuids,
+)
 
 
 def _blocks(
@@ -212,7 +218,7 @@ def test_json_document_on_success(render_state: RenderState, run_check: RunCheck
         "state": "completed",
         "stateCode": 3,
         "status": 0,
-        "healthMask": 0x1AA,
+        "healthMask": state_health_mask(state),
         "healthSummary": "healthy",
         "api": "v3",
     }
