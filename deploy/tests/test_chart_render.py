@@ -9,7 +9,6 @@ Kubernetes OpenAPI schemas (strict: unknown fields fail) of the oldest supported
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -412,13 +411,6 @@ def test_notes_tell_how_to_check_the_install(render: RenderFn) -> None:
     assert "not Ready" in notes
     disabled = render({"nri": {"enabled": False}}).notes
     assert "nothing injects" in disabled
-
-
-def test_chart_files_hold_no_machine_paths() -> None:
-    for path in Path(CHART_DIR).rglob("*"):
-        if path.is_file():
-            text = path.read_text()
-            assert "/work/" not in text and "/tmp/" not in text, path
 
 
 @pytest.mark.parametrize(("index", "expected"), [("10", "10"), (5, "05"), ("07", "07")])
