@@ -145,7 +145,8 @@ class Demo:
         self.names = node_names(knobs.nodes)
         self.service: TopologyService | None = None
         self.nodes: list[Node] = []
-        self.running: list[Outcome] = []
+        self.workloads: list[int] = []
+        """Process groups of the long-running workloads, stopped on the way out."""
         self.isolation = Isolation(None)
         self.socket_root: Path | None = None
         self.verdicts = Verdicts()
@@ -260,10 +261,9 @@ class Demo:
             say(f"  {node.name}: plugin registered, /readyz 200 ({node.health_url})")
 
     async def teardown(self) -> None:
-        for outcome in self.running:
-            if outcome.pid is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(outcome.pid, signal.SIGKILL)
+        for pid in self.workloads:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         await asyncio.gather(*(node.stop() for node in self.nodes), return_exceptions=True)
         if self.service is not None:
             await self.service.stop()
@@ -308,12 +308,11 @@ class Demo:
                     self.isolation,
                     self.overlay,
                     keep_running=k.compute_domain,
+                    started=self.workloads,
                 )
                 for node in self.nodes
             )
         )
-        if k.compute_domain:
-            self.running.extend(outcomes)
         verdicts = []
         for i, outcome in enumerate(outcomes):
             clique = expected_clique(i, k.nodes) if k.compute_domain else None

@@ -183,12 +183,14 @@ async def create_and_run(
     *,
     name: str = "gpu-agent",
     keep_running: bool = False,
+    started: list[int] | None = None,
     mount_path: str = names.OVERLAY_MOUNT_PATH,
 ) -> Outcome:
     """Create the workload through NRI, apply the adjustment, run the check.
 
     With ``keep_running`` the workload stays alive afterwards (its namespace and its
-    environment fixed at creation), for ``recheck`` after the topology changes.
+    environment fixed at creation), for ``recheck`` after the topology changes; its pid
+    goes into ``started`` the moment it exists, so an interrupted demo can stop it.
     """
     pod, container = describe_pod(node, name)
     runtime.add_pod(pod)
@@ -215,6 +217,8 @@ async def create_and_run(
             start_new_session=True,
         )
         outcome.pid = proc.pid
+        if started is not None:
+            started.append(proc.pid)
         await asyncio.sleep(0.2)  # let the mounts settle before anyone enters
         return await recheck(outcome, isolation, overlay_host, mount_path=mount_path)
     outcome.exit_code, outcome.output = await _run(argv, run_env, 60)
