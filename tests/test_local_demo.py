@@ -81,6 +81,16 @@ def test_without_mount_namespaces_the_overlay_host_path_stands_in(tmp_path: Path
     assert all(row[2] == "2" for row in inject)
 
 
+def test_a_foreign_work_directory_is_never_cleared(tmp_path: Path) -> None:
+    foreign = tmp_path / "demo"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("keep me")
+    done = _run(tmp_path, GPU_PROFILE="t4", WITH_COMPUTE_DOMAIN="false")
+    assert done.returncode == 1
+    assert "is not a previous demo's work directory" in done.stdout
+    assert (foreign / "precious.txt").read_text() == "keep me"
+
+
 def test_bad_knob_is_refused_with_its_name(tmp_path: Path) -> None:
     done = _run(tmp_path, GPU_PROFILE="t4", WITH_COMPUTE_DOMAIN="true")
     assert done.returncode == 3

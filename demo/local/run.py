@@ -39,6 +39,7 @@ from workload import Isolation, Outcome, create_and_run, recheck
 REPO = Path(__file__).resolve().parents[2]
 DOMAIN = ("node-wide-domain", "00000000-0000-0000-0000-0000000000cd")
 REBIND = ("rebinder", "00000000-0000-0000-0000-0000000000ff", 99)
+MARKER = ".nvml-mock-demo"
 
 
 @dataclass(frozen=True)
@@ -167,9 +168,7 @@ class Demo:
             first = await self.act_inject()
             if self.knobs.compute_domain:
                 await self.act_rebind(first)
-                await self.act_fault()
-            else:
-                await self.act_fault()
+            await self.act_fault()
         finally:
             await self.teardown()
         took = time.monotonic() - self.verdicts.started
@@ -197,9 +196,16 @@ class Demo:
             f"nvml-mock local demo: {k.nodes} nodes, profile {k.profile} ({count} GPUs), "
             f"ComputeDomain {'on' if k.compute_domain else 'off'}"
         )
-        if self.work.exists():
+        marker = self.work / MARKER
+        if self.work.exists() and any(self.work.iterdir()):
+            if not marker.exists():
+                raise RuntimeError(
+                    f"{self.work} exists and is not a previous demo's work directory; "
+                    "choose another DEMO_WORKDIR (the demo clears its own only)"
+                )
             shutil.rmtree(self.work)
         (self.work / "logs").mkdir(parents=True)
+        marker.write_text("work directory of the nvml-mock local demo; cleared on each run\n")
         self.isolation = (
             await Isolation.probe()
             if k.mount_namespaces
