@@ -3,12 +3,13 @@
 A container that opts in to devices in raw mode gets exactly what is staged under
 the overlay's ``dev/``: every entry whose name starts with ``nvidia`` and that is
 a character device, with the major, minor, permission bits and owner it has on the
-host (the runtime creates the node in the container from these numbers). Anything
-else (a directory such as ``nvidia-caps-imex-channels``, a regular file, a node
-that vanished between listing and stat) is reported and skipped; the others are
-kept. A missing or empty tree is reported and yields no devices: the overlay and
-env are still injected (fail open), because failing the call would fail the
-user's container.
+host (the runtime creates the node in the container from these numbers).
+Directories (such as ``nvidia-caps-imex-channels``) are not devices and are passed
+over in silence; anything else that is not a character device (a regular file, a
+node that vanished between listing and stat) is reported and skipped, and the
+others are kept. A missing or empty tree is reported and yields no devices: the
+overlay and env are still injected (fail open), because failing the call would
+fail the user's container.
 """
 
 from __future__ import annotations
