@@ -33,11 +33,12 @@ from nvml_mock_nri.adjust import (
     wants_devices,
 )
 from nvml_mock_nri.devices import DeviceScan
-from nvml_mock_nri.errors import ConfigError
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT, Settings, apply_runtime_config
+
+__all__ = ["EVENT_MASK", "Injector"]
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +237,3 @@ def _response(decision: Decision) -> api_pb2.CreateContainerResponse:
     for name in decision.cdi_devices:
         adjust.CDI_devices.add(name=name)
     return response
-
-
-__all__ = ["EVENT_MASK", "ConfigError", "Injector"]
