@@ -115,3 +115,10 @@ def test_old_remote_pci_entry_point_writes_52_bytes(eight: Any, cnvml: ctypes.CD
     assert cnvml.nvmlDeviceGetNvLinkRemotePciInfo(handles(eight)[0], 1, buf) == 0
     assert bytes(buf[:16]).rstrip(b"\0") == b"0000:06:00.0"
     assert bytes(buf[52:]) == b"\xee" * 44
+
+
+def test_remote_pci_entry_points_refuse_a_null_buffer(eight: Any, cnvml: ctypes.CDLL) -> None:
+    h0 = handles(eight)[0]
+    for symbol in ("nvmlDeviceGetNvLinkRemotePciInfo", "nvmlDeviceGetNvLinkRemotePciInfo_v2"):
+        rc = getattr(cnvml, symbol)(h0, 1, None)
+        assert rc == eight.NVML_ERROR_INVALID_ARGUMENT, symbol

@@ -13,20 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* The pre-v3 nvmlPciInfo_t that the unversioned and _v2 entry points fill. */
-struct pci_info_v2 {
-    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
-    unsigned int domain;
-    unsigned int bus;
-    unsigned int device;
-    unsigned int pciDeviceId;
-    unsigned int pciSubSystemId;
-    unsigned int reserved0;
-    unsigned int reserved1;
-    unsigned int reserved2;
-    unsigned int reserved3;
-};
-_Static_assert(sizeof(struct pci_info_v2) == 52, "pre-v3 nvmlPciInfo_t is 52 bytes");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t (v3) is 68 bytes");
 
 #define REQUIRE_LIVE()                           \
@@ -416,19 +402,41 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInf
     return NVML_SUCCESS;
 }
 
+/* The pre-v3 nvmlPciInfo_t that the unversioned and _v2 symbols fill. */
+struct pci_info_v2 {
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    unsigned int reserved0;
+    unsigned int reserved1;
+    unsigned int reserved2;
+    unsigned int reserved3;
+};
+_Static_assert(sizeof(struct pci_info_v2) == 52, "pre-v3 nvmlPciInfo_t is 52 bytes");
+
+void mock_pci_to_v2(const nvmlPciInfo_t *pci, void *out)
+{
+    struct pci_info_v2 v2;
+    memset(&v2, 0, sizeof(v2));
+    memcpy(v2.busId, pci->busIdLegacy, sizeof(v2.busId));
+    v2.domain = pci->domain;
+    v2.bus = pci->bus;
+    v2.device = pci->device;
+    v2.pciDeviceId = pci->pciDeviceId;
+    v2.pciSubSystemId = pci->pciSubSystemId;
+    memcpy(out, &v2, sizeof(v2));
+}
+
 static nvmlReturn_t fill_pci_v2(nvmlDevice_t device, void *out)
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(out);
-    struct pci_info_v2 v2;
-    memset(&v2, 0, sizeof(v2));
-    memcpy(v2.busId, d->bus_id_legacy, sizeof(v2.busId));
-    v2.domain = d->s.pci.domain;
-    v2.bus = d->s.pci.bus;
-    v2.device = d->s.pci.device;
-    v2.pciDeviceId = d->s.pci_device_id;
-    v2.pciSubSystemId = d->s.pci_subsystem_id;
-    memcpy(out, &v2, sizeof(v2));
+    nvmlPciInfo_t full;
+    mock_fill_pci_v3(d, &full);
+    mock_pci_to_v2(&full, out);
     return NVML_SUCCESS;
 }
 

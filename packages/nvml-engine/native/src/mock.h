@@ -70,6 +70,10 @@ nvmlReturn_t mock_copy_string(char *dst, unsigned int length, const char *src);
 void mock_fill_pci_v3(const struct nvmlDevice_st *d, nvmlPciInfo_t *pci);
 void mock_fill_pci_addr(const struct state_pci_addr *a, nvmlPciInfo_t *pci);
 
+/* Write `pci` to `out` in the pre-v3 52-byte layout that the unversioned and _v2 symbols
+ * fill, because callers built against old headers pass the smaller buffer. */
+void mock_pci_to_v2(const nvmlPciInfo_t *pci, void *out);
+
 /* Fabric health summary derived from a health mask. */
 unsigned char mock_fabric_health_summary(unsigned int mask);
 

@@ -304,18 +304,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
 {
-    /* The unversioned symbol predates the 68-byte layout: write the 52-byte prefix form. */
+    /* The unversioned symbol predates the 68-byte layout. A NULL `pci` goes through to
+     * remote_pci, so it is refused in the same order as by the _v2 symbol. */
     nvmlPciInfo_t full;
-    nvmlReturn_t rc = remote_pci(device, link, &full);
-    if (rc != NVML_SUCCESS) {
-        return rc;
+    nvmlReturn_t rc = remote_pci(device, link, pci != NULL ? &full : NULL);
+    if (rc == NVML_SUCCESS) {
+        mock_pci_to_v2(&full, pci);
     }
-    unsigned char old[52];
-    memset(old, 0, sizeof(old));
-    memcpy(old, full.busIdLegacy, 16);
-    memcpy(old + 16, &full.domain, 4 * 5);
-    memcpy(pci, old, sizeof(old));
-    return NVML_SUCCESS;
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
