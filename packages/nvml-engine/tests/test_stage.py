@@ -95,7 +95,7 @@ def test_no_devices_flag(tmp_path: Path, library: Path) -> None:
 
 def test_cdi_spec() -> None:
     config = resolve_config(profile="gb300", node="n")
-    spec = cdi_spec(config, "/var/lib/nvml-mock/dev")
+    spec = cdi_spec(render(config), "/var/lib/nvml-mock/dev")
     assert spec["cdiVersion"] == "0.6.0"
     assert spec["kind"] == "nvml-mock.nvidia.com/gpu"
     devices = spec["devices"]

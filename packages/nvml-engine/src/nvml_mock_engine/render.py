@@ -62,7 +62,7 @@ class RenderedState:
     header: str
 
     def text(self) -> str:
-        """The state file's text."""
+        """The state file's text; ``ConfigError`` when it exceeds the format's size bounds."""
         lines = [STATE_MAGIC, f"# {self.header}", "[system]"]
         lines += [f"{k}={format_value(SYSTEM_KEYS[k], v)}" for k, v in self.system.items()]
         for index, gpu in enumerate(self.gpus):
@@ -71,7 +71,13 @@ class RenderedState:
             lines += [
                 f"{key}={format_value(GPU_KEYS[key], gpu[key])}" for key in GPU_KEYS if key in gpu
             ]
-        return "\n".join(lines) + "\n"
+        text = "\n".join(lines) + "\n"
+        if len(text.encode()) > _MAX_STATE_BYTES:
+            raise ConfigError("count", "the rendered state is larger than the format's 1 MiB")
+        for number, line in enumerate(lines, start=1):
+            if len(line.encode()) > _MAX_LINE_BYTES:
+                raise ConfigError("state", f"line {number} is longer than {_MAX_LINE_BYTES} bytes")
+        return text
 
 
 def gpu_uuid(node: str, profile_key: str, index: int) -> str:
@@ -167,13 +173,7 @@ def render(config: EngineConfig) -> RenderedState:
 
 def render_text(config: EngineConfig) -> str:
     """Render *config* to the state file's text, checked against the format's size bounds."""
-    text = render(config).text()
-    if len(text.encode()) > _MAX_STATE_BYTES:
-        raise ConfigError("count", "the rendered state is larger than the format's 1 MiB")
-    for number, line in enumerate(text.splitlines(), start=1):
-        if len(line.encode()) > _MAX_LINE_BYTES:
-            raise ConfigError("state", f"line {number} is longer than {_MAX_LINE_BYTES} bytes")
-    return text
+    return render(config).text()
 
 
 def _digest(*parts: str) -> bytes:

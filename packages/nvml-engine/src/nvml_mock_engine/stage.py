@@ -38,7 +38,7 @@ from nvml_mock_protocol import names
 
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import StageError
-from nvml_mock_engine.render import render, render_text
+from nvml_mock_engine.render import RenderedState, render
 
 __all__ = [
     "CDI_SPEC_NAME",
@@ -62,6 +62,12 @@ DEVICE_SOURCE_ENV: Final = "NVML_MOCK_DEVICE_SOURCE"
 NVIDIA_MAJOR: Final = 195
 NVIDIACTL_MINOR: Final = 255
 UVM_MAJOR: Final = 510
+CONTROL_DEVICES: Final = (
+    ("nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR),
+    ("nvidia-uvm", UVM_MAJOR, 0),
+    ("nvidia-uvm-tools", UVM_MAJOR, 1),
+)
+"""The driver's control nodes ``(name, major, minor)``, beside one ``nvidia<i>`` per GPU."""
 TOOLS: Final = {"nvidia-smi": "nvml_mock_engine.smi", "check-fabric": "check_fabric"}
 """Launchers in ``bin/`` and the module each runs."""
 ENTRIES: Final = (
@@ -142,8 +148,8 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
-def cdi_spec(config: EngineConfig, host_dev: str | None) -> dict[str, object]:
-    """The CDI spec for the mock devices: one device per index and per UUID, plus ``all``.
+def cdi_spec(state: RenderedState, host_dev: str | None) -> dict[str, object]:
+    """The CDI spec for a rendered node's devices: one per index and per UUID, plus ``all``.
 
     Device nodes carry their type and numbers, so a runtime can create them even where
     the host has none; ``hostPath`` is set only when the mock nodes exist under ``dev/``.
@@ -161,8 +167,7 @@ def cdi_spec(config: EngineConfig, host_dev: str | None) -> dict[str, object]:
             entry["hostPath"] = f"{host_dev}/{name}"
         return entry
 
-    state = render(config)
-    gpu_nodes = [node(f"nvidia{i}", NVIDIA_MAJOR, i) for i in range(config.count)]
+    gpu_nodes = [node(f"nvidia{i}", NVIDIA_MAJOR, i) for i in range(len(state.gpus))]
     devices: list[dict[str, object]] = []
     for index, gpu in enumerate(state.gpus):
         for device_name in (str(index), str(gpu["uuid"])):
@@ -176,11 +181,7 @@ def cdi_spec(config: EngineConfig, host_dev: str | None) -> dict[str, object]:
         "devices": devices,
         "containerEdits": {
             "env": [f"{DEVICE_SOURCE_ENV}=cdi"],
-            "deviceNodes": [
-                node("nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR),
-                node("nvidia-uvm", UVM_MAJOR, 0),
-                node("nvidia-uvm-tools", UVM_MAJOR, 1),
-            ],
+            "deviceNodes": [node(*control) for control in CONTROL_DEVICES],
         },
     }
 
@@ -197,9 +198,9 @@ def stage(
     library = options.library or built_library()
     if not library.is_file():
         raise StageError(f"library {library} does not exist")
-    state_text = render_text(config)
+    state = render(config)
+    state_text = state.text()
     directory.mkdir(parents=True, exist_ok=True)
-    _check_ours(directory)
     state_root = directory / STATE_DIR
     state_root.mkdir(exist_ok=True)
     warnings: list[str] = []
@@ -215,11 +216,11 @@ def stage(
                 state_text=state_text,
                 runtime=state_root / runtime_name if runtime_name else None,
             )
-            devices = options.devices and _make_devices(generation / "dev", config, warnings)
+            devices = options.devices and _make_devices(generation / "dev", config.count, warnings)
             host_dev = (
                 f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
             )
-            cdi = yaml.dump(cdi_spec(config, host_dev), Dumper=_PlainDumper, sort_keys=False)
+            cdi = yaml.dump(cdi_spec(state, host_dev), Dumper=_PlainDumper, sort_keys=False)
             write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
             _check_tools(warnings)
             previous = _switch(directory, state_root, generation)
@@ -319,14 +320,9 @@ def launcher_script(tool: str, module: str, *, loader: str, mount_path: str) -> 
     )
 
 
-def _make_devices(dev: Path, config: EngineConfig, warnings: list[str]) -> bool:
-    nodes = [(f"nvidia{i}", NVIDIA_MAJOR, i) for i in range(config.count)]
-    nodes += [
-        ("nvidiactl", NVIDIA_MAJOR, NVIDIACTL_MINOR),
-        ("nvidia-uvm", UVM_MAJOR, 0),
-        ("nvidia-uvm-tools", UVM_MAJOR, 1),
-    ]
-    for name, major, minor in nodes:
+def _make_devices(dev: Path, count: int, warnings: list[str]) -> bool:
+    nodes = [(f"nvidia{i}", NVIDIA_MAJOR, i) for i in range(count)]
+    for name, major, minor in (*nodes, *CONTROL_DEVICES):
         path = dev / name
         try:
             os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(major, minor))
