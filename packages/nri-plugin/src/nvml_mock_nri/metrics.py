@@ -112,14 +112,13 @@ class Metrics:
             "1 once the runtime's Synchronize has been answered on this connection.",
             registry=self.registry,
         )
-        for reason in SkipReason:
-            self.skips.labels(reason.value)
+        # Every label value exists from the start, so a series reads 0 instead of missing.
+        self._skip_children = {reason: self.skips.labels(reason.value) for reason in SkipReason}
         for kind in TOPOLOGY_ERROR_KINDS:
             self.topology_errors.labels(kind)
         for mode in ("raw", "cdi"):
             self.device_injections.labels(mode)
         self.identity_revision.set(-1)
-        self._skip_children = {reason: self.skips.labels(reason.value) for reason in SkipReason}
 
     def skip(self, reason: SkipReason) -> None:
         """Count one skipped container."""
