@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nvml-mock-engine: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        result: int = args.handler(args, environ)
+        result: int = args.handler(args)
     except ConfigError as exc:
         logger.error("invalid configuration: %s", exc)
         return EXIT_CONFIG
@@ -166,7 +166,7 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
     )
 
 
-def _cmd_render(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+def _cmd_render(args: argparse.Namespace) -> int:
     from nvml_mock_engine.render import render_text
     from nvml_mock_engine.stage import write_atomic
 
@@ -187,7 +187,7 @@ def _cmd_render(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return EXIT_OK
 
 
-def _cmd_stage(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+def _cmd_stage(args: argparse.Namespace) -> int:
     from nvml_mock_engine.stage import StageOptions, stage
 
     config = _engine_config(args)
@@ -209,14 +209,14 @@ def _cmd_stage(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     return EXIT_OK
 
 
-def _cmd_lib_path(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    from nvml_mock_engine.stage import built_library
+def _cmd_lib_path(args: argparse.Namespace) -> int:
+    from nvml_mock_engine.library import library_path
 
-    print(built_library())
+    print(library_path())
     return EXIT_OK
 
 
-def _cmd_profiles(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+def _cmd_profiles(args: argparse.Namespace) -> int:
     from nvml_mock_engine.profiles import load_profile, profile_names
 
     for key in profile_names():

@@ -38,6 +38,7 @@ from nvml_mock_protocol import names
 
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import StageError
+from nvml_mock_engine.library import LibraryNotBuiltError, library_path
 from nvml_mock_engine.render import RenderedState, render
 
 __all__ = [
@@ -117,19 +118,9 @@ class StageReport:
 def built_library() -> Path:
     """The package's built ``libnvidia-ml.so.1``; ``StageError`` says how to build it if absent."""
     try:
-        from nvml_mock_engine.library import library_path
-    except ImportError as exc:
-        raise StageError(f"the mock library's locator is not available: {exc}") from exc
-    try:
-        path = library_path()
-    except (OSError, LookupError, RuntimeError) as exc:
-        raise StageError(f"the mock libnvidia-ml.so.1 is not built: {exc}") from exc
-    if not path.is_file():
-        raise StageError(
-            f"the mock libnvidia-ml.so.1 is not built ({path} is missing): "
-            "run `make -C packages/nvml-engine/native` or reinstall the package"
-        )
-    return path
+        return library_path()
+    except LibraryNotBuiltError as exc:
+        raise StageError(str(exc)) from exc
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
