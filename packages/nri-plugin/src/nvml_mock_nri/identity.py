@@ -1,7 +1,7 @@
 """The node's fabric identity: fetched from the topology service, cached, kept current.
 
 CreateContainer never waits on the network: it reads :attr:`IdentityCache.current`,
-a plain attribute swapped whole by the watcher. The watcher asks
+the identity of a snapshot that the watcher swaps whole. The watcher asks
 ``GET /v1/nodes/{node}/identity`` once, then holds a watch
 (``?revision=N&wait=S``) that returns as soon as the node's identity changes, so
 a rebind reaches the node in about a round trip without polling.
@@ -89,17 +89,19 @@ class IdentityCache:
         self._metrics = metrics
         self._clock = clock
         self.snapshot = Snapshot(Status.UNKNOWN, None, None)
-        self.current: FabricIdentity | None = None
-        """The identity to inject now; None while unknown or when the node is in no clique."""
         self.last_error: str | None = None
         self.failing_since: float | None = None
         self.failures = 0
+
+    @property
+    def current(self) -> FabricIdentity | None:
+        """The identity to inject now; None while unknown or when the node is in no clique."""
+        return self.snapshot.identity
 
     def update(self, snapshot: Snapshot) -> bool:
         """Adopt a fresh answer; True when it changed what is injected."""
         changed = snapshot != self.snapshot
         self.snapshot = snapshot
-        self.current = snapshot.identity
         self.failures = 0
         self.failing_since = None
         self.last_error = None
