@@ -26,14 +26,14 @@ from typing import Final
 
 import uvicorn
 from nvml_mock_protocol.logs import configure_logging
-from nvml_mock_protocol.topology import TopologyError
+from nvml_mock_protocol.topology import TopologyError, read_topology_file
 
 from nvml_mock_topology._logging import uvicorn_log_config
 from nvml_mock_topology.api import create_app
 from nvml_mock_topology.errors import ConfigError, StartupError
 from nvml_mock_topology.settings import Settings, parse_settings
 from nvml_mock_topology.snapshot import empty_document
-from nvml_mock_topology.source import TopologyFile, describe_os_error, load_document, signature_of
+from nvml_mock_topology.source import TopologyFile, describe_os_error, signature_of
 from nvml_mock_topology.store import TopologyStore
 
 __all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "main", "open_topology"]
@@ -56,7 +56,7 @@ def open_topology(settings: Settings) -> tuple[TopologyStore, TopologyFile]:
     signature = signature_of(path)  # before reading: a change during the read is seen later
     source: str | None = str(path)
     try:
-        document = load_document(path)
+        document = read_topology_file(path)
     except FileNotFoundError:
         if not settings.allow_empty:
             raise StartupError(

@@ -23,12 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from nvml_mock_protocol.identity import (
-    REVISION_HEADER,
-    ErrorBody,
-    NodeIdentity,
-    TopologyResponse,
-)
+from nvml_mock_protocol.identity import REVISION_HEADER, ErrorBody, TopologyResponse
 from nvml_mock_protocol.topology import TopologyDocument
 
 __all__ = ["Answer", "Snapshot", "build_snapshot", "empty_document", "next_revision"]
@@ -192,9 +187,3 @@ def build_snapshot(
         source=source,
     )
     return snapshot, frozenset(changed)
-
-
-def identity_of(snapshot: Snapshot, node: str) -> NodeIdentity | None:
-    """The typed identity of ``node`` in ``snapshot`` (for tests and tools), or None."""
-    answer = snapshot.identities.get(node)
-    return NodeIdentity.model_validate_json(answer.body) if answer is not None else None

@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvml_mock_protocol.topology import TopologyDocument, TopologyError, read_topology_file
+from nvml_mock_protocol.topology import TopologyError, read_topology_file
 
 from nvml_mock_topology.store import TopologyStore
 
@@ -38,7 +38,6 @@ __all__ = [
     "FileSignature",
     "TopologyFile",
     "describe_os_error",
-    "load_document",
     "signature_of",
 ]
 
@@ -67,11 +66,6 @@ def signature_of(path: Path) -> FileSignature | None:
     return FileSignature(
         real, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
     )
-
-
-def load_document(path: Path) -> TopologyDocument:
-    """Read and validate the file; raises ``TopologyError`` or ``OSError``."""
-    return read_topology_file(path)
 
 
 def describe_os_error(path: Path, exc: OSError) -> str:
@@ -112,7 +106,7 @@ class TopologyFile:
             self._refuse(describe_os_error(self.path, FileNotFoundError()), missing=True)
             return False
         try:
-            document = await asyncio.to_thread(load_document, self.path)
+            document = await asyncio.to_thread(read_topology_file, self.path)
         except TopologyError as exc:
             self._refuse(str(exc))
             return False
