@@ -37,6 +37,8 @@ ENV_PROFILE: Final = "NVML_MOCK_PROFILE"
 ENV_GPU_COUNT: Final = "NVML_MOCK_GPU_COUNT"
 ENV_CONFIG_FILE: Final = "NVML_MOCK_ENGINE_CONFIG"
 ENV_DRIVER_VERSION: Final = "NVML_MOCK_DRIVER_VERSION"
+ENV_MOUNT_PATH: Final = "NVML_MOCK_OVERLAY_MOUNT_PATH"
+ENV_HOST_PATH: Final = "NVML_MOCK_OVERLAY_HOST_PATH"
 
 logger = logging.getLogger(__name__)
 
@@ -96,15 +98,15 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     stage.add_argument(
         "--mount-path",
-        default=environ.get("NVML_MOCK_OVERLAY_MOUNT_PATH") or names.OVERLAY_MOUNT_PATH,
-        help="where containers see the overlay; used in the CDI spec "
-        f"(env NVML_MOCK_OVERLAY_MOUNT_PATH; default {names.OVERLAY_MOUNT_PATH})",
+        default=environ.get(ENV_MOUNT_PATH) or names.OVERLAY_MOUNT_PATH,
+        help="where containers see the overlay; the launchers fall back to it when they "
+        f"cannot resolve their own path (env {ENV_MOUNT_PATH}; default {names.OVERLAY_MOUNT_PATH})",
     )
     stage.add_argument(
         "--host-path",
-        default=environ.get("NVML_MOCK_OVERLAY_HOST_PATH") or None,
+        default=environ.get(ENV_HOST_PATH) or None,
         help="where the host sees DIR, for the CDI spec's device hostPath when DIR is mounted "
-        "elsewhere in the staging container (env NVML_MOCK_OVERLAY_HOST_PATH; default DIR)",
+        f"elsewhere in the staging container (env {ENV_HOST_PATH}; default DIR)",
     )
     stage.set_defaults(handler=_cmd_stage)
 
