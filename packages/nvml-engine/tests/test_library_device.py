@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ctypes
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -291,6 +293,29 @@ def test_ecc(pynvml: Any, write_state: StateWriter) -> None:
     )
     assert pynvml.nvmlDeviceGetRetiredPagesPendingStatus(h) == 0
     assert pynvml.nvmlDeviceGetRemappedRows(h) == (3, 0, 0, 0)
+
+
+def test_retired_pages_size_protocol(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
+    write_state(count=1, retired_pages_dbe=2, retired_pages_supported=1)
+    pynvml.nvmlInit()
+    h = handle(pynvml)
+    dbe = pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+    count = ctypes.c_uint(0)
+    rc = cnvml.nvmlDeviceGetRetiredPages(h, dbe, ctypes.byref(count), None)
+    assert (rc, count.value) == (NVML_ERROR_INSUFFICIENT_SIZE, 2)
+    count = ctypes.c_uint(2)
+    rc = cnvml.nvmlDeviceGetRetiredPages_v2(h, dbe, ctypes.byref(count), None, None)
+    assert (rc, count.value) == (NVML_ERROR_INVALID_ARGUMENT, 2)
+
+
+def test_process_name(nvml: Any, cnvml: ctypes.CDLL) -> None:
+    comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
+    assert nvml.nvmlSystemGetProcessName(os.getpid()) == comm
+    name = ctypes.create_string_buffer(64)
+    assert cnvml.nvmlSystemGetProcessName(os.getpid(), name, 0) == NVML_ERROR_INVALID_ARGUMENT
+    assert cnvml.nvmlSystemGetProcessName(os.getpid(), None, 64) == NVML_ERROR_INVALID_ARGUMENT
 
 
 def test_no_ecc_board(pynvml: Any, write_state: StateWriter) -> None:

@@ -59,6 +59,18 @@ def test_gpu_set_of_a_cpu(eight: Any) -> None:
     assert sorted(eight.nvmlDeviceGetIndex(h) for h in on_cpu_60) == [4, 5, 6, 7]
 
 
+def test_device_lists_refuse_a_count_without_an_array(eight: Any, cnvml: ctypes.CDLL) -> None:
+    h1 = handles(eight)[1]
+    for count, expected in ((0, eight.NVML_SUCCESS), (3, eight.NVML_ERROR_INVALID_ARGUMENT)):
+        n = ctypes.c_uint(count)
+        rc = cnvml.nvmlDeviceGetTopologyNearestGpus(
+            h1, eight.NVML_TOPOLOGY_MULTIPLE, ctypes.byref(n), None
+        )
+        assert (rc, n.value) == (expected, 3 if count == 0 else count)
+        n = ctypes.c_uint(count)
+        assert cnvml.nvmlSystemGetTopologyGpuSet(60, ctypes.byref(n), None) == expected
+
+
 def test_cpu_and_memory_affinity(eight: Any) -> None:
     hs = handles(eight)
     mask = eight.nvmlDeviceGetCpuAffinity(hs[0], 4)

@@ -157,13 +157,16 @@ static nvmlReturn_t retired_pages(nvmlDevice_t device, nvmlPageRetirementCause_t
         cause != NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    unsigned int n = retired_count(d, cause);
     unsigned int have = *pageCount;
+    if (have != 0 && addresses == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT; /* only a zero count may come without a buffer */
+    }
+    unsigned int n = retired_count(d, cause);
     *pageCount = n;
     if (n == 0) {
         return NVML_SUCCESS;
     }
-    if (have < n || addresses == NULL) {
+    if (have < n) {
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     for (unsigned int i = 0; i < n; i++) {

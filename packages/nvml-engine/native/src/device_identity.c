@@ -75,6 +75,9 @@ MOCK_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, 
 {
     REQUIRE_LIVE();
     REQUIRE_ARG(name);
+    if (length == 0) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
     char path[64];
     char comm[256];
     snprintf(path, sizeof(path), "/proc/%u/comm", pid);

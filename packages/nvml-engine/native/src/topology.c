@@ -45,11 +45,15 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device
     return NVML_SUCCESS;
 }
 
-/* Fill `out` (capacity *count) with devices matching `pred`, NVML's count/size protocol. */
+/* Fill `out` (capacity *count) with devices matching `pred`, NVML's count/size protocol: a
+ * zero count with no array asks for the size; an array of NULL with a non-zero count is refused. */
 static nvmlReturn_t list_devices(unsigned int *count, nvmlDevice_t *out, const struct nvmlDevice_st *self,
                                  int (*pred)(const struct nvmlDevice_st *, const struct nvmlDevice_st *, unsigned long),
                                  unsigned long arg)
 {
+    if (out == NULL && *count != 0) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
     unsigned int n = 0;
     for (unsigned int i = 0; i < mock_device_count; i++) {
         if (pred(self, &mock_devices[i], arg)) {
