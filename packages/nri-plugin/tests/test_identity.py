@@ -9,6 +9,7 @@ import random
 import httpx
 import pytest
 from conftest import eventually
+from nvml_mock_nri.health import Verdict
 from nvml_mock_nri.identity import (
     BACKOFF_BASE,
     IdentityCache,
@@ -111,7 +112,7 @@ async def test_watcher_survives_errors_keeps_identity_and_watches_with_revision(
     try:
         await eventually(lambda: cache.current is not None and cache.current.clique_id == 4)
         assert cache.snapshot.revision == 18
-        assert cache.readiness().ok is not False
+        assert cache.readiness() == Verdict(True, "ok"), "recovered: no degraded note"
         assert seen[0].params == httpx.QueryParams()
         assert dict(seen[2].params) == {"revision": "17", "wait": "5"}
         sample = metrics.registry.get_sample_value(
