@@ -17,6 +17,8 @@ from ._errors import (
     EXIT_NO_PERMISSION,
     EXIT_NOT_FOUND,
     EXIT_OTHER,
+    EXIT_VERSION_MISMATCH,
+    INVALID_ARGS_MESSAGE,
     LIBRARY_MESSAGE,
     NO_DEVICES_MESSAGE,
     SmiError,
@@ -58,7 +60,7 @@ def open_nvml(path: str | None) -> Nvml:
             ) from None
         if exc.code == ERROR_LIB_RM_VERSION_MISMATCH:
             raise SmiError(
-                "Failed to initialize NVML: Driver/library version mismatch", 18
+                "Failed to initialize NVML: Driver/library version mismatch", EXIT_VERSION_MISMATCH
             ) from None
         raise SmiError(f"Failed to initialize NVML: {exc.text}", EXIT_OTHER) from None
     return nvml
@@ -77,13 +79,13 @@ def all_devices(nvml: Nvml) -> list[Device]:
         raise _fail(exc) from None
 
 
-def select(nvml: Nvml, devices: list[Device], ids: tuple[str, ...]) -> list[Device]:
+def select(devices: list[Device], ids: tuple[str, ...]) -> list[Device]:
     """The GPUs ``-i`` names (index, UUID, PCI bus id or serial), in the order given."""
     if not ids:
         return devices
     chosen: list[Device] = []
     for ident in ids:
-        device = _find(nvml, devices, ident)
+        device = _find(devices, ident)
         if device is None:
             raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND)
         if all(d.index != device.index for d in chosen):
@@ -91,7 +93,7 @@ def select(nvml: Nvml, devices: list[Device], ids: tuple[str, ...]) -> list[Devi
     return chosen
 
 
-def _find(nvml: Nvml, devices: list[Device], ident: str) -> Device | None:
+def _find(devices: list[Device], ident: str) -> Device | None:
     if ident.isdigit() and int(ident) < len(devices):
         return devices[int(ident)]
     key = ident.upper()
@@ -161,10 +163,7 @@ def run(options: Options, write: Callable[[str], None]) -> int:
         from ._sections import DISPLAY_TYPES
 
         if any(d not in DISPLAY_TYPES for d in options.display):
-            raise SmiError(
-                "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.",
-                EXIT_INVALID_ARGUMENT,
-            )
+            raise SmiError(INVALID_ARGS_MESSAGE, EXIT_INVALID_ARGUMENT)
 
     nvml = open_nvml(options.library)
     try:
@@ -184,7 +183,7 @@ def _once(nvml: Nvml, options: Options, write: Callable[[str], None]) -> None:
     everything = all_devices(nvml)
     if not everything:
         raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND)
-    devices = select(nvml, everything, options.ids)
+    devices = select(everything, options.ids)
     mode = options.mode
     if mode == "list":
         write(_list(devices))

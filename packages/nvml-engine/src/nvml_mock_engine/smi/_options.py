@@ -297,7 +297,7 @@ nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
     nvlink -s                   The speed of every NVLink of every GPU.
     nvlink -c                   The capabilities of every NVLink of every GPU.
 
-Exit codes: 0 success, 2 invalid argument, 3 not supported, 4 no permission,
+Exit codes: 0 success, 2 invalid argument or unsupported command, 4 no permission,
 6 no such GPU, 9 driver not loaded, 12 NVML library not found, 15 GPU lost,
-255 other error.
+18 driver/library version mismatch, 255 other error.
 """
