@@ -248,13 +248,15 @@ def test_fans(nvml: Any, pynvml: Any, write_state: StateWriter) -> None:
 
 
 def test_utilization(pynvml: Any, write_state: StateWriter) -> None:
-    write_state(count=1, util_gpu_pct=42, util_mem_pct=7, util_encoder_pct=3)
+    write_state(count=1, util_gpu_pct=42, util_mem_pct=7, util_encoder_pct=3, util_decoder_pct=5)
     pynvml.nvmlInit()
     h = handle(pynvml)
     util = pynvml.nvmlDeviceGetUtilizationRates(h)
     assert (util.gpu, util.memory) == (42, 7)
-    assert pynvml.nvmlDeviceGetEncoderUtilization(h)[0] == 3
-    assert pynvml.nvmlDeviceGetDecoderUtilization(h)[0] == 0
+    assert pynvml.nvmlDeviceGetEncoderUtilization(h) == [3, 167000]
+    assert pynvml.nvmlDeviceGetDecoderUtilization(h) == [5, 167000]
+    assert pynvml.nvmlDeviceGetJpgUtilization(h) == [0, 167000]
+    assert pynvml.nvmlDeviceGetOfaUtilization(h) == [0, 167000]
 
 
 def test_ecc(pynvml: Any, write_state: StateWriter) -> None:

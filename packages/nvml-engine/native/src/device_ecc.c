@@ -12,13 +12,6 @@
 
 #include <string.h>
 
-#define REQUIRE_ARG(p)                           \
-    do {                                         \
-        if ((p) == NULL) {                       \
-            return NVML_ERROR_INVALID_ARGUMENT;  \
-        }                                        \
-    } while (0)
-
 #define REQUIRE_ECC(d)                           \
     do {                                         \
         if (!(d)->s.ecc_supported) {             \

@@ -15,20 +15,6 @@
 
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t (v3) is 68 bytes");
 
-#define REQUIRE_LIVE()                           \
-    do {                                         \
-        if (!mock_is_live()) {                   \
-            return NVML_ERROR_UNINITIALIZED;     \
-        }                                        \
-    } while (0)
-
-#define REQUIRE_ARG(p)                           \
-    do {                                         \
-        if ((p) == NULL) {                       \
-            return NVML_ERROR_INVALID_ARGUMENT;  \
-        }                                        \
-    } while (0)
-
 MOCK_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
 {
     REQUIRE_LIVE();
@@ -293,7 +279,7 @@ UINT_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, d->s.pcie_cur_gen)
 UINT_GETTER(nvmlDeviceGetCurrPcieLinkWidth, d->s.pcie_cur_width)
 UINT_GETTER(nvmlDeviceGetPcieReplayCounter, d->s.pcie_replay_counter)
 
-/* PCIe transfer rate per lane in MB/s... NVML reports the link speed in Mbps per lane. */
+/* Per-lane PCIe transfer rate by generation, in Mbps as NVML reports the link speed. */
 static unsigned int pcie_speed_mbps(unsigned int gen)
 {
     static const unsigned int mbps[] = {0, 2500, 5000, 8000, 16000, 32000, 64000};

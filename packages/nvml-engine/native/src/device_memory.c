@@ -17,9 +17,7 @@ _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t is 40 bytes");
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     GET_DEVICE(device, d);
-    if (memory == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(memory);
     uint64_t used = d->s.memory_used_bytes + d->s.memory_reserved_bytes;
     memory->total = d->s.memory_total_bytes;
     memory->used = used;
@@ -30,9 +28,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     GET_DEVICE(device, d);
-    if (memory == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(memory);
     if (memory->version != nvmlMemory_v2) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
@@ -46,9 +42,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMem
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory)
 {
     GET_DEVICE(device, d);
-    if (bar1Memory == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(bar1Memory);
     bar1Memory->bar1Total = d->s.bar1_total_bytes;
     bar1Memory->bar1Used = d->s.bar1_used_bytes;
     bar1Memory->bar1Free = d->s.bar1_total_bytes - d->s.bar1_used_bytes;
@@ -58,9 +52,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBA
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int *busWidth)
 {
     GET_DEVICE(device, d);
-    if (busWidth == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(busWidth);
     *busWidth = d->s.memory_bus_width;
     return NVML_SUCCESS;
 }
@@ -71,9 +63,7 @@ static nvmlReturn_t empty_process_list(nvmlDevice_t device, unsigned int *infoCo
     GET_DEVICE(device, d);
     (void)d;
     (void)infos;
-    if (infoCount == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(infoCount);
     *infoCount = 0;
     return NVML_SUCCESS;
 }
@@ -98,9 +88,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devi
 {
     GET_DEVICE(device, d);
     (void)d;
-    if (plist == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(plist);
     if (plist->version != nvmlProcessDetailList_v1) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
@@ -116,9 +104,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nv
     (void)d;
     (void)utilization;
     (void)lastSeenTimeStamp;
-    if (processSamplesCount == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(processSamplesCount);
     *processSamplesCount = 0;
     return NVML_ERROR_NOT_FOUND; /* NVML's answer when no sample is newer than the timestamp */
 }
@@ -128,9 +114,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t devi
 {
     GET_DEVICE(device, d);
     (void)d;
-    if (procesesUtilInfo == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(procesesUtilInfo);
     if (procesesUtilInfo->version != nvmlProcessesUtilizationInfo_v1) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
@@ -142,9 +126,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t devi
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetConfComputeMemSizeInfo(nvmlDevice_t device, nvmlConfComputeMemSizeInfo_t *memInfo)
 {
     GET_DEVICE(device, d);
-    if (memInfo == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(memInfo);
     if (d->s.architecture < NVML_DEVICE_ARCH_AMPERE) {
         return NVML_ERROR_NOT_SUPPORTED;
     }

@@ -11,13 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define REQUIRE_ARG(p)                           \
-    do {                                         \
-        if ((p) == NULL) {                       \
-            return NVML_ERROR_INVALID_ARGUMENT;  \
-        }                                        \
-    } while (0)
-
 /* Reasons a real idle datacenter GPU can report (nvmlClocksEventReason* bits). */
 #define SUPPORTED_EVENT_REASONS                                                                       \
     (nvmlClocksEventReasonGpuIdle | nvmlClocksEventReasonApplicationsClocksSetting |                  \
@@ -410,11 +403,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
 
 #define SAMPLING_PERIOD_US 167000 /* the engines' sampling window on current boards */
 
-static nvmlReturn_t engine_util(nvmlDevice_t device, unsigned int value, unsigned int *utilization,
-                                unsigned int *samplingPeriodUs)
+static nvmlReturn_t engine_util(unsigned int value, unsigned int *utilization, unsigned int *samplingPeriodUs)
 {
-    GET_DEVICE(device, d);
-    (void)d;
     REQUIRE_ARG(utilization);
     REQUIRE_ARG(samplingPeriodUs);
     *utilization = value;
@@ -425,29 +415,32 @@ static nvmlReturn_t engine_util(nvmlDevice_t device, unsigned int value, unsigne
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
                                                          unsigned int *samplingPeriodUs)
 {
-    const struct nvmlDevice_st *d = NULL;
-    nvmlReturn_t rc = mock_device(device, &d);
-    return rc != NVML_SUCCESS ? rc : engine_util(device, d->s.util_encoder_pct, utilization, samplingPeriodUs);
+    GET_DEVICE(device, d);
+    return engine_util(d->s.util_encoder_pct, utilization, samplingPeriodUs);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
                                                          unsigned int *samplingPeriodUs)
 {
-    const struct nvmlDevice_st *d = NULL;
-    nvmlReturn_t rc = mock_device(device, &d);
-    return rc != NVML_SUCCESS ? rc : engine_util(device, d->s.util_decoder_pct, utilization, samplingPeriodUs);
+    GET_DEVICE(device, d);
+    return engine_util(d->s.util_decoder_pct, utilization, samplingPeriodUs);
 }
 
+/* The JPEG and optical-flow engines are idle on every modelled board. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsigned int *utilization,
                                                      unsigned int *samplingPeriodUs)
 {
-    return engine_util(device, 0, utilization, samplingPeriodUs);
+    GET_DEVICE(device, d);
+    (void)d;
+    return engine_util(0, utilization, samplingPeriodUs);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization,
                                                      unsigned int *samplingPeriodUs)
 {
-    return engine_util(device, 0, utilization, samplingPeriodUs);
+    GET_DEVICE(device, d);
+    (void)d;
+    return engine_util(0, utilization, samplingPeriodUs);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)

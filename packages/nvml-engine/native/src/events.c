@@ -42,12 +42,8 @@ static struct nvmlEventSet_st *event_set(nvmlEventSet_t set)
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
 {
-    if (!mock_is_live()) {
-        return NVML_ERROR_UNINITIALIZED;
-    }
-    if (set == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_LIVE();
+    REQUIRE_ARG(set);
     struct nvmlEventSet_st *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return NVML_ERROR_MEMORY;
@@ -69,9 +65,7 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes)
 {
     GET_DEVICE(device, d);
-    if (eventTypes == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(eventTypes);
     *eventTypes = supported_events(d);
     return NVML_SUCCESS;
 }
@@ -81,9 +75,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned 
 {
     GET_DEVICE(device, d);
     struct nvmlEventSet_st *s = event_set(set);
-    if (s == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(s);
     if (eventTypes & ~supported_events(d)) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
@@ -122,9 +114,7 @@ static nvmlReturn_t wait_timeout(struct nvmlEventSet_st *s, unsigned int timeout
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
-    if (!mock_is_live()) {
-        return NVML_ERROR_UNINITIALIZED;
-    }
+    REQUIRE_LIVE();
     struct nvmlEventSet_st *s = event_set(set);
     if (s == NULL || data == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -139,9 +129,7 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *d
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v3(nvmlEventSet_t set, nvmlEventSetWait_v3_t *params)
 {
-    if (!mock_is_live()) {
-        return NVML_ERROR_UNINITIALIZED;
-    }
+    REQUIRE_LIVE();
     struct nvmlEventSet_st *s = event_set(set);
     if (s == NULL || params == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -152,9 +140,7 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v3(nvmlEventSet_t set, nvmlEventSetWai
 MOCK_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
 {
     struct nvmlEventSet_st *s = event_set(set);
-    if (s == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(s);
     pthread_mutex_lock(&s->lock);
     s->closing = 1;
     pthread_cond_broadcast(&s->cond);

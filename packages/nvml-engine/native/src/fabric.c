@@ -42,9 +42,7 @@ unsigned char mock_fabric_health_summary(unsigned int mask)
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t *gpuFabricInfo)
 {
     GET_DEVICE(device, d);
-    if (gpuFabricInfo == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(gpuFabricInfo);
     if (!d->s.fabric_attached) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
@@ -58,9 +56,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpu
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t *gpuFabricInfo)
 {
     GET_DEVICE(device, d);
-    if (gpuFabricInfo == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(gpuFabricInfo);
     unsigned int version = gpuFabricInfo->version;
     if (version != nvmlGpuFabricInfo_v2 && version != nvmlGpuFabricInfo_v3) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
@@ -84,9 +80,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGp
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo_v4(nvmlDevice_t device, nvmlGpuFabricInfo_v4_t *gpuFabricInfo)
 {
     GET_DEVICE(device, d);
-    if (gpuFabricInfo == NULL) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    REQUIRE_ARG(gpuFabricInfo);
     if (!d->s.fabric_attached) {
         return NVML_ERROR_NOT_SUPPORTED;
     }

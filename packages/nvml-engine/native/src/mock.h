@@ -54,6 +54,22 @@ static inline nvmlReturn_t mock_device(nvmlDevice_t device, const struct nvmlDev
     return NVML_SUCCESS;
 }
 
+/* Answer UNINITIALIZED unless an init is outstanding (entry points that take no device). */
+#define REQUIRE_LIVE()                           \
+    do {                                         \
+        if (!mock_is_live()) {                   \
+            return NVML_ERROR_UNINITIALIZED;     \
+        }                                        \
+    } while (0)
+
+/* Answer INVALID_ARGUMENT to a NULL pointer argument. */
+#define REQUIRE_ARG(p)                           \
+    do {                                         \
+        if ((p) == NULL) {                       \
+            return NVML_ERROR_INVALID_ARGUMENT;  \
+        }                                        \
+    } while (0)
+
 #define GET_DEVICE(handle, var)                                \
     const struct nvmlDevice_st *var = NULL;                    \
     do {                                                       \

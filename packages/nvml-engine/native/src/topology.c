@@ -11,13 +11,6 @@
 
 #include <string.h>
 
-#define REQUIRE_ARG(p)                           \
-    do {                                         \
-        if ((p) == NULL) {                       \
-            return NVML_ERROR_INVALID_ARGUMENT;  \
-        }                                        \
-    } while (0)
-
 /* NVSwitch PCI ids reported for remote switch ports (device << 16 | vendor). */
 #define NVSWITCH_PCI_DEVICE_ID 0x22A310DEu
 
@@ -109,9 +102,7 @@ static int has_cpu(const struct nvmlDevice_st *self, const struct nvmlDevice_st 
 MOCK_EXPORT nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigned int *count,
                                                      nvmlDevice_t *deviceArray)
 {
-    if (!mock_is_live()) {
-        return NVML_ERROR_UNINITIALIZED;
-    }
+    REQUIRE_LIVE();
     REQUIRE_ARG(count);
     if (cpuNumber >= STATE_MAX_CPUS) {
         return NVML_ERROR_INVALID_ARGUMENT;
