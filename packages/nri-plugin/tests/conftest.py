@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,13 +118,12 @@ class RunningPlugin:
             return await self.task
 
 
-StartPlugin = Callable[..., "asyncio.Future[RunningPlugin]"]
+Start = Callable[..., Awaitable[RunningPlugin]]
+"""The ``start_plugin`` fixture: flags as arguments, the running plugin when awaited."""
 
 
 @pytest.fixture
-async def start_plugin(
-    runtime: RuntimeDouble,
-) -> AsyncIterator[Callable[..., object]]:
+async def start_plugin(runtime: RuntimeDouble) -> AsyncIterator[Start]:
     """Start a plugin (flags as arguments) and wait until the double synchronized it."""
     running: list[RunningPlugin] = []
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import container, pod
+from conftest import Start, container, pod
 from nvml_mock_nri.devices import scan_device_nodes
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
-Start = Callable[..., Any]
 OPT_IN = {"nvml-mock.nvidia.com/devices": "TRUE"}
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import RunningPlugin, container, pod
+from conftest import RunningPlugin, Start, container, pod
 from nvml_mock_nri.adjust import DEFAULT_PATH
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.errors import AdjustmentConflictError
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 from nvml_mock_protocol.nri.stub import Plugin, Stub
-
-Start = Callable[..., Any]
 
 OVERLAY = "/opt/nvml-mock"
 
@@ -192,8 +190,6 @@ async def test_devices_are_not_added_without_the_opt_in(
 async def test_200_concurrent_create_container_calls(
     runtime: RuntimeDouble, start_plugin: Start
 ) -> None:
-    import asyncio
-
     plugin = await start_plugin()
     names = [f"c{i}" for i in range(200)]
     results = await asyncio.gather(

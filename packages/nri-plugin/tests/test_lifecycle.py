@@ -7,13 +7,11 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from conftest import RunningPlugin, container, eventually, pod
+from conftest import RunningPlugin, Start, container, eventually, pod
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.health import HealthServer, PluginState
 from nvml_mock_nri.metrics import Metrics
@@ -22,7 +20,6 @@ from nvml_mock_nri.settings import load_settings
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
-Start = Callable[..., Any]
 OPT_IN = {"nvml-mock.nvidia.com/devices": "true"}
 
 

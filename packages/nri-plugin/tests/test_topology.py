@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
 
 from conftest import (
     RunningPlugin,
+    Start,
     TopologyService,
     container,
     eventually,
@@ -17,7 +16,6 @@ from conftest import (
 )
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
-Start = Callable[..., Any]
 UUID_A = "8a0f7c2e-1b3d-4e5f-8a9b-0c1d2e3f4a5b"
 UUID_B = "11111111-2222-4333-8444-555555555555"
 FAST_RETRY = ("--topology-backoff-max", "0.2", "--topology-timeout", "2")
