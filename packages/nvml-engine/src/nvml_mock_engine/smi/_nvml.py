@@ -50,8 +50,6 @@ ERROR_LIB_RM_VERSION_MISMATCH = 18
 ERROR_GPU_NOT_FOUND = 28
 ERROR_UNKNOWN = 999
 
-VALUE_NOT_AVAILABLE_ULL = 0xFFFFFFFFFFFFFFFF
-
 CLOCK_GRAPHICS, CLOCK_SM, CLOCK_MEM, CLOCK_VIDEO = 0, 1, 2, 3
 TEMP_THRESHOLD_SHUTDOWN, TEMP_THRESHOLD_SLOWDOWN, TEMP_THRESHOLD_MEM_MAX, TEMP_THRESHOLD_GPU_MAX = (
     0,
@@ -252,10 +250,6 @@ class DramEncryptionInfo(Structure):
     _fields_ = [("version", c_uint), ("encryptionState", c_int)]
 
 
-class TemperatureV1(Structure):
-    _fields_ = [("version", c_uint), ("sensorType", c_int), ("temperature", c_int)]
-
-
 class MarginTemperature(Structure):
     _fields_ = [("version", c_uint), ("marginTemperature", c_int)]
 
@@ -381,21 +375,6 @@ class Nvml:
         name = "nvmlDeviceGetHandleByIndex_v2"
         self.call(
             name if self.has(name) else "nvmlDeviceGetHandleByIndex", c_uint(index), byref(handle)
-        )
-        return handle
-
-    def handle_by_uuid(self, uuid: str) -> c_void_p:
-        handle = c_void_p()
-        self.call("nvmlDeviceGetHandleByUUID", c_char_p(uuid.encode()), byref(handle))
-        return handle
-
-    def handle_by_pci_bus_id(self, bus_id: str) -> c_void_p:
-        handle = c_void_p()
-        name = "nvmlDeviceGetHandleByPciBusId_v2"
-        self.call(
-            name if self.has(name) else "nvmlDeviceGetHandleByPciBusId",
-            c_char_p(bus_id.encode()),
-            byref(handle),
         )
         return handle
 
@@ -768,9 +747,6 @@ class Device:
     def power_management_mode(self) -> int:
         return self._int("nvmlDeviceGetPowerManagementMode")
 
-    def total_energy(self) -> int:
-        return self._ull("nvmlDeviceGetTotalEnergyConsumption")
-
     # clocks
     def clock_info(self, kind: int) -> int:
         return self._uint("nvmlDeviceGetClockInfo", c_int(kind))
@@ -851,9 +827,6 @@ class Device:
             byref(info),
         )
         return info
-
-    def nvlink_error_counter(self, link: int, counter: int) -> int:
-        return self._ull("nvmlDeviceGetNvLinkErrorCounter", c_uint(link), c_int(counter))
 
 
 def struct_version_raw(size: int, version: int) -> int:
