@@ -219,6 +219,10 @@ def test_wedge_threshold_follows_the_runtime_timeout() -> None:
     now[0] += 0.5
     verdict = state.wedged()
     assert verdict is not None and "1.1s" in verdict.reason, "the oldest call decides"
+    assert verdict.reason == (
+        "wedged: a container request has been in flight for 1.1s, past the 1.0s threshold "
+        "(2 x the runtime's request timeout)"
+    ), "the README's wording"
     state.end(first)
     assert state.wedged() is None
     state.end(second)

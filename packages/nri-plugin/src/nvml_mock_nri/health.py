@@ -33,6 +33,7 @@ from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT
 logger = logging.getLogger(__name__)
 
 WEDGE_FACTOR: Final = 2.0
+"""An in-flight call older than this many request timeouts means the plugin is wedged."""
 SHUTDOWN_POLL: Final = 0.1
 """Seconds between the listener thread's checks for shutdown (bounds the stop time)."""
 METRICS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -101,8 +102,8 @@ class PluginState:
         if age is not None and age > limit:
             return Verdict(
                 False,
-                f"wedged: a container request has been in flight for {age:.1f}s, "
-                f"past the {limit:.1f}s threshold (2 x the runtime's request timeout)",
+                f"wedged: a container request has been in flight for {age:.1f}s, past the "
+                f"{limit:.1f}s threshold ({WEDGE_FACTOR:g} x the runtime's request timeout)",
             )
         return None
 
