@@ -158,6 +158,25 @@ def test_unknown_version() -> None:
     assert problem.startswith("version: unsupported")
     [problem] = problems_of("domains: []")
     assert problem == "version: required key is missing"
+    for value in ("'1'", "1.5", "null"):
+        [problem] = problems_of(f"version: {value}")
+        assert problem.startswith("version: unsupported topology document version "), problem
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("''", "domain name is empty"),
+        ("'   '", "domain name is empty"),
+        ('"demo\\tdomain"', "contains a control character"),
+        ("42", "valid string, got 42 (int)"),
+    ],
+)
+def test_bad_domain_names_say_why(name: str, why: str) -> None:
+    [problem] = problems_of(doc("{id: 0, nodes: [a]}").replace("name: d", f"name: {name}"))
+    assert problem.startswith("domains[0]"), problem
+    assert ".name:" in problem
+    assert why in problem
 
 
 @pytest.mark.parametrize(

@@ -417,8 +417,6 @@ def _problems(error: ValidationError, data: Any) -> list[str]:
             message = "unknown key"
         elif kind == "missing":
             message = "required key is missing"
-        elif kind in ("literal_error",) and item["loc"] == ("version",):
-            message = f"unsupported version {_describe(item['input'])}; expected {TOPOLOGY_VERSION}"
         elif kind in ("greater_than_equal", "less_than_equal"):
             message = (
                 f"{_describe(item['input'])} is outside 0..{CLIQUE_ID_MAX} "
