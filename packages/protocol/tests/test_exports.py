@@ -14,11 +14,18 @@ def test_every_exported_name_resolves(name: str) -> None:
     assert getattr(nvml_mock_protocol, name) is not None
 
 
+def test_all_lists_exactly_the_lazy_names_and_the_version() -> None:
+    lazy = set(nvml_mock_protocol._LAZY)
+    assert set(nvml_mock_protocol.__all__) == lazy | {"__version__"}
+    assert len(nvml_mock_protocol.__all__) == len(lazy) + 1
+
+
 def test_exports_come_from_their_modules() -> None:
     from nvml_mock_protocol import identity, topology
 
-    assert nvml_mock_protocol.TopologyDocument is topology.TopologyDocument
-    assert nvml_mock_protocol.NodeIdentity is identity.NodeIdentity
+    for name, module in nvml_mock_protocol._LAZY.items():
+        source = {"topology": topology, "identity": identity}[module]
+        assert getattr(nvml_mock_protocol, name) is getattr(source, name), name
 
 
 def test_unknown_name_is_an_attribute_error() -> None:
