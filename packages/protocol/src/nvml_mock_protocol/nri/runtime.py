@@ -222,7 +222,6 @@ class RuntimeDouble:
     def _accept(self) -> NriConnection:
         loop = asyncio.get_running_loop()
         registered: asyncio.Future[api.RegisterPluginRequest] = loop.create_future()
-        connection: NriConnection | None = None
 
         async def register(payload: bytes, context: CallContext) -> bytes:
             request = api.RegisterPluginRequest.FromString(payload)

@@ -45,6 +45,7 @@ from nvml_mock_protocol.nri.events import (
     Event,
     event_mask,
 )
+from nvml_mock_protocol.nri.ttrpc import Code
 
 logger = logging.getLogger(__name__)
 
@@ -427,7 +428,7 @@ class Stub:
             chosen = self.plugin.default_events()
         mask = chosen if isinstance(chosen, int) else event_mask(chosen)
         if mask == 0:
-            raise TtrpcError(2, f"plugin {self.plugin_id} subscribes to no event")
+            raise TtrpcError(Code.UNKNOWN, f"plugin {self.plugin_id} subscribes to no event")
         self._events = mask
         logger.info(
             "%s: configured by %s %s (request timeout %ss), events 0x%x",
