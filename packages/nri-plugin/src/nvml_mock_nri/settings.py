@@ -230,7 +230,7 @@ class Option:
 
 OPTIONS: Final[tuple[Option, ...]] = (
     Option("socket_path", "--socket-path", "NRI_SOCKET_PATH", _abs_path, "NRI socket"),
-    Option("plugin_name", "--plugin-name", "NRI_PLUGIN_NAME", _plugin_name, "plugin name"),
+    Option("plugin_name", "--plugin-name", names.ENV_NRI_PLUGIN_NAME, _plugin_name, "plugin name"),
     Option("plugin_index", "--plugin-index", "NRI_PLUGIN_INDEX", _plugin_index, "plugin index"),
     Option(
         "health_addr",
@@ -255,7 +255,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "overlay mount point in containers",
         "overlayMountPath",
     ),
-    Option("node_name", "--node-name", "NODE_NAME", _text, "this node's name"),
+    Option("node_name", "--node-name", names.ENV_NODE_NAME, _text, "this node's name"),
     Option(
         "topology_url",
         "--topology-url",
@@ -352,7 +352,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("log_level", "--log-level", logs.ENV_LOG_LEVEL, _log_level, "log level"),
 )
 
-_BY_RUNTIME_KEY: Final = {o.runtime_key: o for o in OPTIONS if o.runtime_key}
+_BY_RUNTIME_KEY: Final[dict[str, Option]] = {o.runtime_key: o for o in OPTIONS if o.runtime_key}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -387,7 +387,7 @@ def _parse(option: Option, key: str, text: str) -> Any:
 def _validate(settings: Settings) -> Settings:
     if settings.topology_url and not settings.node_name:
         raise ConfigError(
-            "NODE_NAME",
+            names.ENV_NODE_NAME,
             settings.node_name,
             "--node-name (NODE_NAME) is required when --topology-url is set",
         )
@@ -437,7 +437,7 @@ def apply_runtime_config(settings: Settings, text: str) -> tuple[Settings, list[
     for key, given in document.items():
         option = _BY_RUNTIME_KEY.get(key) if isinstance(key, str) else None
         if option is None:
-            known = ", ".join(sorted(k for k in _BY_RUNTIME_KEY if k))
+            known = ", ".join(sorted(_BY_RUNTIME_KEY))
             raise ConfigError(f"config.{key}", given, f"is not a known key (known: {known})")
         raw = given
         if option.field == "excluded_namespaces" and isinstance(given, list):
