@@ -387,3 +387,75 @@ async def test_several_runtime_doubles_in_one_event_loop(sock_dir: Path) -> None
             await stub.close()
         for node in nodes:
             await node.close()
+
+
+class Lifecycle(Plugin):
+    """Handles every container event after creation and records what reached it."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str | None]] = []
+
+    async def update_container(
+        self, pod: api.PodSandbox, container: api.Container, resources: api.LinuxResources
+    ) -> list[api.ContainerUpdate]:
+        self.seen.append(
+            ("update", pod.name, f"{container.id} shares={resources.cpu.shares.value}")
+        )
+        return [api.ContainerUpdate(container_id=container.id, ignore_failure=True)]
+
+    async def stop_container(
+        self, pod: api.PodSandbox, container: api.Container
+    ) -> list[api.ContainerUpdate]:
+        self.seen.append(("stop", pod.name, container.id))
+        return [api.ContainerUpdate(container_id="ctr-sidecar")]
+
+    async def state_change(
+        self, event: Event, pod: api.PodSandbox, container: api.Container | None
+    ) -> None:
+        self.seen.append((event.name, pod.name, container.id if container is not None else None))
+
+
+async def test_update_stop_and_state_change_reach_the_plugin(sock_dir: Path) -> None:
+    path = sock_dir / "nri.sock"
+    pod = make_pod()
+    container = make_container("main", pod)
+    plugin = Lifecycle()
+    async with (
+        RuntimeDouble(path) as runtime,
+        Stub(plugin, name="life", index="10", socket_path=path),
+    ):
+        await runtime.wait_for_plugins(1)
+        created = await runtime.create_container(pod, container)
+        assert created.consulted == ()  # not subscribed to CreateContainer
+        resources = api.LinuxResources()
+        resources.cpu.shares.value = 512
+        updates = await runtime.update_container(pod, container, resources)
+        assert [(u.container_id, u.ignore_failure) for u in updates] == [("ctr-main", True)]
+        await runtime.state_change(Event.START_CONTAINER, pod, container)
+        stopped = await runtime.stop_container(pod, container)
+        assert [u.container_id for u in stopped] == ["ctr-sidecar"]
+        assert runtime.containers["ctr-main"].state == api.CONTAINER_STOPPED
+        await runtime.state_change(Event.REMOVE_POD_SANDBOX, pod)
+        # An event the plugin is not subscribed to is not delivered.
+        await runtime.state_change(Event.POST_UPDATE_POD_SANDBOX, pod)
+    assert plugin.seen == [
+        ("update", "pod-a", "ctr-main shares=512"),
+        ("START_CONTAINER", "pod-a", "ctr-main"),
+        ("stop", "pod-a", "ctr-main"),
+        ("REMOVE_POD_SANDBOX", "pod-a", None),
+    ]
+
+
+async def test_runtime_closes_a_plugin_that_subscribes_to_nothing(sock_dir: Path) -> None:
+    class Idle(Plugin):
+        async def configure(self, runtime: RuntimeInfo) -> list[Event]:
+            return []
+
+    path = sock_dir / "nri.sock"
+    async with RuntimeDouble(path) as runtime:
+        stub = Stub(Idle(), name="idle", index="10", socket_path=path)
+        await stub.start()
+        ((plugin, reason),) = await runtime.wait_for_drop(1)
+        assert plugin == "10-idle"
+        assert "subscribes to no event" in reason and "status 2" in reason
+        assert (await asyncio.wait_for(stub.wait_closed(), 5)).by_runtime
