@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import datetime
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -126,6 +128,18 @@ def test_comma_list_keeps_the_order_given(library_file: Path, node: list[dict[st
     rc, out = smi(library_file, f"--id=5,{node[1]['uuid']},0", "-L")
     assert rc == 0
     assert [line.split(":")[0] for line in out.splitlines()] == ["GPU 5", "GPU 1", "GPU 0"]
+
+
+def test_timestamp_is_the_local_read_time_to_the_millisecond(
+    library_file: Path, node: list[dict[str, str]]
+) -> None:
+    before = datetime.datetime.now().replace(microsecond=0)
+    rc, out = smi(library_file, "--query-gpu=timestamp", "--format=csv,noheader", "-i", "0")
+    after = datetime.datetime.now()
+    assert rc == 0
+    stamp = out.strip()
+    assert re.fullmatch(r"\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}\.\d{3}", stamp), stamp
+    assert before <= datetime.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f") <= after
 
 
 def test_list_lines(library_file: Path, node: list[dict[str, str]]) -> None:

@@ -255,8 +255,10 @@ def _version(nvml: Nvml) -> str:
     parts = nvml_version.split(".")
     if len(parts) >= 3:
         nvml_version = ".".join(parts[1:3])
+    from ._values import cuda_version
+
     cuda = get(nvml.cuda_driver_version)
-    cuda_s = f"{int(cuda) // 1000}.{(int(cuda) % 1000) // 10}" if cuda.isdigit() else cuda
+    cuda_s = cuda_version(int(cuda)) if cuda.isdigit() else cuda
     return (
         f"NVIDIA-SMI version  : {driver}\n"
         f"NVML version        : {nvml_version}\n"

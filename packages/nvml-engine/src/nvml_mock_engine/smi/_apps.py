@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from ._nvml import ERROR_NOT_SUPPORTED, Device, Nvml, NvmlError
 from ._processes import ProcessRow
+from ._values import timestamp_us
 
 
 class AppField(NamedTuple):
@@ -23,10 +24,7 @@ class AppField(NamedTuple):
 
 
 def _stamp(_: Device, __: ProcessRow) -> str:
-    now = time.time()
-    return (
-        time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
-    )
+    return timestamp_us(time.time_ns() // 1000)
 
 
 APP_FIELDS = [

@@ -63,6 +63,7 @@ from ._values import (
     fabric_uuid,
     platform_slot,
     pstate,
+    timestamp_us,
     yes_no,
 )
 
@@ -187,10 +188,7 @@ def _bus_id(c: Ctx) -> str:
 
 
 def _timestamp(_: Ctx) -> str:
-    now = time.time()
-    return (
-        time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
-    )
+    return timestamp_us(time.time_ns() // 1000)
 
 
 def _na(_: Ctx) -> str:

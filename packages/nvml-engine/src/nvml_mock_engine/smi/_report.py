@@ -11,7 +11,6 @@ older boards one SRAM uncorrectable counter.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from ctypes import byref, c_uint, c_ulong, c_ulonglong
 from functools import partial
@@ -87,6 +86,7 @@ from ._values import (
     pct,
     platform_slot,
     pstate,
+    timestamp_us,
     watts,
     yes_no,
 )
@@ -378,12 +378,7 @@ class GpuReport:
         ts, dur = c_ulonglong(), c_ulong()
         try:
             self.d.nvml.call("nvmlDeviceGetLastBBXFlushTime", self.d.handle, byref(ts), byref(dur))
-            secs = ts.value / 1_000_000
-            stamp = (
-                time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(secs))
-                + f".{int(ts.value / 1000) % 1000:03d}"
-            )
-            stamp_s, dur_s = stamp, f"{dur.value} us"
+            stamp_s, dur_s = timestamp_us(ts.value), f"{dur.value} us"
         except NvmlError as exc:
             stamp_s = dur_s = self.r.err(exc)
         return group(

@@ -6,6 +6,8 @@ power reading reads the same in every view (``Enabled``, ``P0``, ``49.68 W``, ``
 
 from __future__ import annotations
 
+import time
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -120,3 +122,10 @@ def cuda_version(v: int) -> str:
 def fabric_uuid(raw: Any) -> str:
     h = bytes(raw).hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def timestamp_us(us: int) -> str:
+    """Microseconds since the epoch as local ``YYYY/MM/DD HH:MM:SS.mmm``, the tool's stamp."""
+    return time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(us // 1_000_000)) + (
+        f".{us // 1000 % 1000:03d}"
+    )
