@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from check_fabric.model import (
     ZERO_CLUSTER_UUID,
     ExitCode,
+    FabricInfo,
     GpuFabric,
     Identity,
     TopologyAnswer,
@@ -60,23 +61,26 @@ class Verdict:
         return tuple(c for c in self.checks if c.passed is False)
 
 
-def _indices(gpus: Sequence[GpuFabric]) -> str:
-    return ",".join(str(g.index) for g in gpus)
+def _fabric(gpus: Sequence[GpuFabric]) -> list[tuple[int, FabricInfo]]:
+    """``(index, fabric info)`` of every GPU that reports fabric info, in order."""
+    return [(g.index, g.fabric) for g in gpus if g.fabric is not None]
 
 
 def check_consistency(gpus: Sequence[GpuFabric]) -> tuple[CheckResult, Identity | None]:
     """All GPUs that report fabric info must share one clusterUuid and cliqueId."""
-    groups: dict[Identity, list[GpuFabric]] = {}
-    for gpu in gpus:
-        if gpu.fabric is not None:
-            groups.setdefault(gpu.fabric.identity, []).append(gpu)
+    groups: dict[Identity, list[int]] = {}
+    for index, info in _fabric(gpus):
+        groups.setdefault(info.identity, []).append(index)
     if not groups:
         return CheckResult("consistency", None, "no GPU reports fabric info", False), None
     if len(groups) == 1:
         (identity, members), *_ = groups.items()
         detail = f"{len(members)} GPU(s) share {identity.describe()}"
         return CheckResult("consistency", True, detail, False), identity
-    parts = [f"GPU {_indices(members)}: {ident.describe()}" for ident, members in groups.items()]
+    parts = [
+        f"GPU {','.join(map(str, members))}: {ident.describe()}"
+        for ident, members in groups.items()
+    ]
     return CheckResult("consistency", False, "GPUs disagree: " + "; ".join(parts), False), None
 
 
@@ -91,25 +95,25 @@ def _expect(name: str, want: str, field: str, got: dict[int, str]) -> CheckResul
 
 
 def check_expected_clique(gpus: Sequence[GpuFabric], clique_id: int) -> CheckResult:
-    got = {g.index: str(g.fabric.clique_id) for g in gpus if g.fabric is not None}
+    got = {index: str(info.clique_id) for index, info in _fabric(gpus)}
     return _expect("expect-clique", str(clique_id), "cliqueId", got)
 
 
 def check_expected_cluster_uuid(gpus: Sequence[GpuFabric], cluster_uuid: str) -> CheckResult:
-    got = {g.index: g.fabric.cluster_uuid for g in gpus if g.fabric is not None}
+    got = {index: info.cluster_uuid for index, info in _fabric(gpus)}
     return _expect("expect-cluster-uuid", cluster_uuid, "clusterUuid", got)
 
 
 def check_completed(gpus: Sequence[GpuFabric]) -> CheckResult:
     """Fabric registration must have completed, with a successful probe status."""
-    fabric = [g.fabric for g in gpus if g.fabric is not None]
+    fabric = _fabric(gpus)
     if not fabric:
         return CheckResult("require-completed", None, "not checked: no GPU reports fabric info")
     bad = [
-        f"GPU {g.index} state {state_name(g.fabric.state)} ({g.fabric.state})"
-        + (f" status {g.fabric.status}" if g.fabric.status else "")
-        for g in gpus
-        if g.fabric is not None and not g.fabric.registered
+        f"GPU {index} state {state_name(info.state)} ({info.state})"
+        + (f" status {info.status}" if info.status else "")
+        for index, info in fabric
+        if not info.registered
     ]
     if bad:
         return CheckResult(
@@ -129,19 +133,14 @@ def check_topology(gpus: Sequence[GpuFabric], answer: TopologyAnswer) -> CheckRe
     if answer.revision is not None:
         source += f", revision {answer.revision}"
     source += ")"
-    fabric = [g for g in gpus if g.fabric is not None]
+    fabric = _fabric(gpus)
     if answer.identity is None:
-        claimed = [
-            g
-            for g in fabric
-            if g.fabric is not None
-            and g.fabric.registered
-            and g.fabric.cluster_uuid != ZERO_CLUSTER_UUID
+        parts = [
+            f"GPU {index} reports {info.identity.describe()}"
+            for index, info in fabric
+            if info.registered and info.cluster_uuid != ZERO_CLUSTER_UUID
         ]
-        if claimed:
-            parts = [
-                f"GPU {g.index} reports {g.fabric.identity.describe()}" for g in claimed if g.fabric
-            ]
+        if parts:
             return CheckResult(
                 "topology", False, f"{source} places the node in no clique, but " + ", ".join(parts)
             )
@@ -155,9 +154,12 @@ def check_topology(gpus: Sequence[GpuFabric], answer: TopologyAnswer) -> CheckRe
             None,
             f"not checked: no GPU reports fabric info ({source}: {want.describe()})",
         )
-    wrong = [g for g in fabric if g.fabric is not None and g.fabric.identity != want]
-    if wrong:
-        parts = [f"GPU {g.index} reports {g.fabric.identity.describe()}" for g in wrong if g.fabric]
+    parts = [
+        f"GPU {index} reports {info.identity.describe()}"
+        for index, info in fabric
+        if info.identity != want
+    ]
+    if parts:
         return CheckResult(
             "topology", False, f"{source} says {want.describe()}, but " + ", ".join(parts)
         )
