@@ -276,6 +276,18 @@ async def test_metrics(client: httpx.AsyncClient, store: TopologyStore) -> None:
     assert samples["nvml_mock_topology_reload_failing", ()] == 1
 
 
+async def test_requests_are_labelled_by_their_parsed_wait_parameter(
+    client: httpx.AsyncClient,
+) -> None:
+    assert (await client.get("/v1/nodes/worker-1/identity?await=1")).status_code == 200
+    watch = await client.get("/v1/nodes/worker-1/identity?revision=0&wait=0.01")
+    assert watch.status_code == 200
+    samples = await scrape(client)
+    for endpoint in ("identity", "identity_watch"):
+        key = (("code", "200"), ("endpoint", endpoint))
+        assert samples["nvml_mock_topology_requests_total", key] == 1, endpoint
+
+
 async def test_unknown_routes_and_methods(client: httpx.AsyncClient) -> None:
     assert (await client.get("/v1/nodes/a/b/identity")).status_code == 404
     assert (await client.get("/v2/topology")).status_code == 404

@@ -237,14 +237,7 @@ class IdentityFastPath:
             and len(path) >= len(_PREFIX) + len(_SUFFIX)
         ):
             node = path[len(_PREFIX) : -len(_SUFFIX)]
-            revision = wait = None
-            query: bytes = scope["query_string"]
-            if query:
-                for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
-                    if key == REVISION_QUERY:
-                        revision = value
-                    elif key == WAIT_QUERY:
-                        wait = value
+            revision, wait = _identity_query(scope["query_string"])
             if_none_match = None
             for name, value in scope["headers"]:
                 if name == b"if-none-match":
@@ -273,11 +266,23 @@ class IdentityFastPath:
             self.metrics.observe(label, status_seen, time.perf_counter() - started)
 
 
+def _identity_query(query: bytes) -> tuple[str | None, str | None]:
+    """The raw ``revision`` and ``wait`` parameters, read as Starlette reads them (last wins)."""
+    revision = wait = None
+    if query:
+        for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+            if key == REVISION_QUERY:
+                revision = value
+            elif key == WAIT_QUERY:
+                wait = value
+    return revision, wait
+
+
 def _endpoint_label(path: str, query: bytes) -> str:
     if path == TOPOLOGY_DOCUMENT_PATH:
         return "topology"
     if path.startswith(_PREFIX):
-        return "identity_watch" if b"wait=" in query else "identity"
+        return "identity_watch" if _identity_query(query)[1] is not None else "identity"
     if path in ("/healthz", "/readyz", "/metrics"):
         return path[1:]
     if path.startswith(("/docs", "/openapi.json", "/redoc")):
