@@ -41,6 +41,8 @@ def run(settings: Settings, out: TextIO, err: TextIO) -> int:
     count: int | None = None
     api: str | None = None
     answer: TopologyAnswer | None = None
+    verdict: Verdict | None = None
+    error: CheckFabricError | None = None
     try:
         with FabricReader() as reader:
             count = reader.device_count()
@@ -56,7 +58,7 @@ def run(settings: Settings, out: TextIO, err: TextIO) -> int:
             answer = topology.lookup(
                 settings.topology_url, settings.node_name, settings.topology_timeout
             )
-        verdict: Verdict = evaluate(
+        verdict = evaluate(
             gpus,
             Expectations(
                 clique_id=settings.expect_clique,
@@ -65,23 +67,18 @@ def run(settings: Settings, out: TextIO, err: TextIO) -> int:
                 topology=answer,
             ),
         )
-    except CheckFabricError as error:
-        if text:
-            text.fail(error)
-        else:
-            doc = report_doc(
-                gpu_count=count, gpus=gpus, verdict=None, topology=answer, error=error, api=api
-            )
-            _print_json(out, doc)
-        return int(ExitCode.ERROR)
-    if text:
-        text.finish(verdict)
-    else:
+    except CheckFabricError as exc:
+        error = exc
+    if text is None:
         doc = report_doc(
-            gpu_count=count, gpus=gpus, verdict=verdict, topology=answer, error=None, api=api
+            gpu_count=count, gpus=gpus, verdict=verdict, topology=answer, error=error, api=api
         )
         _print_json(out, doc)
-    return int(verdict.exit_code)
+    elif error is not None:
+        text.fail(error)
+    elif verdict is not None:
+        text.finish(verdict)
+    return int(ExitCode.ERROR if verdict is None else verdict.exit_code)
 
 
 def _wants_json(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
