@@ -129,11 +129,7 @@ REASON_COUNTERS = [
 
 
 class Reader:
-    """Calls NVML for one device and turns each answer, or its error, into display text."""
-
-    def __init__(self, device: Device) -> None:
-        self.device = device
-        self.nvml = device.nvml
+    """Turns each NVML answer, or its error, into display text."""
 
     def err(self, exc: NvmlError) -> str:
         return NA if exc.code == ERROR_NOT_SUPPORTED else exc.text
@@ -157,7 +153,7 @@ class GpuReport:
 
     def __init__(self, device: Device, gen: Generation) -> None:
         self.d = device
-        self.r = Reader(device)
+        self.r = Reader()
         self.gen = gen
         self._arch = self.r.raw(device.architecture)
         self._pci = self.r.raw(device.pci_info)
