@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,6 +48,13 @@ def library_dir() -> Path:
     path = Path(library_path())
     assert path.is_file(), f"the mock library is not built: {path}"
     return path.parent
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 RenderState = Callable[..., Path]

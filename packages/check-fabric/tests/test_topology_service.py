@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import RenderState, RunCheck
+from conftest import RenderState, RunCheck, free_port
 from fabric_values import CD_UUID, PROFILE_DEFAULT_UUID, fabric_env
 
 pytest.importorskip("nvml_mock_topology", reason="the topology service package is not installed")
@@ -29,12 +28,6 @@ domains:
       - id: 1
         nodes: [worker-3, worker-4]
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -61,7 +54,7 @@ def topology_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp_path = tmp_path_factory.mktemp("topology")
     doc = tmp_path / "topology.yaml"
     doc.write_text(TOPOLOGY)
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "topology-service.log"
     argv = [sys.executable, "-m", "nvml_mock_topology", "--topology-file", str(doc)]
     argv += ["--host", "127.0.0.1", "--port", str(port)]

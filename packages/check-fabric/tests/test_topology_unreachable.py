@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
-import socket
 
-from conftest import RenderState, RunCheck
+from conftest import RenderState, RunCheck, free_port
 from fabric_values import fabric_env
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_an_unreachable_service_exits_1_after_reporting_the_gpus(
     render_state: RenderState, run_check: RunCheck
 ) -> None:
     state = render_state("gb200", 2, node="worker-1")
-    url = f"http://127.0.0.1:{_closed_port()}"
+    url = f"http://127.0.0.1:{free_port()}"  # nobody listens there
     env = fabric_env(clique=0) | {"NODE_NAME": "worker-1"}
     done = run_check(state, "--topology-url", url, "--topology-timeout", "3", env=env)
     assert done.returncode == 1
