@@ -6,7 +6,13 @@ typed ``C``, ``G`` or ``C+G``, with the memory it holds.
 
 from __future__ import annotations
 
-from ._nvml import ERROR_NOT_SUPPORTED, Device, NvmlError
+from ._nvml import (
+    ERROR_NOT_SUPPORTED,
+    VALUE_NOT_AVAILABLE_UINT,
+    VALUE_NOT_AVAILABLE_ULL,
+    Device,
+    NvmlError,
+)
 from ._values import NA
 
 
@@ -46,9 +52,14 @@ def process_rows(device: Device) -> list[ProcessRow] | str:
                 name = device.nvml.process_name(pid)
             except NvmlError:
                 name = NA
-            used = None if info.usedGpuMemory in (0xFFFFFFFFFFFFFFFF,) else int(info.usedGpuMemory)
-            gi = NA if info.gpuInstanceId == 0xFFFFFFFF else str(info.gpuInstanceId)
-            ci = NA if info.computeInstanceId == 0xFFFFFFFF else str(info.computeInstanceId)
+            memory = int(info.usedGpuMemory)
+            used = None if memory == VALUE_NOT_AVAILABLE_ULL else memory
+            gi = NA if info.gpuInstanceId == VALUE_NOT_AVAILABLE_UINT else str(info.gpuInstanceId)
+            ci = (
+                NA
+                if info.computeInstanceId == VALUE_NOT_AVAILABLE_UINT
+                else str(info.computeInstanceId)
+            )
             found[pid] = ProcessRow(pid, letter, name, used=used, gi=gi, ci=ci)
     if not found and len(errors) == 2:
         first = errors[0]
