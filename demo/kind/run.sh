@@ -82,14 +82,8 @@ run() {
   "$@"
 }
 
-# query CMD...: like run, for commands whose output is read; prints nothing in --dry-run.
-query() {
-  show "$@"
-  if [[ "${DRY_RUN}" == true ]]; then
-    return 0
-  fi
-  "$@"
-}
+# query CMD...: run, named for commands whose output is read (empty in --dry-run).
+query() { run "$@"; }
 
 # Every cluster call is pinned to the demo's context.
 kc() { run kubectl --context "${KUBE_CONTEXT}" "$@"; }
