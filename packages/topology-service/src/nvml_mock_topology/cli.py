@@ -157,11 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     server.store = store
     try:
         server.run()
-    except SystemExit as exc:  # uvicorn exits this way when it cannot bind
-        if not server.started:
-            logger.error("cannot start: could not listen on %s:%d", settings.host, settings.port)
-            return EXIT_CONFIG
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_FAILURE
+    except SystemExit as exc:  # uvicorn exits this way when it cannot bind (not started)
+        if server.started:
+            return int(exc.code) if isinstance(exc.code, int) else EXIT_FAILURE
     except Exception:
         logger.exception("the topology service failed")
         return EXIT_FAILURE
