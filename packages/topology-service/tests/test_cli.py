@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 from conftest import UUID_B, document, write_atomically
 
 
@@ -122,34 +123,31 @@ def test_allow_empty_then_the_file_appears(tmp_path: Path) -> None:
         assert httpx.get(f"{url}/v1/nodes/worker-1/identity").json()["clusterUuid"] == UUID_B
 
 
-def test_sigterm_releases_watchers_and_exits_0(tmp_path: Path) -> None:
+def test_sigterm_releases_watchers_and_exits_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "topology.yaml"
     path.write_text(document())
-    env_json = {"NVML_MOCK_LOG_FORMAT": "json"}
-    os.environ.update(env_json)
-    try:
-        with serving("--topology-file", str(path)) as (process, url):
-            revision = httpx.get(f"{url}/v1/nodes/worker-1/identity").json()["revision"]
-            answers: list[httpx.Response] = []
-            watcher = threading.Thread(
-                target=lambda: answers.append(
-                    httpx.get(
-                        f"{url}/v1/nodes/worker-1/identity?revision={revision}&wait=50",
-                        timeout=60,
-                    )
+    monkeypatch.setenv("NVML_MOCK_LOG_FORMAT", "json")
+    with serving("--topology-file", str(path)) as (process, url):
+        revision = httpx.get(f"{url}/v1/nodes/worker-1/identity").json()["revision"]
+        answers: list[httpx.Response] = []
+        watcher = threading.Thread(
+            target=lambda: answers.append(
+                httpx.get(
+                    f"{url}/v1/nodes/worker-1/identity?revision={revision}&wait=50",
+                    timeout=60,
                 )
             )
-            watcher.start()
-            time.sleep(0.5)
-            started = time.monotonic()
-            process.send_signal(signal.SIGTERM)
-            watcher.join(10)
-            assert process.wait(10) == 0
-            assert time.monotonic() - started < 5
-            assert answers and answers[0].json()["revision"] == revision
-    finally:
-        for key in env_json:
-            os.environ.pop(key, None)
+        )
+        watcher.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        watcher.join(10)
+        assert process.wait(10) == 0
+        assert time.monotonic() - started < 5
+        assert answers and answers[0].json()["revision"] == revision
 
 
 def test_json_logs(tmp_path: Path) -> None:
