@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,12 @@ def test_subprocess_exit_codes_and_streams(library_file: Path, tmp_path: Path) -
         {"MOCK_NVML_CONFIG": str(tmp_path / "absent")},
     )
     assert (proc.returncode, proc.stdout) == (2, 'Field "x" is not a valid field to query.\n')
+
+
+def test_help_lists_every_exit_code_the_tool_returns() -> None:
+    from nvml_mock_engine.smi import _errors
+    from nvml_mock_engine.smi._options import HELP
+
+    codes = {value for name, value in vars(_errors).items() if name.startswith("EXIT_")}
+    listed = HELP.split("Exit codes:", 1)[1]
+    assert {int(code) for code in re.findall(r"(\d+) [A-Za-z]", listed)} == codes
