@@ -61,10 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StageError as exc:
         logger.error("staging failed: %s", exc)
         return EXIT_FAILURE
-    except NvmlEngineError as exc:
-        logger.error("%s", exc)
-        return EXIT_FAILURE
-    except OSError as exc:
+    except (NvmlEngineError, OSError) as exc:
         logger.error("%s", exc)
         return EXIT_FAILURE
     return result

@@ -300,7 +300,7 @@ def _ldd(elf: Path) -> list[tuple[str, str | None]]:
         if "not found" in line:
             raise StageError(f"{elf} needs a library that is not installed: {line.strip()}")
         match = _LDD_LINE_RE.match(line)
-        if match is None or match.group(1).startswith("linux-vdso") or "vdso" in match.group(1):
+        if match is None or "vdso" in match.group(1):
             continue
         pairs.append((match.group(1), match.group(2)))
     return pairs
