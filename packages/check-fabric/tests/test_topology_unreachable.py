@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 from conftest import RenderState, RunCheck, free_port
 from fabric_values import fabric_env
@@ -24,3 +30,36 @@ def test_an_unreachable_service_exits_1_after_reporting_the_gpus(
     doc = json.loads(done.stdout)
     assert doc["error"]["kind"] == "topology"
     assert len(doc["gpus"]) == 2  # what NVML reported is kept
+
+
+def test_an_interrupt_while_waiting_for_the_service_exits_130(
+    render_state: RenderState, library_dir: Path
+) -> None:
+    state = render_state("gb200", 2, node="worker-1")
+    with socket.socket() as silent:  # accepts connections (backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        env = dict(os.environ) | fabric_env(clique=0)
+        env |= {"NODE_NAME": "worker-1", "LD_LIBRARY_PATH": str(library_dir)}
+        env["MOCK_NVML_CONFIG"] = str(state)
+        argv = [sys.executable, "-m", "check_fabric", "--topology-url", url]
+        process = subprocess.Popen(
+            [*argv, "--topology-timeout", "60"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            lines = [process.stdout.readline() for _ in range(1 + 2 * 4)]
+            assert lines[0] == "Discovered 2 GPU(s)\n", lines
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
