@@ -86,6 +86,22 @@ def test_short_buffers_are_insufficient_size(nvml: Any, cnvml: ctypes.CDLL) -> N
     assert cnvml.nvmlSystemGetDriverVersion(small, 8) == NVML_ERROR_INSUFFICIENT_SIZE
 
 
+def test_null_string_buffers_are_refused_before_support(
+    pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
+) -> None:
+    # No part number, image or power infoROM version: a buffer would get NOT_SUPPORTED.
+    write_state(count=1, board_part_number="", inforom_image_version="")
+    pynvml.nvmlInit()
+    h = handle(pynvml)
+    small = ctypes.create_string_buffer(16)
+    assert cnvml.nvmlDeviceGetBoardPartNumber(h, small, 16) == pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert cnvml.nvmlDeviceGetBoardPartNumber(h, None, 16) == NVML_ERROR_INVALID_ARGUMENT
+    assert cnvml.nvmlDeviceGetInforomImageVersion(h, None, 16) == NVML_ERROR_INVALID_ARGUMENT
+    power = pynvml.NVML_INFOROM_POWER
+    assert cnvml.nvmlDeviceGetInforomVersion(h, power, small, 16) == pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert cnvml.nvmlDeviceGetInforomVersion(h, power, None, 16) == NVML_ERROR_INVALID_ARGUMENT
+
+
 def test_pci_info_v3(nvml: Any) -> None:
     pci = nvml.nvmlDeviceGetPciInfo(handle(nvml, 1))
     assert pci.busId == "00000000:19:00.0"

@@ -220,6 +220,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *partNumber, unsigned int length)
 {
     GET_DEVICE(device, d);
+    REQUIRE_ARG(partNumber);
     if (d->s.board_part_number[0] == '\0') {
         return NVML_ERROR_NOT_SUPPORTED;
     }
@@ -235,6 +236,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char *ve
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char *version, unsigned int length)
 {
     GET_DEVICE(device, d);
+    REQUIRE_ARG(version);
     if (d->s.inforom_image_version[0] == '\0') {
         return NVML_ERROR_NOT_SUPPORTED;
     }
@@ -245,6 +247,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, nvmlIn
                                                      unsigned int length)
 {
     GET_DEVICE(device, d);
+    REQUIRE_ARG(version);
     const char *v = NULL;
     switch (object) {
     case NVML_INFOROM_OEM: v = d->s.inforom_oem; break;
