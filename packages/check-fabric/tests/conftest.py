@@ -97,7 +97,9 @@ def run_check(library_dir: Path) -> RunCheck:
         env: Mapping[str, str] | None = None,
         command: Sequence[str] | None = None,
         lib_dir: Path | None = None,
+        stdout: int = subprocess.PIPE,
     ) -> subprocess.CompletedProcess[str]:
+        """``stdout`` may be a file descriptor to write the report to instead of capturing it."""
         environ = dict(os.environ)
         environ["LD_LIBRARY_PATH"] = str(lib_dir or library_dir)
         if state is not None:
@@ -105,7 +107,13 @@ def run_check(library_dir: Path) -> RunCheck:
         environ.update(env or {})
         argv = list(command or [sys.executable, "-m", "check_fabric"]) + list(args)
         return subprocess.run(
-            argv, env=environ, capture_output=True, text=True, timeout=60, check=False
+            argv,
+            env=environ,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
     return run

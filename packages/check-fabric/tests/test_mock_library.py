@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -325,3 +326,16 @@ def test_json_logs_go_to_stderr_and_leave_the_report_alone(
     assert {"ts", "level", "logger", "msg"} <= records[0].keys()
     wanted = ("debug", "check_fabric.nvml", "fabric info read through v3")
     assert wanted in [(r["level"], r["logger"], r["msg"]) for r in records]
+
+
+def test_a_reader_that_went_away_ends_the_run_quietly(
+    render_state: RenderState, run_check: RunCheck
+) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as after ``check-fabric | head -1`` once head has exited
+    try:
+        done = run_check(render_state("gb200", 2), stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert done.stderr == "", "no traceback, no 'Exception ignored' at exit"
