@@ -99,6 +99,10 @@ def test_driver_version_picks_its_cuda_version() -> None:
             {"file_data": {"defaults": {"cpu_affinity": "0-"}}},
             "defaults.cpu_affinity: '0-' is not a cpu",
         ),
+        (
+            {"file_data": {"defaults": {"cpu_affinity": "0-1024"}}},
+            "defaults.cpu_affinity: cpu 1024 is above the supported 1023",
+        ),
         ({"file_data": {"defaults": {"numa_node": None}}}, "defaults.numa_node: must have a value"),
         (
             {"file_data": {"fabric": {"clique_id": -2}}},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,22 @@ def test_every_profile_is_read_back_by_the_library(
             pynvml.nvmlDeviceGetGpuFabricInfo(handle, pynvml.byref(info))
             assert info.state == 3
             assert info.cliqueId == config.fabric.clique_id
+
+
+def test_the_highest_cpu_the_schema_accepts_loads_in_the_library(
+    pynvml: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = resolve_config(
+        profile="t4", count=1, node="n", file_data={"defaults": {"cpu_affinity": "1020-1023"}}
+    )
+    path = tmp_path / "state.nvmlmock"
+    path.write_text(render_text(config))
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(path))
+    pynvml.nvmlInit()
+    bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+    words = pynvml.nvmlDeviceGetCpuAffinity(pynvml.nvmlDeviceGetHandleByIndex(0), 1024 // bits)
+    cpus = [w * bits + b for w, word in enumerate(words) for b in range(bits) if word >> b & 1]
+    assert cpus == [1020, 1021, 1022, 1023]
 
 
 def test_sixty_four_gpus_load_in_the_library(

@@ -34,7 +34,8 @@ _GPU_UUID_RE: Final = re.compile(rf"GPU-{_UUID_HEX}")
 _FABRIC_UUID_RE: Final = re.compile(_UUID_HEX)
 _BUS_ID_RE: Final = re.compile(r"[0-9a-fA-F]{8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 _CPU_RANGE_RE: Final = re.compile(r"(\d+)(?:-(\d+))?")
-_MAX_CPU: Final = 16383
+_MAX_CPU: Final = 1023
+"""The highest CPU the library's affinity mask holds (``STATE_MAX_CPUS`` - 1)."""
 
 
 class Kind(Enum):
