@@ -14,8 +14,16 @@ ownership tracking (nvml-mock does not adjust resources).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+from google.protobuf.message import Message
+
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.errors import AdjustmentConflictError
+
+_Entry = TypeVar("_Entry", bound=Message)
 
 
 def removal_target(key: str) -> str | None:
@@ -48,12 +56,27 @@ class AdjustmentMerger:
     def apply(self, plugin: str, adjust: api.ContainerAdjustment) -> None:
         """Apply ``plugin``'s adjustment; raise :class:`AdjustmentConflictError` on a clash."""
         self._annotations(plugin, adjust)
-        self._mounts(plugin, adjust)
+        self._keyed(
+            plugin,
+            "Mounts",
+            adjust.mounts,
+            into=self.container.mounts,
+            record=self.adjustment.mounts,
+            key_of=lambda mount: mount.destination,
+        )
         self._env(plugin, adjust)
         if adjust.HasField("hooks"):
             self.container.hooks.MergeFrom(adjust.hooks)
             self.adjustment.hooks.MergeFrom(adjust.hooks)
-        self._devices(plugin, adjust)
+        if adjust.HasField("linux"):
+            self._keyed(
+                plugin,
+                "Devices",
+                adjust.linux.devices,
+                into=self.container.linux.devices,
+                record=self.adjustment.linux.devices,
+                key_of=lambda device: device.path,
+            )
         for cdi in adjust.CDI_devices:
             self._claim("CdiDevices", cdi.name, plugin)
             if all(d.name != cdi.name for d in self.container.CDI_devices):
@@ -94,21 +117,6 @@ class AdjustmentMerger:
             self.container.annotations[key] = value
             self.adjustment.annotations[key] = value
 
-    def _mounts(self, plugin: str, adjust: api.ContainerAdjustment) -> None:
-        ordered = sorted(adjust.mounts, key=lambda m: removal_target(m.destination) is None)
-        for mount in ordered:
-            target = removal_target(mount.destination)
-            destination = target if target is not None else mount.destination
-            kept = [m for m in self.container.mounts if m.destination != destination]
-            del self.container.mounts[:]
-            if target is not None:
-                self._release("Mounts", target, plugin)
-                self.container.mounts.extend(kept)
-            else:
-                self._claim("Mounts", destination, plugin)
-                self.container.mounts.extend([*kept, mount])
-            self.adjustment.mounts.add().CopyFrom(mount)
-
     def _env(self, plugin: str, adjust: api.ContainerAdjustment) -> None:
         ordered = sorted(adjust.env, key=lambda kv: removal_target(kv.key) is None)
         for kv in ordered:
@@ -131,20 +139,28 @@ class AdjustmentMerger:
             self.container.env.extend(entries)
             self.adjustment.env.add().CopyFrom(kv)
 
-    def _devices(self, plugin: str, adjust: api.ContainerAdjustment) -> None:
-        if not adjust.HasField("linux"):
-            return
-        devices = self.container.linux.devices
-        ordered = sorted(adjust.linux.devices, key=lambda d: removal_target(d.path) is None)
-        for device in ordered:
-            target = removal_target(device.path)
-            path = target if target is not None else device.path
-            kept = [d for d in devices if d.path != path]
-            del devices[:]
+    def _keyed(
+        self,
+        plugin: str,
+        field: str,
+        adjusted: Iterable[_Entry],
+        *,
+        into: RepeatedCompositeFieldContainer[_Entry],
+        record: RepeatedCompositeFieldContainer[_Entry],
+        key_of: Callable[[_Entry], str],
+    ) -> None:
+        """Apply entries keyed by ``key_of`` (mount destination, device path) to ``into``:
+        an entry replaces the one with its key, ``-KEY`` removes it; removals go first."""
+        for entry in sorted(adjusted, key=lambda e: removal_target(key_of(e)) is None):
+            target = removal_target(key_of(entry))
+            key = target if target is not None else key_of(entry)
             if target is not None:
-                self._release("Devices", path, plugin)
-                devices.extend(kept)
+                self._release(field, key, plugin)
             else:
-                self._claim("Devices", path, plugin)
-                devices.extend([*kept, device])
-            self.adjustment.linux.devices.add().CopyFrom(device)
+                self._claim(field, key, plugin)
+            kept = [e for e in into if key_of(e) != key]
+            if target is None:
+                kept.append(entry)
+            del into[:]
+            into.extend(kept)
+            record.add().CopyFrom(entry)
