@@ -2,9 +2,11 @@
 
 This is the one place where failures become exit codes: every ``CheckFabricError``
 (usage, config, NVML, topology) is 1; otherwise the verdict of the checks
-decides (0 ok, 2 fabric not supported, 3 mismatch). NVML is read before the
-topology service is asked, so a report of the GPUs comes out even when the
-service is down.
+decides (0 ok, 2 fabric not supported, 3 mismatch). An interrupt is 130, as for
+any shell command; a reader that closed stdout ends the run quietly with 1, and
+a defect in check-fabric itself is 1 with one line and no traceback. NVML is
+read before the topology service is asked, so a report of the GPUs comes out
+even when the service is down.
 """
 
 from __future__ import annotations
