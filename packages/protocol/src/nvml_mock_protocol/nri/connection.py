@@ -34,8 +34,6 @@ from nvml_mock_protocol.nri.errors import (
     TtrpcError,
 )
 from nvml_mock_protocol.nri.mux import (
-    MAX_RECEIVE_PAYLOAD,
-    MAX_SEND_PAYLOAD,
     PLUGIN_SERVICE_CONN,
     RUNTIME_SERVICE_CONN,
     MuxDecoder,
@@ -247,8 +245,6 @@ class NriConnection(asyncio.Protocol):
         served_conn: int,
         services: ServiceTable,
         label: str,
-        max_send_payload: int = MAX_SEND_PAYLOAD,
-        max_receive_payload: int = MAX_RECEIVE_PAYLOAD,
     ) -> None:
         if served_conn not in (PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN):
             raise ValueError(f"served_conn must be 1 or 2, got {served_conn}")
@@ -256,8 +252,7 @@ class NriConnection(asyncio.Protocol):
             RUNTIME_SERVICE_CONN if served_conn == PLUGIN_SERVICE_CONN else PLUGIN_SERVICE_CONN
         )
         self.label = label
-        self._max_send_payload = max_send_payload
-        self._mux = MuxDecoder(max_receive_payload)
+        self._mux = MuxDecoder()
         self._served = _Channel(self, served_conn, services)
         self._calling = _Channel(self, calling_conn, {})
         self._channels = {served_conn: self._served, calling_conn: self._calling}
@@ -337,7 +332,7 @@ class NriConnection(asyncio.Protocol):
         transport = self._transport
         if self._closed or transport is None or transport.is_closing():
             return
-        transport.write(encode_frames(conn_id, data, self._max_send_payload))
+        transport.write(encode_frames(conn_id, data))
 
     def close(self, reason: str = "closed locally") -> None:
         """Close after flushing what was written."""
