@@ -459,3 +459,18 @@ def test_drivers_from_595_deprecate_applications_clocks_and_power_state(
     assert rcs == [NVML_ERROR_DEPRECATED if deprecated else NVML_SUCCESS] * 3
     # the current P-state is still answered through its own entry point
     assert pynvml.nvmlDeviceGetPerformanceState(h) == 0
+
+
+@pytest.mark.parametrize(
+    ("driver", "branch"), [("580.105.08", "r580_00"), ("595.91.07", "r595_00"), ("dev", None)]
+)
+def test_driver_branch_follows_the_driver_version(
+    driver: str, branch: str | None, pynvml: Any, write_state: StateWriter
+) -> None:
+    write_state(count=1, system={"driver_version": driver})
+    pynvml.nvmlInit()
+    if branch is None:
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlSystemGetDriverBranch()
+    else:
+        assert pynvml.nvmlSystemGetDriverBranch().branch == branch

@@ -47,12 +47,11 @@ MOCK_EXPORT nvmlReturn_t nvmlSystemGetDriverBranch(nvmlSystemDriverBranchInfo_t 
     if (branchInfo->version != nvmlSystemDriverBranchInfo_v1) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    unsigned int major = 0;
-    if (sscanf(mock_system.driver_version, "%u", &major) != 1) {
+    if (mock_driver_branch == 0) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
     char branch[32];
-    snprintf(branch, sizeof(branch), "r%u_00", major);
+    snprintf(branch, sizeof(branch), "r%u_00", mock_driver_branch);
     unsigned int cap = length < sizeof(branchInfo->branch) ? length : (unsigned int)sizeof(branchInfo->branch);
     return mock_copy_string(branchInfo->branch, cap, branch);
 }

@@ -8,7 +8,6 @@
  */
 #include "mock.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* Reasons a real idle datacenter GPU can report (nvmlClocksEventReason* bits). */
@@ -61,8 +60,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlCloc
 
 static int deprecated_by_driver(void)
 {
-    unsigned int major = 0;
-    return sscanf(mock_system.driver_version, "%u", &major) == 1 && major >= DEPRECATING_DRIVER;
+    return mock_driver_branch >= DEPRECATING_DRIVER;
 }
 
 static nvmlReturn_t app_clock(nvmlDevice_t device, nvmlClockType_t clockType, unsigned int *clockMHz)

@@ -30,6 +30,7 @@
 struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
 struct state_system mock_system;
 unsigned int mock_device_count;
+unsigned int mock_driver_branch;
 atomic_int mock_live;
 
 static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -264,6 +265,9 @@ static nvmlReturn_t apply_fabric_env(struct state *st)
 static void publish(const struct state *st)
 {
     mock_system = st->system;
+    if (sscanf(mock_system.driver_version, "%u", &mock_driver_branch) != 1) {
+        mock_driver_branch = 0;
+    }
     for (uint32_t i = 0; i < st->gpu_count; i++) {
         struct nvmlDevice_st *d = &mock_devices[i];
         memset(d, 0, sizeof(*d));

@@ -30,6 +30,8 @@ struct nvmlDevice_st {
 extern struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
 extern struct state_system mock_system;
 extern unsigned int mock_device_count;
+/* The leading number of the state's driver_version (580 for "580.65.06"); 0 when it has none. */
+extern unsigned int mock_driver_branch;
 /* Non-zero while at least one nvmlInit* is outstanding. */
 extern atomic_int mock_live;
 
