@@ -12,7 +12,7 @@ from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.errors import ConfigError
 from nvml_mock_engine.profiles import OPTIONAL_GPU_KEYS, profile_names
 from nvml_mock_engine.render import render, render_text
-from nvml_mock_engine.schema import GPU_KEYS, SYSTEM_KEYS
+from nvml_mock_engine.schema import _LIMITS, GPU_KEYS, SYSTEM_KEYS, Kind
 
 
 def _sections(text: str) -> tuple[dict[str, str], list[dict[str, str]]]:
@@ -230,6 +230,53 @@ def test_the_highest_cpu_the_schema_accepts_loads_in_the_library(
     words = pynvml.nvmlDeviceGetCpuAffinity(pynvml.nvmlDeviceGetHandleByIndex(0), 1024 // bits)
     cpus = [w * bits + b for w, word in enumerate(words) for b in range(bits) if word >> b & 1]
     assert cpus == [1020, 1021, 1022, 1023]
+
+
+def _bound_values() -> list[tuple[str, object]]:
+    """Each GPU key at the edges the schema accepts: integer bounds, longest strings."""
+    cases: list[tuple[str, object]] = []
+    for key, spec in GPU_KEYS.items():
+        if spec.kind in _LIMITS:
+            low, high = _LIMITS[spec.kind]
+            low = low if spec.minimum is None else max(low, spec.minimum)
+            high = high if spec.maximum is None else min(high, spec.maximum)
+            cases += [(key, low), (key, high)]
+        elif spec.kind is Kind.STRING:
+            cases.append((key, "x" * spec.max_len))
+    longest_links = ",".join(f"00000000:{bus:02X}:00.0" for bus in range(15))
+    cases += [("nvlink_remote_bus_ids", longest_links), ("cpu_affinity", "0-1023")]
+    return cases
+
+
+def test_every_value_at_the_schemas_bounds_loads_in_the_library(
+    pynvml: Any, cnvml: ctypes.CDLL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state.nvmlmock"
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(path))
+    refused: set[tuple[str, object]] = set()
+    for key, value in _bound_values():
+        try:
+            config = resolve_config(
+                profile="h100", count=2, node="n", file_data={"gpus": {1: {key: value}}}
+            )
+            path.write_text(render_text(config))
+        except ConfigError:
+            refused.add((key, value))
+            continue
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            pytest.fail(f"{key}={value!r}: {pynvml.nvmlErrorString(exc.value)}")
+        pynvml.nvmlShutdown()
+    # Only the renderer's cross-key checks refuse a single in-bounds value.
+    assert refused == {
+        ("memory_total_bytes", 1),
+        ("memory_reserved_bytes", 2**64 - 1),
+        ("memory_used_bytes", 2**64 - 1),
+        ("bar1_total_bytes", 0),
+        ("bar1_used_bytes", 2**64 - 1),
+        ("nvlink_version", 0),
+    }
 
 
 def test_sixty_four_gpus_load_in_the_library(
