@@ -15,8 +15,6 @@ import pytest
 from conftest import RenderState, RunCheck, free_port
 from fabric_values import CD_UUID, PROFILE_DEFAULT_UUID, fabric_env
 
-pytest.importorskip("nvml_mock_topology", reason="the topology service package is not installed")
-
 TOPOLOGY = f"""\
 version: 1
 domains:
