@@ -85,8 +85,7 @@ async def test_health_port_in_use_exits_3(short_tmp: Path) -> None:
         holder.close()
 
 
-async def test_runtime_sent_config_is_applied(short_tmp: Path, start_plugin: Start) -> None:
-    del start_plugin
+async def test_runtime_sent_config_is_applied(short_tmp: Path) -> None:
     double = RuntimeDouble(
         short_tmp / "cfg.sock",
         plugin_config={"nvml-mock": "excludedNamespaces: [batch]\nreleaseNamespace: gpu\n"},
