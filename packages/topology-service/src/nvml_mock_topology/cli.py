@@ -73,8 +73,7 @@ def open_topology(settings: Settings) -> tuple[TopologyStore, TopologyFile]:
     except OSError as exc:
         raise StartupError(describe_os_error(path, exc)) from None
     store = TopologyStore.from_document(document, source=source)
-    follower = TopologyFile(path, store, poll_interval=settings.poll_interval)
-    follower.mark_loaded(signature)
+    follower = TopologyFile(path, store, loaded=signature, poll_interval=settings.poll_interval)
     return store, follower
 
 

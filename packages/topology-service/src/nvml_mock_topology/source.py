@@ -80,21 +80,29 @@ def describe_os_error(path: Path, exc: OSError) -> str:
 
 
 class TopologyFile:
-    """Follows one topology file and publishes each valid new version to a store."""
+    """Follows one topology file and publishes each valid new version to a store.
 
-    def __init__(self, path: Path, store: TopologyStore, *, poll_interval: float = 1.0) -> None:
+    ``loaded`` is the signature of the file as the store already serves it (taken
+    before it was read, so a change during the read is seen by the first check),
+    or None when nothing was loaded from it.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        store: TopologyStore,
+        *,
+        loaded: FileSignature | None,
+        poll_interval: float = 1.0,
+    ) -> None:
         self.path = path
         self.store = store
         self.poll_interval = poll_interval
-        self._seen: FileSignature | None = signature_of(path)
+        self._seen = loaded
         self.reloads = 0
         """Successful reloads that changed the served document."""
         self.failures = 0
         """Reload attempts that were refused (each distinct bad file state counts once)."""
-
-    def mark_loaded(self, signature: FileSignature | None) -> None:
-        """Record that the store already serves the file as it is at ``signature``."""
-        self._seen = signature
 
     async def check(self) -> bool:
         """Look at the file once and reload it if it changed; True when a change was published."""
