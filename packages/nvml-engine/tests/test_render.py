@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +278,25 @@ def test_every_value_at_the_schemas_bounds_loads_in_the_library(
         ("bar1_used_bytes", 2**64 - 1),
         ("nvlink_version", 0),
     }
+
+
+def test_system_values_past_the_formats_bounds_are_refused_by_their_config_key(
+    pynvml: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t4 = resources.files("nvml_mock_engine.profiles").joinpath("t4.yaml").read_text()
+    longest, too_long = tmp_path / f"{'p' * 63}.yaml", tmp_path / f"{'p' * 64}.yaml"
+    for path in (longest, too_long):
+        path.write_text(t4)
+    with pytest.raises(ConfigError, match=r"^profile: is 64 bytes, longer than the 63"):
+        render(resolve_config(profile=str(too_long), node="n"))
+    with pytest.raises(ConfigError, match=r"^node: is 400 bytes, longer than the 255"):
+        render(resolve_config(profile="t4", node="é" * 200))
+
+    state = tmp_path / "state.nvmlmock"
+    state.write_text(render_text(resolve_config(profile=str(longest), node="é" * 127)))
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
+    pynvml.nvmlInit()
+    assert pynvml.nvmlDeviceGetCount() == 4
 
 
 def test_sixty_four_gpus_load_in_the_library(

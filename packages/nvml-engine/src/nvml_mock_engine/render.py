@@ -19,7 +19,7 @@ from typing import Final
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import ConfigError
-from nvml_mock_engine.schema import GPU_KEYS, SYSTEM_KEYS, ValueType, format_value
+from nvml_mock_engine.schema import GPU_KEYS, SYSTEM_KEYS, ValueType, format_value, validate_value
 
 __all__ = ["STATE_MAGIC", "RenderedState", "derive_gpu", "gpu_uuid", "render", "render_text"]
 
@@ -28,6 +28,8 @@ FABRIC_STATE_COMPLETED: Final = 3
 ARCH_AMPERE: Final = 7
 """``NVML_DEVICE_ARCH_AMPERE``: from here on row remapping replaces page retirement."""
 ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
+_SYSTEM_SOURCES: Final[Mapping[str, str]] = {"node_name": "node", "nvml_version": "driver_version"}
+"""The config key a ``[system]`` value comes from, where the two names differ."""
 _MAX_STATE_BYTES: Final = 1 << 20
 _MAX_LINE_BYTES: Final = 1023
 _FORMAT_DEFAULTS: Final[Mapping[str, ValueType]] = {
@@ -164,6 +166,11 @@ def render(config: EngineConfig) -> RenderedState:
         "node_name": config.node,
         "profile": config.profile.key,
     }
+    for key, value in system.items():
+        try:
+            validate_value(SYSTEM_KEYS[key], value)
+        except ValueError as exc:
+            raise ConfigError(_SYSTEM_SOURCES.get(key, key), str(exc)) from None
     header = (
         f"rendered by nvml-mock-engine {__version__}: profile {config.profile.key}, "
         f"{config.count} GPU(s), node {config.node}"

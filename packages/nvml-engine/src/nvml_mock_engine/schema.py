@@ -84,7 +84,7 @@ SYSTEM_KEYS: Final[Mapping[str, KeySpec]] = {
     "cuda_driver_version": _int(1000, 99999),
     "device_count": KeySpec(Kind.UINT32, maximum=MAX_GPUS),
     "node_name": _str(MAX_VALUE_BYTES),
-    "profile": _str(MAX_VALUE_BYTES),
+    "profile": _str(63),
 }
 """``[system]`` keys, in output order."""
 
