@@ -19,7 +19,7 @@ from nvml_mock_nri.adjust import (
 from nvml_mock_nri.devices import DeviceNode, DeviceScan
 from nvml_mock_nri.settings import load_settings
 
-IDENTITY = FabricIdentity("dom-a", "0b1c2d3e-0000-4000-8000-000000000001", 7, 12)
+IDENTITY = FabricIdentity("dom-a", "0b1c2d3e-0000-4000-8000-000000000001", 7)
 
 
 def policy(*argv: str) -> Policy:

@@ -57,12 +57,15 @@ class SkipReason(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class FabricIdentity:
-    """The node's ComputeDomain identity, as the topology service reports it."""
+    """The node's ComputeDomain identity, as the topology service reports it.
+
+    What is injected, nothing more: the revision it was answered at belongs to the
+    identity cache's snapshot.
+    """
 
     domain: str
     cluster_uuid: str
     clique_id: int
-    revision: int
 
 
 @dataclass(frozen=True, slots=True)

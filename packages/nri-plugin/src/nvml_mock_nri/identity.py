@@ -188,7 +188,6 @@ def parse_answer(response: httpx.Response, node: str, previous: Snapshot) -> Sna
             domain=identity.domain,
             cluster_uuid=identity.cluster_uuid,
             clique_id=identity.clique_id,
-            revision=identity.revision,
         ),
         identity.revision,
     )
