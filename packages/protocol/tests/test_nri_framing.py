@@ -41,7 +41,8 @@ def wire(conn_id: int, stream_id: int, message_type: MessageType, body: bytes) -
     return encode_frames(conn_id, encode_message(stream_id, message_type, body))
 
 
-# -- golden bytes from the protocol reference (section 8) ----------------------
+# Golden bytes of a minimal plugin's exchange with the runtime, written out by hand from
+# the mux, ttrpc and protobuf encodings (not produced by the code under test).
 
 
 def test_register_plugin_request_frame() -> None:
@@ -127,7 +128,7 @@ def test_error_status_bodies() -> None:
     assert unknown.SerializeToString() == h('0a 0c 08 0c 12 08 "method X"')
 
 
-# -- mux ----------------------------------------------------------------------
+# The mux codec.
 
 
 def test_large_write_is_split_into_4096_byte_frames() -> None:
@@ -207,7 +208,7 @@ def test_mux_decoder_survives_arbitrary_bytes(chunks: list[bytes]) -> None:
     assert decoder.buffered < 8 + MAX_RECEIVE_PAYLOAD
 
 
-# -- ttrpc --------------------------------------------------------------------
+# The ttrpc codec.
 
 
 def test_ttrpc_oversized_body_is_skipped_without_buffering() -> None:

@@ -83,8 +83,6 @@ class _Channel:
         self._pending: dict[int, asyncio.Future[ttrpc_pb2.Response]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    # -- receiving -------------------------------------------------------
-
     def receive(self, data: bytes) -> None:
         for message in self._decoder.feed(data):
             if isinstance(message, OversizedMessage):
@@ -183,8 +181,6 @@ class _Channel:
             except MessageTooLargeError as exc:
                 self._send_status(context.stream_id, Code.RESOURCE_EXHAUSTED, str(exc))
 
-    # -- sending ---------------------------------------------------------
-
     def _send(self, stream_id: int, message_type: MessageType, body: bytes) -> None:
         self._owner.write_frames(self._conn_id, encode_message(stream_id, message_type, body))
 
@@ -272,8 +268,6 @@ class NriConnection(asyncio.Protocol):
         """The runtime's end: serves ConnID 2, calls the plugin on ConnID 1."""
         return cls(served_conn=RUNTIME_SERVICE_CONN, services=services, label=label)
 
-    # -- asyncio.Protocol --------------------------------------------------
-
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
@@ -302,8 +296,6 @@ class NriConnection(asyncio.Protocol):
             f"connection lost: {exc}" if exc else "peer closed the connection"
         )
         self._finish(reason)
-
-    # -- public API --------------------------------------------------------
 
     @property
     def closed(self) -> bool:

@@ -150,8 +150,6 @@ class RuntimeDouble:
         self._tasks: set[asyncio.Task[None]] = set()
         self._connections: set[NriConnection] = set()
 
-    # -- lifecycle ---------------------------------------------------------
-
     async def start(self) -> None:
         """Create the socket (removing a stale one, parent made 0700) and listen."""
         self.socket_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -192,8 +190,6 @@ class RuntimeDouble:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-    # -- plugins -----------------------------------------------------------
 
     @property
     def plugins(self) -> list[PluginHandle]:
@@ -362,8 +358,6 @@ class RuntimeDouble:
     def _subscribed(self, event: Event) -> list[PluginHandle]:
         return [p for p in self._plugins if not p.closed and p.subscribed(event)]
 
-    # -- state -------------------------------------------------------------
-
     def add_pod(self, pod: api.PodSandbox) -> None:
         """Make ``pod`` known to the runtime (it is sent to later Synchronizes)."""
         self.pods[pod.id] = pod
@@ -371,8 +365,6 @@ class RuntimeDouble:
     def add_container(self, container: api.Container) -> None:
         """Make ``container`` known to the runtime (it is sent to later Synchronizes)."""
         self.containers[container.id] = container
-
-    # -- events ------------------------------------------------------------
 
     async def create_container(
         self, pod: api.PodSandbox, container: api.Container

@@ -242,8 +242,6 @@ class Stub:
             on_disconnect=on_disconnect,
         )
 
-    # -- state -------------------------------------------------------------
-
     @property
     def plugin_id(self) -> str:
         """``NN-name``, as the runtime names the plugin in its logs."""
@@ -276,8 +274,6 @@ class Stub:
     @property
     def connected(self) -> bool:
         return self._connection is not None and not self._connection.closed
-
-    # -- lifecycle ---------------------------------------------------------
 
     async def start(self) -> None:
         """Connect and register; return once the runtime accepted the registration.
@@ -396,8 +392,6 @@ class Stub:
                 self._on_disconnect(disconnect)
             except Exception:
                 logger.exception("%s: on_disconnect callback failed", self.plugin_id)
-
-    # -- served methods ----------------------------------------------------
 
     def _service_table(self) -> dict[str, Handler]:
         return {
