@@ -4,7 +4,7 @@ One base class, so a caller can catch everything this package raises on purpose:
 
     NvmlEngineError
     ├── ConfigError        bad profile name, config file or override (exit 3); names the key
-    │   └── ProfileError   a packaged profile that fails its own validation (a packaging bug)
+    │   └── ProfileError   an unknown profile name, or a profile file that does not validate
     └── StageError         the overlay could not be laid out (exit 1); names the path
 
 Config errors are fatal and never retried: the same input fails the same way. Stage errors
@@ -34,7 +34,7 @@ class ConfigError(NvmlEngineError):
 
 
 class ProfileError(ConfigError):
-    """A profile file does not validate."""
+    """A profile name is unknown, or a profile file (packaged or given) does not validate."""
 
 
 class StageError(NvmlEngineError):
