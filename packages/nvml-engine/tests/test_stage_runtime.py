@@ -3,7 +3,7 @@
 A chroot holds only the staged overlay at /opt/nvml-mock and a /bin/sh (a static busybox
 when installed, else dash and the libraries it needs): no Python, no libc of its own for
 the runtime to lean on. The launchers must work there exactly as in a Python-less image.
-Needs root (chroot); skipped otherwise.
+Needs root (chroot) or an unprivileged user namespace (``unshare --root``); skipped otherwise.
 """
 
 from __future__ import annotations
