@@ -1,7 +1,8 @@
 """The topology document: which node belongs to which ComputeDomain and NVLink clique.
 
-The document is the reference system's Helm value shape, written to a ConfigMap
-and read by the topology service::
+The document has the shape of the topology ConfigMap that NVIDIA
+k8s-test-infra's nvml-mock Helm chart renders (``version: 1`` and the
+``domains`` of its ``topology`` value); it is read by the topology service::
 
     version: 1
     domains:
@@ -11,7 +12,7 @@ and read by the topology service::
           - id: 0
             nodes: [worker-1, worker-2]
 
-The reference documents "each node in exactly one clique" but never checks it;
+That chart documents "each node in exactly one clique" but never checks it;
 a node silently placed twice gets whichever identity a consumer happens to read
 first. Here the whole document is validated before anyone sees it, and every
 problem is reported at once with the place it sits (``domains[0] 'demo-domain'
