@@ -1,8 +1,8 @@
 """Byte-level conversations with the stub and the runtime double over real unix sockets.
 
 The peer here is written with bare ``struct`` and asyncio streams, not with the
-package's codecs, so these tests check our bytes against the protocol
-reference rather than against themselves.
+package's codecs, so these tests check our bytes against the wire format that
+containerd's NRI and ttrpc define rather than against themselves.
 """
 
 from __future__ import annotations
