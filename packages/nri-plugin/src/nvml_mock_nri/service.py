@@ -121,8 +121,6 @@ class PluginService:
         )
         self.adapter = NriAdapter(self.injector, self.stop)
         self.health: HealthServer | None = None
-        self.watcher: IdentityWatcher | None = None
-        self.stub: Stub | None = None
         self._stop: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -152,14 +150,14 @@ class PluginService:
         watch_task: asyncio.Task[None] | None = None
         try:
             if self.identity is not None:
-                self.watcher = IdentityWatcher(
+                watcher = IdentityWatcher(
                     self.identity,
                     self.settings.node_name,
                     watch_seconds=self.settings.topology_watch_seconds,
                     timeout=self.settings.topology_timeout,
                     backoff_max=self.settings.topology_backoff_max,
                 )
-                watch_task = asyncio.create_task(self.watcher.run(), name="identity watch")
+                watch_task = asyncio.create_task(watcher.run(), name="identity watch")
             return await self._connect_and_serve()
         finally:
             if watch_task is not None:
@@ -187,7 +185,7 @@ class PluginService:
         assert self._stop is not None
         settings = self.settings
         try:
-            stub = self.stub = self._make_stub()
+            stub = self._make_stub()
         except ValueError as exc:
             logger.error("cannot use the runtime-provided socket: %s", exc)
             return EXIT_CONFIG
