@@ -25,7 +25,7 @@ from check_fabric.checks import Expectations, Verdict, evaluate
 from check_fabric.errors import CheckFabricError, UsageError
 from check_fabric.model import ExitCode, GpuFabric, TopologyAnswer
 from check_fabric.nvml import FabricReader
-from check_fabric.render import TextReport, error_line, report_doc
+from check_fabric.render import TextReport, report_doc
 from check_fabric.settings import ENV_JSON, Settings, load_settings
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _print_json(sys.stdout, doc)
         else:
             prefix = "usage error" if isinstance(error, UsageError) else "config error"
-            sys.stderr.write(f"check-fabric: {prefix}: {error_line(error)}\n")
+            sys.stderr.write(f"check-fabric: {prefix}: {error}\n")
         return int(ExitCode.ERROR)
     # Logs go to stderr, never into the report on stdout that scripts parse.
     configure_logging(settings.log_level, settings.log_format)

@@ -1,7 +1,7 @@
 """The ways check-fabric can fail before it reaches a verdict.
 
 Every failure the tool can name is one of these, so that the command line maps
-them to exit code 1 in one place and prints one clear line for each::
+them to exit code 1 in one place and prints ``str(error)`` as the one line for each::
 
     CheckFabricError            anything check-fabric names and refuses to go on with
      ├── UsageError             the command line does not parse (unknown flag, missing value)
@@ -41,7 +41,7 @@ class ConfigError(CheckFabricError):
 class NvmlError(CheckFabricError):
     """An NVML call returned an error other than the ones check-fabric interprets.
 
-    ``line`` is the reference tool's stderr form (``nvmlInit: <reason>``,
+    Its text starts in the reference tool's stderr form (``nvmlInit: <reason>``,
     ``handle[2]: <reason>``), which scripts written for it may grep.
     """
 
@@ -65,7 +65,6 @@ class NvmlError(CheckFabricError):
         text = f"{where}: {message} ({name}, code {code})"
         if hint:
             text += f"; {hint}"
-        self.line = text
         super().__init__(text)
 
 

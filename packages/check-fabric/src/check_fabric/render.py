@@ -54,13 +54,6 @@ def verdict_lines(verdict: Verdict) -> list[str]:
     return [check_line(c) for c in verdict.checks if c.requested or c.passed is False]
 
 
-def error_line(err: CheckFabricError) -> str:
-    """One stderr line; NVML errors keep the reference's ``<call>[<i>]: <reason>`` prefix."""
-    if isinstance(err, NvmlError):
-        return err.line
-    return str(err)
-
-
 class TextReport:
     """Writes the reference lines as GPUs are read, so a failure leaves partial output."""
 
@@ -78,7 +71,7 @@ class TextReport:
         self._write(self._err, verdict_lines(verdict))
 
     def fail(self, error: CheckFabricError) -> None:
-        self._write(self._err, [error_line(error)])
+        self._write(self._err, [str(error)])
 
     @staticmethod
     def _write(stream: TextIO, lines: Sequence[str]) -> None:
@@ -129,7 +122,7 @@ def topology_doc(answer: TopologyAnswer) -> dict[str, Any]:
 
 
 def error_doc(error: CheckFabricError) -> dict[str, Any]:
-    doc: dict[str, Any] = {"message": error_line(error)}
+    doc: dict[str, Any] = {"message": str(error)}
     if isinstance(error, NvmlError):
         doc.update(
             kind="nvml",
