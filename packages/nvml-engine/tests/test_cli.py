@@ -21,6 +21,8 @@ ENGINE_ENV = (
     "NVML_MOCK_LOG_FORMAT",
     "NVML_MOCK_LOG_LEVEL",
     "NODE_NAME",
+    "NVML_MOCK_OVERLAY_MOUNT_PATH",
+    "NVML_MOCK_OVERLAY_HOST_PATH",
 )
 
 
@@ -216,6 +218,27 @@ def test_stage_command_builds_then_reuses_the_runtime(
     assert main([*argv, "--host-path", "/var/lib/nvml-mock"]) == 0
     spec = (overlay / "cdi" / "nvml-mock.yaml").read_text()
     assert "hostPath" not in spec  # --no-devices: nothing on the host to point at
+
+
+def test_stage_mount_path_from_env_and_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nvml_mock_engine.library import LibraryNotBuiltError, library_path
+
+    try:
+        library_path()
+    except LibraryNotBuiltError as exc:
+        pytest.skip(f"the mock libnvidia-ml.so.1 is not built yet ({exc})")
+    overlay = tmp_path / "overlay"
+    argv = ["stage", str(overlay), "--profile", "t4", "--node", "n", "--no-devices"]
+    launcher = overlay / "bin" / "nvidia-smi"
+    assert main(argv) == 0
+    assert "${NVML_MOCK_OVERLAY_MOUNT_PATH:-/opt/nvml-mock}" in launcher.read_text()
+    monkeypatch.setenv("NVML_MOCK_OVERLAY_MOUNT_PATH", "/from/env")
+    assert main(argv) == 0
+    assert "${NVML_MOCK_OVERLAY_MOUNT_PATH:-/from/env}" in launcher.read_text()
+    assert main([*argv, "--mount-path", "/from/flag"]) == 0
+    assert "${NVML_MOCK_OVERLAY_MOUNT_PATH:-/from/flag}" in launcher.read_text()
 
 
 def test_python_dash_m_runs_the_same_main(tmp_path: Path) -> None:
