@@ -167,3 +167,11 @@ def test_field_cells_for_errors() -> None:
     )
     assert lookup("clocks.gr") is lookup("clocks.current.graphics")
     assert lookup("not.a.field") is None
+
+
+def test_every_architecture_a_profile_may_name_prints_by_name() -> None:
+    from nvml_mock_engine.profiles import ARCHITECTURES as PROFILE_ARCHITECTURES
+    from nvml_mock_engine.smi._values import ARCHITECTURES
+
+    for name, value in PROFILE_ARCHITECTURES.items():
+        assert ARCHITECTURES[value].lower().startswith(name), (name, value)

@@ -24,6 +24,7 @@ ARCHITECTURES = {
     8: "Ada Lovelace",
     9: "Hopper",
     10: "Blackwell",
+    13: "Rubin",
 }
 BRANDS = {
     0: "Unknown",
