@@ -5,8 +5,8 @@ the rules of :mod:`nvml_mock_nri.adjust`, keeps the probe state and metrics, and
 logs one line per skipped container. It knows nothing about sockets; the
 connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
 
-A container without the device opt-in costs no I/O at all: the identity is a
-cached attribute and the mount and env are computed from strings. The one
+A container without the device opt-in costs no I/O at all: the identity is read
+from the in-memory cache and the mount and env are computed from strings. The one
 blocking call is the device look-up of opted-in pods (a readdir and a stat per
 staged node, some 20 µs), made inline: handing it to a thread costs more than it
 does (measured: p90 from 0.2 ms to 4 ms through containerd's NRI code). If that
