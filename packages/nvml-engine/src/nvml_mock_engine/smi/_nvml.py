@@ -591,9 +591,6 @@ class Device:
     def fan_speed(self) -> int:
         return self._uint("nvmlDeviceGetFanSpeed")
 
-    def num_fans(self) -> int:
-        return self._uint("nvmlDeviceGetNumFans")
-
     def performance_state(self) -> int:
         return self._int("nvmlDeviceGetPerformanceState")
 
