@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nvml_mock_engine.smi._fields import FIELDS
@@ -178,6 +179,23 @@ def test_loop_repeats_until_interrupted(
     assert rc == 0
     assert sleeps == [0.25, 0.25]
     assert out == "0\n0\n"
+
+
+@pytest.mark.parametrize("version", range(1, 9))
+def test_nvlink_speed_fallback_agrees_with_the_librarys_speed_field(
+    library_file: Path, write_state: Any, version: int
+) -> None:
+    from nvml_mock_engine.smi._nvml import FI_NVLINK_GET_SPEED, Device, Nvml
+    from nvml_mock_engine.smi._topology import LINK_GBPS
+
+    write_state(1, nvlink_version=version)
+    nvml = Nvml(str(library_file))
+    nvml.init()
+    try:
+        device = Device(nvml, nvml.handle_by_index(0), 0)
+        assert device.field_value(FI_NVLINK_GET_SPEED, 0) == round(LINK_GBPS[version] * 1000)
+    finally:
+        nvml.shutdown()
 
 
 def test_default_library_comes_from_the_loader_path(
