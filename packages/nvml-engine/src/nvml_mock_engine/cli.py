@@ -25,6 +25,7 @@ from nvml_mock_engine._logging import add_logging_args, configure_logging
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.config import EngineConfig, load_config_file, resolve_config
 from nvml_mock_engine.errors import ConfigError, NvmlEngineError, StageError
+from nvml_mock_engine.schema import MAX_GPUS
 
 __all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
 
@@ -127,7 +128,8 @@ def _add_node_args(parser: argparse.ArgumentParser, environ: Mapping[str, str]) 
     parser.add_argument(
         "--count",
         default=environ.get(ENV_GPU_COUNT) or None,
-        help=f"GPUs on the node, 1..64 (env {ENV_GPU_COUNT}; default: the profile's node size)",
+        help=f"GPUs on the node, 1..{MAX_GPUS} "
+        f"(env {ENV_GPU_COUNT}; default: the profile's node size)",
     )
     parser.add_argument(
         "--node",
@@ -153,7 +155,9 @@ def _engine_config(args: argparse.Namespace) -> EngineConfig:
         try:
             count = int(args.count)
         except ValueError:
-            raise ConfigError("count", f"must be an integer in 1..64, got {args.count!r}") from None
+            raise ConfigError(
+                "count", f"must be an integer in 1..{MAX_GPUS}, got {args.count!r}"
+            ) from None
     file_data = load_config_file(Path(args.config)) if args.config is not None else None
     return resolve_config(
         profile=args.profile,
