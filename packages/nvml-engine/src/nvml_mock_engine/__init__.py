@@ -1,9 +1,12 @@
 """nvml-mock-engine: mock GPUs for NVML clients, from board profiles to a staged overlay.
 
-The package renders a node's GPU state from a profile (``render``), stages the overlay
-that containers mount (``stage``) and ships the mock ``libnvidia-ml.so.1``
-(``library_path``). This module stays import-light on purpose: ``nvml_mock_engine.smi``
-imports it on every ``nvidia-smi`` call, so the public names below load on first use.
+The package renders a node's GPU state from a profile (``render_text`` here, the
+``render`` module for the parts), stages the overlay that containers mount (the ``stage``
+module) and ships the mock ``libnvidia-ml.so.1`` (``library_path``). The functions
+``render.render`` and ``stage.stage`` are not re-exported: a package attribute named like a
+submodule becomes that submodule once it is imported, so the name would change meaning
+mid-process. This module stays import-light on purpose: ``nvml_mock_engine.smi`` imports it
+on every ``nvidia-smi`` call, so the public names below load on first use.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ if TYPE_CHECKING:
     from nvml_mock_engine.config import EngineConfig, resolve_config
     from nvml_mock_engine.library import library_path
     from nvml_mock_engine.profiles import Profile, load_profile, profile_names
-    from nvml_mock_engine.render import render, render_text
-    from nvml_mock_engine.stage import StageOptions, stage
+    from nvml_mock_engine.render import render_text
+    from nvml_mock_engine.stage import StageOptions
 
 __all__ = [
     "EngineConfig",
@@ -31,10 +34,8 @@ __all__ = [
     "library_path",
     "load_profile",
     "profile_names",
-    "render",
     "render_text",
     "resolve_config",
-    "stage",
 ]
 
 _LAZY = {
@@ -44,10 +45,8 @@ _LAZY = {
     "Profile": "nvml_mock_engine.profiles",
     "load_profile": "nvml_mock_engine.profiles",
     "profile_names": "nvml_mock_engine.profiles",
-    "render": "nvml_mock_engine.render",
     "render_text": "nvml_mock_engine.render",
     "StageOptions": "nvml_mock_engine.stage",
-    "stage": "nvml_mock_engine.stage",
 }
 
 
