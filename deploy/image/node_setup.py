@@ -64,7 +64,7 @@ ENGINE_FLAG_ENV = frozenset(
         "NVML_MOCK_PROFILE",
         "NVML_MOCK_GPU_COUNT",
         names.ENV_NODE_NAME,
-        "NVML_MOCK_OVERLAY_MOUNT_PATH",
+        names.ENV_OVERLAY_MOUNT_PATH,
     }
 )
 """Env twins of the flags ``stage`` is given; not passed on to the engine."""
@@ -190,9 +190,9 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
     cdi = pick(args.cdi_spec_path, "NVML_MOCK_CDI_SPEC_HOST_PATH", names.CDI_SPEC_HOST_PATH)
     settings = Settings(
         overlay_dir=Path(
-            pick(args.overlay_dir, "NVML_MOCK_OVERLAY_HOST_PATH", names.OVERLAY_HOST_PATH)
+            pick(args.overlay_dir, names.ENV_OVERLAY_HOST_PATH, names.OVERLAY_HOST_PATH)
         ),
-        mount_path=pick(args.mount_path, "NVML_MOCK_OVERLAY_MOUNT_PATH", names.OVERLAY_MOUNT_PATH),
+        mount_path=pick(args.mount_path, names.ENV_OVERLAY_MOUNT_PATH, names.OVERLAY_MOUNT_PATH),
         profile=pick(args.profile, "NVML_MOCK_PROFILE"),
         count=count,
         node_name=pick(args.node_name, names.ENV_NODE_NAME),

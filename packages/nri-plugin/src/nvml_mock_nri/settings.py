@@ -229,9 +229,11 @@ class Option:
 
 
 OPTIONS: Final[tuple[Option, ...]] = (
-    Option("socket_path", "--socket-path", "NRI_SOCKET_PATH", _abs_path, "NRI socket"),
+    Option("socket_path", "--socket-path", names.ENV_NRI_SOCKET_PATH, _abs_path, "NRI socket"),
     Option("plugin_name", "--plugin-name", names.ENV_NRI_PLUGIN_NAME, _plugin_name, "plugin name"),
-    Option("plugin_index", "--plugin-index", "NRI_PLUGIN_INDEX", _plugin_index, "plugin index"),
+    Option(
+        "plugin_index", "--plugin-index", names.ENV_NRI_PLUGIN_INDEX, _plugin_index, "plugin index"
+    ),
     Option(
         "health_addr",
         "--health-addr",
@@ -242,7 +244,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "overlay_host_path",
         "--overlay-host-path",
-        "NVML_MOCK_OVERLAY_HOST_PATH",
+        names.ENV_OVERLAY_HOST_PATH,
         _abs_path,
         "overlay directory on the node",
         "overlayHostPath",
@@ -250,7 +252,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "overlay_mount_path",
         "--overlay-mount-path",
-        "NVML_MOCK_OVERLAY_MOUNT_PATH",
+        names.ENV_OVERLAY_MOUNT_PATH,
         _abs_path,
         "overlay mount point in containers",
         "overlayMountPath",
