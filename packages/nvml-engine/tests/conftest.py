@@ -173,6 +173,12 @@ def _build() -> Path:
 
 
 @pytest.fixture(scope="session")
+def library() -> Path:
+    """The library this checkout builds (make), as staging copies it into an overlay."""
+    return _build()
+
+
+@pytest.fixture(scope="session")
 def library_file() -> Path:
     """The freshly built library, or NVML_MOCK_TEST_LIBRARY (a sanitizer build: Makefile)."""
     override = os.environ.get("NVML_MOCK_TEST_LIBRARY")

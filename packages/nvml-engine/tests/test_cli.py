@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -174,17 +175,28 @@ def test_profiles_lists_every_profile(capsys: pytest.CaptureFixture[str]) -> Non
     }
 
 
-def test_lib_path_prints_the_built_library(capsys: pytest.CaptureFixture[str]) -> None:
-    from nvml_mock_engine.library import LibraryNotBuiltError, library_path
-
-    try:
-        expected = library_path()
-    except LibraryNotBuiltError:
-        assert main(["lib-path"]) == 1
-        assert "not built" in capsys.readouterr().err
-        return
+def test_lib_path_prints_the_built_library(
+    capsys: pytest.CaptureFixture[str], library: Path
+) -> None:
     assert main(["lib-path"]) == 0
-    assert Path(capsys.readouterr().out.strip()) == expected
+    assert Path(capsys.readouterr().out.strip()) == library
+
+
+def test_lib_path_without_the_library_exits_1_naming_the_fix(tmp_path: Path) -> None:
+    import nvml_mock_engine
+
+    package = Path(nvml_mock_engine.__file__).parent
+    shutil.copytree(package, tmp_path / package.name, ignore=shutil.ignore_patterns("_lib"))
+    done = subprocess.run(
+        [sys.executable, "-m", "nvml_mock_engine", "lib-path"],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert "not built" in done.stderr and "make -C packages/nvml-engine/native" in done.stderr
 
 
 def test_stage_command_and_stage_error_exit_code(
@@ -199,14 +211,8 @@ def test_stage_command_and_stage_error_exit_code(
 
 
 def test_stage_command_builds_then_reuses_the_runtime(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], library: Path
 ) -> None:
-    from nvml_mock_engine.library import LibraryNotBuiltError, library_path
-
-    try:
-        library_path()
-    except LibraryNotBuiltError as exc:
-        pytest.skip(f"the mock libnvidia-ml.so.1 is not built yet ({exc})")
     overlay = tmp_path / "overlay"
     argv = ["stage", str(overlay), "--profile", "gb200", "--node", "n", "--no-devices"]
     assert main(argv) == 0
@@ -221,14 +227,11 @@ def test_stage_command_builds_then_reuses_the_runtime(
 
 
 def test_stage_mount_path_from_env_and_flag(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    library: Path,
 ) -> None:
-    from nvml_mock_engine.library import LibraryNotBuiltError, library_path
-
-    try:
-        library_path()
-    except LibraryNotBuiltError as exc:
-        pytest.skip(f"the mock libnvidia-ml.so.1 is not built yet ({exc})")
     overlay = tmp_path / "overlay"
     argv = ["stage", str(overlay), "--profile", "t4", "--node", "n", "--no-devices"]
     launcher = overlay / "bin" / "nvidia-smi"

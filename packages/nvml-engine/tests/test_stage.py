@@ -16,16 +16,6 @@ from nvml_mock_engine.stage import StageOptions, cdi_spec, stage
 ENTRIES = ("lib", "bin", "config", "dev", "cdi", "runtime")
 
 
-@pytest.fixture(scope="session")
-def library() -> Path:
-    from nvml_mock_engine.library import LibraryNotBuiltError, library_path
-
-    try:
-        return library_path()
-    except LibraryNotBuiltError as exc:
-        pytest.skip(f"the mock libnvidia-ml.so.1 is not built yet ({exc})")
-
-
 def _can_mknod(tmp_path: Path) -> bool:
     try:
         os.mknod(tmp_path / "probe", stat.S_IFCHR | 0o600, os.makedev(1, 3))

@@ -26,16 +26,6 @@ ENV = {"PATH": "/bin", "HOME": "/"}
 CHROOT = shutil.which("chroot") or shutil.which("chroot", path="/usr/sbin:/sbin") or "chroot"
 
 
-@pytest.fixture(scope="module")
-def library() -> Path:
-    from nvml_mock_engine.library import LibraryNotBuiltError, library_path
-
-    try:
-        return library_path()
-    except LibraryNotBuiltError as exc:
-        pytest.skip(f"the mock libnvidia-ml.so.1 is not built yet ({exc})")
-
-
 def _shell_files(flavor: str) -> list[tuple[Path, Path]]:
     """(source, path inside the root) pairs that give the root a working /bin/sh.
 
