@@ -303,22 +303,28 @@ class Demo:
             )
         return "PASS" if ok else "FAIL"
 
+    async def new_workloads(self, *, keep_running: bool = False) -> list[Outcome]:
+        """One new gpu-agent workload per node, created at once; kept ones are tracked."""
+        return list(
+            await asyncio.gather(
+                *(
+                    create_and_run(
+                        node.runtime,  # type: ignore[arg-type]
+                        node.name,
+                        self.isolation,
+                        self.overlay,
+                        keep_running=keep_running,
+                        started=self.workloads,
+                    )
+                    for node in self.nodes
+                )
+            )
+        )
+
     async def act_inject(self) -> list[Outcome]:
         k = self.knobs
         self.act("ordinary gpu-agent workloads on every node")
-        outcomes = await asyncio.gather(
-            *(
-                create_and_run(
-                    node.runtime,  # type: ignore[arg-type]
-                    node.name,
-                    self.isolation,
-                    self.overlay,
-                    keep_running=k.compute_domain,
-                    started=self.workloads,
-                )
-                for node in self.nodes
-            )
-        )
+        outcomes = await self.new_workloads(keep_running=k.compute_domain)
         verdicts = []
         for i, outcome in enumerate(outcomes):
             clique = expected_clique(i, k.nodes) if k.compute_domain else None
@@ -331,7 +337,7 @@ class Demo:
             verdicts.append(self.judge(outcome, clique, uuid))
         say("")
         self.record("inject", outcomes, verdicts)
-        return list(outcomes)
+        return outcomes
 
     async def act_rebind(self, running: Sequence[Outcome]) -> None:
         assert self.service is not None
@@ -350,12 +356,7 @@ class Demo:
                 10,
             )
         say(f"  every plugin holds revision {revision} ({time.monotonic() - started:.2f}s)")
-        fresh = await asyncio.gather(
-            *(
-                create_and_run(node.runtime, node.name, self.isolation, self.overlay)  # type: ignore[arg-type]
-                for node in self.nodes
-            )
-        )
+        fresh = await self.new_workloads()
         verdicts = [self.judge(outcome, clique, uuid) for outcome in fresh]
         say("  new workloads:")
         self.record("rebind: new", fresh, verdicts)
@@ -385,12 +386,7 @@ class Demo:
             say("  stopping the topology service")
             await self.service.stop()
             await asyncio.sleep(0.5)
-            fresh = await asyncio.gather(
-                *(
-                    create_and_run(node.runtime, node.name, self.isolation, self.overlay)  # type: ignore[arg-type]
-                    for node in self.nodes
-                )
-            )
+            fresh = await self.new_workloads()
             verdicts = [self.judge(outcome, clique, uuid) for outcome in fresh]
             say("  new workloads with the topology service down (cached identity):")
             self.record("topology down", fresh, verdicts)
