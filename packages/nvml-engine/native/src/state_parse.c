@@ -42,139 +42,12 @@ struct key_def {
 
 #define SYS(f) offsetof(struct state_system, f), sizeof(((struct state_system *)0)->f)
 #define GPU(f) offsetof(struct state_gpu, f), sizeof(((struct state_gpu *)0)->f)
-#define U32MAX 4294967295LL
-#define I32MIN (-2147483647LL - 1)
-#define I32MAX 2147483647LL
+#define SYSTEM_KEY(name, field, kind, size, min, max, flags, dflt) {#name, K_##kind, SYS(field), min, max, flags, dflt},
+#define GPU_KEY(name, field, kind, size, min, max, flags, dflt) {#name, K_##kind, GPU(field), min, max, flags, dflt},
 
-static const struct key_def system_keys[] = {
-    {"cuda_driver_version", K_I32, SYS(cuda_driver_version), 0, I32MAX, F_REQUIRED, NULL},
-    {"device_count", K_U32, SYS(device_count), 0, STATE_MAX_GPUS, F_REQUIRED, NULL},
-    {"driver_version", K_STR, SYS(driver_version), 0, 0, F_REQUIRED, NULL},
-    {"node_name", K_STR, SYS(node_name), 0, 0, 0, NULL},
-    {"nvml_version", K_STR, SYS(nvml_version), 0, 0, F_REQUIRED, NULL},
-    {"profile", K_STR, SYS(profile), 0, 0, 0, NULL},
-};
-
-static const struct key_def gpu_keys[] = {
-    {"addressing_mode", K_I32, GPU(addressing_mode), -1, 2, 0, "-1"},
-    {"app_clock_graphics_mhz", K_U32, GPU(app_clock_graphics_mhz), 0, U32MAX, 0, NULL},
-    {"app_clock_mem_mhz", K_U32, GPU(app_clock_mem_mhz), 0, U32MAX, 0, NULL},
-    {"architecture", K_U32, GPU(architecture), 0, U32MAX, F_REQUIRED, NULL},
-    {"bar1_total_bytes", K_U64, GPU(bar1_total_bytes), 0, 0, F_REQUIRED, NULL},
-    {"bar1_used_bytes", K_U64, GPU(bar1_used_bytes), 0, 0, F_REQUIRED, NULL},
-    {"bbx_flush_duration_us", K_U32, GPU(bbx_flush_duration_us), 0, U32MAX, 0, NULL},
-    {"bbx_flush_time_us", K_U64, GPU(bbx_flush_time_us), 0, 0, 0, NULL},
-    {"board_id", K_U32, GPU(board_id), 0, U32MAX, F_REQUIRED, NULL},
-    {"board_part_number", K_STR, GPU(board_part_number), 0, 0, F_REQUIRED, NULL},
-    {"brand", K_I32, GPU(brand), 0, 64, F_REQUIRED, NULL},
-    {"c2c_enabled", K_U32, GPU(c2c_enabled), 0, 1, 0, NULL},
-    {"clock_graphics_mhz", K_U32, GPU(clock_graphics_mhz), 0, U32MAX, F_REQUIRED, NULL},
-    {"clock_mem_mhz", K_U32, GPU(clock_mem_mhz), 0, U32MAX, F_REQUIRED, NULL},
-    {"clock_sm_mhz", K_U32, GPU(clock_sm_mhz), 0, U32MAX, F_REQUIRED, NULL},
-    {"clock_video_mhz", K_U32, GPU(clock_video_mhz), 0, U32MAX, F_REQUIRED, NULL},
-    {"clocks_event_reasons", K_U64, GPU(clocks_event_reasons), 0, 0, 0, NULL},
-    {"compute_mode", K_I32, GPU(compute_mode), 0, 3, 0, NULL},
-    {"cpu_affinity", K_CPULIST, GPU(cpu_affinity), 0, 0, F_REQUIRED, NULL},
-    {"cuda_cc_major", K_I32, GPU(cuda_cc_major), 0, 99, F_REQUIRED, NULL},
-    {"cuda_cc_minor", K_I32, GPU(cuda_cc_minor), 0, 99, F_REQUIRED, NULL},
-    {"display_active", K_U32, GPU(display_active), 0, 1, F_REQUIRED, NULL},
-    {"display_mode", K_U32, GPU(display_mode), 0, 1, F_REQUIRED, NULL},
-    {"ecc_aggregate_corrected", K_U64, GPU(ecc_aggregate_corrected), 0, 0, 0, NULL},
-    {"ecc_aggregate_uncorrected", K_U64, GPU(ecc_aggregate_uncorrected), 0, 0, 0, NULL},
-    {"ecc_enabled", K_U32, GPU(ecc_enabled), 0, 1, F_REQUIRED, NULL},
-    {"ecc_supported", K_U32, GPU(ecc_supported), 0, 1, 0, "1"},
-    {"ecc_volatile_corrected", K_U64, GPU(ecc_volatile_corrected), 0, 0, 0, NULL},
-    {"ecc_volatile_uncorrected", K_U64, GPU(ecc_volatile_uncorrected), 0, 0, 0, NULL},
-    {"energy_mj", K_U64, GPU(energy_mj), 0, 0, 0, NULL},
-    {"fabric_attached", K_U32, GPU(fabric_attached), 0, 1, 0, NULL},
-    {"fabric_clique_id", K_U32, GPU(fabric_clique_id), 0, U32MAX, 0, NULL},
-    {"fabric_cluster_uuid", K_UUID16, GPU(fabric_cluster_uuid), 0, 0, 0, NULL},
-    {"fabric_health_mask", K_U32, GPU(fabric_health_mask), 0, U32MAX, 0, "0x1aa"},
-    {"fabric_state", K_I32, GPU(fabric_state), 0, 3, 0, "3"},
-    {"fan_speed_pct", K_U32, GPU(fan_speed_pct), 0, 100, 0, NULL},
-    {"gpu_group", K_U32, GPU(gpu_group), 0, U32MAX, 0, NULL},
-    {"inforom_ecc", K_STR, GPU(inforom_ecc), 0, 0, 0, NULL},
-    {"inforom_image_version", K_STR, GPU(inforom_image_version), 0, 0, F_REQUIRED, NULL},
-    {"inforom_oem", K_STR, GPU(inforom_oem), 0, 0, 0, NULL},
-    {"inforom_power", K_STR, GPU(inforom_power), 0, 0, 0, NULL},
-    {"margin_temperature_supported", K_U32, GPU(margin_temperature_supported), 0, 1, 0, NULL},
-    {"max_clock_graphics_mhz", K_U32, GPU(max_clock_graphics_mhz), 0, U32MAX, F_REQUIRED, NULL},
-    {"max_clock_mem_mhz", K_U32, GPU(max_clock_mem_mhz), 0, U32MAX, F_REQUIRED, NULL},
-    {"max_clock_sm_mhz", K_U32, GPU(max_clock_sm_mhz), 0, U32MAX, F_REQUIRED, NULL},
-    {"max_clock_video_mhz", K_U32, GPU(max_clock_video_mhz), 0, U32MAX, F_REQUIRED, NULL},
-    {"memory_bus_width", K_U32, GPU(memory_bus_width), 0, U32MAX, F_REQUIRED, NULL},
-    {"memory_power_average_mw", K_U32, GPU(memory_power_average_mw), 0, U32MAX, 0, NULL},
-    {"memory_reserved_bytes", K_U64, GPU(memory_reserved_bytes), 0, 0, F_REQUIRED, NULL},
-    {"memory_temperature_c", K_U32, GPU(memory_temperature_c), 0, 255, 0, NULL},
-    {"memory_total_bytes", K_U64, GPU(memory_total_bytes), 0, 0, F_REQUIRED, NULL},
-    {"memory_used_bytes", K_U64, GPU(memory_used_bytes), 0, 0, F_REQUIRED, NULL},
-    {"mig_capable", K_U32, GPU(mig_capable), 0, 1, 0, NULL},
-    {"minor_number", K_U32, GPU(minor_number), 0, U32MAX, F_REQUIRED, NULL},
-    {"module_id", K_U32, GPU(module_id), 0, U32MAX, 0, NULL},
-    {"module_power_average_mw", K_U32, GPU(module_power_average_mw), 0, U32MAX, 0, NULL},
-    {"module_power_default_limit_mw", K_U32, GPU(module_power_default_limit_mw), 0, U32MAX, 0, NULL},
-    {"module_power_limit_mw", K_U32, GPU(module_power_limit_mw), 0, U32MAX, 0, NULL},
-    {"module_power_max_limit_mw", K_U32, GPU(module_power_max_limit_mw), 0, U32MAX, 0, NULL},
-    {"module_power_min_limit_mw", K_U32, GPU(module_power_min_limit_mw), 0, U32MAX, 0, NULL},
-    {"module_power_usage_mw", K_U32, GPU(module_power_usage_mw), 0, U32MAX, 0, NULL},
-    {"multi_gpu_board", K_U32, GPU(multi_gpu_board), 0, 1, 0, NULL},
-    {"multiprocessor_count", K_U32, GPU(multiprocessor_count), 0, U32MAX, 0, NULL},
-    {"name", K_STR, GPU(name), 0, 0, F_REQUIRED, NULL},
-    {"num_fans", K_U32, GPU(num_fans), 0, 64, 0, NULL},
-    {"num_gpu_cores", K_U32, GPU(num_gpu_cores), 0, U32MAX, 0, NULL},
-    {"numa_node", K_I32, GPU(numa_node), -1, 1023, 0, "-1"},
-    {"nvlink_count", K_U32, GPU(nvlink_count), 0, STATE_MAX_NVLINKS, 0, NULL},
-    {"nvlink_remote_bus_ids", K_BUSLIST, GPU(nvlink_remote), 0, 0, 0, NULL},
-    {"nvlink_version", K_U32, GPU(nvlink_version), 0, U32MAX, 0, NULL},
-    {"pci_bus_id", K_BUSID, GPU(pci), 0, 0, F_REQUIRED, NULL},
-    {"pci_device_id", K_U32, GPU(pci_device_id), 0, U32MAX, F_REQUIRED, NULL},
-    {"pci_subsystem_id", K_U32, GPU(pci_subsystem_id), 0, U32MAX, F_REQUIRED, NULL},
-    {"pcie_cur_gen", K_U32, GPU(pcie_cur_gen), 0, U32MAX, F_REQUIRED, NULL},
-    {"pcie_cur_width", K_U32, GPU(pcie_cur_width), 0, U32MAX, F_REQUIRED, NULL},
-    {"pcie_max_gen", K_U32, GPU(pcie_max_gen), 0, U32MAX, F_REQUIRED, NULL},
-    {"pcie_max_width", K_U32, GPU(pcie_max_width), 0, U32MAX, F_REQUIRED, NULL},
-    {"pcie_replay_counter", K_U32, GPU(pcie_replay_counter), 0, U32MAX, 0, NULL},
-    {"pdi", K_U64, GPU(pdi), 0, 0, 0, NULL},
-    {"persistence_mode", K_U32, GPU(persistence_mode), 0, 1, F_REQUIRED, NULL},
-    {"platform_chassis_serial", K_STR, GPU(platform_chassis_serial), 0, 0, 0, NULL},
-    {"platform_ib_guid", K_U64, GPU(platform_ib_guid), 0, 0, 0, NULL},
-    {"platform_host_id", K_U32, GPU(platform_host_id), 0, 255, 0, NULL},
-    {"platform_peer_type", K_U32, GPU(platform_peer_type), 0, 255, 0, NULL},
-    {"platform_slot_number", K_U32, GPU(platform_slot_number), 0, 255, 0, NULL},
-    {"platform_supported", K_U32, GPU(platform_supported), 0, 1, 0, NULL},
-    {"platform_tray_index", K_U32, GPU(platform_tray_index), 0, 255, 0, NULL},
-    {"power_average_mw", K_U32, GPU(power_average_mw), 0, U32MAX, 0, NULL},
-    {"power_default_limit_mw", K_U32, GPU(power_default_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
-    {"power_limit_mw", K_U32, GPU(power_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
-    {"power_max_limit_mw", K_U32, GPU(power_max_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
-    {"power_min_limit_mw", K_U32, GPU(power_min_limit_mw), 0, U32MAX, F_REQUIRED, NULL},
-    {"power_usage_mw", K_U32, GPU(power_usage_mw), 0, U32MAX, F_REQUIRED, NULL},
-    {"pstate", K_I32, GPU(pstate), 0, 15, 0, NULL},
-    {"remapped_rows_correctable", K_U32, GPU(remapped_rows_correctable), 0, U32MAX, 0, NULL},
-    {"remapped_rows_failure", K_U32, GPU(remapped_rows_failure), 0, 1, 0, NULL},
-    {"remapped_rows_pending", K_U32, GPU(remapped_rows_pending), 0, 1, 0, NULL},
-    {"remapped_rows_supported", K_U32, GPU(remapped_rows_supported), 0, 1, 0, NULL},
-    {"remapped_rows_uncorrectable", K_U32, GPU(remapped_rows_uncorrectable), 0, U32MAX, 0, NULL},
-    {"retired_pages_dbe", K_U32, GPU(retired_pages_dbe), 0, 64, 0, NULL},
-    {"retired_pages_pending", K_U32, GPU(retired_pages_pending), 0, 1, 0, NULL},
-    {"retired_pages_sbe", K_U32, GPU(retired_pages_sbe), 0, 64, 0, NULL},
-    {"retired_pages_supported", K_U32, GPU(retired_pages_supported), 0, 1, 0, NULL},
-    {"row_remapper_banks", K_U32, GPU(row_remapper_banks), 0, U32MAX, 0, "4096"},
-    {"serial", K_STR, GPU(serial), 0, 0, F_REQUIRED, NULL},
-    {"temp_gpu_max_c", K_U32, GPU(temp_gpu_max_c), 0, 255, F_REQUIRED, NULL},
-    {"temp_mem_max_c", K_U32, GPU(temp_mem_max_c), 0, 255, F_REQUIRED, NULL},
-    {"temp_shutdown_c", K_U32, GPU(temp_shutdown_c), 0, 255, F_REQUIRED, NULL},
-    {"temp_slowdown_c", K_U32, GPU(temp_slowdown_c), 0, 255, F_REQUIRED, NULL},
-    {"temperature_c", K_U32, GPU(temperature_c), 0, 255, F_REQUIRED, NULL},
-    {"unrepairable_memory", K_I32, GPU(unrepairable_memory), -1, 1, 0, "-1"},
-    {"util_decoder_pct", K_U32, GPU(util_decoder_pct), 0, 100, 0, NULL},
-    {"util_encoder_pct", K_U32, GPU(util_encoder_pct), 0, 100, 0, NULL},
-    {"util_gpu_pct", K_U32, GPU(util_gpu_pct), 0, 100, 0, NULL},
-    {"util_mem_pct", K_U32, GPU(util_mem_pct), 0, 100, 0, NULL},
-    {"uuid", K_STR, GPU(uuid), 0, 0, F_REQUIRED, NULL},
-    {"vbios_version", K_STR, GPU(vbios_version), 0, 0, F_REQUIRED, NULL},
-    {"virtualization_mode", K_I32, GPU(virtualization_mode), 0, 16, 0, NULL},
-};
+/* Expanded from the generated tables (keys.h): the declaration in keys.toml is the one source. */
+static const struct key_def system_keys[] = {STATE_SYSTEM_KEYS(SYSTEM_KEY)};
+static const struct key_def gpu_keys[] = {STATE_GPU_KEYS(GPU_KEY)};
 
 #define NSYS (sizeof(system_keys) / sizeof(system_keys[0]))
 #define NGPU (sizeof(gpu_keys) / sizeof(gpu_keys[0]))
@@ -460,6 +333,48 @@ static int parse_buslist(const char *s, size_t len, struct state_pci_addr *dst, 
     return 0;
 }
 
+/* Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. */
+static int valid_utf8(const char *s, size_t len)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = u[i];
+        size_t n;
+        unsigned char lo = 0x80;
+        unsigned char hi = 0xbf;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            lo = c == 0xe0 ? 0xa0 : 0x80;
+            hi = c == 0xed ? 0x9f : 0xbf;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            lo = c == 0xf0 ? 0x90 : 0x80;
+            hi = c == 0xf4 ? 0x8f : 0xbf;
+        } else {
+            return 0;
+        }
+        if (len - i <= n) {
+            return 0;
+        }
+        if (u[i + 1] < lo || u[i + 1] > hi) {
+            return 0;
+        }
+        for (size_t j = 2; j <= n; j++) {
+            if (u[i + j] < 0x80 || u[i + j] > 0xbf) {
+                return 0;
+            }
+        }
+        i += n + 1;
+    }
+    return 1;
+}
+
 static int apply_value(struct parser *p, const struct key_def *k, void *base, const char *v, size_t vlen)
 {
     char q[48];
@@ -473,6 +388,9 @@ static int apply_value(struct parser *p, const struct key_def *k, void *base, co
             if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f) {
                 return fail(p, "key '%s': control character in value", k->name);
             }
+        }
+        if (!valid_utf8(v, vlen)) {
+            return fail(p, "key '%s': value is not valid UTF-8", k->name);
         }
         memcpy(dst, v, vlen);
         dst[vlen] = '\0';

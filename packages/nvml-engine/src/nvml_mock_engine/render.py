@@ -19,7 +19,14 @@ from typing import Final
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import ConfigError
-from nvml_mock_engine.schema import GPU_KEYS, SYSTEM_KEYS, ValueType, format_value, validate_value
+from nvml_mock_engine.schema import (
+    GPU_KEYS,
+    SYSTEM_KEYS,
+    ValueType,
+    format_value,
+    parse_default,
+    validate_value,
+)
 
 __all__ = ["STATE_MAGIC", "RenderedState", "derive_gpu", "gpu_uuid", "render", "render_text"]
 
@@ -33,26 +40,13 @@ _SYSTEM_SOURCES: Final[Mapping[str, str]] = {"node_name": "node", "nvml_version"
 _MAX_STATE_BYTES: Final = 1 << 20
 _MAX_LINE_BYTES: Final = 1023
 _FORMAT_DEFAULTS: Final[Mapping[str, ValueType]] = {
-    "multi_gpu_board": 0,
-    "virtualization_mode": 0,
-    "compute_mode": 0,
-    "energy_mj": 0,
-    "memory_temperature_c": 0,
-    "num_fans": 0,
-    "fan_speed_pct": 0,
-    "util_gpu_pct": 0,
-    "util_mem_pct": 0,
-    "pstate": 0,
-    "ecc_supported": 1,
-    "mig_capable": 0,
-    "nvlink_count": 0,
-    "nvlink_version": 0,
-    "inforom_oem": "",
-    "inforom_ecc": "",
-    "inforom_power": "",
+    key: spec_default
+    for key, spec in GPU_KEYS.items()
+    if spec.default is not None
+    and spec.derived is None
+    and (spec_default := parse_default(spec)) is not None
 }
-"""STATE-FORMAT.md's defaults, written out so a state file reads complete. ``fabric_health_mask``
-is left out unless set: its default lives in the library (it depends on the struct version)."""
+"""The defaults ``keys.toml`` declares, written out so a state file reads complete."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,12 @@
 """The keys of the rendered state format and the type of each value.
 
-`native/STATE-FORMAT.md` is the contract between this package and the C library that
-parses the state. This module is its Python half: one table per section, in the order
-the renderer writes them, each key with the C type its value must fit. Profiles, config
-overrides and the renderer all validate against these tables, so a value the C parser
-would refuse is refused here first, with the config key named instead of a state line.
+Every key is declared once, in ``keys.toml``; the C parser's table and the tables here are
+generated from it (``scripts/gen_keys.py``), so the two halves of the contract
+(`native/STATE-FORMAT.md`) cannot drift apart. One table per section, in the order the
+renderer writes them, each key with the C type its value must fit. Profiles, config
+overrides, the renderer and the live writer all validate against these tables, so a value
+the C parser would refuse is refused here first, with the config key named instead of a
+state line.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from nvml_mock_engine import _keys
+
 __all__ = [
     "GPU_KEYS",
+    "LIVE_GPU_KEYS",
     "MAX_GPUS",
     "SYSTEM_KEYS",
     "KeySpec",
     "Kind",
     "format_value",
+    "parse_default",
     "parse_cpu_list",
     "validate_value",
 ]
@@ -56,142 +62,47 @@ class Kind(Enum):
 
 @dataclass(frozen=True, slots=True)
 class KeySpec:
-    """One key: its type and bounds (inclusive) as the C parser enforces them."""
+    """One key as ``keys.toml`` declares it: type and bounds (inclusive) as the C parser
+    enforces them, the parser's default, and where it comes from."""
 
     kind: Kind
     max_len: int = MAX_VALUE_BYTES
     minimum: int | None = None
     maximum: int | None = None
+    default: str | None = None
+    """The state-file text the parser applies when the key is absent (None: zero/empty)."""
+    required: bool = False
+    """A state without the key is refused."""
+    derived: str | None = None
+    """``render``: the renderer computes it; ``library``: absent means the library derives it."""
+    live_slot: int | None = None
+    """The key's slot in the live layer's GPU record; None when it is board-only."""
 
 
-_S = Kind.STRING
-_U32 = KeySpec(Kind.UINT32)
-_U64 = KeySpec(Kind.UINT64)
-_FLAG = KeySpec(Kind.FLAG)
+def _spec(row: _keys.KeyRow) -> KeySpec:
+    name, kind, max_len, minimum, maximum, default, required, derived, live = row
+    return KeySpec(
+        Kind[kind],
+        max_len=max_len,
+        minimum=minimum,
+        maximum=maximum,
+        default=default,
+        required=required,
+        derived=derived,
+        live_slot=live,
+    )
 
 
-def _str(max_len: int) -> KeySpec:
-    return KeySpec(_S, max_len=max_len)
+SYSTEM_KEYS: Final[Mapping[str, KeySpec]] = {row[0]: _spec(row) for row in _keys.SYSTEM_ROWS}
+"""``[system]`` keys, in output order (generated from ``keys.toml``)."""
 
+GPU_KEYS: Final[Mapping[str, KeySpec]] = {row[0]: _spec(row) for row in _keys.GPU_ROWS}
+"""``[gpu N]`` keys, in output order (generated from ``keys.toml``)."""
 
-def _int(minimum: int, maximum: int) -> KeySpec:
-    return KeySpec(Kind.INT32, minimum=minimum, maximum=maximum)
-
-
-SYSTEM_KEYS: Final[Mapping[str, KeySpec]] = {
-    "driver_version": _str(79),
-    "nvml_version": _str(79),
-    "cuda_driver_version": _int(1000, 99999),
-    "device_count": KeySpec(Kind.UINT32, maximum=MAX_GPUS),
-    "node_name": _str(MAX_VALUE_BYTES),
-    "profile": _str(63),
+LIVE_GPU_KEYS: Final[Mapping[str, KeySpec]] = {
+    name: spec for name, spec in GPU_KEYS.items() if spec.live_slot is not None
 }
-"""``[system]`` keys, in output order."""
-
-GPU_KEYS: Final[Mapping[str, KeySpec]] = {
-    "name": _str(95),
-    "uuid": KeySpec(Kind.GPU_UUID, max_len=79),
-    "serial": _str(29),
-    "pdi": _U64,
-    "board_part_number": _str(79),
-    "board_id": KeySpec(Kind.HEX32),
-    "minor_number": _U32,
-    "brand": _int(0, 64),
-    "architecture": _U32,
-    "cuda_cc_major": _int(0, 99),
-    "cuda_cc_minor": _int(0, 99),
-    "multi_gpu_board": _FLAG,
-    "module_id": _U32,
-    "vbios_version": _str(31),
-    "inforom_image_version": _str(15),
-    "inforom_oem": _str(15),
-    "inforom_ecc": _str(15),
-    "inforom_power": _str(15),
-    "bbx_flush_time_us": _U64,
-    "bbx_flush_duration_us": _U32,
-    "virtualization_mode": _int(0, 16),
-    "addressing_mode": _int(-1, 2),
-    "pci_bus_id": KeySpec(Kind.BUS_ID),
-    "pci_device_id": KeySpec(Kind.HEX32),
-    "pci_subsystem_id": KeySpec(Kind.HEX32),
-    "pcie_max_gen": KeySpec(Kind.UINT32, minimum=1, maximum=7),
-    "pcie_max_width": KeySpec(Kind.UINT32, minimum=1, maximum=32),
-    "pcie_cur_gen": KeySpec(Kind.UINT32, minimum=1, maximum=7),
-    "pcie_cur_width": KeySpec(Kind.UINT32, minimum=1, maximum=32),
-    "memory_total_bytes": KeySpec(Kind.UINT64, minimum=1),
-    "memory_reserved_bytes": _U64,
-    "memory_used_bytes": _U64,
-    "memory_bus_width": _U32,
-    "bar1_total_bytes": _U64,
-    "bar1_used_bytes": _U64,
-    "numa_node": _int(-1, 1023),
-    "cpu_affinity": KeySpec(Kind.CPU_LIST),
-    "persistence_mode": _FLAG,
-    "display_mode": _FLAG,
-    "display_active": _FLAG,
-    "compute_mode": _int(0, 3),
-    "clock_graphics_mhz": _U32,
-    "clock_sm_mhz": _U32,
-    "clock_mem_mhz": _U32,
-    "clock_video_mhz": _U32,
-    "max_clock_graphics_mhz": _U32,
-    "max_clock_sm_mhz": _U32,
-    "max_clock_mem_mhz": _U32,
-    "max_clock_video_mhz": _U32,
-    "app_clock_graphics_mhz": _U32,
-    "app_clock_mem_mhz": _U32,
-    "power_usage_mw": _U32,
-    "power_limit_mw": _U32,
-    "power_default_limit_mw": _U32,
-    "power_min_limit_mw": _U32,
-    "power_max_limit_mw": _U32,
-    "energy_mj": _U64,
-    "power_average_mw": _U32,
-    "memory_power_average_mw": _U32,
-    "module_power_average_mw": _U32,
-    "module_power_usage_mw": _U32,
-    "module_power_limit_mw": _U32,
-    "module_power_default_limit_mw": _U32,
-    "module_power_min_limit_mw": _U32,
-    "module_power_max_limit_mw": _U32,
-    "temperature_c": KeySpec(Kind.UINT32, maximum=200),
-    "temp_shutdown_c": KeySpec(Kind.UINT32, maximum=200),
-    "temp_slowdown_c": KeySpec(Kind.UINT32, maximum=200),
-    "temp_gpu_max_c": KeySpec(Kind.UINT32, maximum=200),
-    "temp_mem_max_c": KeySpec(Kind.UINT32, maximum=200),
-    "margin_temperature_supported": _FLAG,
-    "memory_temperature_c": KeySpec(Kind.UINT32, maximum=200),
-    "num_fans": KeySpec(Kind.UINT32, maximum=32),
-    "fan_speed_pct": KeySpec(Kind.UINT32, maximum=100),
-    "util_gpu_pct": KeySpec(Kind.UINT32, maximum=100),
-    "util_mem_pct": KeySpec(Kind.UINT32, maximum=100),
-    "pstate": _int(0, 15),
-    "ecc_enabled": _FLAG,
-    "ecc_supported": _FLAG,
-    "remapped_rows_supported": _FLAG,
-    "retired_pages_supported": _FLAG,
-    "row_remapper_banks": _U32,
-    "unrepairable_memory": _int(-1, 1),
-    "mig_capable": _FLAG,
-    "nvlink_count": KeySpec(Kind.UINT32, maximum=18),
-    "nvlink_version": KeySpec(Kind.UINT32, maximum=8),
-    "nvlink_remote_bus_ids": KeySpec(Kind.BUS_ID_LIST),
-    "fabric_attached": _FLAG,
-    "fabric_cluster_uuid": KeySpec(Kind.FABRIC_UUID),
-    "fabric_clique_id": _U32,
-    "fabric_state": _int(0, 3),
-    "fabric_health_mask": KeySpec(Kind.HEX32),
-    "gpu_group": _U32,
-    "c2c_enabled": _FLAG,
-    "platform_supported": _FLAG,
-    "platform_chassis_serial": _str(16),
-    "platform_slot_number": KeySpec(Kind.UINT32, maximum=255),
-    "platform_tray_index": KeySpec(Kind.UINT32, maximum=255),
-    "platform_host_id": KeySpec(Kind.UINT32, maximum=255),
-    "platform_peer_type": KeySpec(Kind.UINT32, maximum=255),
-    "platform_ib_guid": _U64,
-}
-"""``[gpu N]`` keys, in output order."""
+"""The GPU keys the live layer can change at run time, each with its slot."""
 
 _LIMITS: Final = {
     Kind.UINT32: (0, 2**32 - 1),
@@ -277,6 +188,15 @@ def validate_value(spec: KeySpec, value: object) -> ValueType:
     return value
 
 
+def parse_default(spec: KeySpec) -> ValueType | None:
+    """The declared default of *spec* as a value (None when the key has none)."""
+    if spec.default is None:
+        return None
+    if spec.kind in _LIMITS:
+        return validate_value(spec, int(spec.default, 0))
+    return validate_value(spec, spec.default)
+
+
 def format_value(spec: KeySpec, value: ValueType) -> str:
     """Write a validated value the way the state format spells it."""
     if spec.kind is Kind.HEX32:
@@ -303,6 +223,9 @@ def _as_int(value: object, *, allow_hex: bool) -> int | None:
 def _check_text(value: str, max_len: int) -> None:
     if "\n" in value or "\r" in value or "\x00" in value:
         raise ValueError("must be a single line of text")
-    size = len(value.encode("utf-8"))
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("is not valid UTF-8 text (it holds a lone surrogate)") from None
     if size > max_len:
         raise ValueError(f"is {size} bytes, longer than the {max_len} the state format allows")

@@ -50,78 +50,14 @@ ARCHITECTURES: Final[Mapping[str, int]] = MappingProxyType(
 )
 """``nvmlDeviceArchitecture_t`` values by the name a profile uses."""
 
-DERIVED_GPU_KEYS: Final = frozenset(
-    {
-        "name",
-        "uuid",
-        "serial",
-        "pdi",
-        "board_id",
-        "minor_number",
-        "architecture",
-        "cuda_cc_major",
-        "cuda_cc_minor",
-        "module_id",
-        "pci_bus_id",
-        "numa_node",
-        "cpu_affinity",
-        "nvlink_remote_bus_ids",
-        "fabric_attached",
-        "fabric_cluster_uuid",
-        "fabric_clique_id",
-        "fabric_state",
-        "gpu_group",
-        "platform_chassis_serial",
-        "platform_ib_guid",
-    }
-)
-"""State keys the renderer computes from the profile's layout, the node and the index."""
+DERIVED_GPU_KEYS: Final = frozenset(k for k, spec in GPU_KEYS.items() if spec.derived == "render")
+"""State keys the renderer computes from the profile's layout, the node and the index
+(``derived = "render"`` in ``keys.toml``)."""
 
 OPTIONAL_GPU_KEYS: Final = frozenset(
-    {
-        "multi_gpu_board",
-        "inforom_oem",
-        "inforom_ecc",
-        "inforom_power",
-        "bbx_flush_time_us",
-        "bbx_flush_duration_us",
-        "virtualization_mode",
-        "addressing_mode",
-        "compute_mode",
-        "energy_mj",
-        "power_average_mw",
-        "memory_power_average_mw",
-        "module_power_average_mw",
-        "module_power_usage_mw",
-        "module_power_limit_mw",
-        "module_power_default_limit_mw",
-        "module_power_min_limit_mw",
-        "module_power_max_limit_mw",
-        "memory_temperature_c",
-        "margin_temperature_supported",
-        "num_fans",
-        "fan_speed_pct",
-        "util_gpu_pct",
-        "util_mem_pct",
-        "pstate",
-        "ecc_supported",
-        "remapped_rows_supported",
-        "retired_pages_supported",
-        "row_remapper_banks",
-        "unrepairable_memory",
-        "mig_capable",
-        "nvlink_count",
-        "nvlink_version",
-        "fabric_health_mask",
-        "c2c_enabled",
-        "platform_supported",
-        "platform_slot_number",
-        "platform_tray_index",
-        "platform_host_id",
-        "platform_peer_type",
-    }
+    k for k, spec in GPU_KEYS.items() if not spec.required and spec.derived != "render"
 )
-"""State keys with a default in the state format; a profile may leave them out."""
+"""State keys a profile may leave out: the format (or the library) gives them a default."""
 
 _PACKAGE: Final = "nvml_mock_engine.profiles"
 _LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
