@@ -39,7 +39,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableSta
     REQUIRE_ARG(current);
     REQUIRE_ARG(pending);
     REQUIRE_ECC(d);
-    *current = d->s.ecc_enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *current = live_ecc_enabled(d) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     *pending = *current;
     return NVML_SUCCESS;
 }
@@ -65,9 +65,9 @@ static nvmlReturn_t ecc_count(const struct nvmlDevice_st *d, nvmlMemoryErrorType
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     if (counterType == NVML_VOLATILE_ECC) {
-        *out = corrected ? d->s.ecc_volatile_corrected : d->s.ecc_volatile_uncorrected;
+        *out = corrected ? live_ecc_volatile_corrected(d) : live_ecc_volatile_uncorrected(d);
     } else if (counterType == NVML_AGGREGATE_ECC) {
-        *out = corrected ? d->s.ecc_aggregate_corrected : d->s.ecc_aggregate_uncorrected;
+        *out = corrected ? live_ecc_aggregate_corrected(d) : live_ecc_aggregate_uncorrected(d);
     } else {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -80,7 +80,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMe
     GET_DEVICE(device, d);
     REQUIRE_ARG(eccCounts);
     REQUIRE_ECC(d);
-    if (!d->s.ecc_enabled) {
+    if (!live_ecc_enabled(d)) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
     return ecc_count(d, errorType, counterType, eccCounts);
@@ -93,7 +93,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDetailedEccErrors(nvmlDevice_t device, nvm
     GET_DEVICE(device, d);
     REQUIRE_ARG(eccCounts);
     REQUIRE_ECC(d);
-    if (!d->s.ecc_enabled) {
+    if (!live_ecc_enabled(d)) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
     unsigned long long dram = 0;
@@ -113,7 +113,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nv
     GET_DEVICE(device, d);
     REQUIRE_ARG(count);
     REQUIRE_ECC(d);
-    if (!d->s.ecc_enabled) {
+    if (!live_ecc_enabled(d)) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
     unsigned long long dram = 0;
@@ -136,8 +136,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nv
 
 static unsigned int retired_count(const struct nvmlDevice_st *d, nvmlPageRetirementCause_t cause)
 {
-    return cause == NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS ? d->s.retired_pages_sbe
-                                                                               : d->s.retired_pages_dbe;
+    return cause == NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS ? live_retired_pages_sbe(d)
+                                                                               : live_retired_pages_dbe(d);
 }
 
 static nvmlReturn_t retired_pages(nvmlDevice_t device, nvmlPageRetirementCause_t cause, unsigned int *pageCount,
@@ -190,7 +190,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t dev
     GET_DEVICE(device, d);
     REQUIRE_ARG(isPending);
     REQUIRE_RETIRE(d);
-    *isPending = d->s.retired_pages_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *isPending = live_retired_pages_pending(d) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }
 
@@ -203,10 +203,10 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned
     REQUIRE_ARG(isPending);
     REQUIRE_ARG(failureOccurred);
     REQUIRE_REMAP(d);
-    *corrRows = d->s.remapped_rows_correctable;
-    *uncRows = d->s.remapped_rows_uncorrectable;
-    *isPending = d->s.remapped_rows_pending;
-    *failureOccurred = d->s.remapped_rows_failure;
+    *corrRows = live_remapped_rows_correctable(d);
+    *uncRows = live_remapped_rows_uncorrectable(d);
+    *isPending = live_remapped_rows_pending(d);
+    *failureOccurred = live_remapped_rows_failure(d);
     return NVML_SUCCESS;
 }
 
@@ -216,10 +216,10 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows_v2(nvmlDevice_t device, nvmlR
     REQUIRE_ARG(info);
     REQUIRE_REMAP(d);
     memset(info, 0, sizeof(*info));
-    info->corrActiveRemaps = d->s.remapped_rows_correctable;
-    info->uncActiveRemaps = d->s.remapped_rows_uncorrectable;
-    info->bPending = d->s.remapped_rows_pending;
-    info->bFailureOccurred = d->s.remapped_rows_failure;
+    info->corrActiveRemaps = live_remapped_rows_correctable(d);
+    info->uncActiveRemaps = live_remapped_rows_uncorrectable(d);
+    info->bPending = live_remapped_rows_pending(d);
+    info->bFailureOccurred = live_remapped_rows_failure(d);
     return NVML_SUCCESS;
 }
 
@@ -229,7 +229,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRowRemapperHistogram(nvmlDevice_t device, 
     REQUIRE_ARG(values);
     REQUIRE_REMAP(d);
     /* Banks with all remap slots free ("max"), one used slot per remapped row otherwise. */
-    unsigned long long rows = (unsigned long long)d->s.remapped_rows_correctable + d->s.remapped_rows_uncorrectable;
+    unsigned long long rows = (unsigned long long)live_remapped_rows_correctable(d) + live_remapped_rows_uncorrectable(d);
     unsigned int banks = d->s.row_remapper_banks;
     unsigned int used = rows < banks ? (unsigned int)rows : banks;
     memset(values, 0, sizeof(*values));
@@ -273,9 +273,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUnrepairableMemoryFlag_v1(nvmlDevice_t dev
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(status);
-    if (d->s.unrepairable_memory < 0) {
+    if (live_unrepairable_memory(d) < 0) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
-    status->bUnrepairableMemory = (unsigned int)d->s.unrepairable_memory;
+    status->bUnrepairableMemory = (unsigned int)live_unrepairable_memory(d);
     return NVML_SUCCESS;
 }

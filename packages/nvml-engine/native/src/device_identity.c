@@ -277,9 +277,9 @@ UINT_GETTER(nvmlDeviceGetModuleId, d->s.module_id)
 UINT_GETTER(nvmlDeviceGetMaxPcieLinkGeneration, d->s.pcie_max_gen)
 UINT_GETTER(nvmlDeviceGetGpuMaxPcieLinkGeneration, d->s.pcie_max_gen)
 UINT_GETTER(nvmlDeviceGetMaxPcieLinkWidth, d->s.pcie_max_width)
-UINT_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, d->s.pcie_cur_gen)
-UINT_GETTER(nvmlDeviceGetCurrPcieLinkWidth, d->s.pcie_cur_width)
-UINT_GETTER(nvmlDeviceGetPcieReplayCounter, d->s.pcie_replay_counter)
+UINT_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, live_pcie_cur_gen(d))
+UINT_GETTER(nvmlDeviceGetCurrPcieLinkWidth, live_pcie_cur_width(d))
+UINT_GETTER(nvmlDeviceGetPcieReplayCounter, live_pcie_replay_counter(d))
 
 /* Per-lane PCIe transfer rate by generation, in Mbps as NVML reports the link speed. */
 static unsigned int pcie_speed_mbps(unsigned int gen)
@@ -300,7 +300,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPcieSpeed(nvmlDevice_t device, unsigned in
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(pcieSpeed);
-    *pcieSpeed = pcie_speed_mbps(d->s.pcie_cur_gen);
+    *pcieSpeed = pcie_speed_mbps(live_pcie_cur_gen(d));
     return *pcieSpeed ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
@@ -594,7 +594,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice
         return NVML_SUCCESS;                                                  \
     }
 
-ENABLE_GETTER(nvmlDeviceGetPersistenceMode, d->s.persistence_mode)
+ENABLE_GETTER(nvmlDeviceGetPersistenceMode, live_persistence_mode(d))
 ENABLE_GETTER(nvmlDeviceGetDisplayMode, d->s.display_mode)
 ENABLE_GETTER(nvmlDeviceGetDisplayActive, d->s.display_active)
 
@@ -602,7 +602,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlCompu
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(mode);
-    *mode = (nvmlComputeMode_t)d->s.compute_mode;
+    *mode = (nvmlComputeMode_t)live_compute_mode(d);
     return NVML_SUCCESS;
 }
 

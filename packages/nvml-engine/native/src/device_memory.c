@@ -14,11 +14,20 @@
 _Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t (v1) is 24 bytes");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t is 40 bytes");
 
+/* Used framebuffer memory, live where set, never more than what the board leaves free
+ * (the parser checks the board's own values; the live value is clamped here). */
+static uint64_t used_bytes(const struct nvmlDevice_st *d)
+{
+    uint64_t used = live_memory_used_bytes(d);
+    uint64_t room = d->s.memory_total_bytes - d->s.memory_reserved_bytes;
+    return used > room ? room : used;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(memory);
-    uint64_t used = d->s.memory_used_bytes + d->s.memory_reserved_bytes;
+    uint64_t used = used_bytes(d) + d->s.memory_reserved_bytes;
     memory->total = d->s.memory_total_bytes;
     memory->used = used;
     memory->free = d->s.memory_total_bytes - used;
@@ -34,8 +43,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMem
     }
     memory->total = d->s.memory_total_bytes;
     memory->reserved = d->s.memory_reserved_bytes;
-    memory->used = d->s.memory_used_bytes;
-    memory->free = d->s.memory_total_bytes - d->s.memory_used_bytes - d->s.memory_reserved_bytes;
+    uint64_t used = used_bytes(d);
+    memory->used = used;
+    memory->free = d->s.memory_total_bytes - used - d->s.memory_reserved_bytes;
     return NVML_SUCCESS;
 }
 
@@ -44,8 +54,10 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBA
     GET_DEVICE(device, d);
     REQUIRE_ARG(bar1Memory);
     bar1Memory->bar1Total = d->s.bar1_total_bytes;
-    bar1Memory->bar1Used = d->s.bar1_used_bytes;
-    bar1Memory->bar1Free = d->s.bar1_total_bytes - d->s.bar1_used_bytes;
+    uint64_t used = live_bar1_used_bytes(d);
+    used = used > d->s.bar1_total_bytes ? d->s.bar1_total_bytes : used;
+    bar1Memory->bar1Used = used;
+    bar1Memory->bar1Free = d->s.bar1_total_bytes - used;
     return NVML_SUCCESS;
 }
 

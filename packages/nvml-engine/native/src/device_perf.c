@@ -20,10 +20,10 @@
 static int clock_of(const struct nvmlDevice_st *d, nvmlClockType_t type, int max, unsigned int *out)
 {
     switch (type) {
-    case NVML_CLOCK_GRAPHICS: *out = max ? d->s.max_clock_graphics_mhz : d->s.clock_graphics_mhz; return 0;
-    case NVML_CLOCK_SM: *out = max ? d->s.max_clock_sm_mhz : d->s.clock_sm_mhz; return 0;
-    case NVML_CLOCK_MEM: *out = max ? d->s.max_clock_mem_mhz : d->s.clock_mem_mhz; return 0;
-    case NVML_CLOCK_VIDEO: *out = max ? d->s.max_clock_video_mhz : d->s.clock_video_mhz; return 0;
+    case NVML_CLOCK_GRAPHICS: *out = max ? d->s.max_clock_graphics_mhz : live_clock_graphics_mhz(d); return 0;
+    case NVML_CLOCK_SM: *out = max ? d->s.max_clock_sm_mhz : live_clock_sm_mhz(d); return 0;
+    case NVML_CLOCK_MEM: *out = max ? d->s.max_clock_mem_mhz : live_clock_mem_mhz(d); return 0;
+    case NVML_CLOCK_VIDEO: *out = max ? d->s.max_clock_video_mhz : live_clock_video_mhz(d); return 0;
     default: return -1;
     }
 }
@@ -32,8 +32,8 @@ static int app_clock_of(const struct nvmlDevice_st *d, nvmlClockType_t type, uns
 {
     switch (type) {
     case NVML_CLOCK_GRAPHICS:
-    case NVML_CLOCK_SM: *out = d->s.app_clock_graphics_mhz; return 0;
-    case NVML_CLOCK_MEM: *out = d->s.app_clock_mem_mhz; return 0;
+    case NVML_CLOCK_SM: *out = live_app_clock_graphics_mhz(d); return 0;
+    case NVML_CLOCK_MEM: *out = live_app_clock_mem_mhz(d); return 0;
     case NVML_CLOCK_VIDEO: return 1; /* no application clock for the video engine */
     default: return -1;
     }
@@ -164,7 +164,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(clocksEventReasons);
-    *clocksEventReasons = d->s.clocks_event_reasons;
+    *clocksEventReasons = live_clocks_event_reasons(d);
     return NVML_SUCCESS;
 }
 
@@ -208,7 +208,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvml
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(pState);
-    *pState = (nvmlPstates_t)d->s.pstate;
+    *pState = (nvmlPstates_t)live_pstate(d);
     return NVML_SUCCESS;
 }
 
@@ -228,17 +228,17 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstate
     {                                                                       \
         GET_DEVICE(device, d);                                              \
         REQUIRE_ARG(out);                                                   \
-        if (d->s.power_limit_mw == 0) {                                     \
+        if (live_power_limit_mw(d) == 0) {                                     \
             return NVML_ERROR_NOT_SUPPORTED;                                \
         }                                                                   \
         *out = (field);                                                     \
         return NVML_SUCCESS;                                                \
     }
 
-POWER_GETTER(nvmlDeviceGetPowerUsage, d->s.power_usage_mw)
-POWER_GETTER(nvmlDeviceGetPowerManagementLimit, d->s.power_limit_mw)
+POWER_GETTER(nvmlDeviceGetPowerUsage, live_power_usage_mw(d))
+POWER_GETTER(nvmlDeviceGetPowerManagementLimit, live_power_limit_mw(d))
 POWER_GETTER(nvmlDeviceGetPowerManagementDefaultLimit, d->s.power_default_limit_mw)
-POWER_GETTER(nvmlDeviceGetEnforcedPowerLimit, d->s.power_limit_mw)
+POWER_GETTER(nvmlDeviceGetEnforcedPowerLimit, live_power_limit_mw(d))
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device, unsigned int *minLimit,
                                                                       unsigned int *maxLimit)
@@ -246,7 +246,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice
     GET_DEVICE(device, d);
     REQUIRE_ARG(minLimit);
     REQUIRE_ARG(maxLimit);
-    if (d->s.power_limit_mw == 0) {
+    if (live_power_limit_mw(d) == 0) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
     *minLimit = d->s.power_min_limit_mw;
@@ -258,7 +258,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, n
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(mode);
-    *mode = d->s.power_limit_mw ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *mode = live_power_limit_mw(d) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }
 
@@ -266,7 +266,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(energy);
-    *energy = d->s.energy_mj;
+    *energy = live_energy_mj(d);
     return NVML_SUCCESS;
 }
 
@@ -278,7 +278,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTempe
     if (sensorType != NVML_TEMPERATURE_GPU) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *temp = d->s.temperature_c;
+    *temp = live_temperature_c(d);
     return NVML_SUCCESS;
 }
 
@@ -292,7 +292,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemp
     if (temperature->sensorType != NVML_TEMPERATURE_GPU) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    temperature->temperature = (int)d->s.temperature_c;
+    temperature->temperature = (int)live_temperature_c(d);
     return NVML_SUCCESS;
 }
 
@@ -333,7 +333,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvm
     if (!d->s.margin_temperature_supported || d->s.temp_gpu_max_c == 0) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
-    marginTempInfo->marginTemperature = (int)d->s.temp_gpu_max_c - (int)d->s.temperature_c;
+    marginTempInfo->marginTemperature = (int)d->s.temp_gpu_max_c - (int)live_temperature_c(d);
     return NVML_SUCCESS;
 }
 
@@ -350,7 +350,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetThermalSettings(nvmlDevice_t device, unsig
     pThermalSettings->sensor[0].controller = NVML_THERMAL_CONTROLLER_GPU_INTERNAL;
     pThermalSettings->sensor[0].defaultMinTemp = 0;
     pThermalSettings->sensor[0].defaultMaxTemp = (int)d->s.temp_gpu_max_c;
-    pThermalSettings->sensor[0].currentTemp = (int)d->s.temperature_c;
+    pThermalSettings->sensor[0].currentTemp = (int)live_temperature_c(d);
     pThermalSettings->sensor[0].target = NVML_THERMAL_TARGET_GPU;
     return NVML_SUCCESS;
 }
@@ -376,7 +376,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned 
     if (fan >= d->s.num_fans) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *speed = d->s.fan_speed_pct;
+    *speed = live_fan_speed_pct(d);
     return NVML_SUCCESS;
 }
 
@@ -394,8 +394,20 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(utilization);
-    utilization->gpu = d->s.util_gpu_pct;
-    utilization->memory = d->s.util_mem_pct;
+    utilization->gpu = d->s.util_gpu_pct; /* live-checked below */
+    utilization->memory = d->s.util_mem_pct; /* live-checked below */
+    if (d->live != NULL) {
+        /* one snapshot: a writer that sets both rates is never seen half-way */
+        static const unsigned int slots[2] = {LIVE_SLOT_util_gpu_pct, LIVE_SLOT_util_mem_pct};
+        uint64_t v[2];
+        unsigned int set = mock_live_load_n(d->live, 2, slots, v);
+        if (set & 1u) {
+            utilization->gpu = (unsigned int)mock_live_clamp_u(v[0], 0, 100);
+        }
+        if (set & 2u) {
+            utilization->memory = (unsigned int)mock_live_clamp_u(v[1], 0, 100);
+        }
+    }
     return NVML_SUCCESS;
 }
 
@@ -414,14 +426,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, un
                                                          unsigned int *samplingPeriodUs)
 {
     GET_DEVICE(device, d);
-    return engine_util(d->s.util_encoder_pct, utilization, samplingPeriodUs);
+    return engine_util(live_util_encoder_pct(d), utilization, samplingPeriodUs);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
                                                          unsigned int *samplingPeriodUs)
 {
     GET_DEVICE(device, d);
-    return engine_util(d->s.util_decoder_pct, utilization, samplingPeriodUs);
+    return engine_util(live_util_decoder_pct(d), utilization, samplingPeriodUs);
 }
 
 /* The JPEG and optical-flow engines are idle on every modelled board. */
@@ -490,7 +502,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t de
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
     /* A datacenter board runs in P0 only; the rest of the array is NVML_PSTATE_UNKNOWN. */
-    pstates[0] = (nvmlPstates_t)d->s.pstate;
+    pstates[0] = (nvmlPstates_t)live_pstate(d);
     for (unsigned int i = 1; i < slots; i++) {
         pstates[i] = NVML_PSTATE_UNKNOWN;
     }

@@ -49,7 +49,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpu
     memcpy(gpuFabricInfo->clusterUuid, d->s.fabric_cluster_uuid, NVML_GPU_FABRIC_UUID_LEN);
     gpuFabricInfo->status = NVML_SUCCESS;
     gpuFabricInfo->cliqueId = d->s.fabric_clique_id;
-    gpuFabricInfo->state = (nvmlGpuFabricState_t)d->s.fabric_state;
+    gpuFabricInfo->state = (nvmlGpuFabricState_t)live_fabric_state(d);
     return NVML_SUCCESS;
 }
 
@@ -69,10 +69,10 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGp
     memcpy(v2->clusterUuid, d->s.fabric_cluster_uuid, NVML_GPU_FABRIC_UUID_LEN);
     v2->status = NVML_SUCCESS;
     v2->cliqueId = d->s.fabric_clique_id;
-    v2->state = (nvmlGpuFabricState_t)d->s.fabric_state;
-    v2->healthMask = d->s.fabric_health_mask;
+    v2->state = (nvmlGpuFabricState_t)live_fabric_state(d);
+    v2->healthMask = live_fabric_health_mask(d);
     if (version == nvmlGpuFabricInfo_v3) {
-        gpuFabricInfo->healthSummary = mock_fabric_health_summary(d->s.fabric_health_mask);
+        gpuFabricInfo->healthSummary = mock_fabric_health_summary(live_fabric_health_mask(d));
     }
     return NVML_SUCCESS;
 }
@@ -91,8 +91,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo_v4(nvmlDevice_t device, nvml
     gpuFabricInfo->cliques[0].type = NVML_GPU_FABRIC_CLIQUE_TYPE_UNICAST_POINTER;
     gpuFabricInfo->cliques[0].id = d->s.fabric_clique_id;
     gpuFabricInfo->numCliques = 1;
-    gpuFabricInfo->state = (nvmlGpuFabricState_t)d->s.fabric_state;
-    gpuFabricInfo->healthMask = d->s.fabric_health_mask;
-    gpuFabricInfo->healthSummary = mock_fabric_health_summary(d->s.fabric_health_mask);
+    gpuFabricInfo->state = (nvmlGpuFabricState_t)live_fabric_state(d);
+    gpuFabricInfo->healthMask = live_fabric_health_mask(d);
+    gpuFabricInfo->healthSummary = mock_fabric_health_summary(live_fabric_health_mask(d));
     return NVML_SUCCESS;
 }

@@ -116,15 +116,15 @@ static int ecc_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     }
     switch (id) {
     case NVML_FI_DEV_ECC_CURRENT:
-    case NVML_FI_DEV_ECC_PENDING: set_uint(v, d->s.ecc_enabled); break;
+    case NVML_FI_DEV_ECC_PENDING: set_uint(v, live_ecc_enabled(d)); break;
     case NVML_FI_DEV_ECC_SBE_VOL_TOTAL:
-    case NVML_FI_DEV_ECC_SBE_VOL_DEV: set_ull(v, d->s.ecc_volatile_corrected); break;
+    case NVML_FI_DEV_ECC_SBE_VOL_DEV: set_ull(v, live_ecc_volatile_corrected(d)); break;
     case NVML_FI_DEV_ECC_DBE_VOL_TOTAL:
-    case NVML_FI_DEV_ECC_DBE_VOL_DEV: set_ull(v, d->s.ecc_volatile_uncorrected); break;
+    case NVML_FI_DEV_ECC_DBE_VOL_DEV: set_ull(v, live_ecc_volatile_uncorrected(d)); break;
     case NVML_FI_DEV_ECC_SBE_AGG_TOTAL:
-    case NVML_FI_DEV_ECC_SBE_AGG_DEV: set_ull(v, d->s.ecc_aggregate_corrected); break;
+    case NVML_FI_DEV_ECC_SBE_AGG_DEV: set_ull(v, live_ecc_aggregate_corrected(d)); break;
     case NVML_FI_DEV_ECC_DBE_AGG_TOTAL:
-    case NVML_FI_DEV_ECC_DBE_AGG_DEV: set_ull(v, d->s.ecc_aggregate_uncorrected); break;
+    case NVML_FI_DEV_ECC_DBE_AGG_DEV: set_ull(v, live_ecc_aggregate_uncorrected(d)); break;
     case NVML_FI_DEV_ECC_SBE_VOL_L1:
     case NVML_FI_DEV_ECC_DBE_VOL_L1:
     case NVML_FI_DEV_ECC_SBE_VOL_L2:
@@ -137,15 +137,15 @@ static int ecc_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_ECC_DBE_AGG_L2:
     case NVML_FI_DEV_ECC_SBE_AGG_REG:
     case NVML_FI_DEV_ECC_DBE_AGG_REG: set_ull(v, 0); break;
-    case NVML_FI_DEV_RETIRED_SBE: set_ull(v, d->s.retired_pages_sbe); break;
-    case NVML_FI_DEV_RETIRED_DBE: set_ull(v, d->s.retired_pages_dbe); break;
+    case NVML_FI_DEV_RETIRED_SBE: set_ull(v, live_retired_pages_sbe(d)); break;
+    case NVML_FI_DEV_RETIRED_DBE: set_ull(v, live_retired_pages_dbe(d)); break;
     case NVML_FI_DEV_RETIRED_PENDING:
     case NVML_FI_DEV_RETIRED_PENDING_SBE:
-    case NVML_FI_DEV_RETIRED_PENDING_DBE: set_ull(v, d->s.retired_pages_pending); break;
-    case NVML_FI_DEV_REMAPPED_COR: set_uint(v, d->s.remapped_rows_correctable); break;
-    case NVML_FI_DEV_REMAPPED_UNC: set_uint(v, d->s.remapped_rows_uncorrectable); break;
-    case NVML_FI_DEV_REMAPPED_PENDING: set_uint(v, d->s.remapped_rows_pending); break;
-    case NVML_FI_DEV_REMAPPED_FAILURE: set_uint(v, d->s.remapped_rows_failure); break;
+    case NVML_FI_DEV_RETIRED_PENDING_DBE: set_ull(v, live_retired_pages_pending(d)); break;
+    case NVML_FI_DEV_REMAPPED_COR: set_uint(v, live_remapped_rows_correctable(d)); break;
+    case NVML_FI_DEV_REMAPPED_UNC: set_uint(v, live_remapped_rows_uncorrectable(d)); break;
+    case NVML_FI_DEV_REMAPPED_PENDING: set_uint(v, live_remapped_rows_pending(d)); break;
+    case NVML_FI_DEV_REMAPPED_FAILURE: set_uint(v, live_remapped_rows_failure(d)); break;
     default: v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED; break; /* texture / CBU counters */
     }
     return 1;
@@ -182,25 +182,25 @@ static unsigned int power_reading(const struct nvmlDevice_st *d, unsigned int fi
             if (s->architecture < NVML_DEVICE_ARCH_AMPERE || is_ga100(d)) {
                 return 0;
             }
-            return s->power_average_mw != 0 ? s->power_average_mw : s->power_usage_mw;
-        case NVML_FI_DEV_POWER_INSTANT: return s->power_usage_mw;
+            return live_power_average_mw(d) != 0 ? live_power_average_mw(d) : live_power_usage_mw(d);
+        case NVML_FI_DEV_POWER_INSTANT: return live_power_usage_mw(d);
         case NVML_FI_DEV_POWER_MIN_LIMIT: return s->power_min_limit_mw;
         case NVML_FI_DEV_POWER_MAX_LIMIT: return s->power_max_limit_mw;
         case NVML_FI_DEV_POWER_DEFAULT_LIMIT: return s->power_default_limit_mw;
-        default: return s->power_limit_mw; /* current and requested */
+        default: return live_power_limit_mw(d); /* current and requested */
         }
-    case NVML_POWER_SCOPE_MEMORY: return field == NVML_FI_DEV_POWER_AVERAGE ? s->memory_power_average_mw : 0;
+    case NVML_POWER_SCOPE_MEMORY: return field == NVML_FI_DEV_POWER_AVERAGE ? live_memory_power_average_mw(d) : 0;
     case NVML_POWER_SCOPE_MODULE:
-        if (s->module_power_limit_mw == 0) {
+        if (live_module_power_limit_mw(d) == 0) {
             return 0;
         }
         switch (field) {
-        case NVML_FI_DEV_POWER_AVERAGE: return s->module_power_average_mw;
-        case NVML_FI_DEV_POWER_INSTANT: return s->module_power_usage_mw;
+        case NVML_FI_DEV_POWER_AVERAGE: return live_module_power_average_mw(d);
+        case NVML_FI_DEV_POWER_INSTANT: return live_module_power_usage_mw(d);
         case NVML_FI_DEV_POWER_MIN_LIMIT: return s->module_power_min_limit_mw;
         case NVML_FI_DEV_POWER_MAX_LIMIT: return s->module_power_max_limit_mw;
         case NVML_FI_DEV_POWER_DEFAULT_LIMIT: return s->module_power_default_limit_mw;
-        default: return s->module_power_limit_mw;
+        default: return live_module_power_limit_mw(d);
         }
     default: return 0;
     }
@@ -212,7 +212,7 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
         return;
     }
     int have_links = d->s.nvlink_count > 0;
-    int power = d->s.power_limit_mw > 0;
+    int power = live_power_limit_mw(d) > 0;
     switch (v->fieldId) {
     case NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL:
     case NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL:
@@ -278,16 +278,16 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN:
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: set_ull(v, 0); return;
     case NVML_FI_DEV_MEMORY_TEMP:
-        if (d->s.memory_temperature_c == 0) {
+        if (live_memory_temperature_c(d) == 0) {
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         } else {
-            set_uint(v, d->s.memory_temperature_c);
+            set_uint(v, live_memory_temperature_c(d));
         }
         return;
-    case NVML_FI_DEV_GPU_TEMP: set_uint(v, d->s.temperature_c); return;
+    case NVML_FI_DEV_GPU_TEMP: set_uint(v, live_temperature_c(d)); return;
     case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
-    case NVML_FI_DEV_ENERGY: set_ull(v, d->s.energy_mj); return;
-    case NVML_FI_DEV_PCIE_REPLAY_COUNTER: set_uint(v, d->s.pcie_replay_counter); return;
+    case NVML_FI_DEV_ENERGY: set_ull(v, live_energy_mj(d)); return;
+    case NVML_FI_DEV_PCIE_REPLAY_COUNTER: set_uint(v, live_pcie_replay_counter(d)); return;
     case NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER:
     case NVML_FI_DEV_PCIE_L0_TO_RECOVERY_COUNTER:
     case NVML_FI_DEV_PCIE_COUNT_CORRECTABLE_ERRORS:

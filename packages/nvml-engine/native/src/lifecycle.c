@@ -26,6 +26,8 @@
 #define ENV_CLUSTER_UUID "MOCK_FABRIC_CLUSTER_UUID"
 #define ENV_CLIQUE_ID "MOCK_FABRIC_CLIQUE_ID"
 #define STATE_RELATIVE "/../config/state.nvmlmock"
+#define ENV_LIVE "MOCK_NVML_LIVE"
+#define LIVE_FILE_NAME "live.nvmlmock"
 
 struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
 struct state_system mock_system;
@@ -177,7 +179,10 @@ static struct state staging;
 /* Read the whole file, refusing anything larger than the format allows. */
 static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO (or a device) named as the state must fail init, not block it
+     * while the lifecycle lock is held (every other thread's init would block behind it).
+     * Reads of a regular file ignore the flag. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int e = errno;
         mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "cannot open GPU state %s: %s (set %s)", path,
@@ -187,7 +192,8 @@ static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "GPU state %s is not a regular file", path);
+        mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "GPU state %s is not a regular file (set %s)", path,
+                              ENV_CONFIG);
         return NVML_ERROR_DRIVER_NOT_LOADED;
     }
     if ((unsigned long long)st.st_size > STATE_MAX_BYTES) {
@@ -281,6 +287,48 @@ static void publish(const struct state *st)
     mock_device_count = st->gpu_count;
 }
 
+/* Why the live layer was ignored at the last init ("" when it was not). */
+static char live_problem[DETAIL_LEN];
+
+/* The live file: MOCK_NVML_LIVE, else live.nvmlmock beside the state. */
+static int live_path(const char *state, char *out, size_t cap)
+{
+    const char *env = getenv(ENV_LIVE);
+    if (env != NULL && env[0] != '\0') {
+        return snprintf(out, cap, "%s", env) < (int)cap ? 0 : -1;
+    }
+    const char *slash = strrchr(state, '/');
+    int dir_len = slash == NULL ? 1 : (int)(slash - state);
+    const char *dir = slash == NULL ? "." : state;
+    return snprintf(out, cap, "%.*s/" LIVE_FILE_NAME, dir_len, dir) < (int)cap ? 0 : -1;
+}
+
+/* Bind each published device to its live record. A live file that cannot be used is
+ * ignored as a whole: the board values stand and the reason is kept for the caller. */
+static void attach_live(const char *state)
+{
+    static const unsigned char *recs[STATE_MAX_GPUS];
+    char path[4096];
+    char why[200];
+    live_problem[0] = '\0';
+    for (unsigned int i = 0; i < mock_device_count; i++) {
+        mock_devices[i].live = NULL;
+    }
+    if (live_path(state, path, sizeof(path)) != 0) {
+        snprintf(live_problem, sizeof(live_problem), "live layer path too long (set %s)", ENV_LIVE);
+        return;
+    }
+    if (mock_live_attach(path, mock_device_count, mock_devices[0].s.uuid, sizeof(struct nvmlDevice_st), recs, why,
+                         sizeof(why)) != 0) {
+        snprintf(live_problem, sizeof(live_problem), "live layer %.240s ignored (board values stand): %s", path, why);
+        fprintf(stderr, "nvml-mock: %s\n", live_problem);
+        return;
+    }
+    for (unsigned int i = 0; i < mock_device_count; i++) {
+        mock_devices[i].live = recs[i];
+    }
+}
+
 /* Caller holds lifecycle_lock and init_refcount == 0. */
 static nvmlReturn_t load_state(void)
 {
@@ -305,6 +353,7 @@ static nvmlReturn_t load_state(void)
     }
     if (rc == NVML_SUCCESS) {
         publish(st);
+        attach_live(path);
     }
     return rc;
 }
@@ -324,6 +373,9 @@ MOCK_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
     if (rc == NVML_SUCCESS) {
         if (init_refcount == 0) {
             clear_error_detail();
+            if (live_problem[0] != '\0') {
+                mock_set_error_detail(NVML_ERROR_INVALID_STATE, "%s", live_problem);
+            }
             atomic_store_explicit(&mock_live, 1, memory_order_release);
         }
         init_refcount++;

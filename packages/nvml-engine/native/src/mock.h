@@ -15,6 +15,7 @@
 
 #include <nvml.h>
 
+#include "live.h"
 #include "state.h"
 
 #define MOCK_EXPORT __attribute__((visibility("default")))
@@ -25,7 +26,30 @@ struct nvmlDevice_st {
     unsigned int index;
     char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];           /* 8-digit domain */
     char bus_id_legacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* 4-digit domain */
+    const unsigned char *live; /* this GPU's live-layer record; NULL = board values only */
 };
+
+/*
+ * live_<key>(d): the value of a live key (keys.toml rows with a `live` slot), the live
+ * layer's where set, else the board's. One inline function per key, expanded from the
+ * generated LIVE_GPU_KEYS table; reading a live key's board member directly is a bug.
+ */
+#define MOCK_LIVE_GETTER(key, slot, is_signed, lo, hi)                                            \
+    static inline __typeof__(((struct state_gpu *)0)->key) live_##key(const struct nvmlDevice_st *d) \
+    {                                                                                             \
+        uint64_t v;                                                                               \
+        if (__builtin_expect(d->live == NULL, 1) || !mock_live_load(d->live, (slot), &v)) {       \
+            return d->s.key;                                                                      \
+        }                                                                                         \
+        if (is_signed) {                                                                          \
+            return (__typeof__(((struct state_gpu *)0)->key))mock_live_clamp_s((int64_t)v, (int64_t)(lo), (int64_t)(hi)); \
+        }                                                                                         \
+        return (__typeof__(((struct state_gpu *)0)->key))mock_live_clamp_u(v, (uint64_t)(lo), (uint64_t)(hi));      \
+    }
+LIVE_GPU_KEYS(MOCK_LIVE_GETTER)
+
+#define MOCK_LIVE_SLOT(key, slot, is_signed, lo, hi) LIVE_SLOT_##key = (slot),
+enum mock_live_slot { LIVE_GPU_KEYS(MOCK_LIVE_SLOT) };
 
 extern struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
 extern struct state_system mock_system;

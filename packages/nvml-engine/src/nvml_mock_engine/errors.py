@@ -5,7 +5,11 @@ One base class, so a caller can catch everything this package raises on purpose:
     NvmlEngineError
     ├── ConfigError        bad profile name, config file or override (exit 3); names the key
     │   └── ProfileError   an unknown profile name, or a profile file that does not validate
-    └── StageError         the overlay could not be laid out (exit 1); names the path
+    ├── StageError         the overlay could not be laid out (exit 1); names the path
+    ├── LiveLayerError     the live layer cannot be opened or written (exit 1); names the file
+    │   └── LiveValueError a live value is refused before anything is written (exit 3);
+    │                      names the key and the value
+    └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
 
 Config errors are fatal and never retried: the same input fails the same way. Stage errors
 may be transient (a full disk, a permission) and are worth a retry once the cause is fixed.
@@ -13,7 +17,14 @@ may be transient (a full disk, a permission) and are worth a retry once the caus
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "NvmlEngineError", "ProfileError", "StageError"]
+__all__ = [
+    "ConfigError",
+    "LiveLayerError",
+    "LiveValueError",
+    "NvmlEngineError",
+    "ProfileError",
+    "StageError",
+]
 
 
 class NvmlEngineError(Exception):
@@ -39,3 +50,20 @@ class ProfileError(ConfigError):
 
 class StageError(NvmlEngineError):
     """Laying out the overlay failed; the message names the path and the cause."""
+
+
+class LiveLayerError(NvmlEngineError):
+    """The live layer cannot be opened, checked or written; the message names the file."""
+
+
+class LiveValueError(LiveLayerError):
+    """A live value is refused (unknown key, out of its declared bounds, beyond the board).
+
+    Nothing is written when it is raised. ``str(error)`` reads ``<key>=<value>: <why>``.
+    """
+
+    def __init__(self, key: str, value: object, message: str) -> None:
+        super().__init__(f"{key}={value!r}: {message}")
+        self.key = key
+        self.value = value
+        self.message = message

@@ -36,10 +36,12 @@ from typing import Final
 import yaml
 from nvml_mock_protocol import names
 
+from nvml_mock_engine import live
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import StageError
 from nvml_mock_engine.library import LibraryNotBuiltError, library_path
 from nvml_mock_engine.render import RenderedState, render
+from nvml_mock_engine.schema import GPU_KEYS, format_value
 
 __all__ = [
     "CDI_SPEC_NAME",
@@ -112,6 +114,9 @@ class StageReport:
     runtime_reused: bool
     devices_created: bool
     seconds: float
+    live_created: bool = False
+    """A fresh live layer was written (first staging, or the GPUs changed); False when the
+    node's live layer was kept, with its values."""
     warnings: tuple[str, ...] = field(default=())
 
 
@@ -207,6 +212,7 @@ def stage(
                 state_text=state_text,
                 runtime=state_root / runtime_name if runtime_name else None,
             )
+            live_created = _ensure_live(state_root, state)
             devices = options.devices and _make_devices(generation / "dev", config.count, warnings)
             host_dev = (
                 f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
@@ -224,9 +230,22 @@ def stage(
         generation=generation,
         runtime_reused=reused,
         devices_created=devices,
+        live_created=live_created,
         seconds=time.monotonic() - started,
         warnings=tuple(warnings),
     )
+
+
+def _ensure_live(state_root: Path, state: RenderedState) -> bool:
+    """Keep the node's live layer if it follows the same GPUs, else write a fresh one."""
+    board = [
+        live.BoardGpu(index, str(gpu["uuid"]), {k: format_value(GPU_KEYS[k], v) for k, v in gpu.items()})
+        for index, gpu in enumerate(state.gpus)
+    ]
+    try:
+        return live.ensure(state_root / live.LIVE_FILE_NAME, board)
+    except (live.LiveLayerError, OSError) as exc:
+        raise StageError(f"{state_root / live.LIVE_FILE_NAME}: {exc}") from None
 
 
 def _check_ours(directory: Path) -> None:
@@ -285,6 +304,11 @@ def _populate(
     (lib / names.LIBRARY_NAME).chmod(0o755)
     (lib / "libnvidia-ml.so").symlink_to(names.LIBRARY_NAME)
     write_atomic(generation / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME, state_text.encode())
+    # The live layer outlives generations (values survive a re-stage of the same GPUs): it
+    # lives in the state root and each generation's config/ links to it.
+    (generation / names.OVERLAY_CONFIG_DIR / live.LIVE_FILE_NAME).symlink_to(
+        Path("..") / ".." / live.LIVE_FILE_NAME
+    )
     (generation / names.OVERLAY_DEV_DIR).mkdir()
     (generation / names.OVERLAY_CDI_DIR).mkdir()
     bin_dir = generation / names.OVERLAY_BIN_DIR

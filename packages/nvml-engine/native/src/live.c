@@ -1,0 +1,290 @@
+/*
+ * The live layer's file: mapping and checking it at init (reader side), and the write,
+ * snapshot and retire primitives the Python writer (nvml_mock_engine.live) calls through
+ * ctypes, so that readers and writers share one implementation of the sequence-lock
+ * protocol with real atomics on every architecture (plain Python stores into a mapping
+ * carry no ordering guarantee on weakly ordered CPUs).
+ */
+#define _GNU_SOURCE
+#include "live.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mock.h"
+
+#define LIVE_MAPS 16
+
+/* Mappings are never unmapped: a thread may still read a record of a previous init cycle
+ * while another re-initialises. A re-init of the same file reuses its mapping, so only
+ * distinct files (at most LIVE_MAPS, then the oldest is reused) cost address space. */
+struct live_map {
+    void *base;
+    dev_t dev;
+    ino_t ino;
+};
+static struct live_map maps[LIVE_MAPS];
+static unsigned int maps_used;
+
+void mock_live_pause(unsigned int attempt)
+{
+    if (attempt >= 4) {
+        sched_yield();
+    }
+}
+
+static uint32_t rd32(const unsigned char *base, unsigned int off)
+{
+    uint32_t v;
+    memcpy(&v, base + off, sizeof(v));
+    return v;
+}
+
+static uint64_t rd64(const unsigned char *base, unsigned int off)
+{
+    uint64_t v;
+    memcpy(&v, base + off, sizeof(v));
+    return v;
+}
+
+/* Check a mapped header against the layout this library was built with. NULL when it
+ * matches; otherwise the reason. */
+static const char *check_header(const unsigned char *h)
+{
+    char magic[16] = {0};
+    memcpy(magic, h + LIVE_HDR_MAGIC, sizeof(magic));
+    if (memcmp(magic, LIVE_MAGIC, sizeof(LIVE_MAGIC)) != 0) {
+        return "not a live layer file (bad magic)";
+    }
+    if (rd32(h, LIVE_HDR_FORMAT) != LIVE_FORMAT) {
+        return "live layer format differs from the one this library reads";
+    }
+    if (rd32(h, LIVE_HDR_HEADER_BYTES) != LIVE_HEADER_BYTES || rd64(h, LIVE_HDR_TOTAL_BYTES) != LIVE_TOTAL_BYTES ||
+        rd32(h, LIVE_HDR_GPU_SLOTS) != LIVE_GPU_SLOTS || rd32(h, LIVE_HDR_KEY_SLOTS) != LIVE_KEY_SLOTS ||
+        rd32(h, LIVE_HDR_RECORD_BYTES) != LIVE_RECORD_BYTES || rd64(h, LIVE_HDR_RECORDS_OFFSET) != LIVE_RECORDS_OFFSET ||
+        rd64(h, LIVE_HDR_PROCESSES_OFFSET) != LIVE_PROCESSES_OFFSET ||
+        rd32(h, LIVE_HDR_PROCESS_SLOTS) != LIVE_PROCESS_SLOTS ||
+        rd32(h, LIVE_HDR_PROCESS_RECORD_BYTES) != LIVE_PROCESS_RECORD_BYTES ||
+        rd64(h, LIVE_HDR_MIG_OFFSET) != LIVE_MIG_OFFSET || rd32(h, LIVE_HDR_MIG_BYTES_PER_GPU) != LIVE_MIG_BYTES_PER_GPU ||
+        rd64(h, LIVE_HDR_EVENTS_OFFSET) != LIVE_EVENTS_OFFSET || rd32(h, LIVE_HDR_EVENT_SLOTS) != LIVE_EVENT_SLOTS ||
+        rd32(h, LIVE_HDR_EVENT_RECORD_BYTES) != LIVE_EVENT_RECORD_BYTES) {
+        return "live layer layout differs from the one this library was built with";
+    }
+    if (__atomic_load_n((const uint32_t *)(const void *)(h + LIVE_HDR_RETIRED), __ATOMIC_ACQUIRE) != 0) {
+        return "live layer file was retired (replaced by a re-stage; re-initialise to see the new one)";
+    }
+    return NULL;
+}
+
+static void *map_file(int fd, const struct stat *st)
+{
+    for (unsigned int i = 0; i < maps_used; i++) {
+        if (maps[i].dev == st->st_dev && maps[i].ino == st->st_ino) {
+            return maps[i].base;
+        }
+    }
+    void *base = mmap(NULL, (size_t)LIVE_TOTAL_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        return NULL;
+    }
+    struct live_map *slot = &maps[maps_used < LIVE_MAPS ? maps_used++ : (unsigned int)(st->st_ino % LIVE_MAPS)];
+    slot->base = base;
+    slot->dev = st->st_dev;
+    slot->ino = st->st_ino;
+    return base;
+}
+
+int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
+                     const unsigned char **recs, char *why, size_t why_len)
+{
+    for (unsigned int i = 0; i < count; i++) {
+        recs[i] = NULL;
+    }
+    /* O_NONBLOCK: a FIFO or device put in the file's place must not block init. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            return 0;
+        }
+        snprintf(why, why_len, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        snprintf(why, why_len, "not a regular file");
+        return -1;
+    }
+    if ((unsigned long long)st.st_size != LIVE_TOTAL_BYTES) {
+        close(fd);
+        snprintf(why, why_len, "size %lld bytes, the layout needs %llu (truncated or not a live layer file)",
+                 (long long)st.st_size, (unsigned long long)LIVE_TOTAL_BYTES);
+        return -1;
+    }
+    const unsigned char *base = map_file(fd, &st);
+    int e = errno;
+    close(fd);
+    if (base == NULL) {
+        snprintf(why, why_len, "cannot map: %s", strerror(e));
+        return -1;
+    }
+    const char *bad = check_header(base);
+    if (bad != NULL) {
+        snprintf(why, why_len, "%s", bad);
+        return -1;
+    }
+    if (count > LIVE_GPU_SLOTS) {
+        snprintf(why, why_len, "the state has %u GPUs, the live layer holds %u", count, LIVE_GPU_SLOTS);
+        return -1;
+    }
+    for (unsigned int i = 0; i < count; i++) {
+        const unsigned char *rec = base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES;
+        const char *want = uuids + i * uuid_stride;
+        const char *have = (const char *)rec + LIVE_RECORD_UUID;
+        if (memchr(have, '\0', LIVE_RECORD_UUID_BYTES) == NULL || strcmp(have, want) != 0) {
+            snprintf(why, why_len, "record %u belongs to another GPU than the state's %.80s (stale live layer)", i,
+                     want);
+            return -1;
+        }
+    }
+    for (unsigned int i = 0; i < count; i++) {
+        recs[i] = base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES;
+    }
+    return 0;
+}
+
+/* --- the writer's primitives (called by nvml_mock_engine.live through ctypes) ------------ */
+
+MOCK_EXPORT int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n,
+                                     const unsigned int *slots, const uint64_t *values, const unsigned char *set);
+MOCK_EXPORT int nvml_mock_live_snapshot(const void *base, size_t len, unsigned int gpu, uint64_t *mask,
+                                        uint64_t *values, uint64_t *writes);
+MOCK_EXPORT int nvml_mock_live_retire(void *base, size_t len);
+MOCK_EXPORT unsigned long long nvml_mock_live_layout_bytes(void);
+
+static unsigned char *record_of(void *base, size_t len, unsigned int gpu)
+{
+    if (base == NULL || len != LIVE_TOTAL_BYTES || gpu >= LIVE_GPU_SLOTS) {
+        return NULL;
+    }
+    return (unsigned char *)base + LIVE_RECORDS_OFFSET + (size_t)gpu * LIVE_RECORD_BYTES;
+}
+
+/* Begin a write: make the sequence odd. A counter left odd by a writer that died is
+ * moved on to the next odd value, so readers see the repair as one more write. */
+static uint64_t begin_write(uint64_t *seq)
+{
+    uint64_t s = __atomic_load_n(seq, __ATOMIC_RELAXED);
+    uint64_t odd = (s & 1u) ? s + 2u : s + 1u;
+    __atomic_store_n(seq, odd, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return odd;
+}
+
+static void end_write(unsigned char *base, unsigned char *rec, uint64_t odd)
+{
+    uint64_t *seq = (uint64_t *)(void *)(rec + LIVE_RECORD_SEQ);
+    __atomic_fetch_add((uint64_t *)(void *)(rec + LIVE_RECORD_WRITES), 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(seq, odd + 1u, __ATOMIC_RELEASE);
+    __atomic_fetch_add((uint64_t *)(void *)(base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
+}
+
+/* Set (set[i] = 1) or clear (0) slots[i] of one GPU's record, all in one write. Returns 0,
+ * or -1 for a bad argument (nothing is written then). Writers are serialised by the caller
+ * (an exclusive flock on the file). */
+int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n, const unsigned int *slots,
+                         const uint64_t *values, const unsigned char *set)
+{
+    unsigned char *rec = record_of(base, len, gpu);
+    if (rec == NULL || (n > 0 && (slots == NULL || values == NULL || set == NULL))) {
+        return -1;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        if (slots[i] >= LIVE_KEY_SLOTS) {
+            return -1;
+        }
+    }
+    uint64_t *mask = (uint64_t *)(void *)(rec + LIVE_RECORD_MASK);
+    uint64_t *vals = (uint64_t *)(void *)(rec + LIVE_RECORD_VALUES);
+    uint64_t odd = begin_write((uint64_t *)(void *)(rec + LIVE_RECORD_SEQ));
+    for (unsigned int i = 0; i < n; i++) {
+        unsigned int s = slots[i];
+        uint64_t bit = 1ull << (s % 64u);
+        uint64_t m = __atomic_load_n(&mask[s / 64u], __ATOMIC_RELAXED);
+        if (set[i]) {
+            __atomic_store_n(&vals[s], values[i], __ATOMIC_RELAXED);
+            m |= bit;
+        } else {
+            __atomic_store_n(&vals[s], 0, __ATOMIC_RELAXED);
+            m &= ~bit;
+        }
+        __atomic_store_n(&mask[s / 64u], m, __ATOMIC_RELAXED);
+    }
+    end_write(base, rec, odd);
+    return 0;
+}
+
+/* A consistent copy of one record: mask[LIVE_MASK_WORDS], values[LIVE_KEY_SLOTS] and its
+ * write count. Returns 0, or -1 when the arguments are bad or no consistent copy could be
+ * taken (a writer died mid-write). */
+int nvml_mock_live_snapshot(const void *base, size_t len, unsigned int gpu, uint64_t *mask, uint64_t *values,
+                            uint64_t *writes)
+{
+    const unsigned char *rec = record_of((void *)(uintptr_t)base, len, gpu);
+    if (rec == NULL || mask == NULL || values == NULL || writes == NULL) {
+        return -1;
+    }
+    const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_RECORD_SEQ);
+    const uint64_t *m = (const uint64_t *)(const void *)(rec + LIVE_RECORD_MASK);
+    const uint64_t *v = (const uint64_t *)(const void *)(rec + LIVE_RECORD_VALUES);
+    for (unsigned int attempt = 0; attempt < LIVE_READ_TRIES * 16u; attempt++) {
+        uint64_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1u) {
+            mock_live_pause(attempt);
+            continue;
+        }
+        for (unsigned int i = 0; i < LIVE_MASK_WORDS; i++) {
+            mask[i] = __atomic_load_n(&m[i], __ATOMIC_RELAXED);
+        }
+        for (unsigned int i = 0; i < LIVE_KEY_SLOTS; i++) {
+            values[i] = __atomic_load_n(&v[i], __ATOMIC_RELAXED);
+        }
+        *writes = __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_RECORD_WRITES), __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Mark a file replaced: every record's values are cleared (processes that mapped it fall
+ * back to the board values at once) and the header says retired (later inits ignore it). */
+int nvml_mock_live_retire(void *base, size_t len)
+{
+    if (base == NULL || len != LIVE_TOTAL_BYTES) {
+        return -1;
+    }
+    for (unsigned int g = 0; g < LIVE_GPU_SLOTS; g++) {
+        unsigned char *rec = record_of(base, len, g);
+        uint64_t odd = begin_write((uint64_t *)(void *)(rec + LIVE_RECORD_SEQ));
+        for (unsigned int i = 0; i < LIVE_MASK_WORDS; i++) {
+            __atomic_store_n((uint64_t *)(void *)(rec + LIVE_RECORD_MASK) + i, 0, __ATOMIC_RELAXED);
+        }
+        end_write(base, rec, odd);
+    }
+    __atomic_store_n((uint32_t *)(void *)((unsigned char *)base + LIVE_HDR_RETIRED), 1u, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* The file size this library's layout needs (the writer checks it agrees with its own). */
+unsigned long long nvml_mock_live_layout_bytes(void)
+{
+    return LIVE_TOTAL_BYTES;
+}

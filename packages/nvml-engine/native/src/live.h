@@ -1,0 +1,76 @@
+/*
+ * The live layer: per-GPU values that change while processes run (STATE-FORMAT.md, "The
+ * live layer"). The file is mapped shared and read-only at init; every read here is
+ * lock-free under the record's sequence counter, so a reader never waits for a writer and
+ * never sees half of a write. A value set in the live layer wins over the board value,
+ * clamped to the key's declared bounds; an unset one leaves the board value.
+ */
+#ifndef NVML_MOCK_LIVE_H
+#define NVML_MOCK_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "live_layout.h"
+
+/* Tries before a reader gives up on a record whose writer never finishes (it died
+ * mid-write): the board value answers then, never a hang. */
+#define LIVE_READ_TRIES 64u
+
+void mock_live_pause(unsigned int attempt);
+
+/* Read `n` slots of one record in one consistent snapshot. Returns a bit per slot that is
+ * set (bit i for slots[i]) and stores those values in out[i]; 0 when none is set or the
+ * record could not be read consistently. */
+static inline unsigned int mock_live_load_n(const unsigned char *rec, unsigned int n, const unsigned int *slots,
+                                            uint64_t *out)
+{
+    const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_RECORD_SEQ);
+    const uint64_t *mask = (const uint64_t *)(const void *)(rec + LIVE_RECORD_MASK);
+    const uint64_t *vals = (const uint64_t *)(const void *)(rec + LIVE_RECORD_VALUES);
+    for (unsigned int attempt = 0; attempt < LIVE_READ_TRIES; attempt++) {
+        uint64_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1u) {
+            mock_live_pause(attempt);
+            continue;
+        }
+        unsigned int got = 0;
+        for (unsigned int i = 0; i < n; i++) {
+            unsigned int slot = slots[i];
+            uint64_t m = __atomic_load_n(&mask[slot / 64u], __ATOMIC_RELAXED);
+            out[i] = __atomic_load_n(&vals[slot], __ATOMIC_RELAXED);
+            got |= (unsigned int)((m >> (slot % 64u)) & 1u) << i;
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
+            return got;
+        }
+    }
+    return 0;
+}
+
+static inline int mock_live_load(const unsigned char *rec, unsigned int slot, uint64_t *out)
+{
+    return mock_live_load_n(rec, 1, &slot, out) != 0;
+}
+
+static inline uint64_t mock_live_clamp_u(uint64_t v, uint64_t lo, uint64_t hi)
+{
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+static inline int64_t mock_live_clamp_s(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+/*
+ * Map the live file `path` for `count` devices whose board UUIDs are `uuids` (stride
+ * `uuid_stride` bytes), storing each device's record in recs[i]. Returns 0 with recs set
+ * (all NULL when there is no file), or -1 with the reason in `why` (the file is ignored
+ * as a whole then, and recs are all NULL). Caller serialises calls.
+ */
+int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
+                     const unsigned char **recs, char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,469 @@
+"""The one writer of the live layer: GPU values that change while processes run.
+
+The board layer (``config/state.nvmlmock``) is read once, at ``nvmlInit``. The live layer
+is a fixed-layout binary file beside it (``config/live.nvmlmock``, layout in
+``native/STATE-FORMAT.md``) that the library maps shared and read-only, so a value written
+here reaches every process on the node, and in every container through the overlay's
+read-only bind mount, on its next call. Every command that changes a GPU at run time goes
+through :class:`LiveLayer`: it validates against the bounds declared in ``keys.toml``
+before anything is written, serialises writers with an exclusive ``flock``, and writes
+with the library's own sequence-lock primitives (called through ctypes), so readers and
+the writer share one implementation of the protocol, with real atomics on every CPU.
+
+Typical use::
+
+    with LiveLayer.open(overlay / "config" / LIVE_FILE_NAME) as live:
+        live.set(0, {"temperature_c": 91, "clocks_event_reasons": 0x40})
+        live.clear(0, ["temperature_c"])
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import mmap
+import os
+import struct
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+from nvml_mock_engine import _keys
+from nvml_mock_engine.errors import LiveLayerError, LiveValueError
+from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, Kind, validate_value
+
+__all__ = [
+    "LIVE_FILE_NAME",
+    "BoardGpu",
+    "LiveLayer",
+    "create",
+    "ensure",
+    "read_board",
+]
+
+LIVE_FILE_NAME: Final = "live.nvmlmock"
+_SIZE: Final = _keys.LIVE_TOTAL_BYTES
+_MASK_WORDS: Final = (_keys.LIVE_KEY_SLOTS + 63) // 64
+_U64: Final = (1 << 64) - 1
+_FIELD_FORMATS: Final = {"uint32_t": "<I", "uint64_t": "<Q"}
+
+
+@dataclass(frozen=True, slots=True)
+class BoardGpu:
+    """What the writer needs of one board GPU: its UUID and the totals live values must fit."""
+
+    index: int
+    uuid: str
+    values: Mapping[str, str]
+
+    def number(self, key: str) -> int:
+        """A board value as an integer (0 when the key is absent)."""
+        text = self.values.get(key, "0")
+        return int(text, 0) if text else 0
+
+
+def read_board(state_path: Path) -> list[BoardGpu]:
+    """The GPUs of a rendered state file (the library's parser is the strict one; this reads
+    the files :mod:`nvml_mock_engine.render` writes)."""
+    try:
+        text = state_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LiveLayerError(f"cannot read the board state {state_path}: {exc}") from None
+    gpus: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    for line in text.splitlines():
+        if line.startswith("[gpu "):
+            current = {}
+            gpus.append(current)
+        elif line.startswith("["):
+            current = None
+        elif current is not None and "=" in line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            current[key] = value
+    board = [BoardGpu(i, values.get("uuid", ""), values) for i, values in enumerate(gpus)]
+    if len(board) > _keys.LIVE_GPU_SLOTS or any(not gpu.uuid for gpu in board):
+        raise LiveLayerError(f"{state_path}: not a board state the live layer can follow")
+    return board
+
+
+def _header_bytes(gpu_count: int) -> bytearray:
+    data = bytearray(_SIZE)
+    fields = _keys.LIVE_HEADER_FIELDS
+    data[0 : len(_keys.LIVE_MAGIC)] = _keys.LIVE_MAGIC
+    values = {
+        "format": _keys.LIVE_FORMAT,
+        "header_bytes": _keys.LIVE_HEADER_BYTES,
+        "total_bytes": _keys.LIVE_TOTAL_BYTES,
+        "gpu_slots": _keys.LIVE_GPU_SLOTS,
+        "gpu_count": gpu_count,
+        "key_slots": _keys.LIVE_KEY_SLOTS,
+        "record_bytes": _keys.LIVE_RECORD_BYTES,
+        "records_offset": _keys.LIVE_RECORDS_OFFSET,
+        "processes_offset": _keys.LIVE_PROCESSES_OFFSET,
+        "process_slots": _keys.LIVE_PROCESS_SLOTS,
+        "process_record_bytes": _keys.LIVE_PROCESS_RECORD_BYTES,
+        "mig_offset": _keys.LIVE_MIG_OFFSET,
+        "mig_bytes_per_gpu": _keys.LIVE_MIG_BYTES_PER_GPU,
+        "events_offset": _keys.LIVE_EVENTS_OFFSET,
+        "event_slots": _keys.LIVE_EVENT_SLOTS,
+        "event_record_bytes": _keys.LIVE_EVENT_RECORD_BYTES,
+    }
+    for name, value in values.items():
+        ctype, offset = fields[name]
+        struct.pack_into(_FIELD_FORMATS[ctype], data, offset, value)
+    return data
+
+
+def _record_offset(gpu: int) -> int:
+    return _keys.LIVE_RECORDS_OFFSET + gpu * _keys.LIVE_RECORD_BYTES
+
+
+def _header_problem(data: bytes | mmap.mmap) -> str | None:
+    """Why *data* is not a live file of this layout (None when it is)."""
+    if len(data) != _SIZE:
+        return f"size {len(data)} bytes, the layout needs {_SIZE}"
+    if bytes(data[0:16]).rstrip(b"\0") != _keys.LIVE_MAGIC:
+        return "not a live layer file (bad magic)"
+    want = _header_bytes(0)
+    for name, (ctype, offset) in _keys.LIVE_HEADER_FIELDS.items():
+        if name in ("magic", "gpu_count", "generation", "event_head", "retired"):
+            continue
+        size = struct.calcsize(_FIELD_FORMATS[ctype])
+        if bytes(data[offset : offset + size]) != bytes(want[offset : offset + size]):
+            return f"layout field {name} differs from this version's"
+    return None
+
+
+def _record_uuid(data: bytes | mmap.mmap, gpu: int) -> str:
+    start = _record_offset(gpu) + _keys.LIVE_RECORD_UUID
+    raw = bytes(data[start : start + _keys.LIVE_RECORD_UUID_BYTES])
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+def create(path: Path, board: Sequence[BoardGpu]) -> Path:
+    """Write a fresh live layer for *board* at *path*, every value unset.
+
+    The file is written beside *path* and renamed over it, so a process never maps a
+    half-written file; a file it replaces is retired first (its values cleared, its header
+    marked), so processes that mapped it fall back to the board values at once instead of
+    reading values that no longer apply.
+    """
+    if len(board) > _keys.LIVE_GPU_SLOTS:
+        raise LiveLayerError(f"{len(board)} GPUs, the live layer holds {_keys.LIVE_GPU_SLOTS}")
+    data = _header_bytes(len(board))
+    for gpu in board:
+        raw = gpu.uuid.encode()
+        if len(raw) >= _keys.LIVE_RECORD_UUID_BYTES:
+            raise LiveLayerError(f"GPU {gpu.index}: UUID {gpu.uuid!r} is too long")
+        start = _record_offset(gpu.index) + _keys.LIVE_RECORD_UUID
+        data[start : start + len(raw)] = raw
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        _retire(path)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def ensure(path: Path, board: Sequence[BoardGpu]) -> bool:
+    """Keep the live layer at *path* when it fits *board* (same layout, same GPUs in the same
+    order), so values survive a re-stage; otherwise :func:`create` a fresh one. Returns True
+    when a new file was written."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_SIZE + 1)
+    except FileNotFoundError:
+        data = b""
+    except OSError as exc:
+        raise LiveLayerError(f"cannot read the live layer {path}: {exc.strerror}") from None
+    fits = (
+        _header_problem(data) is None
+        and struct.unpack_from("<I", data, _keys.LIVE_HEADER_FIELDS["retired"][1])[0] == 0
+        and struct.unpack_from("<I", data, _keys.LIVE_HEADER_FIELDS["gpu_count"][1])[0]
+        == len(board)
+        and all(_record_uuid(data, gpu.index) == gpu.uuid for gpu in board)
+    )
+    if fits:
+        return False
+    create(path, board)
+    return True
+
+
+def _retire(path: Path) -> None:
+    """Mark the live file at *path* (if it is one) replaced; see :func:`create`."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LiveLayerError(f"cannot retire the live layer {path}: {exc.strerror}") from None
+    try:
+        if os.fstat(fd).st_size != _SIZE:
+            return
+        with _flock(fd), mmap.mmap(fd, _SIZE, mmap.MAP_SHARED) as mapped:
+            if _header_problem(mapped) is not None:
+                return
+            buffer = ctypes.c_char.from_buffer(mapped)
+            try:
+                _library().nvml_mock_live_retire(ctypes.addressof(buffer), _SIZE)
+            finally:
+                del buffer
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _flock(fd: int) -> Iterator[None]:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+_LIB: ctypes.CDLL | None = None
+
+
+def _library() -> ctypes.CDLL:
+    """The mock library, for its live-layer primitives (loaded once; no ``nvmlInit``)."""
+    global _LIB
+    if _LIB is None:
+        from nvml_mock_engine.library import library_path
+
+        lib = ctypes.CDLL(str(library_path()))
+        lib.nvml_mock_live_write.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.POINTER(ctypes.c_uint),
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_ubyte),
+        ]
+        lib.nvml_mock_live_write.restype = ctypes.c_int
+        lib.nvml_mock_live_snapshot.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_uint,
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_uint64),
+        ]
+        lib.nvml_mock_live_snapshot.restype = ctypes.c_int
+        lib.nvml_mock_live_retire.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        lib.nvml_mock_live_retire.restype = ctypes.c_int
+        lib.nvml_mock_live_layout_bytes.restype = ctypes.c_ulonglong
+        if lib.nvml_mock_live_layout_bytes() != _SIZE:
+            raise LiveLayerError(
+                "the mock library was built from another key declaration than this package "
+                f"(live layout {lib.nvml_mock_live_layout_bytes()} bytes, expected {_SIZE}); rebuild it"
+            )
+        _LIB = lib
+    return _LIB
+
+
+class LiveLayer:
+    """An open live layer file: read its values, and (when opened writable) change them.
+
+    Open it with :meth:`open`; close it (or use it as a context manager) when done. Every
+    change is validated completely before anything is written, and written in one
+    sequence-locked step per GPU, so a reader sees all of a change or none of it.
+    """
+
+    def __init__(self, path: Path, fd: int, mapped: mmap.mmap, board: Sequence[BoardGpu], writable: bool) -> None:
+        self.path = path
+        self._fd = fd
+        self._map = mapped
+        self._buffer: ctypes.Array[ctypes.c_char] | None = None
+        self._board = list(board)
+        self.writable = writable
+
+    @classmethod
+    def open(cls, path: Path | str, *, state: Path | str | None = None, writable: bool = True) -> LiveLayer:
+        """Open the live file at *path*, checking it against the board *state* (default: the
+        ``state.nvmlmock`` beside it). Raises :class:`LiveLayerError` naming the file and why."""
+        path = Path(path)
+        state_path = Path(state) if state is not None else path.parent / "state.nvmlmock"
+        board = read_board(state_path)
+        flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            hint = ""
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                hint = " (the live layer is written on the node, as root: inside a container the overlay is read-only)"
+            elif exc.errno == errno.ENOENT:
+                hint = " (stage the overlay with this version of nvml-mock-engine to create it)"
+            raise LiveLayerError(f"cannot open the live layer {path}: {exc.strerror}{hint}") from None
+        try:
+            info = os.fstat(fd)
+            if not os.path.stat.S_ISREG(info.st_mode):
+                raise LiveLayerError(f"the live layer {path} is not a regular file")
+            if info.st_size != _SIZE:
+                raise LiveLayerError(f"the live layer {path} is {info.st_size} bytes, the layout needs {_SIZE}")
+            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            mapped = mmap.mmap(fd, _SIZE, access=access)
+        except BaseException:
+            os.close(fd)
+            raise
+        layer = cls(path, fd, mapped, board, writable)
+        try:
+            layer._check()
+        except BaseException:
+            layer.close()
+            raise
+        return layer
+
+    def _check(self) -> None:
+        problem = _header_problem(self._map)
+        if problem is None and self._u32("retired"):
+            problem = "it was retired (replaced by a re-stage); open the current one"
+        if problem is None:
+            for gpu in self._board:
+                if _record_uuid(self._map, gpu.index) != gpu.uuid:
+                    problem = f"record {gpu.index} belongs to another GPU than the state's {gpu.uuid}"
+                    break
+        if problem is not None:
+            raise LiveLayerError(f"the live layer {self.path} cannot be used: {problem}")
+
+    def _u32(self, field: str) -> int:
+        offset = _keys.LIVE_HEADER_FIELDS[field][1]
+        value: int = struct.unpack_from("<I", self._map, offset)[0]
+        return value
+
+    def _address(self) -> int:
+        if self._buffer is None:
+            if self.writable:
+                self._buffer = (ctypes.c_char * _SIZE).from_buffer(self._map)
+            else:
+                # a read-only mapping cannot export a writable buffer: copy-free access through
+                # its address is not offered by mmap, so snapshots read a private copy instead
+                raise LiveLayerError("internal: no address for a read-only mapping")
+        return ctypes.addressof(self._buffer)
+
+    @property
+    def gpu_count(self) -> int:
+        """GPUs of the board this layer follows."""
+        return len(self._board)
+
+    @property
+    def board(self) -> Sequence[BoardGpu]:
+        """The board GPUs, in index order."""
+        return tuple(self._board)
+
+    @property
+    def generation(self) -> int:
+        """Writes to this file so far (any GPU); a change means something changed."""
+        value: int = struct.unpack_from("<Q", self._map, _keys.LIVE_HEADER_FIELDS["generation"][1])[0]
+        return value
+
+    def validate(self, gpu: int, values: Mapping[str, object]) -> dict[str, int]:
+        """Check *values* for *gpu* against the declared bounds and the board; returns them as
+        integers. Raises :class:`LiveValueError` naming the first bad key and value."""
+        self._gpu(gpu)
+        board = self._board[gpu]
+        checked: dict[str, int] = {}
+        for key, raw in values.items():
+            spec = LIVE_GPU_KEYS.get(key)
+            if spec is None:
+                why = "a board-only key" if key in GPU_KEYS else "not a key of the device model"
+                raise LiveValueError(key, raw, f"is {why}; live keys: {', '.join(sorted(LIVE_GPU_KEYS))}")
+            try:
+                value = validate_value(spec, raw)
+            except ValueError as exc:
+                raise LiveValueError(key, raw, str(exc)) from None
+            assert isinstance(value, int)
+            checked[key] = int(value)
+        limits = {
+            "memory_used_bytes": board.number("memory_total_bytes") - board.number("memory_reserved_bytes"),
+            "bar1_used_bytes": board.number("bar1_total_bytes"),
+        }
+        for key, limit in limits.items():
+            if key in checked and checked[key] > limit:
+                raise LiveValueError(key, checked[key], f"must not exceed {limit} on GPU {gpu} (the board's room)")
+        return checked
+
+    def set(self, gpu: int, values: Mapping[str, object]) -> None:
+        """Set live *values* on *gpu* (validated first: a bad value writes nothing)."""
+        checked = self.validate(gpu, values)
+        self._write(gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, v & _U64, True) for k, v in checked.items()])
+
+    def clear(self, gpu: int, keys: Iterable[str] | None = None) -> None:
+        """Unset *keys* on *gpu* (all live keys when None): the board values answer again."""
+        self._gpu(gpu)
+        names = list(LIVE_GPU_KEYS) if keys is None else list(keys)
+        for key in names:
+            if key not in LIVE_GPU_KEYS:
+                raise LiveValueError(key, None, "is not a live key")
+        self._write(gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, 0, False) for k in names])
+
+    def values(self, gpu: int) -> dict[str, int]:
+        """The live values set on *gpu* (keys that are not set are left out)."""
+        self._gpu(gpu)
+        mask = (ctypes.c_uint64 * _MASK_WORDS)()
+        slots = (ctypes.c_uint64 * _keys.LIVE_KEY_SLOTS)()
+        writes = ctypes.c_uint64()
+        if self.writable:
+            rc = _library().nvml_mock_live_snapshot(self._address(), _SIZE, gpu, mask, slots, ctypes.byref(writes))
+        else:
+            copy = (ctypes.c_char * _SIZE).from_buffer_copy(self._map)
+            rc = _library().nvml_mock_live_snapshot(ctypes.addressof(copy), _SIZE, gpu, mask, slots, ctypes.byref(writes))
+        if rc != 0:
+            raise LiveLayerError(f"GPU {gpu}: no consistent read of {self.path} (a writer died mid-write?)")
+        result: dict[str, int] = {}
+        for key, spec in LIVE_GPU_KEYS.items():
+            slot = spec.live_slot or 0
+            if mask[slot // 64] >> (slot % 64) & 1:
+                raw = int(slots[slot])
+                result[key] = raw - (1 << 64) if spec.kind is Kind.INT32 and raw >= 1 << 63 else raw
+        return result
+
+    def _gpu(self, gpu: int) -> None:
+        if not isinstance(gpu, int) or not 0 <= gpu < len(self._board):
+            raise LiveValueError("gpu", gpu, f"is not a GPU of this node (0..{len(self._board) - 1})")
+
+    def _write(self, gpu: int, changes: Sequence[tuple[int, int, bool]]) -> None:
+        if not self.writable:
+            raise LiveLayerError(f"the live layer {self.path} was opened read-only")
+        if not changes:
+            return
+        count = len(changes)
+        slots = (ctypes.c_uint * count)(*(c[0] for c in changes))
+        values = (ctypes.c_uint64 * count)(*(c[1] for c in changes))
+        flags = (ctypes.c_ubyte * count)(*(1 if c[2] else 0 for c in changes))
+        with _flock(self._fd):
+            rc = _library().nvml_mock_live_write(self._address(), _SIZE, gpu, count, slots, values, flags)
+        if rc != 0:
+            raise LiveLayerError(f"GPU {gpu}: the library refused the write to {self.path}")
+
+    def close(self) -> None:
+        """Unmap and close the file (idempotent)."""
+        if self._buffer is not None:
+            del self._buffer
+            self._buffer = None
+        if not self._map.closed:
+            self._map.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> LiveLayer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
