@@ -8,10 +8,16 @@
  * with dlopen and reports, for each case, p50 / p99 of the per-call time over batches of
  * BATCH calls and the ratio to the empty call:
  *   - nvmlDeviceGetMemoryInfo_v2 and nvmlDeviceGetGpuFabricInfoV, 1 and 2 threads;
- *   - nvmlInit_v2 + GetCount + 64 x (GetHandleByIndex_v2 + GetUUID) + nvmlShutdown.
+ *   - nvmlInit_v2 + GetCount + 64 x (GetHandleByIndex_v2 + GetUUID) + nvmlShutdown;
+ * then the same with a live layer beside the state (live.nvmlmock, values set on the GPUs
+ * measured: memory used and temperature), nvmlDeviceGetTemperature, and the latency of a
+ * live write reaching a reader in another process (a child spinning on
+ * nvmlDeviceGetMemoryInfo_v2 until it sees the value), beside the same ping through a plain
+ * shared-memory word.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,7 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
 #include <nvml.h>
+
+#include "live_layout.h"
 
 #define GPUS 64
 #define BATCH 1000
@@ -33,6 +45,9 @@ typedef nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned int);
 typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*fabric_fn)(nvmlDevice_t, nvmlGpuFabricInfoV_t *);
 typedef nvmlReturn_t (*empty_fn)(nvmlDevice_t, void *);
+typedef nvmlReturn_t (*temp_fn)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *);
+typedef int (*live_write_fn)(void *, size_t, unsigned int, unsigned int, const unsigned int *, const uint64_t *,
+                             const unsigned char *);
 
 static struct {
     init_fn init;
@@ -42,6 +57,8 @@ static struct {
     uuid_fn uuid;
     mem_fn mem;
     fabric_fn fabric;
+    temp_fn temp;
+    live_write_fn live_write;
 } api;
 
 /* The baseline: a call that does nothing, through a pointer the compiler cannot see through. */
@@ -85,7 +102,7 @@ static struct stats summarize(double *samples, size_t n)
     return s;
 }
 
-enum call_kind { CALL_EMPTY, CALL_MEMORY, CALL_FABRIC };
+enum call_kind { CALL_EMPTY, CALL_MEMORY, CALL_FABRIC, CALL_TEMP };
 
 struct loop_args {
     enum call_kind kind;
@@ -113,6 +130,11 @@ static void *loop(void *p)
                 fabric.version = nvmlGpuFabricInfo_v3;
                 rc = api.fabric(a->device, &fabric);
                 break;
+            case CALL_TEMP: {
+                unsigned int t = 0;
+                rc = api.temp(a->device, NVML_TEMPERATURE_GPU, &t);
+                break;
+            }
             default: rc = empty_ptr(a->device, &mem); break;
             }
             a->failures += rc != NVML_SUCCESS;
@@ -177,6 +199,118 @@ static void write_state(const char *path)
     fclose(f);
 }
 
+
+/* A live layer for the state: header and record UUIDs from live_layout.h, every value unset. */
+static void *write_live(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, (off_t)LIVE_TOTAL_BYTES) != 0) {
+        perror(path);
+        exit(1);
+    }
+    unsigned char *base = mmap(NULL, LIVE_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    uint32_t u32;
+    uint64_t u64;
+#define PUT32(off, v) (u32 = (v), memcpy(base + (off), &u32, 4))
+#define PUT64(off, v) (u64 = (v), memcpy(base + (off), &u64, 8))
+    memcpy(base + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));
+    PUT32(LIVE_HDR_FORMAT, LIVE_FORMAT);
+    PUT32(LIVE_HDR_HEADER_BYTES, LIVE_HEADER_BYTES);
+    PUT64(LIVE_HDR_TOTAL_BYTES, LIVE_TOTAL_BYTES);
+    PUT32(LIVE_HDR_GPU_SLOTS, LIVE_GPU_SLOTS);
+    PUT32(LIVE_HDR_GPU_COUNT, GPUS);
+    PUT32(LIVE_HDR_KEY_SLOTS, LIVE_KEY_SLOTS);
+    PUT32(LIVE_HDR_RECORD_BYTES, LIVE_RECORD_BYTES);
+    PUT64(LIVE_HDR_RECORDS_OFFSET, LIVE_RECORDS_OFFSET);
+    PUT64(LIVE_HDR_PROCESSES_OFFSET, LIVE_PROCESSES_OFFSET);
+    PUT32(LIVE_HDR_PROCESS_SLOTS, LIVE_PROCESS_SLOTS);
+    PUT32(LIVE_HDR_PROCESS_RECORD_BYTES, LIVE_PROCESS_RECORD_BYTES);
+    PUT64(LIVE_HDR_MIG_OFFSET, LIVE_MIG_OFFSET);
+    PUT32(LIVE_HDR_MIG_BYTES_PER_GPU, LIVE_MIG_BYTES_PER_GPU);
+    PUT64(LIVE_HDR_EVENTS_OFFSET, LIVE_EVENTS_OFFSET);
+    PUT32(LIVE_HDR_EVENT_SLOTS, LIVE_EVENT_SLOTS);
+    PUT32(LIVE_HDR_EVENT_RECORD_BYTES, LIVE_EVENT_RECORD_BYTES);
+    for (int i = 0; i < GPUS; i++) {
+        snprintf((char *)base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES + LIVE_RECORD_UUID,
+                 LIVE_RECORD_UUID_BYTES, "GPU-b200b200-0000-0000-0000-%012d", i);
+    }
+    return base;
+}
+
+static void live_set(void *base, unsigned int gpu, unsigned int slot, uint64_t value)
+{
+    unsigned char set = 1;
+    if (api.live_write(base, LIVE_TOTAL_BYTES, gpu, 1, &slot, &value, &set) != 0) {
+        fprintf(stderr, "live write failed\n");
+        exit(1);
+    }
+}
+
+#define PINGS 2000
+/* Slot of memory_used_bytes in the live record (keys.toml). */
+#define SLOT_MEMORY_USED 3u
+#define SLOT_TEMPERATURE 22u
+
+struct ping {
+    _Atomic uint64_t word;   /* the baseline: a plain shared-memory word */
+    _Atomic uint64_t seen;   /* the child's acknowledgement of value k */
+    _Atomic double seen_at;  /* when the child saw it */
+};
+
+/* The child: spin until each value k appears (through NVML, or the plain word), stamp it. */
+static void ping_child(struct ping *shared, int through_nvml, nvmlDevice_t device)
+{
+    for (uint64_t k = 1; k <= PINGS; k++) {
+        for (;;) {
+            uint64_t v;
+            if (through_nvml) {
+                nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
+                api.mem(device, &mem);
+                v = mem.used >> 20;
+            } else {
+                v = atomic_load(&shared->word);
+            }
+            if (v == k) {
+                break;
+            }
+        }
+        atomic_store(&shared->seen_at, now_ns());
+        atomic_store(&shared->seen, k);
+    }
+}
+
+static struct stats ping_latency(void *live, int through_nvml, nvmlDevice_t device)
+{
+    struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_store(&shared->word, 0);
+    atomic_store(&shared->seen, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        ping_child(shared, through_nvml, device);
+        _exit(0);
+    }
+    static double samples[PINGS];
+    for (uint64_t k = 1; k <= PINGS; k++) {
+        double t0 = now_ns();
+        if (through_nvml) {
+            live_set(live, 0, SLOT_MEMORY_USED, k << 20);
+        } else {
+            atomic_store(&shared->word, k);
+        }
+        while (atomic_load(&shared->seen) != k) {
+        }
+        samples[k - 1] = atomic_load(&shared->seen_at) - t0;
+    }
+    waitpid(pid, NULL, 0);
+    munmap(shared, sizeof(struct ping));
+    return summarize(samples, PINGS);
+}
+
 static void *must(void *lib, const char *name)
 {
     void *p = dlsym(lib, name);
@@ -190,6 +324,82 @@ static void *must(void *lib, const char *name)
 static void print_row(const char *name, struct stats s, struct stats base)
 {
     printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", name, s.p50, s.p99, base.p50, base.p99, s.p50 / base.p50);
+}
+
+/* The per-call cases and init + enumerate; with `live`, the live values must be seen. */
+static int measure(size_t batches, void *live)
+{
+    if (api.init() != NVML_SUCCESS) {
+        fprintf(stderr, "nvmlInit_v2 failed\n");
+        return -1;
+    }
+    nvmlDevice_t devices[2];
+    api.handle(0, &devices[0]);
+    api.handle(1, &devices[1]);
+    if (live != NULL) {
+        nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
+        unsigned int temp = 0;
+        if (api.mem(devices[1], &mem) != NVML_SUCCESS || mem.used != 20ull << 30 ||
+            api.temp(devices[1], NVML_TEMPERATURE_GPU, &temp) != NVML_SUCCESS || temp != 71) {
+            fprintf(stderr, "the live values are not seen (used %llu, temperature %u)\n", mem.used, temp);
+            return -1;
+        }
+    }
+
+    for (int threads = 1; threads <= 2; threads++) {
+        char name[64];
+        struct stats base = run_calls(CALL_EMPTY, threads, batches, devices);
+        snprintf(name, sizeof(name), "nvmlDeviceGetMemoryInfo_v2, %d thread%s", threads, threads > 1 ? "s" : "");
+        print_row(name, run_calls(CALL_MEMORY, threads, batches, devices), base);
+        snprintf(name, sizeof(name), "nvmlDeviceGetGpuFabricInfoV (v3), %d thread%s", threads, threads > 1 ? "s" : "");
+        print_row(name, run_calls(CALL_FABRIC, threads, batches, devices), base);
+        snprintf(name, sizeof(name), "nvmlDeviceGetTemperature, %d thread%s", threads, threads > 1 ? "s" : "");
+        print_row(name, run_calls(CALL_TEMP, threads, batches, devices), base);
+    }
+    if (live != NULL) {
+        struct stats plain = ping_latency(live, 0, devices[0]);
+        struct stats seen = ping_latency(live, 1, devices[0]);
+        printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", "live write -> reader in another process (us)",
+               seen.p50 / 1e3, seen.p99 / 1e3, plain.p50 / 1e3, plain.p99 / 1e3, seen.p50 / plain.p50);
+    }
+    api.shutdown();
+
+    /* init + enumerate: the discovery a device plugin or nvidia-smi does at start */
+    double rounds[INIT_ROUNDS];
+    double cpu_rounds[INIT_ROUNDS];
+    double empty_rounds[INIT_ROUNDS];
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    for (int r = 0; r < INIT_ROUNDS; r++) {
+        double t0 = now_ns();
+        double c0 = cpu_ns();
+        unsigned int n = 0;
+        if (api.init() != NVML_SUCCESS || api.count(&n) != NVML_SUCCESS || n != GPUS) {
+            fprintf(stderr, "init/enumerate failed\n");
+            return -1;
+        }
+        for (unsigned int i = 0; i < n; i++) {
+            nvmlDevice_t d;
+            if (api.handle(i, &d) != NVML_SUCCESS || api.uuid(d, uuid, sizeof(uuid)) != NVML_SUCCESS) {
+                fprintf(stderr, "enumerate failed at %u\n", i);
+                return -1;
+            }
+        }
+        api.shutdown();
+        rounds[r] = now_ns() - t0;
+        cpu_rounds[r] = cpu_ns() - c0;
+        t0 = now_ns();
+        for (unsigned int i = 0; i < 3 + 2 * GPUS; i++) {
+            empty_ptr(devices[0], uuid);
+        }
+        empty_rounds[r] = now_ns() - t0;
+    }
+    struct stats init = summarize(rounds, INIT_ROUNDS);
+    struct stats cpu = summarize(cpu_rounds, INIT_ROUNDS);
+    struct stats base = summarize(empty_rounds, INIT_ROUNDS);
+    printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.0fx\n", "init+enumerate 64 GPUs (us wall, same # calls)",
+           init.p50 / 1e3, init.p99 / 1e3, base.p50 / 1e3, base.p99 / 1e3, init.p50 / base.p50);
+    printf("%-44s %9.1f %9.1f\n", "init+enumerate 64 GPUs (us thread CPU time)", cpu.p50 / 1e3, cpu.p99 / 1e3);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -223,61 +433,27 @@ int main(int argc, char **argv)
     api.uuid = (uuid_fn)must(lib, "nvmlDeviceGetUUID");
     api.mem = (mem_fn)must(lib, "nvmlDeviceGetMemoryInfo_v2");
     api.fabric = (fabric_fn)must(lib, "nvmlDeviceGetGpuFabricInfoV");
+    api.temp = (temp_fn)must(lib, "nvmlDeviceGetTemperature");
+    api.live_write = (live_write_fn)must(lib, "nvml_mock_live_write");
 
-    if (api.init() != NVML_SUCCESS) {
-        fprintf(stderr, "nvmlInit_v2 failed\n");
+    printf("%-44s %9s %9s %9s %9s %8s\n", "case (ns per call)", "p50", "p99", "base p50", "base p99", "ratio");
+    printf("-- board layer only (no live file)\n");
+    if (measure(batches, NULL) != 0) {
         return 1;
     }
-    nvmlDevice_t devices[2];
-    api.handle(0, &devices[0]);
-    api.handle(1, &devices[1]);
-
-    printf("%-44s %9s %9s %9s %9s %8s\n", "case (ns per call)", "p50", "p99", "empty p50", "empty p99", "ratio");
-    for (int threads = 1; threads <= 2; threads++) {
-        char name[64];
-        struct stats base = run_calls(CALL_EMPTY, threads, batches, devices);
-        snprintf(name, sizeof(name), "nvmlDeviceGetMemoryInfo_v2, %d thread%s", threads, threads > 1 ? "s" : "");
-        print_row(name, run_calls(CALL_MEMORY, threads, batches, devices), base);
-        snprintf(name, sizeof(name), "nvmlDeviceGetGpuFabricInfoV (v3), %d thread%s", threads, threads > 1 ? "s" : "");
-        print_row(name, run_calls(CALL_FABRIC, threads, batches, devices), base);
+    char live_path[4200];
+    snprintf(live_path, sizeof(live_path), "%s.live", path);
+    setenv("MOCK_NVML_LIVE", live_path, 1);
+    void *live = write_live(live_path);
+    live_set(live, 0, SLOT_MEMORY_USED, 20ull << 30);
+    live_set(live, 1, SLOT_MEMORY_USED, 20ull << 30);
+    live_set(live, 0, SLOT_TEMPERATURE, 71);
+    live_set(live, 1, SLOT_TEMPERATURE, 71);
+    printf("-- live layer present, values set on the GPUs measured\n");
+    if (measure(batches, live) != 0) {
+        return 1;
     }
-    api.shutdown();
-
-    /* init + enumerate: the discovery a device plugin or nvidia-smi does at start */
-    double rounds[INIT_ROUNDS];
-    double cpu_rounds[INIT_ROUNDS];
-    double empty_rounds[INIT_ROUNDS];
-    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    for (int r = 0; r < INIT_ROUNDS; r++) {
-        double t0 = now_ns();
-        double c0 = cpu_ns();
-        unsigned int n = 0;
-        if (api.init() != NVML_SUCCESS || api.count(&n) != NVML_SUCCESS || n != GPUS) {
-            fprintf(stderr, "init/enumerate failed\n");
-            return 1;
-        }
-        for (unsigned int i = 0; i < n; i++) {
-            nvmlDevice_t d;
-            if (api.handle(i, &d) != NVML_SUCCESS || api.uuid(d, uuid, sizeof(uuid)) != NVML_SUCCESS) {
-                fprintf(stderr, "enumerate failed at %u\n", i);
-                return 1;
-            }
-        }
-        api.shutdown();
-        rounds[r] = now_ns() - t0;
-        cpu_rounds[r] = cpu_ns() - c0;
-        t0 = now_ns();
-        for (unsigned int i = 0; i < 3 + 2 * GPUS; i++) {
-            empty_ptr(devices[0], uuid);
-        }
-        empty_rounds[r] = now_ns() - t0;
-    }
-    struct stats init = summarize(rounds, INIT_ROUNDS);
-    struct stats cpu = summarize(cpu_rounds, INIT_ROUNDS);
-    struct stats base = summarize(empty_rounds, INIT_ROUNDS);
-    printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.0fx\n", "init+enumerate 64 GPUs (us wall, same # calls)",
-           init.p50 / 1e3, init.p99 / 1e3, base.p50 / 1e3, base.p99 / 1e3, init.p50 / base.p50);
-    printf("%-44s %9.1f %9.1f\n", "init+enumerate 64 GPUs (us thread CPU time)", cpu.p50 / 1e3, cpu.p99 / 1e3);
+    unlink(live_path);
     unlink(path);
     return 0;
 }

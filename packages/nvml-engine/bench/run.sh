@@ -7,5 +7,5 @@ native="$here/../native"
 make -s -C "$native"
 include=$(make -s -C "$native" print-nvml-include)
 out="$native/build/nvml_bench"
-${CC:-cc} -O2 -std=c11 -pthread -I"$include" -o "$out" "$here/nvml_bench.c" -ldl
+${CC:-cc} -O2 -std=c11 -pthread -I"$include" -I"$native/src" -o "$out" "$here/nvml_bench.c" -ldl
 exec nice "$out" "$here/../src/nvml_mock_engine/_lib/libnvidia-ml.so.1" "${1:-2000000}"
