@@ -77,7 +77,10 @@ def summarize(tox_dir: Path, since: float) -> list[str]:
     if not results and not unreadable:
         return ["test counts: no pytest report from this run (did any test env run?)"]
     width = max([len(r.env) for r in results] + [len("total")])
-    header = f"  {'env':<{width}}  {'passed':>6}  {'skipped':>7}  {'failed':>6}  {'errors':>6}  {'time':>7}"
+    header = (
+        f"  {'env':<{width}}  {'passed':>6}  {'skipped':>7}  {'failed':>6}  {'errors':>6}"
+        f"  {'time':>7}"
+    )
     lines += ["test counts per tox env:", header]
     total = EnvResult("total")
     for r in results:

@@ -11,7 +11,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = REPO_ROOT / "scripts" / "test_summary.py"
 
-SAMPLE = '''
+SAMPLE = """
 import pytest
 
 def test_one(): pass
@@ -21,7 +21,7 @@ def test_tsan(): pass
 @pytest.mark.skip(reason="clang is not installed")
 def test_asan(): pass
 def test_broken(): assert 1 == 2
-'''
+"""
 
 
 def _pytest_report(tmp_path: Path, env: str, source: str) -> Path:
@@ -32,8 +32,16 @@ def _pytest_report(tmp_path: Path, env: str, source: str) -> Path:
     report = tmp_path / "tox" / env / "tmp" / "junit.xml"
     report.parent.mkdir(parents=True)
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite),
-         f"--junitxml={report}"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(suite),
+            f"--junitxml={report}",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -66,7 +74,12 @@ def test_counts_and_skip_reasons_per_env(tmp_path: Path) -> None:
     }
     assert "  skipped in nvml-engine (2): clang is not installed" in done.stdout.splitlines()
     assert done.stdout.splitlines()[1].split() == [
-        "env", "passed", "skipped", "failed", "errors", "time"
+        "env",
+        "passed",
+        "skipped",
+        "failed",
+        "errors",
+        "time",
     ]
 
 
@@ -76,9 +89,7 @@ def test_reports_from_before_the_run_are_left_out(tmp_path: Path) -> None:
     os.utime(old, (an_hour_ago, an_hour_ago))
     done = _summary(tmp_path, "--since", str(time.time() - 60))
     assert done.returncode == 0
-    assert done.stdout == (
-        "test counts: no pytest report from this run (did any test env run?)\n"
-    )
+    assert done.stdout == ("test counts: no pytest report from this run (did any test env run?)\n")
 
 
 def test_an_unreadable_report_is_named_and_never_fails_the_run(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ def _served(kind: str, kube_version: str) -> bool:
     major, minor = (int(part) for part in kube_version.split(".")[:2])
     return (major, minor) >= KIND_FLOORS.get(kind, (0, 0))
 
+
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "topology": {"topology": DEMO_TOPOLOGY},

@@ -54,7 +54,9 @@ def schedulable(owner: dict[str, Any], name: str, labels: dict[str, str]) -> boo
         fields_ok = all(
             _expression_holds(f, {"metadata.name": name}) for f in term.get("matchFields", [])
         )
-        if fields_ok and all(_expression_holds(e, labels) for e in term.get("matchExpressions", [])):
+        if fields_ok and all(
+            _expression_holds(e, labels) for e in term.get("matchExpressions", [])
+        ):
             return True
     return False
 
@@ -64,7 +66,10 @@ NODES: dict[str, tuple[dict[str, str], bool]] = {
     "staged by the mock": ({GPU_PRESENT: "true", STAGED: "true"}, True),
     "real GPU node (operator label)": ({GPU_PRESENT: "true"}, False),
     "real GPU node (NFD PCI label)": ({PCI_NVIDIA: "true"}, False),
-    "real GPU node the mock once staged": ({GPU_PRESENT: "true", STAGED: "true", PCI_NVIDIA: "true"}, False),
+    "real GPU node the mock once staged": (
+        {GPU_PRESENT: "true", STAGED: "true", PCI_NVIDIA: "true"},
+        False,
+    ),
     "labels present but false": ({GPU_PRESENT: "false", PCI_NVIDIA: "false"}, True),
 }
 
@@ -91,8 +96,16 @@ def test_own_affinity_is_combined_with_the_real_gpu_exclusion(render: RenderFn) 
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]},
-                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n9"]}]},
+                            {
+                                "matchExpressions": [
+                                    {"key": "pool", "operator": "In", "values": ["a"]}
+                                ]
+                            },
+                            {
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "In", "values": ["n9"]}
+                                ]
+                            },
                         ]
                     }
                 },
@@ -120,8 +133,9 @@ def test_the_exclusion_can_be_retuned_or_turned_off(render: RenderFn) -> None:
     off = render({"realGpuNodes": {"avoid": False}})
     for name in DAEMONSETS:
         assert "affinity" not in pod_spec(off.get("DaemonSet", name))
-    assert "affinity" not in pod_spec(render({"realGpuNodes": {"avoid": False}, "affinity": {}})
-                                      .get("DaemonSet", "nvml-mock"))
+    assert "affinity" not in pod_spec(
+        render({"realGpuNodes": {"avoid": False}, "affinity": {}}).get("DaemonSet", "nvml-mock")
+    )
 
 
 def test_the_stager_sets_the_label_that_tells_its_gpu_label_apart(render: RenderFn) -> None:
@@ -186,7 +200,9 @@ def test_both_daemonsets_run_under_the_runtime_default_seccomp_profile(
 
 def test_every_container_has_requests_and_limits(render: RenderFn) -> None:
     rendered = render({"topology": DEMO_TOPOLOGY})
-    workloads = [obj for (kind, _), obj in rendered.objects.items() if kind in ("DaemonSet", "Deployment")]
+    workloads = [
+        obj for (kind, _), obj in rendered.objects.items() if kind in ("DaemonSet", "Deployment")
+    ]
     assert len(workloads) == 3
     for owner in workloads:
         for item in pod_spec(owner)["containers"] + pod_spec(owner).get("initContainers", []):

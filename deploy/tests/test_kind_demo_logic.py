@@ -222,8 +222,14 @@ def test_without_a_compute_domain_no_fabric_check(fake_tools: dict[str, str]) ->
     [
         ({"FAKE_NO_BUILDX": "1"}, "has no BuildKit: 'docker buildx version' failed"),
         ({"DOCKER_BUILDKIT": "0"}, "DOCKER_BUILDKIT=0 forces Docker's legacy builder"),
-        ({"FAKE_DOCKER_VERSION": "Docker version 20.10.24, build 297e128"}, "Docker 20.10.24 is too old"),
-        ({"FAKE_DOCKER_VERSION": "podman version 4.3.1"}, "podman before 4.4 cannot bind-mount a cached"),
+        (
+            {"FAKE_DOCKER_VERSION": "Docker version 20.10.24, build 297e128"},
+            "Docker 20.10.24 is too old",
+        ),
+        (
+            {"FAKE_DOCKER_VERSION": "podman version 4.3.1"},
+            "podman before 4.4 cannot bind-mount a cached",
+        ),
         ({"FAKE_DOCKER_VERSION": "nerdctl version 1.7.0"}, "cannot tell which builder 'docker' is"),
     ],
 )
@@ -239,7 +245,12 @@ def test_a_builder_without_buildkit_is_refused_before_anything_runs(
 
 @pytest.mark.parametrize(
     "version",
-    ["Docker version 23.0.0, build e92dd87", "Docker version 28.0.1", "podman version 4.4.0", "podman version 5.2.2"],
+    [
+        "Docker version 23.0.0, build e92dd87",
+        "Docker version 28.0.1",
+        "podman version 4.4.0",
+        "podman version 5.2.2",
+    ],
 )
 def test_builders_that_work_are_accepted(fake_tools: dict[str, str], version: str) -> None:
     result, calls = run(fake_tools, FAKE_DOCKER_VERSION=version)

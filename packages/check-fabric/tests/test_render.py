@@ -7,7 +7,7 @@ import json
 
 import pytest
 from check_fabric.checks import Expectations, evaluate
-from check_fabric.errors import CheckFabricError, ConfigError, NvmlCallError, IdentityLookupError
+from check_fabric.errors import CheckFabricError, ConfigError, IdentityLookupError, NvmlCallError
 from check_fabric.model import (
     FabricInfo,
     GpuFabric,
@@ -142,7 +142,10 @@ def test_json_document_for_a_verdict() -> None:
             NvmlCallError("nvmlInit", 999, "NVML_ERROR_UNKNOWN", "state line 3: bad key"),
             {"kind": "nvml", "call": "nvmlInit", "index": None, "code": 999},
         ),
-        (IdentityLookupError("http://t/x", "HTTP 500: boom"), {"kind": "topology", "url": "http://t/x"}),
+        (
+            IdentityLookupError("http://t/x", "HTTP 500: boom"),
+            {"kind": "topology", "url": "http://t/x"},
+        ),
         (ConfigError("--expect-clique", "x", "bad"), {"kind": "config", "key": "--expect-clique"}),
     ],
 )

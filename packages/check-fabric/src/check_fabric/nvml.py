@@ -165,7 +165,9 @@ class FabricReader:
                 self._api = api
             return info
         if last is None:  # pragma: no cover - v1 is always present in the binding
-            raise NvmlCallError("GetGpuFabricInfo", -1, "NVML_ERROR_?", "no entry point", index=index)
+            raise NvmlCallError(
+                "GetGpuFabricInfo", -1, "NVML_ERROR_?", "no entry point", index=index
+            )
         raise _nvml_error("GetGpuFabricInfo", last, index) from None
 
     @staticmethod

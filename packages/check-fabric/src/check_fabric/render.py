@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from check_fabric._version import __version__
 from check_fabric.checks import CheckResult, Verdict
-from check_fabric.errors import CheckFabricError, ConfigError, NvmlCallError, IdentityLookupError
+from check_fabric.errors import CheckFabricError, ConfigError, IdentityLookupError, NvmlCallError
 from check_fabric.model import (
     ExitCode,
     GpuFabric,
