@@ -41,6 +41,9 @@ def test_drift_checks_call_their_tox_env(env: str) -> None:
     hook = _hooks()[env]
     assert hook["entry"] == f"tox run -e {env}"
     assert hook["pass_filenames"] is False
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    (tox_pin,) = hook["additional_dependencies"]
+    assert f"'{tox_pin}'" in makefile, "the tox the Makefile bootstraps"
     assert re.search(hook["files"], "tox.ini")
     if env not in _tox_envs():
         pytest.skip(f"tox.ini defines no {env} env yet; the hook runs once it does")
