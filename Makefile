@@ -13,9 +13,14 @@ $(TOX):
 
 bootstrap: $(TOX)
 
-## make test: every tox env that needs no Docker, GPU or network service.
+## make test: every tox env that needs no Docker, GPU or network service, then each env's
+## test counts (passed / skipped / failed, and why tests were skipped) from its JUnit report.
+## The exit status is tox's.
 test: $(TOX)
-	$(TOX) run-parallel --parallel-no-spinner -p auto
+	@start=$$(date +%s); \
+	$(TOX) run-parallel --parallel-no-spinner -p auto; status=$$?; \
+	$(PYTHON) scripts/test_summary.py --since "$$start" || true; \
+	exit $$status
 
 ## make demo: the local demo (no Kubernetes, no Docker).
 demo: $(TOX)

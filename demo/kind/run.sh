@@ -22,6 +22,10 @@ readonly WORKLOAD_MANIFEST="${SCRIPT_DIR}/gpu-agent.yaml"
 readonly KNOWN_PROFILES="a100 h100 h200 b200 gb200 gb300 l40s t4"
 readonly FABRIC_PROFILES="gb200 gb300"
 readonly WAIT_TIMEOUT="180s"
+# The oldest builders that build deploy/Dockerfile: Docker with BuildKit through its buildx
+# plugin, and podman whose buildah can bind-mount a cached stage (buildah 1.29, podman 4.4).
+readonly MIN_DOCKER="23.0"
+readonly MIN_PODMAN="4.4"
 
 # What topology.yaml says; check_fabric asserts it node by node.
 readonly CLUSTER_UUID="00000000-0000-0000-0000-0000000000cd"
@@ -167,6 +171,62 @@ check_prerequisites() {
       die "missing prerequisites: ${missing[*]} (see demo/kind/README.md)"
     fi
   fi
+}
+
+# version_at_least HAVE WANT: true when dotted version HAVE >= WANT (numeric, field by field).
+version_at_least() {
+  local -a have want
+  local i
+  IFS=. read -r -a have <<<"$1"
+  IFS=. read -r -a want <<<"$2"
+  for ((i = 0; i < ${#want[@]}; i++)); do
+    local h="${have[i]:-0}" w="${want[i]}"
+    h="${h%%[!0-9]*}"
+    ((10#${h:-0} > 10#${w})) && return 0
+    ((10#${h:-0} < 10#${w})) && return 1
+  done
+  return 0
+}
+
+# builder_problem VERSION_LINE BUILDX_OK: empty when `docker build` will run BuildKit (or a
+# podman that builds deploy/Dockerfile correctly), else why not. VERSION_LINE is the first line
+# of `docker --version`; BUILDX_OK is true when `docker buildx version` succeeded.
+builder_problem() {
+  local line="$1" buildx_ok="$2" version
+  if [[ "${line}" =~ ^podman\ version\ ([0-9]+\.[0-9]+(\.[0-9]+)?) ]]; then
+    version="${BASH_REMATCH[1]}"
+    if ! version_at_least "${version}" "${MIN_PODMAN}"; then
+      printf '%s' "docker is podman ${version}: podman before ${MIN_PODMAN} cannot bind-mount a cached build stage (RUN --mount=type=bind,from=build fails on a re-run, containers/buildah#4375); upgrade podman to ${MIN_PODMAN} or later"
+    fi
+    return 0
+  fi
+  if [[ "${line}" =~ ^Docker\ version\ ([0-9]+\.[0-9]+(\.[0-9]+)?) ]]; then
+    version="${BASH_REMATCH[1]}"
+    if ! version_at_least "${version}" "${MIN_DOCKER}"; then
+      printf '%s' "Docker ${version} is too old: deploy/Dockerfile needs BuildKit with Docker ${MIN_DOCKER} or later and its buildx plugin"
+    elif [[ "${DOCKER_BUILDKIT:-1}" == 0 ]]; then
+      printf '%s' "DOCKER_BUILDKIT=0 forces Docker's legacy builder, which cannot build deploy/Dockerfile (RUN --mount, Dockerfile.dockerignore); unset it"
+    elif [[ "${buildx_ok}" != true ]]; then
+      printf '%s' "Docker ${version} has no BuildKit: 'docker buildx version' failed, so 'docker build' would fall back to the legacy builder, which cannot build deploy/Dockerfile (RUN --mount, Dockerfile.dockerignore); install the buildx plugin (docker-buildx-plugin, or github.com/docker/buildx)"
+    fi
+    return 0
+  fi
+  printf '%s' "cannot tell which builder 'docker' is ('docker --version' said: ${line:-nothing}); use Docker ${MIN_DOCKER}+ with buildx, or podman ${MIN_PODMAN}+"
+}
+
+check_builder() {
+  if [[ "${DRY_RUN}" == true ]]; then
+    log "builder check skipped in --dry-run (a real run needs Docker ${MIN_DOCKER}+ with buildx, or podman ${MIN_PODMAN}+)"
+    return 0
+  fi
+  local line buildx_ok=false problem
+  line="$(docker --version 2>/dev/null | head -n 1)" || true
+  if docker buildx version >/dev/null 2>&1; then
+    buildx_ok=true
+  fi
+  problem="$(builder_problem "${line}" "${buildx_ok}")"
+  [[ -z "${problem}" ]] || die "${problem} (see demo/kind/README.md)"
+  log "builder: ${line} (buildx: ${buildx_ok})"
 }
 
 package_version() {
@@ -347,6 +407,7 @@ main() {
   validate_config
   log "cluster ${CLUSTER_NAME} (context ${KUBE_CONTEXT}), profile ${GPU_PROFILE}, count ${GPU_COUNT:-profile default}, compute domain ${WITH_COMPUTE_DOMAIN}"
   check_prerequisites
+  check_builder
   ensure_cluster
   build_and_load_images
   install_chart

@@ -301,7 +301,11 @@ def label_node(settings: Settings) -> None:
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode(errors="replace")[:300]
             if exc.code in (401, 403, 404, 422):
-                hint = " (the service account needs get/patch on nodes)" if exc.code == 403 else ""
+                hint = (
+                    " (the service account needs patch on nodes, for its own node only)"
+                    if exc.code == 403
+                    else ""
+                )
                 raise StepError(
                     f"labelling node {settings.node_name}: HTTP {exc.code}{hint}: {detail}"
                 ) from None

@@ -21,11 +21,45 @@ from nvml_mock_protocol import names
 
 KUBE_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 
+# Kinds the chart renders only where the cluster serves them (it checks the Kubernetes
+# version), so they are validated only against versions at or above their floor.
+KIND_FLOORS = {
+    "ValidatingAdmissionPolicy": (1, 30),
+    "ValidatingAdmissionPolicyBinding": (1, 30),
+}
+
+
+def _served(kind: str, kube_version: str) -> bool:
+    major, minor = (int(part) for part in kube_version.split(".")[:2])
+    return (major, minor) >= KIND_FLOORS.get(kind, (0, 0))
+
+
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "topology": {"topology": DEMO_TOPOLOGY},
     "topology-empty": {"topology": {"enabled": True, "domains": []}},
     "nri-off": {"nri": {"enabled": False}, "nodeLabels": {"gpuPresent": False}},
+    "trust-tuned": {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}
+                    ]
+                }
+            }
+        },
+        "realGpuNodes": {"labels": ["example.com/real-gpu"]},
+        "nodeLabels": {"ownNodeOnly": False},
+        "nri": {"deviceNamespaces": ["gpu-tests"]},
+        "topology": {
+            **DEMO_TOPOLOGY,
+            "networkPolicy": {
+                "enabled": True,
+                "from": [{"namespaceSelector": {"matchLabels": {"team": "monitoring"}}}],
+            },
+        },
+    },
     "everything-moved": {
         "fullnameOverride": "gpu-mock",
         "image": {"registry": "registry.example.com/team/", "pullPolicy": "Always"},
@@ -65,6 +99,8 @@ def test_every_object_is_valid_kubernetes(
     rendered = render(VALUE_SETS[value_set])
     assert rendered.objects
     for (kind, name), obj in rendered.objects.items():
+        if not _served(kind, kube_version):
+            continue
         try:
             kubernetes_validate.validate(obj, kube_version, strict=True)
         except kubernetes_validate.ValidationError as exc:
@@ -83,7 +119,14 @@ def test_helm_lint_is_clean() -> None:
 
 def test_what_renders_follows_the_switches(render: RenderFn) -> None:
     default = render()
-    assert default.kinds() == {"DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    assert default.kinds() == {
+        "DaemonSet",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     assert ("DaemonSet", "nvml-mock-nri") in default.objects
     with_topology = render({"topology": DEMO_TOPOLOGY})
     for kind in ("ConfigMap", "Deployment", "Service"):
@@ -252,7 +295,9 @@ def test_staging_daemonset_wiring(render: RenderFn) -> None:
     assert env["NVML_MOCK_GPU_COUNT"] == "4"
     assert env["NVML_MOCK_OVERLAY_HOST_PATH"] == names.OVERLAY_HOST_PATH
     assert env["NVML_MOCK_CDI_SPEC_HOST_PATH"] == names.CDI_SPEC_HOST_PATH
-    assert env["NVML_MOCK_NODE_LABELS"] == "nvidia.com/gpu.present=true"
+    assert env["NVML_MOCK_NODE_LABELS"] == (
+        "nvidia.com/gpu.present=true,nvml-mock.nvidia.com/staged=true"
+    )
     assert stage["readinessProbe"]["exec"]["command"] == ["nvml-mock-node-setup", "check"]
 
     mounts = mounts_of(ds, stage)
@@ -285,7 +330,7 @@ def test_gpu_count_defaults_to_the_profile(render: RenderFn) -> None:
 def test_rbac_is_minimal(render: RenderFn) -> None:
     rendered = render({"topology": DEMO_TOPOLOGY})
     role = rendered.get("ClusterRole", f"nvml-mock-{NAMESPACE}-node-labeler")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
     binding = rendered.get("ClusterRoleBinding", f"nvml-mock-{NAMESPACE}-node-labeler")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [

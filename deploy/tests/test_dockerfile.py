@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -218,3 +219,65 @@ def test_check_fabric_step_flags_exist(stages: dict[str, Stage]) -> None:
     source = (REPO_ROOT / "packages/check-fabric/src/check_fabric/settings.py").read_text()
     for flag in (a for a in args if a.startswith("--")):
         assert f'"{flag}"' in source, f"check-fabric has no {flag}"
+
+
+# Parser directives are `# key=value` comments before the first instruction or other comment
+# line; BuildKit matches the key case-insensitively and allows spaces around it.
+_DIRECTIVE = re.compile(r"^#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(.*)$")
+# Instruction flags the Dockerfile frontend built into BuildKit knows (Docker 23+ and buildx
+# ship frontend 1.5 or later; buildah reads the same flags). A flag from a newer or labs
+# frontend would need a syntax directive, and so a registry.
+_BUILTIN_FLAGS = {
+    "RUN": {"--mount", "--network", "--security"},
+    "COPY": {"--from", "--chown", "--chmod", "--link"},
+    "ADD": {"--chown", "--chmod", "--link"},
+    "FROM": {"--platform"},
+}
+
+
+def parser_directives(text: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _DIRECTIVE.match(line.strip())
+        if not match:
+            break
+        found[match.group(1).lower()] = match.group(2)
+    return found
+
+
+def _dockerfiles() -> list[Path]:
+    return sorted(
+        path
+        for path in (REPO_ROOT / "deploy").rglob("*Dockerfile*")
+        if path.is_file() and not path.name.endswith(".dockerignore")
+    )
+
+
+def test_parser_directives_are_found_where_buildkit_reads_them() -> None:
+    assert parser_directives("# syntax=docker/dockerfile:1.7\nFROM x\n") == {
+        "syntax": "docker/dockerfile:1.7"
+    }
+    assert parser_directives("#  SYNTAX = example.com/front:1\n# escape=`\n") == {
+        "syntax": "example.com/front:1",
+        "escape": "`",
+    }
+    assert parser_directives("# a comment\n# syntax=x\n") == {}, "only before other comments"
+    assert parser_directives("FROM x\n# syntax=x\n") == {}
+
+
+@pytest.mark.parametrize("path", _dockerfiles(), ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_the_dockerfile_needs_no_external_frontend(path: Path) -> None:
+    """No ``# syntax=`` line: BuildKit would pull that frontend image before building."""
+    text = path.read_text()
+    assert "syntax" not in parser_directives(text), (
+        f"{path.name} names a Dockerfile frontend image; air-gapped builders cannot fetch it"
+    )
+    for stage in parse_dockerfile(text):
+        for op, body in stage.instructions:
+            leading = set()
+            for word in body.split():
+                if not word.startswith("--"):
+                    break
+                leading.add(word.split("=", 1)[0])
+            unknown = leading - _BUILTIN_FLAGS.get(op, set())
+            assert not unknown, f"{op} {sorted(unknown)} in stage {stage.name}"

@@ -43,6 +43,13 @@ if tool == "kind":
         out("\\n".join([env("FAKE_CLUSTER") + "-control-plane", *workers]) + "\\n")
     sys.exit(0)
 if tool == "docker":
+    if args == ["--version"]:
+        out(env("FAKE_DOCKER_VERSION", "Docker version 27.3.1, build ce12230") + "\\n")
+    if args[:2] == ["buildx", "version"]:
+        if env("FAKE_NO_BUILDX"):
+            sys.stderr.write("docker: 'buildx' is not a docker command.\\n")
+            sys.exit(1)
+        out("github.com/docker/buildx v0.17.1 257815a\\n")
     if args[:2] == ["image", "inspect"]:
         out(env("FAKE_IMAGE_ID") + "\\n")
     if args[:1] == ["exec"] and args[2:4] == ["test", "-S"]:
@@ -128,7 +135,10 @@ def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> Non
     for node in WORKERS:
         assert f"    {node}: 4 GPU(s)" in result.stdout
         assert f"    {node}: clique {CLIQUES[node]}, cluster {UUID}" in result.stdout
-    assert calls[1][:5] == ["kind", "create", "cluster", "--name", CLUSTER]
+    assert calls[0] == ["docker", "--version"]
+    assert calls[1] == ["docker", "buildx", "version"]
+    assert calls[3][:5] == ["kind", "create", "cluster", "--name", CLUSTER]
+    assert "==> builder: Docker version 27.3.1, build ce12230 (buildx: true)" in result.stdout
     tag = "0.1.0-0123456789ab"
     loaded = [c[3] for c in calls if c[:3] == ["kind", "load", "docker-image"]]
     assert all(ref.endswith(f":{tag}") for ref in loaded), loaded
@@ -205,3 +215,44 @@ def test_without_a_compute_domain_no_fabric_check(fake_tools: dict[str, str]) ->
     assert not [c for c in calls if "check-fabric" in c]
     install = next(c for c in calls if c[0] == "helm")
     assert "topology.enabled=false" in install
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"FAKE_NO_BUILDX": "1"}, "has no BuildKit: 'docker buildx version' failed"),
+        ({"DOCKER_BUILDKIT": "0"}, "DOCKER_BUILDKIT=0 forces Docker's legacy builder"),
+        (
+            {"FAKE_DOCKER_VERSION": "Docker version 20.10.24, build 297e128"},
+            "Docker 20.10.24 is too old",
+        ),
+        (
+            {"FAKE_DOCKER_VERSION": "podman version 4.3.1"},
+            "podman before 4.4 cannot bind-mount a cached",
+        ),
+        ({"FAKE_DOCKER_VERSION": "nerdctl version 1.7.0"}, "cannot tell which builder 'docker' is"),
+    ],
+)
+def test_a_builder_without_buildkit_is_refused_before_anything_runs(
+    fake_tools: dict[str, str], env: dict[str, str], needle: str
+) -> None:
+    result, calls = run(fake_tools, **env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert needle in result.stderr
+    assert "demo/kind/README.md" in result.stderr
+    assert [c[0] for c in calls] == ["docker", "docker"], "nothing after the builder check"
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        "Docker version 23.0.0, build e92dd87",
+        "Docker version 28.0.1",
+        "podman version 4.4.0",
+        "podman version 5.2.2",
+    ],
+)
+def test_builders_that_work_are_accepted(fake_tools: dict[str, str], version: str) -> None:
+    result, calls = run(fake_tools, FAKE_DOCKER_VERSION=version)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert any(c[:2] == ["docker", "build"] for c in calls)

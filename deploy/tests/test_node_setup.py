@@ -265,7 +265,7 @@ def test_forbidden_label_names_the_missing_permission(env: dict[str, str]) -> No
         result = node_setup("run", "--service-account-dir", env["SA_DIR"], environ=env)
     assert result.returncode == 1
     assert "HTTP 403" in result.stderr
-    assert "get/patch on nodes" in result.stderr
+    assert "needs patch on nodes" in result.stderr
     assert len(api.requests) == 1
 
 

@@ -184,10 +184,50 @@ def test_a_bad_injected_identity_exits_1_with_the_librarys_reason(
 
 
 def test_a_missing_state_exits_1(tmp_path: Path, run_check: RunCheck) -> None:
+    """Driver not loaded is an error, not "no GPU": NVML cannot tell whether there are GPUs."""
     done = run_check(tmp_path / "absent.nvmlmock")
     assert done.returncode == 1
     assert done.stderr.startswith("nvmlInit: ")
+    assert "NVML_ERROR_DRIVER_NOT_LOADED" in done.stderr
     assert "absent.nvmlmock" in done.stderr
+
+
+def _state_without_gpus(render_state: RenderState) -> Path:
+    """A valid state that lists no GPU (the renderer makes 1..64, so its GPU is cut out)."""
+    state = render_state("a100", 1)
+    head = state.read_text().split("[gpu 0]")[0]
+    assert "device_count=1\n" in head
+    state.write_text(head.replace("device_count=1\n", "device_count=0\n"))
+    return state
+
+
+def test_a_node_without_gpus_exits_2_saying_so(
+    render_state: RenderState, run_check: RunCheck
+) -> None:
+    """nvmlInit's NVML_ERROR_GPU_NOT_FOUND is the reference's "not supported" (2), not an error."""
+    state = _state_without_gpus(render_state)
+    done = run_check(state)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "Discovered 0 GPU(s)\n"
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("nvmlInit: No GPUs were found")
+    assert line.endswith("(NVML_ERROR_GPU_NOT_FOUND, code 28); no GPU on this node")
+
+    done = run_check(state, "--expect-clique", "1", "--require-completed")
+    assert done.returncode == 2, done.stderr
+    assert "expect-clique: skipped: " in done.stderr
+    assert "require-completed: skipped: " in done.stderr
+
+
+def test_a_node_without_gpus_in_json(render_state: RenderState, run_check: RunCheck) -> None:
+    done = run_check(_state_without_gpus(render_state), "--json")
+    assert done.returncode == 2, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["verdict"], doc["exitCode"], doc["gpuCount"]) == ("not_supported", 2, 0)
+    assert (doc["gpus"], doc["unsupported"], doc["error"]) == ([], [], None)
+    assert doc["checks"] == [
+        {"name": "consistency", "passed": None, "detail": "no GPU on this node"}
+    ]
 
 
 def test_no_library_exits_1_saying_where_it_looked(

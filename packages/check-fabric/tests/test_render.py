@@ -7,7 +7,7 @@ import json
 
 import pytest
 from check_fabric.checks import Expectations, evaluate
-from check_fabric.errors import CheckFabricError, ConfigError, NvmlError, TopologyError
+from check_fabric.errors import CheckFabricError, ConfigError, IdentityLookupError, NvmlCallError
 from check_fabric.model import (
     FabricInfo,
     GpuFabric,
@@ -90,7 +90,7 @@ def test_text_report_is_silent_on_stderr_when_only_the_default_check_passes() ->
 def test_nvml_errors_keep_the_reference_prefix() -> None:
     err = io.StringIO()
     TextReport(io.StringIO(), err).fail(
-        NvmlError("GetGpuFabricInfo", 15, "NVML_ERROR_GPU_IS_LOST", "GPU is lost", index=3)
+        NvmlCallError("GetGpuFabricInfo", 15, "NVML_ERROR_GPU_IS_LOST", "GPU is lost", index=3)
     )
     assert err.getvalue() == "GetGpuFabricInfo[3]: GPU is lost (NVML_ERROR_GPU_IS_LOST, code 15)\n"
 
@@ -139,10 +139,13 @@ def test_json_document_for_a_verdict() -> None:
     ("error", "fields"),
     [
         (
-            NvmlError("nvmlInit", 999, "NVML_ERROR_UNKNOWN", "state line 3: bad key"),
+            NvmlCallError("nvmlInit", 999, "NVML_ERROR_UNKNOWN", "state line 3: bad key"),
             {"kind": "nvml", "call": "nvmlInit", "index": None, "code": 999},
         ),
-        (TopologyError("http://t/x", "HTTP 500: boom"), {"kind": "topology", "url": "http://t/x"}),
+        (
+            IdentityLookupError("http://t/x", "HTTP 500: boom"),
+            {"kind": "topology", "url": "http://t/x"},
+        ),
         (ConfigError("--expect-clique", "x", "bad"), {"kind": "config", "key": "--expect-clique"}),
     ],
 )

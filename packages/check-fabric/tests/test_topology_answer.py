@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from check_fabric.errors import TopologyError
+from check_fabric.errors import IdentityLookupError
 from check_fabric.model import Identity
 from check_fabric.topology import identity_url, parse_identity
 
@@ -51,7 +51,7 @@ def test_a_good_answer() -> None:
     ],
 )
 def test_bad_answers_are_named(body: bytes, reason: str) -> None:
-    with pytest.raises(TopologyError) as info:
+    with pytest.raises(IdentityLookupError) as info:
         parse_identity(URL, "w1", body)
     assert reason in info.value.reason
     assert str(info.value).startswith(f"topology: GET {URL}: ")

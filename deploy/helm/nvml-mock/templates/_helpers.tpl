@@ -176,3 +176,66 @@ domains:
 {{- else }} []
 {{- end }}
 {{ end -}}
+
+{{/* The label the stager sets beside nvidia.com/gpu.present, so the two can be told apart. */}}
+{{- define "nvml-mock.stagedLabel" -}}
+nvml-mock.nvidia.com/staged
+{{- end -}}
+
+{{/* What the stager labels its node with (CSV of KEY=VALUE); empty makes no API call. */}}
+{{- define "nvml-mock.nodeLabels" -}}
+{{- if .Values.nodeLabels.gpuPresent -}}
+{{- printf "nvidia.com/gpu.present=true,%s=true" (include "nvml-mock.stagedLabel" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The affinity of both DaemonSets: `affinity` with, when realGpuNodes.avoid, a required node
+affinity that keeps them off real GPU nodes. A node is a real GPU node when one of
+realGpuNodes.labels is "true" on it, except nvidia.com/gpu.present on a node that also carries
+the stager's own staged label (the stager sets both in one patch). The user's required terms
+are ANDed with these: each of their terms is combined with each of ours.
+*/}}
+{{- define "nvml-mock.daemonAffinity" -}}
+{{- $affinity := deepCopy (default (dict) .Values.affinity) -}}
+{{- if .Values.realGpuNodes.avoid -}}
+{{- $real := .Values.realGpuNodes.labels -}}
+{{- $noneReal := list -}}
+{{- range $real -}}
+{{- $noneReal = append $noneReal (dict "key" . "operator" "NotIn" "values" (list "true")) -}}
+{{- end -}}
+{{- $ours := list (dict "matchExpressions" $noneReal) -}}
+{{- if .Values.nodeLabels.gpuPresent -}}
+{{- $staged := list (dict "key" (include "nvml-mock.stagedLabel" .) "operator" "In" "values" (list "true")) -}}
+{{- range $real -}}
+{{- if ne . "nvidia.com/gpu.present" -}}
+{{- $staged = append $staged (dict "key" . "operator" "NotIn" "values" (list "true")) -}}
+{{- end -}}
+{{- end -}}
+{{- $ours = append $ours (dict "matchExpressions" $staged) -}}
+{{- end -}}
+{{- $node := default (dict) $affinity.nodeAffinity -}}
+{{- $required := default (dict) (get $node "requiredDuringSchedulingIgnoredDuringExecution") -}}
+{{- $terms := $ours -}}
+{{- with $required.nodeSelectorTerms -}}
+{{- $terms = list -}}
+{{- range $theirs := . -}}
+{{- range $o := $ours -}}
+{{- $both := concat (default (list) $theirs.matchExpressions) $o.matchExpressions -}}
+{{- $terms = append $terms (set (deepCopy $theirs) "matchExpressions" $both) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $required "nodeSelectorTerms" $terms -}}
+{{- $_ := set $node "requiredDuringSchedulingIgnoredDuringExecution" $required -}}
+{{- $_ := set $affinity "nodeAffinity" $node -}}
+{{- end -}}
+{{- if $affinity -}}
+{{- toYaml $affinity -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The namespaces whose pods may opt in to device nodes (CSV; empty: none). */}}
+{{- define "nvml-mock.deviceNamespaces" -}}
+{{- join "," (uniq .Values.nri.deviceNamespaces) -}}
+{{- end -}}

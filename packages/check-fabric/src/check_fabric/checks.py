@@ -71,6 +71,8 @@ def check_consistency(gpus: Sequence[GpuFabric]) -> tuple[CheckResult, Identity 
     groups: dict[Identity, list[int]] = {}
     for index, info in _fabric(gpus):
         groups.setdefault(info.identity, []).append(index)
+    if not gpus:
+        return CheckResult("consistency", None, "no GPU on this node", False), None
     if not groups:
         return CheckResult("consistency", None, "no GPU reports fabric info", False), None
     if len(groups) == 1:

@@ -2,7 +2,7 @@
 
 This is the one place where failures become exit codes: every ``CheckFabricError``
 (usage, config, NVML, topology) is 1; otherwise the verdict of the checks
-decides (0 ok, 2 fabric not supported, 3 mismatch). An interrupt is 130, as for
+decides (0 ok, 2 fabric not supported or no GPU at all, 3 mismatch). An interrupt is 130, as for
 any shell command; a reader that closed stdout ends the run quietly with 1, and
 a defect in check-fabric itself is 1 with one line and no traceback. NVML is
 read before the topology service is asked, so a report of the GPUs comes out
@@ -50,6 +50,8 @@ def run(settings: Settings, out: TextIO, err: TextIO) -> int:
             count = reader.device_count()
             if text:
                 text.discovered(count)
+                if reader.no_gpu is not None:
+                    text.note(str(reader.no_gpu))
             for index in range(count):
                 gpu = reader.read(index)
                 gpus.append(gpu)

@@ -6,11 +6,16 @@ them to exit code 1 in one place and prints ``str(error)`` as the one line for e
     CheckFabricError            anything check-fabric names and refuses to go on with
      ├── UsageError             the command line does not parse (unknown flag, missing value)
      ├── ConfigError            a flag or env value is invalid (names the key and value)
-     ├── NvmlError              an NVML call failed (names the call, GPU index and NVML's reason)
-     └── TopologyError          the topology service could not be asked or gave a bad answer
+     ├── NvmlCallError          an NVML call failed (names the call, GPU index and NVML's reason)
+     └── IdentityLookupError    the topology service could not be asked for the node's
+                                identity, or its answer is unusable (names the URL)
 
-A mismatch or a GPU without fabric support is not an error: it is a verdict
-(see ``checks``), with its own exit code.
+The names are the project's own: ``nvml_mock_protocol.topology.TopologyError`` is an
+invalid topology document, and the engine's nvidia-smi work-alike has its own
+``NvmlError``; neither is raised here.
+
+A mismatch, a GPU without fabric support, or a node without any GPU is not an
+error: it is a verdict (see ``checks``), with its own exit code.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ class ConfigError(CheckFabricError):
         super().__init__(f"invalid {key}={value!r}: {reason}")
 
 
-class NvmlError(CheckFabricError):
+class NvmlCallError(CheckFabricError):
     """An NVML call returned an error other than the ones check-fabric interprets.
 
     Its text starts in the reference tool's stderr form (``nvmlInit: <reason>``,
@@ -68,7 +73,7 @@ class NvmlError(CheckFabricError):
         super().__init__(text)
 
 
-class TopologyError(CheckFabricError):
+class IdentityLookupError(CheckFabricError):
     """The topology service could not be reached or answered something unusable."""
 
     def __init__(self, url: str, reason: str) -> None:

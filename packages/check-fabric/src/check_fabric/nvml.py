@@ -11,6 +11,13 @@ missing or refuses both. The binding passes the struct argument through as
 given, so it goes by reference (``ctypes.byref``): a bare struct would be
 copied onto the stack by value. ``NVML_ERROR_NOT_SUPPORTED`` means "this GPU has no
 fabric"; every other error stops the run with the call and GPU named.
+
+``nvmlInit`` answering ``NVML_ERROR_GPU_NOT_FOUND`` means NVML works and the node
+has no GPU: that is read as zero GPUs (a verdict, exit 2), not as a failure. A
+library that cannot be loaded, or a driver that is not loaded, stays an error:
+NVML could not say whether there are GPUs (and the mock answers
+``NVML_ERROR_DRIVER_NOT_LOADED`` for a missing or malformed state, which is a
+broken setup, not an empty node).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from typing import Any
 
 import pynvml
 
-from check_fabric.errors import NvmlError
+from check_fabric.errors import NvmlCallError
 from check_fabric.model import FabricInfo, GpuFabric, format_cluster_uuid
 
 logger = logging.getLogger(__name__)
@@ -56,9 +63,9 @@ def _error_message(err: pynvml.NVMLError) -> str:
 
 def _nvml_error(
     call: str, err: pynvml.NVMLError, index: int | None = None, hint: str | None = None
-) -> NvmlError:
+) -> NvmlCallError:
     code = int(err.value)
-    return NvmlError(call, code, _error_name(code), _error_message(err), index=index, hint=hint)
+    return NvmlCallError(call, code, _error_name(code), _error_message(err), index=index, hint=hint)
 
 
 def _is(err: pynvml.NVMLError, name: str) -> bool:
@@ -72,11 +79,17 @@ class FabricReader:
         self._initialized = False
         self._api: str | None = None
         """The first fabric entry point that answered; later GPUs start there."""
+        self.no_gpu: NvmlCallError | None = None
+        """Set when ``nvmlInit`` said the node has no GPU; the session then has zero GPUs."""
 
     def __enter__(self) -> FabricReader:
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as err:
+            if _is(err, "NVML_ERROR_GPU_NOT_FOUND"):
+                self.no_gpu = _nvml_error("nvmlInit", err, hint="no GPU on this node")
+                logger.info("%s", self.no_gpu)
+                return self
             hint = None
             if _is(err, "NVML_ERROR_LIBRARY_NOT_FOUND"):
                 where = os.environ.get("LD_LIBRARY_PATH") or "unset"
@@ -104,13 +117,15 @@ class FabricReader:
         return self._api
 
     def device_count(self) -> int:
+        if self.no_gpu is not None:
+            return 0
         try:
             return int(pynvml.nvmlDeviceGetCount())
         except pynvml.NVMLError as err:
             raise _nvml_error("DeviceGetCount", err) from None
 
     def read(self, index: int) -> GpuFabric:
-        """Read one GPU's UUID and fabric info; raises ``NvmlError`` on any other failure."""
+        """Read one GPU's UUID and fabric info; raises ``NvmlCallError`` on any other failure."""
         try:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         except pynvml.NVMLError as err:
@@ -150,7 +165,9 @@ class FabricReader:
                 self._api = api
             return info
         if last is None:  # pragma: no cover - v1 is always present in the binding
-            raise NvmlError("GetGpuFabricInfo", -1, "NVML_ERROR_?", "no entry point", index=index)
+            raise NvmlCallError(
+                "GetGpuFabricInfo", -1, "NVML_ERROR_?", "no entry point", index=index
+            )
         raise _nvml_error("GetGpuFabricInfo", last, index) from None
 
     @staticmethod

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from check_fabric._version import __version__
 from check_fabric.checks import CheckResult, Verdict
-from check_fabric.errors import CheckFabricError, ConfigError, NvmlError, TopologyError
+from check_fabric.errors import CheckFabricError, ConfigError, IdentityLookupError, NvmlCallError
 from check_fabric.model import (
     ExitCode,
     GpuFabric,
@@ -70,6 +70,10 @@ class TextReport:
     def finish(self, verdict: Verdict) -> None:
         self._write(self._err, verdict_lines(verdict))
 
+    def note(self, line: str) -> None:
+        """One line on stderr that explains the report, such as why no GPU was found."""
+        self._write(self._err, [line])
+
     def fail(self, error: CheckFabricError) -> None:
         self._write(self._err, [str(error)])
 
@@ -123,7 +127,7 @@ def topology_doc(answer: TopologyAnswer) -> dict[str, Any]:
 
 def error_doc(error: CheckFabricError) -> dict[str, Any]:
     doc: dict[str, Any] = {"message": str(error)}
-    if isinstance(error, NvmlError):
+    if isinstance(error, NvmlCallError):
         doc.update(
             kind="nvml",
             call=error.call,
@@ -132,7 +136,7 @@ def error_doc(error: CheckFabricError) -> dict[str, Any]:
             name=error.name,
             reason=error.message,
         )
-    elif isinstance(error, TopologyError):
+    elif isinstance(error, IdentityLookupError):
         doc.update(kind="topology", url=error.url, reason=error.reason)
     elif isinstance(error, ConfigError):
         doc.update(kind="config", key=error.key, value=str(error.value), reason=error.reason)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from nvml_mock_protocol.names import TOPOLOGY_DOCUMENT_PATH, TOPOLOGY_IDENTITY_PATH
 
 from check_fabric._version import __version__
-from check_fabric.errors import TopologyError
+from check_fabric.errors import IdentityLookupError
 from check_fabric.model import UINT32_MAX, Identity, TopologyAnswer, normalize_cluster_uuid
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _request(url: str) -> urllib.request.Request:
 def _read_body(resp: Any, url: str) -> bytes:
     body = resp.read(MAX_BODY_BYTES + 1)
     if len(body) > MAX_BODY_BYTES:
-        raise TopologyError(url, f"answer larger than {MAX_BODY_BYTES} bytes")
+        raise IdentityLookupError(url, f"answer larger than {MAX_BODY_BYTES} bytes")
     return bytes(body)
 
 
@@ -73,26 +73,26 @@ def parse_identity(url: str, node: str, body: bytes) -> TopologyAnswer:
     try:
         doc = json.loads(body)
     except ValueError as exc:
-        raise TopologyError(url, f"answer is not JSON: {exc}") from None
+        raise IdentityLookupError(url, f"answer is not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise TopologyError(url, f"answer is not a JSON object: {type(doc).__name__}")
+        raise IdentityLookupError(url, f"answer is not a JSON object: {type(doc).__name__}")
     raw_uuid = doc.get("clusterUuid")
     if not isinstance(raw_uuid, str):
-        raise TopologyError(url, f"answer field clusterUuid={raw_uuid!r} is not a string")
+        raise IdentityLookupError(url, f"answer field clusterUuid={raw_uuid!r} is not a string")
     try:
         cluster_uuid = normalize_cluster_uuid(raw_uuid)
     except ValueError as exc:
-        raise TopologyError(url, f"answer field clusterUuid: {exc}") from None
+        raise IdentityLookupError(url, f"answer field clusterUuid: {exc}") from None
     clique = doc.get("cliqueId")
     if isinstance(clique, bool) or not isinstance(clique, int) or not 0 <= clique <= UINT32_MAX:
-        raise TopologyError(url, f"answer field cliqueId={clique!r} is not a uint32")
+        raise IdentityLookupError(url, f"answer field cliqueId={clique!r} is not a uint32")
     answered_node = doc.get("node")
     if answered_node is not None and answered_node != node:
-        raise TopologyError(url, f"answer is for node {answered_node!r}, not {node!r}")
+        raise IdentityLookupError(url, f"answer is for node {answered_node!r}, not {node!r}")
     domain = doc.get("domain")
     revision = doc.get("revision")
     if isinstance(revision, bool) or not (revision is None or isinstance(revision, int)):
-        raise TopologyError(url, f"answer field revision={revision!r} is not an integer")
+        raise IdentityLookupError(url, f"answer field revision={revision!r} is not an integer")
     return TopologyAnswer(
         url=url,
         node=node,
@@ -138,7 +138,7 @@ def lookup(base_url: str, node: str, timeout: float) -> TopologyAnswer:
         detail, revision = _error_body(body)
         if exc.code == 404:
             if not _is_topology_service(base_url, timeout):
-                raise TopologyError(
+                raise IdentityLookupError(
                     url,
                     f"404 ({detail}) and {TOPOLOGY_DOCUMENT_PATH} is not found either: "
                     "the URL does not point at a topology service",
@@ -146,11 +146,11 @@ def lookup(base_url: str, node: str, timeout: float) -> TopologyAnswer:
             return TopologyAnswer(
                 url=url, node=node, identity=None, revision=revision, detail=detail
             )
-        raise TopologyError(url, f"HTTP {exc.code}: {detail}") from None
+        raise IdentityLookupError(url, f"HTTP {exc.code}: {detail}") from None
     except urllib.error.URLError as exc:
-        raise TopologyError(url, f"cannot connect: {exc.reason}") from None
+        raise IdentityLookupError(url, f"cannot connect: {exc.reason}") from None
     except TimeoutError:
-        raise TopologyError(url, f"no answer within {timeout:g} s") from None
+        raise IdentityLookupError(url, f"no answer within {timeout:g} s") from None
     except OSError as exc:
-        raise TopologyError(url, f"connection failed: {exc}") from None
+        raise IdentityLookupError(url, f"connection failed: {exc}") from None
     return parse_identity(url, node, body)
