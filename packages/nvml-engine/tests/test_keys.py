@@ -99,3 +99,11 @@ def test_the_fuzz_dictionary_holds_every_key() -> None:
     text = (PACKAGE / "native" / "fuzz" / "state.dict").read_text()
     for key in (*GPU_KEYS, *SYSTEM_KEYS):
         assert f'="{key}="' in text
+
+
+def test_the_renderer_refuses_text_that_cannot_be_utf8() -> None:
+    """YAML can carry lone surrogates (``"\\udcff"``); the state format says UTF-8."""
+    from nvml_mock_engine.schema import validate_value
+
+    with pytest.raises(ValueError, match="is not valid UTF-8 text"):
+        validate_value(GPU_KEYS["board_part_number"], "699-\udcff")

@@ -313,3 +313,55 @@ def test_default_location_missing_is_reported(library_file: Path, tmp_path: Path
     )
     assert out.stdout.startswith("9 Driver Not Loaded: cannot open GPU state ")
     assert f"{tmp_path}/lib/../config/state.nvmlmock" in out.stdout
+
+
+def test_a_fifo_as_the_state_fails_init_at_once_instead_of_blocking(
+    pynvml: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a FIFO for reading blocks until a writer comes; init holds its lock meanwhile,
+    so every other thread's init would hang too. It must fail, naming the file."""
+    fifo = tmp_path / "state.nvmlmock"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(fifo))
+    done = subprocess.run(
+        [sys.executable, "-c", INIT_ONCE, str(os.environ.get("NVML_MOCK_TEST_LIBRARY", ""))],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, "MOCK_NVML_CONFIG": str(fifo)},
+    )
+    assert done.stdout.split("\t")[0] == str(NVML_ERROR_DRIVER_NOT_LOADED), done
+    assert f"GPU state {fifo} is not a regular file" in done.stdout
+
+
+INIT_ONCE = textwrap.dedent(
+    """
+    import ctypes, sys
+    from nvml_mock_engine.library import library_path
+    lib = ctypes.CDLL(sys.argv[1] or str(library_path()))
+    lib.nvmlErrorString.restype = ctypes.c_char_p
+    rc = lib.nvmlInit_v2()
+    print(rc, lib.nvmlErrorString(rc).decode(), sep="\\t")
+    """
+)
+
+
+@pytest.mark.parametrize("raw", [b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"ok\xe2\x82"])
+def test_a_string_that_is_not_utf8_is_refused_naming_line_and_key(
+    pynvml: Any, write_state: StateWriter, raw: bytes
+) -> None:
+    path = write_state()
+    text = path.read_bytes().replace(b"serial=1653220300000", b"serial=" + raw, 1)
+    assert raw in text
+    path.write_bytes(text)
+    failure = init_error(pynvml)
+    assert failure.value == NVML_ERROR_INVALID_STATE
+    assert "key 'serial': value is not valid UTF-8" in failure.text
+    assert "line " in failure.text
+
+
+def test_valid_multibyte_utf8_is_accepted(pynvml: Any, write_state: StateWriter) -> None:
+    write_state(gpus=[gpu_entry(0, board_part_number="699-Ü€𝄞")])
+    pynvml.nvmlInit()
+    assert pynvml.nvmlDeviceGetBoardPartNumber(pynvml.nvmlDeviceGetHandleByIndex(0)) == "699-Ü€𝄞"
