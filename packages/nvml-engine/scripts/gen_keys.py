@@ -66,7 +66,7 @@ TYPE_TEXT = {
     "fabric_uuid": "UUID `8-4-4-4-12`",
     "cpu_list": "CPU list",
 }
-COLUMNS = {"name", "type", "size", "min", "max", "default", "required", "derived", "live", "field"}
+COLUMNS = {"name", "type", "size", "min", "max", "default", "required", "derived", "live", "field", "board"}
 COLUMNS |= {"nvml", "doc"}
 HEADER_FIELDS: Sequence[tuple[str, str, int]] = (
     # (name, C type, offset) of the live file's header; the header is one 4 KiB page.
@@ -90,13 +90,16 @@ HEADER_FIELDS: Sequence[tuple[str, str, int]] = (
     ("event_record_bytes", "uint32_t", 100),
     ("generation", "uint64_t", 128),
     ("event_head", "uint64_t", 192),
+    ("event_futex", "uint32_t", 256),
 )
 HEADER_BYTES = 4096
 LIVE_MAGIC = "nvml-mock-live"
 # A GPU record: seq, writes, the board GPU's UUID (the record is bound to it), the set mask,
-# then one 64-bit value per key slot.
+# the armed mask (set slots that apply only once the record's fault trigger fires), then one
+# 64-bit value per key slot. An event record: seq (written last), GPU, type, data.
 RECORD_SEQ, RECORD_WRITES, RECORD_UUID, RECORD_UUID_BYTES, RECORD_MASK = 0, 8, 16, 80, 96
-RECORD_VALUES = 128
+RECORD_ARMED, RECORD_VALUES = 112, 128
+EVENT_SEQ, EVENT_GPU, EVENT_TYPE, EVENT_DATA = 0, 8, 16, 24
 
 
 class DeclarationError(Exception):
@@ -117,6 +120,7 @@ class Key:
     required: bool
     derived: str | None
     live: int | None
+    board: bool
     field: str
     nvml: str
     doc: str
@@ -170,6 +174,10 @@ def load(path: Path = DECLARATION) -> tuple[list[Key], Layout]:
     for scope in ("system", "gpu"):
         for row in data.get(scope, []):
             keys.append(_key(scope, row))
+    for row in data.get("live", []):
+        if row.get("board", True):
+            raise DeclarationError(f"live.{row.get('name', '?')}: a live-only key needs board = false")
+        keys.append(_key("gpu", row))
     layout = _layout(data["layout"])
     _check(keys, layout)
     return keys, layout
@@ -196,6 +204,7 @@ def _key(scope: str, row: Mapping[str, Any]) -> Key:
         required=bool(row.get("required", False)),
         derived=row.get("derived"),
         live=row.get("live"),
+        board=bool(row.get("board", True)),
         field=row.get("field", name),
         nvml=row.get("nvml", ""),
         doc=row.get("doc", ""),
@@ -254,6 +263,8 @@ def _check(keys: Sequence[Key], layout: Layout) -> None:
                 value = int(key.default, 0)
                 if not bounds[0] <= value <= bounds[1]:
                     raise DeclarationError(f"{where}: default {key.default} is outside {bounds}")
+        if not key.board and (key.live is None or key.default is None or key.required or key.derived):
+            raise DeclarationError(f"{where}: a live-only key has a live slot and a default, and no board role")
         if key.live is not None:
             if key.scope != "gpu" or bounds is None:
                 raise DeclarationError(f"{where}: only integer GPU keys can be live")
@@ -290,7 +301,7 @@ def render_keys_h(keys: Sequence[Key]) -> str:
     ]
     for scope, macro in (("system", "STATE_SYSTEM_KEYS"), ("gpu", "STATE_GPU_KEYS")):
         out.append(f"#define {macro}(X) \\")
-        rows = [k for k in keys if k.scope == scope]
+        rows = [k for k in keys if k.scope == scope and k.board]
         for key in rows:
             bounds = key.bounds or (0, 0)
             if key.c_kind == "U64":
@@ -337,7 +348,12 @@ def render_live_h(keys: Sequence[Key], layout: Layout) -> str:
         f"#define LIVE_RECORD_UUID {RECORD_UUID}u",
         f"#define LIVE_RECORD_UUID_BYTES {RECORD_UUID_BYTES}u",
         f"#define LIVE_RECORD_MASK {RECORD_MASK}u",
+        f"#define LIVE_RECORD_ARMED {RECORD_ARMED}u",
         f"#define LIVE_RECORD_VALUES {RECORD_VALUES}u",
+        f"#define LIVE_EVENT_SEQ {EVENT_SEQ}u",
+        f"#define LIVE_EVENT_GPU {EVENT_GPU}u",
+        f"#define LIVE_EVENT_TYPE {EVENT_TYPE}u",
+        f"#define LIVE_EVENT_DATA {EVENT_DATA}u",
         f"#define LIVE_RECORDS_OFFSET {layout.records_offset}ULL",
         f"#define LIVE_PROCESS_SLOTS {layout.process_slots}u",
         f"#define LIVE_PROCESS_RECORD_BYTES {layout.process_record_bytes}u",
@@ -349,14 +365,31 @@ def render_live_h(keys: Sequence[Key], layout: Layout) -> str:
         f"#define LIVE_EVENTS_OFFSET {layout.events_offset}ULL",
         f"#define LIVE_TOTAL_BYTES {layout.total_bytes}ULL",
         "",
-        "/* X(name, slot, is_signed, min, max): every live key, by slot. */",
+        "/* X(name, slot, is_signed, min, max): every live key with a board value, by slot. */",
         "#define LIVE_GPU_KEYS(X) \\",
     ]
     for key in live:
+        if not key.board:
+            continue
         assert key.bounds is not None
         signed = 1 if key.type == "i32" else 0
         low, high = key.bounds
         out.append(f"    X({key.name}, {key.live}, {signed}, {_c_int(low, not signed)}, {_c_int(high, not signed)}) \\")
+    out += [
+        "",
+        "/* X(name, slot, is_signed, min, max, dflt): the live-only keys (dflt answers while unset). */",
+        "#define LIVE_ONLY_GPU_KEYS(X) \\",
+    ]
+    for key in live:
+        if key.board:
+            continue
+        assert key.bounds is not None and key.default is not None
+        signed = 1 if key.type == "i32" else 0
+        low, high = key.bounds
+        dflt = _c_int(int(key.default, 0), not signed)
+        out.append(
+            f"    X({key.name}, {key.live}, {signed}, {_c_int(low, not signed)}, {_c_int(high, not signed)}, {dflt}) \\"
+        )
     out += ["", "#endif", ""]
     return "\n".join(out)
 
@@ -381,9 +414,10 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
         "KeyRow = tuple[str, str, int, int | None, int | None, str | None, bool, str | None, int | None]",
         "",
     ]
-    for scope in ("system", "gpu"):
-        out.append(f"{scope.upper()}_ROWS: Final[tuple[KeyRow, ...]] = (")
-        for key in (k for k in keys if k.scope == scope):
+    for scope, title in (("system", "SYSTEM"), ("gpu", "GPU"), ("live", "LIVE_ONLY")):
+        out.append(f"{title}_ROWS: Final[tuple[KeyRow, ...]] = (")
+        chosen = [k for k in keys if not k.board] if scope == "live" else [k for k in keys if k.scope == scope and k.board]
+        for key in chosen:
             max_len = key.size - 1 if key.size else 255
             kind = TYPES[key.type][1]
             row = (key.name, kind, max_len, key.minimum, key.maximum, key.default, key.required, key.derived, key.live)
@@ -408,7 +442,12 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
         f"LIVE_RECORD_UUID: Final = {RECORD_UUID}",
         f"LIVE_RECORD_UUID_BYTES: Final = {RECORD_UUID_BYTES}",
         f"LIVE_RECORD_MASK: Final = {RECORD_MASK}",
+        f"LIVE_RECORD_ARMED: Final = {RECORD_ARMED}",
         f"LIVE_RECORD_VALUES: Final = {RECORD_VALUES}",
+        f"LIVE_EVENT_SEQ: Final = {EVENT_SEQ}",
+        f"LIVE_EVENT_GPU: Final = {EVENT_GPU}",
+        f"LIVE_EVENT_TYPE: Final = {EVENT_TYPE}",
+        f"LIVE_EVENT_DATA: Final = {EVENT_DATA}",
         f"LIVE_RECORDS_OFFSET: Final = {layout.records_offset}",
         f"LIVE_PROCESS_SLOTS: Final = {layout.process_slots}",
         f"LIVE_PROCESS_RECORD_BYTES: Final = {layout.process_record_bytes}",
@@ -449,14 +488,15 @@ def _md_default(key: Key) -> str:
 
 def render_tables(keys: Sequence[Key]) -> str:
     out = [MD_BEGIN, ""]
-    for scope, title in (("system", "`[system]`"), ("gpu", "`[gpu N]`")):
+    for scope, title in (("system", "`[system]` keys"), ("gpu", "`[gpu N]` keys"), ("live", "Live-only keys")):
         out += [
-            f"### {title} keys",
+            f"### {title}",
             "",
             "| key | type | default | live slot | NVML | meaning |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
-        for key in (k for k in keys if k.scope == scope):
+        chosen = [k for k in keys if not k.board] if scope == "live" else [k for k in keys if k.scope == scope and k.board]
+        for key in chosen:
             live = str(key.live) if key.live is not None else ""
             nvml = key.nvml.replace("|", "\\|")
             out.append(f"| `{key.name}` | {_md_type(key)} | {_md_default(key)} | {live} | {nvml} | {key.doc} |")
@@ -496,7 +536,7 @@ def render_dict(keys: Sequence[Key]) -> str:
         'neg="-1"',
         'utf8bad="\\xc3\\x28"',
     ]
-    for key in sorted(keys, key=lambda k: k.name):
+    for key in sorted((k for k in keys if k.board), key=lambda k: k.name):
         out.append(f'k_{key.name}="{key.name}="')
     return "\n".join(out) + "\n"
 

@@ -11,10 +11,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mock.h"
@@ -36,6 +41,80 @@ void mock_live_pause(unsigned int attempt)
 {
     if (attempt >= 4) {
         sched_yield();
+    }
+}
+
+/*
+ * Fault triggers (keys fault_trigger, fault_trigger_param, fault_trigger_seed). Read without
+ * the armed check (they are never armed themselves). "now" and "at a time" are the same in
+ * every process; call counts and the probability draw are per process, and latch once fired
+ * until the record is written again (a new fault, or a reset, re-arms it).
+ */
+static uint64_t trigger_value(const unsigned char *rec, unsigned int slot)
+{
+    const uint64_t *vals = (const uint64_t *)(const void *)(rec + LIVE_RECORD_VALUES);
+    return __atomic_load_n(&vals[slot], __ATOMIC_RELAXED);
+}
+
+static uint64_t realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Per-process trigger state, by record (records of one mapping are consecutive, so their
+ * addresses fall in distinct entries; a few mappings fit side by side). */
+#define TRIGGER_ENTRIES 1024u
+struct trigger_state {
+    _Atomic(const unsigned char *) rec;
+    _Atomic uint64_t writes; /* the record's write count this state belongs to */
+    _Atomic uint64_t calls;
+    atomic_int fired;
+};
+static struct trigger_state triggers[TRIGGER_ENTRIES];
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* "after N calls" (kind 1) and "with a probability per call" (kind 2): a call is a read of an
+ * armed key on the GPU. Once fired, it stays fired in this process until the record is
+ * written again. */
+static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, uint64_t param, uint64_t seed)
+{
+    struct trigger_state *st = &triggers[((uintptr_t)rec / LIVE_RECORD_BYTES) % TRIGGER_ENTRIES];
+    uint64_t writes = __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_RECORD_WRITES), __ATOMIC_ACQUIRE);
+    if (atomic_load_explicit(&st->rec, memory_order_acquire) != rec ||
+        atomic_load_explicit(&st->writes, memory_order_acquire) != writes) {
+        atomic_store_explicit(&st->calls, 0, memory_order_relaxed);
+        atomic_store_explicit(&st->fired, 0, memory_order_relaxed);
+        atomic_store_explicit(&st->writes, writes, memory_order_release);
+        atomic_store_explicit(&st->rec, rec, memory_order_release);
+    }
+    if (atomic_load_explicit(&st->fired, memory_order_acquire)) {
+        return 1;
+    }
+    uint64_t call = atomic_fetch_add_explicit(&st->calls, 1, memory_order_relaxed) + 1;
+    int fire = kind == 1 ? call > param : (splitmix64(seed ^ call) % 1000000u) < param;
+    if (fire) {
+        atomic_store_explicit(&st->fired, 1, memory_order_release);
+    }
+    return fire;
+}
+
+int mock_live_trigger_fired(const unsigned char *rec)
+{
+    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger);
+    uint64_t param = trigger_value(rec, LIVE_SLOT_fault_trigger_param);
+    switch (kind) {
+    case 0: return 1;
+    case 3: return realtime_ms() >= param;
+    default: return mock_live_counted_trigger(rec, kind, param, trigger_value(rec, LIVE_SLOT_fault_trigger_seed));
     }
 }
 
@@ -166,6 +245,7 @@ MOCK_EXPORT int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, u
 MOCK_EXPORT int nvml_mock_live_snapshot(const void *base, size_t len, unsigned int gpu, uint64_t *mask,
                                         uint64_t *values, uint64_t *writes);
 MOCK_EXPORT int nvml_mock_live_retire(void *base, size_t len);
+MOCK_EXPORT uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t type, uint64_t data);
 MOCK_EXPORT unsigned long long nvml_mock_live_layout_bytes(void);
 
 static unsigned char *record_of(void *base, size_t len, unsigned int gpu)
@@ -195,7 +275,8 @@ static void end_write(unsigned char *base, unsigned char *rec, uint64_t odd)
     __atomic_fetch_add((uint64_t *)(void *)(base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
 }
 
-/* Set (set[i] = 1) or clear (0) slots[i] of one GPU's record, all in one write. Returns 0,
+/* Set (set[i] = 1), set armed (2: applies once the record's fault trigger fires) or clear (0)
+ * slots[i] of one GPU's record, all in one write. Returns 0,
  * or -1 for a bad argument (nothing is written then). Writers are serialised by the caller
  * (an exclusive flock on the file). */
 int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n, const unsigned int *slots,
@@ -211,19 +292,29 @@ int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int 
         }
     }
     uint64_t *mask = (uint64_t *)(void *)(rec + LIVE_RECORD_MASK);
+    uint64_t *armed = (uint64_t *)(void *)(rec + LIVE_RECORD_ARMED);
     uint64_t *vals = (uint64_t *)(void *)(rec + LIVE_RECORD_VALUES);
+    for (unsigned int i = 0; i < n; i++) {
+        if (set[i] > 2) {
+            return -1;
+        }
+    }
     uint64_t odd = begin_write((uint64_t *)(void *)(rec + LIVE_RECORD_SEQ));
     for (unsigned int i = 0; i < n; i++) {
         unsigned int s = slots[i];
         uint64_t bit = 1ull << (s % 64u);
         uint64_t m = __atomic_load_n(&mask[s / 64u], __ATOMIC_RELAXED);
+        uint64_t a = __atomic_load_n(&armed[s / 64u], __ATOMIC_RELAXED);
         if (set[i]) {
             __atomic_store_n(&vals[s], values[i], __ATOMIC_RELAXED);
             m |= bit;
+            a = set[i] == 2 ? a | bit : a & ~bit;
         } else {
             __atomic_store_n(&vals[s], 0, __ATOMIC_RELAXED);
             m &= ~bit;
+            a &= ~bit;
         }
+        __atomic_store_n(&armed[s / 64u], a, __ATOMIC_RELAXED);
         __atomic_store_n(&mask[s / 64u], m, __ATOMIC_RELAXED);
     }
     end_write(base, rec, odd);
@@ -276,11 +367,42 @@ int nvml_mock_live_retire(void *base, size_t len)
         uint64_t odd = begin_write((uint64_t *)(void *)(rec + LIVE_RECORD_SEQ));
         for (unsigned int i = 0; i < LIVE_MASK_WORDS; i++) {
             __atomic_store_n((uint64_t *)(void *)(rec + LIVE_RECORD_MASK) + i, 0, __ATOMIC_RELAXED);
+            __atomic_store_n((uint64_t *)(void *)(rec + LIVE_RECORD_ARMED) + i, 0, __ATOMIC_RELAXED);
         }
         end_write(base, rec, odd);
     }
     __atomic_store_n((uint32_t *)(void *)((unsigned char *)base + LIVE_HDR_RETIRED), 1u, __ATOMIC_RELEASE);
     return 0;
+}
+
+/*
+ * Append an event to the ring and wake every waiter (in every process: the futex word lives
+ * in the shared file, and a non-private wake reaches waiters on any mapping of it). The
+ * record's fields are written before its sequence number (release), and the ring's head after
+ * it, so a reader that sees the head sees the record. Returns the event's sequence number
+ * (from 1), or 0 for a bad argument. Writers are serialised by the caller (flock).
+ */
+uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t type, uint64_t data)
+{
+    if (base == NULL || len != LIVE_TOTAL_BYTES || gpu >= LIVE_GPU_SLOTS || type == 0) {
+        return 0;
+    }
+    unsigned char *b = base;
+    uint64_t *head = (uint64_t *)(void *)(b + LIVE_HDR_EVENT_HEAD);
+    uint64_t seq = __atomic_load_n(head, __ATOMIC_RELAXED) + 1u;
+    unsigned char *rec = b + LIVE_EVENTS_OFFSET + (size_t)(seq % LIVE_EVENT_SLOTS) * LIVE_EVENT_RECORD_BYTES;
+    __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_SEQ), 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_GPU), (uint64_t)gpu, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_TYPE), type, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_DATA), data, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_SEQ), seq, __ATOMIC_RELEASE);
+    __atomic_store_n(head, seq, __ATOMIC_RELEASE);
+    uint32_t *word = (uint32_t *)(void *)(b + LIVE_HDR_EVENT_FUTEX);
+    __atomic_fetch_add(word, 1u, __ATOMIC_RELEASE);
+    syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    __atomic_fetch_add((uint64_t *)(void *)(b + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
+    return seq;
 }
 
 /* The file size this library's layout needs (the writer checks it agrees with its own). */

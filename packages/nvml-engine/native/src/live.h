@@ -19,6 +19,10 @@
 
 void mock_live_pause(unsigned int attempt);
 
+/* Whether the fault trigger of a record has fired (in this process): armed slots apply only
+ * then. Called only for a record with armed slots set, so an unarmed record costs nothing. */
+int mock_live_trigger_fired(const unsigned char *rec);
+
 /* Read `n` slots of one record in one consistent snapshot. Returns a bit per slot that is
  * set (bit i for slots[i]) and stores those values in out[i]; 0 when none is set or the
  * record could not be read consistently. */
@@ -28,6 +32,7 @@ static inline unsigned int mock_live_load_n(const unsigned char *rec, unsigned i
     const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_RECORD_SEQ);
     const uint64_t *mask = (const uint64_t *)(const void *)(rec + LIVE_RECORD_MASK);
     const uint64_t *vals = (const uint64_t *)(const void *)(rec + LIVE_RECORD_VALUES);
+    const uint64_t *arm = (const uint64_t *)(const void *)(rec + LIVE_RECORD_ARMED);
     /* Fast path: a slot whose mask bit is clear answers with the board value, and one atomic
      * load of the mask word tells that consistently (the bit is the whole of "set"). Only a
      * set slot pays for the sequence-locked read of its value. */
@@ -45,14 +50,20 @@ static inline unsigned int mock_live_load_n(const unsigned char *rec, unsigned i
             continue;
         }
         unsigned int got = 0;
+        unsigned int armed = 0;
         for (unsigned int i = 0; i < n; i++) {
             unsigned int slot = slots[i];
             uint64_t m = __atomic_load_n(&mask[slot / 64u], __ATOMIC_RELAXED);
+            uint64_t a = __atomic_load_n(&arm[slot / 64u], __ATOMIC_RELAXED);
             out[i] = __atomic_load_n(&vals[slot], __ATOMIC_RELAXED);
             got |= (unsigned int)((m >> (slot % 64u)) & 1u) << i;
+            armed |= (unsigned int)((a >> (slot % 64u)) & 1u) << i;
         }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
+            if ((armed & got) != 0 && !mock_live_trigger_fired(rec)) {
+                got &= ~armed;
+            }
             return got;
         }
     }

@@ -30,6 +30,7 @@
 #define LIVE_HDR_EVENT_RECORD_BYTES 100u
 #define LIVE_HDR_GENERATION 128u
 #define LIVE_HDR_EVENT_HEAD 192u
+#define LIVE_HDR_EVENT_FUTEX 256u
 #define LIVE_GPU_SLOTS 64u
 #define LIVE_KEY_SLOTS 128u
 #define LIVE_MASK_WORDS 2u
@@ -39,7 +40,12 @@
 #define LIVE_RECORD_UUID 16u
 #define LIVE_RECORD_UUID_BYTES 80u
 #define LIVE_RECORD_MASK 96u
+#define LIVE_RECORD_ARMED 112u
 #define LIVE_RECORD_VALUES 128u
+#define LIVE_EVENT_SEQ 0u
+#define LIVE_EVENT_GPU 8u
+#define LIVE_EVENT_TYPE 16u
+#define LIVE_EVENT_DATA 24u
 #define LIVE_RECORDS_OFFSET 4096ULL
 #define LIVE_PROCESS_SLOTS 1024u
 #define LIVE_PROCESS_RECORD_BYTES 128u
@@ -51,7 +57,7 @@
 #define LIVE_EVENTS_OFFSET 471040ULL
 #define LIVE_TOTAL_BYTES 503808ULL
 
-/* X(name, slot, is_signed, min, max): every live key, by slot. */
+/* X(name, slot, is_signed, min, max): every live key with a board value, by slot. */
 #define LIVE_GPU_KEYS(X) \
     X(pcie_cur_gen, 0, 0, 1ULL, 7ULL) \
     X(pcie_cur_width, 1, 0, 1ULL, 32ULL) \
@@ -98,5 +104,22 @@
     X(unrepairable_memory, 42, 1, -1LL, 1LL) \
     X(fabric_state, 43, 1, 0LL, 3LL) \
     X(fabric_health_mask, 44, 0, 0ULL, 4294967295ULL) \
+
+/* X(name, slot, is_signed, min, max, dflt): the live-only keys (dflt answers while unset). */
+#define LIVE_ONLY_GPU_KEYS(X) \
+    X(gpu_lost, 64, 0, 0ULL, 1ULL, 0ULL) \
+    X(recovery_action, 65, 0, 0ULL, 7ULL, 0ULL) \
+    X(nvlink_down_mask, 66, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(nvlink_crc_errors, 67, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(nvlink_replay_errors, 68, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(nvlink_recovery_errors, 69, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(util_pattern, 70, 0, 0ULL, 4ULL, 0ULL) \
+    X(util_pattern_level, 71, 0, 0ULL, 100ULL, 0ULL) \
+    X(util_pattern_period_ms, 72, 0, 0ULL, 4294967295ULL, 0ULL) \
+    X(util_pattern_seed, 73, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(util_pattern_epoch_ms, 74, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(fault_trigger, 75, 0, 0ULL, 3ULL, 0ULL) \
+    X(fault_trigger_param, 76, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(fault_trigger_seed, 77, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
 
 #endif

@@ -48,8 +48,22 @@ struct nvmlDevice_st {
     }
 LIVE_GPU_KEYS(MOCK_LIVE_GETTER)
 
+/* live_<key>(d) for a live-only key: its live value, or its declared default while unset
+ * (uint64_t; int64_t for a signed key). */
+#define MOCK_LIVE_ONLY_GETTER(key, slot, is_signed, lo, hi, dflt)                                   \
+    static inline __typeof__(is_signed ? (int64_t)0 : (uint64_t)0) live_##key(const struct nvmlDevice_st *d) \
+    {                                                                                             \
+        uint64_t v;                                                                               \
+        if (__builtin_expect(d->live == NULL, 1) || !mock_live_load(d->live, (slot), &v)) {       \
+            return dflt;                                                                          \
+        }                                                                                         \
+        return mock_live_clamp_u(v, (uint64_t)(lo), (uint64_t)(hi));                             \
+    }
+LIVE_ONLY_GPU_KEYS(MOCK_LIVE_ONLY_GETTER)
+
 #define MOCK_LIVE_SLOT(key, slot, is_signed, lo, hi) LIVE_SLOT_##key = (slot),
-enum mock_live_slot { LIVE_GPU_KEYS(MOCK_LIVE_SLOT) };
+#define MOCK_LIVE_ONLY_SLOT(key, slot, is_signed, lo, hi, dflt) LIVE_SLOT_##key = (slot),
+enum mock_live_slot { LIVE_GPU_KEYS(MOCK_LIVE_SLOT) LIVE_ONLY_GPU_KEYS(MOCK_LIVE_ONLY_SLOT) };
 
 extern struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
 extern struct state_system mock_system;

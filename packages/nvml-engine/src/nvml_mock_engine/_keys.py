@@ -142,6 +142,23 @@ GPU_ROWS: Final[tuple[KeyRow, ...]] = (
     ('platform_ib_guid', 'UINT64', 255, None, None, None, False, 'render', None),
 )
 
+LIVE_ONLY_ROWS: Final[tuple[KeyRow, ...]] = (
+    ('gpu_lost', 'FLAG', 255, None, None, '0', False, None, 64),
+    ('recovery_action', 'UINT32', 255, None, 7, '0', False, None, 65),
+    ('nvlink_down_mask', 'UINT64', 255, None, None, '0', False, None, 66),
+    ('nvlink_crc_errors', 'UINT64', 255, None, None, '0', False, None, 67),
+    ('nvlink_replay_errors', 'UINT64', 255, None, None, '0', False, None, 68),
+    ('nvlink_recovery_errors', 'UINT64', 255, None, None, '0', False, None, 69),
+    ('util_pattern', 'UINT32', 255, None, 4, '0', False, None, 70),
+    ('util_pattern_level', 'UINT32', 255, None, 100, '0', False, None, 71),
+    ('util_pattern_period_ms', 'UINT32', 255, None, None, '0', False, None, 72),
+    ('util_pattern_seed', 'UINT64', 255, None, None, '0', False, None, 73),
+    ('util_pattern_epoch_ms', 'UINT64', 255, None, None, '0', False, None, 74),
+    ('fault_trigger', 'UINT32', 255, None, 3, '0', False, None, 75),
+    ('fault_trigger_param', 'UINT64', 255, None, None, '0', False, None, 76),
+    ('fault_trigger_seed', 'UINT64', 255, None, None, '0', False, None, 77),
+)
+
 LIVE_MAGIC: Final = b'nvml-mock-live'
 LIVE_FORMAT: Final = 1
 LIVE_HEADER_BYTES: Final = 4096
@@ -166,6 +183,7 @@ LIVE_HEADER_FIELDS: Final = {
     'event_record_bytes': ('uint32_t', 100),
     'generation': ('uint64_t', 128),
     'event_head': ('uint64_t', 192),
+    'event_futex': ('uint32_t', 256),
 }
 LIVE_GPU_SLOTS: Final = 64
 LIVE_KEY_SLOTS: Final = 128
@@ -175,7 +193,12 @@ LIVE_RECORD_WRITES: Final = 8
 LIVE_RECORD_UUID: Final = 16
 LIVE_RECORD_UUID_BYTES: Final = 80
 LIVE_RECORD_MASK: Final = 96
+LIVE_RECORD_ARMED: Final = 112
 LIVE_RECORD_VALUES: Final = 128
+LIVE_EVENT_SEQ: Final = 0
+LIVE_EVENT_GPU: Final = 8
+LIVE_EVENT_TYPE: Final = 16
+LIVE_EVENT_DATA: Final = 24
 LIVE_RECORDS_OFFSET: Final = 4096
 LIVE_PROCESS_SLOTS: Final = 1024
 LIVE_PROCESS_RECORD_BYTES: Final = 128

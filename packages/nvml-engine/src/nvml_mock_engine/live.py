@@ -51,6 +51,8 @@ _SIZE: Final = _keys.LIVE_TOTAL_BYTES
 _MASK_WORDS: Final = (_keys.LIVE_KEY_SLOTS + 63) // 64
 _U64: Final = (1 << 64) - 1
 _FIELD_FORMATS: Final = {"uint32_t": "<I", "uint64_t": "<Q"}
+_CLEAR, _SET, _ARMED = 0, 1, 2
+"""The write primitive's operations per slot: unset it, set it, set it armed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +133,7 @@ def _header_problem(data: bytes | mmap.mmap) -> str | None:
         return "not a live layer file (bad magic)"
     want = _header_bytes(0)
     for name, (ctype, offset) in _keys.LIVE_HEADER_FIELDS.items():
-        if name in ("magic", "gpu_count", "generation", "event_head", "retired"):
+        if name in ("magic", "gpu_count", "generation", "event_head", "event_futex", "retired"):
             continue
         size = struct.calcsize(_FIELD_FORMATS[ctype])
         if bytes(data[offset : offset + size]) != bytes(want[offset : offset + size]):
@@ -265,6 +267,14 @@ def _library() -> ctypes.CDLL:
         lib.nvml_mock_live_snapshot.restype = ctypes.c_int
         lib.nvml_mock_live_retire.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         lib.nvml_mock_live_retire.restype = ctypes.c_int
+        lib.nvml_mock_live_event.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_uint,
+            ctypes.c_uint64,
+            ctypes.c_uint64,
+        ]
+        lib.nvml_mock_live_event.restype = ctypes.c_uint64
         lib.nvml_mock_live_layout_bytes.restype = ctypes.c_ulonglong
         if lib.nvml_mock_live_layout_bytes() != _SIZE:
             raise LiveLayerError(
@@ -396,10 +406,31 @@ class LiveLayer:
                 raise LiveValueError(key, checked[key], f"must not exceed {limit} on GPU {gpu} (the board's room)")
         return checked
 
-    def set(self, gpu: int, values: Mapping[str, object]) -> None:
-        """Set live *values* on *gpu* (validated first: a bad value writes nothing)."""
+    def set(self, gpu: int, values: Mapping[str, object], *, armed: bool = False) -> None:
+        """Set live *values* on *gpu* (validated first: a bad value writes nothing).
+
+        *armed* values apply only once the GPU's fault trigger fires (the ``fault_trigger*``
+        keys); unarmed ones apply on the next call."""
         checked = self.validate(gpu, values)
-        self._write(gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, v & _U64, True) for k, v in checked.items()])
+        op = _ARMED if armed else _SET
+        self._write(gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, v & _U64, op) for k, v in checked.items()])
+
+    def event(self, gpu: int, event_type: int, data: int = 0) -> int:
+        """Append an NVML event (``nvmlEventType*`` bit, e.g. Xid 0x8 with the Xid as *data*)
+        for *gpu* to the event ring and wake every waiter on the node; returns its sequence
+        number. Only event sets that registered before it receive it."""
+        self._gpu(gpu)
+        if not isinstance(event_type, int) or event_type <= 0 or event_type & (event_type - 1) or event_type > _U64:
+            raise LiveValueError("event_type", event_type, "must be one nvmlEventType* bit")
+        if not isinstance(data, int) or not 0 <= data <= _U64:
+            raise LiveValueError("data", data, "must be an unsigned 64-bit integer")
+        if not self.writable:
+            raise LiveLayerError(f"the live layer {self.path} was opened read-only")
+        with _flock(self._fd):
+            seq = int(_library().nvml_mock_live_event(self._address(), _SIZE, gpu, event_type, data))
+        if seq == 0:
+            raise LiveLayerError(f"GPU {gpu}: the library refused the event for {self.path}")
+        return seq
 
     def clear(self, gpu: int, keys: Iterable[str] | None = None) -> None:
         """Unset *keys* on *gpu* (all live keys when None): the board values answer again."""
@@ -408,7 +439,7 @@ class LiveLayer:
         for key in names:
             if key not in LIVE_GPU_KEYS:
                 raise LiveValueError(key, None, "is not a live key")
-        self._write(gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, 0, False) for k in names])
+        self._write(gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, 0, _CLEAR) for k in names])
 
     def values(self, gpu: int) -> dict[str, int]:
         """The live values set on *gpu* (keys that are not set are left out)."""
@@ -435,7 +466,7 @@ class LiveLayer:
         if not isinstance(gpu, int) or not 0 <= gpu < len(self._board):
             raise LiveValueError("gpu", gpu, f"is not a GPU of this node (0..{len(self._board) - 1})")
 
-    def _write(self, gpu: int, changes: Sequence[tuple[int, int, bool]]) -> None:
+    def _write(self, gpu: int, changes: Sequence[tuple[int, int, int]]) -> None:
         if not self.writable:
             raise LiveLayerError(f"the live layer {self.path} was opened read-only")
         if not changes:
@@ -443,7 +474,7 @@ class LiveLayer:
         count = len(changes)
         slots = (ctypes.c_uint * count)(*(c[0] for c in changes))
         values = (ctypes.c_uint64 * count)(*(c[1] for c in changes))
-        flags = (ctypes.c_ubyte * count)(*(1 if c[2] else 0 for c in changes))
+        flags = (ctypes.c_ubyte * count)(*(c[2] for c in changes))
         with _flock(self._fd):
             rc = _library().nvml_mock_live_write(self._address(), _SIZE, gpu, count, slots, values, flags)
         if rc != 0:

@@ -22,6 +22,7 @@ from nvml_mock_engine import _keys
 __all__ = [
     "GPU_KEYS",
     "LIVE_GPU_KEYS",
+    "LIVE_ONLY_GPU_KEYS",
     "MAX_GPUS",
     "SYSTEM_KEYS",
     "KeySpec",
@@ -77,9 +78,11 @@ class KeySpec:
     """``render``: the renderer computes it; ``library``: absent means the library derives it."""
     live_slot: int | None = None
     """The key's slot in the live layer's GPU record; None when it is board-only."""
+    board: bool = True
+    """False for a live-only key (faults, patterns, triggers): never in the state file."""
 
 
-def _spec(row: _keys.KeyRow) -> KeySpec:
+def _spec(row: _keys.KeyRow, *, board: bool = True) -> KeySpec:
     name, kind, max_len, minimum, maximum, default, required, derived, live = row
     return KeySpec(
         Kind[kind],
@@ -90,6 +93,7 @@ def _spec(row: _keys.KeyRow) -> KeySpec:
         required=required,
         derived=derived,
         live_slot=live,
+        board=board,
     )
 
 
@@ -99,8 +103,15 @@ SYSTEM_KEYS: Final[Mapping[str, KeySpec]] = {row[0]: _spec(row) for row in _keys
 GPU_KEYS: Final[Mapping[str, KeySpec]] = {row[0]: _spec(row) for row in _keys.GPU_ROWS}
 """``[gpu N]`` keys, in output order (generated from ``keys.toml``)."""
 
+LIVE_ONLY_GPU_KEYS: Final[Mapping[str, KeySpec]] = {
+    row[0]: _spec(row, board=False) for row in _keys.LIVE_ONLY_ROWS
+}
+"""Keys only the live layer holds (faults, telemetry patterns, triggers); their ``default``
+answers while unset."""
+
 LIVE_GPU_KEYS: Final[Mapping[str, KeySpec]] = {
-    name: spec for name, spec in GPU_KEYS.items() if spec.live_slot is not None
+    **{name: spec for name, spec in GPU_KEYS.items() if spec.live_slot is not None},
+    **LIVE_ONLY_GPU_KEYS,
 }
 """The GPU keys the live layer can change at run time, each with its slot."""
 
