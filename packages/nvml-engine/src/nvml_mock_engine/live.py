@@ -33,6 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from nvml_mock_protocol import names
+
 from nvml_mock_engine import _keys
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError
 from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, Kind, validate_value
@@ -46,7 +48,7 @@ __all__ = [
     "read_board",
 ]
 
-LIVE_FILE_NAME: Final = "live.nvmlmock"
+LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
 _SIZE: Final = _keys.LIVE_TOTAL_BYTES
 _MASK_WORDS: Final = (_keys.LIVE_KEY_SLOTS + 63) // 64
 _U64: Final = (1 << 64) - 1
@@ -306,7 +308,7 @@ class LiveLayer:
         """Open the live file at *path*, checking it against the board *state* (default: the
         ``state.nvmlmock`` beside it). Raises :class:`LiveLayerError` naming the file and why."""
         path = Path(path)
-        state_path = Path(state) if state is not None else path.parent / "state.nvmlmock"
+        state_path = Path(state) if state is not None else path.parent / names.STATE_FILE_NAME
         board = read_board(state_path)
         flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | os.O_CLOEXEC
         try:
