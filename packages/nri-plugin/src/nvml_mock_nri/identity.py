@@ -39,6 +39,7 @@ from nvml_mock_protocol.identity import (
 from pydantic import ValidationError
 
 from nvml_mock_nri.adjust import FabricIdentity
+from nvml_mock_nri.errors import IdentityError
 from nvml_mock_nri.health import Verdict
 from nvml_mock_nri.metrics import Metrics
 
@@ -73,14 +74,6 @@ class Snapshot:
     revision: int | None
 
 
-class TopologyError(Exception):
-    """One failed identity request; ``kind`` is the metric label."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind = kind
-        super().__init__(message)
-
-
 class IdentityCache:
     """The identity in use, plus the topology service's recent health."""
 
@@ -110,7 +103,7 @@ class IdentityCache:
         self._metrics.identity_revision.set(-1 if snapshot.revision is None else snapshot.revision)
         return changed
 
-    def fail(self, error: TopologyError) -> None:
+    def fail(self, error: IdentityError) -> None:
         """Record a failed request; the cached identity stays in use."""
         self.failures += 1
         self.last_error = str(error)
@@ -151,19 +144,19 @@ def _revision(response: httpx.Response, body: object) -> int | None:
 
 
 def parse_answer(response: httpx.Response, node: str, previous: Snapshot) -> Snapshot:
-    """The snapshot an identity response describes; raises TopologyError otherwise."""
+    """The snapshot an identity response describes; raises IdentityError otherwise."""
     status = response.status_code
     if status == 304:
         return previous
     if status not in (200, 404):
-        raise TopologyError(
+        raise IdentityError(
             "http_status",
             f"HTTP {status} from {response.request.url}: {response.text[:200]!r}",
         )
     try:
         body = response.json()
     except ValueError:
-        raise TopologyError(
+        raise IdentityError(
             "bad_response",
             f"HTTP {status} from {response.request.url} is not JSON: {response.text[:200]!r}",
         ) from None
@@ -172,13 +165,13 @@ def parse_answer(response: httpx.Response, node: str, previous: Snapshot) -> Sna
     try:
         identity = NodeIdentity.model_validate(body)
     except ValidationError as exc:
-        raise TopologyError(
+        raise IdentityError(
             "bad_response",
             f"the identity from {response.request.url} is invalid: "
             f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}",
         ) from None
     if identity.node != node:
-        raise TopologyError(
+        raise IdentityError(
             "bad_response",
             f"asked for node {node!r}, the topology service answered for {identity.node!r}",
         )
@@ -234,9 +227,9 @@ class IdentityWatcher:
         try:
             response = await self._client.get(self._endpoint, params=params, timeout=timeout)
         except httpx.TimeoutException as exc:
-            raise TopologyError("timeout", f"{self._endpoint}: timed out ({exc!r})") from None
+            raise IdentityError("timeout", f"{self._endpoint}: timed out ({exc!r})") from None
         except httpx.HTTPError as exc:
-            raise TopologyError("connect", f"{self._endpoint}: {exc!r}") from None
+            raise IdentityError("connect", f"{self._endpoint}: {exc!r}") from None
         return parse_answer(response, self._node, previous)
 
     async def run(self) -> None:
@@ -246,7 +239,7 @@ class IdentityWatcher:
                 started = time.monotonic()
                 try:
                     snapshot = await self.fetch_once()
-                except TopologyError as error:
+                except IdentityError as error:
                     self._failed(error)
                     await asyncio.sleep(
                         backoff_delay(self._cache.failures, self._backoff_max, self._rng)
@@ -267,7 +260,7 @@ class IdentityWatcher:
         finally:
             await self._client.aclose()
 
-    def _failed(self, error: TopologyError) -> None:
+    def _failed(self, error: IdentityError) -> None:
         self._cache.fail(error)
         known = self._cache.snapshot.status is not Status.UNKNOWN
         consequence = (
