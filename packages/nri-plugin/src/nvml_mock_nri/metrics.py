@@ -104,12 +104,18 @@ class Metrics:
         )
         self.registered = Gauge(
             f"{PREFIX}_registered",
-            "1 while registered with the container runtime and configured.",
+            "1 while registered with the container runtime, configured, and the event loop "
+            "is not stalled past the wedge threshold.",
             registry=self.registry,
         )
         self.synchronized = Gauge(
             f"{PREFIX}_synchronized",
             "1 once the runtime's Synchronize has been answered on this connection.",
+            registry=self.registry,
+        )
+        self.loop_lag = Gauge(
+            f"{PREFIX}_event_loop_lag_seconds",
+            "Seconds since the event loop last ran its heartbeat.",
             registry=self.registry,
         )
         # Every label value exists from the start, so a series reads 0 instead of missing.

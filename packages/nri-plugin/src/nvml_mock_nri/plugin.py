@@ -36,7 +36,7 @@ from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache
 from nvml_mock_nri.metrics import Metrics
-from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT, Settings, apply_runtime_config
+from nvml_mock_nri.settings import Settings, apply_runtime_config
 
 __all__ = ["EVENT_MASK", "Injector"]
 
@@ -69,6 +69,16 @@ class Injector:
         self._scan = scan
         self._cdi_spec_exists = cdi_spec_exists
         self._node = settings.node_name or None
+        self.state.request_timeout = settings.runtime_request_timeout
+        if settings.wedge_threshold:
+            self.state.wedge_override = settings.wedge_threshold
+        # Read at scrape time from the health thread: a stopped loop cannot clear a
+        # gauge it set, so "registered" is 1 only while the loop is also alive.
+        self.metrics.registered.set_function(self._registered_value)
+        self.metrics.loop_lag.set_function(lambda: self.state.loop_lag() or 0.0)
+
+    def _registered_value(self) -> float:
+        return 1.0 if self.state.registered and not self.state.loop_stalled() else 0.0
 
     # -- handshake -----------------------------------------------------------
 
@@ -89,15 +99,19 @@ class Injector:
             self.settings = settings
             self.policy = Policy.from_settings(settings)
             logger.info("applied the plugin config sent by the runtime")
-        timeout = request_timeout if request_timeout else DEFAULT_REQUEST_TIMEOUT
+        if request_timeout:
+            timeout, source = request_timeout, "sent by the runtime"
+        else:
+            timeout = self.settings.runtime_request_timeout
+            source = "not sent by the runtime (NRI before v0.7); --runtime-request-timeout"
         self.state.request_timeout = timeout
         self.state.registered = True
-        self.metrics.registered.set(1)
         logger.info(
-            "configured by %s %s: request timeout %.3fs (wedged after %.3fs), events 0x%x",
+            "configured by %s %s: request timeout %.3fs (%s), wedged after %.3fs, events 0x%x",
             runtime or "runtime",
             version or "(version unknown)",
             timeout,
+            source,
             self.state.wedge_threshold,
             EVENT_MASK,
         )
@@ -118,7 +132,6 @@ class Injector:
         """Record that the runtime connection is gone."""
         self.state.registered = False
         self.state.synchronized = False
-        self.metrics.registered.set(0)
         self.metrics.synchronized.set(0)
 
     # -- CreateContainer -----------------------------------------------------

@@ -77,6 +77,12 @@ class Settings:
     """Seconds to connect and to wait for a reply beyond the watch wait."""
     topology_backoff_max: float = 30.0
     """Longest pause, in seconds, between retries after topology errors."""
+    runtime_request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    """Seconds the runtime allows each call, used when Configure does not say (NRI before
+    v0.7, i.e. containerd 1.7.0 to 1.7.25); containerd's ``plugin_request_timeout``."""
+    wedge_threshold: float = 0.0
+    """Seconds of a stuck call or a stopped event loop before the probes report a wedge;
+    0 means twice the runtime's request timeout."""
     log_format: LogFormat = "text"
     """``text`` or ``json`` (one object per line)."""
     log_level: str = "info"
@@ -199,6 +205,10 @@ def _positive_seconds(value: str) -> float:
     if not 0 < seconds < float("inf"):
         raise ValueError("must be a positive number of seconds")
     return seconds
+
+
+def _optional_positive_seconds(value: str) -> float:
+    return _positive_seconds(value) if value.strip() else 0.0
 
 
 def _log_format(value: str) -> str:
@@ -349,6 +359,20 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "NVML_MOCK_TOPOLOGY_BACKOFF_MAX",
         _positive_seconds,
         "longest pause between topology retries",
+    ),
+    Option(
+        "runtime_request_timeout",
+        "--runtime-request-timeout",
+        "NVML_MOCK_RUNTIME_REQUEST_TIMEOUT",
+        _positive_seconds,
+        "the runtime's per-call timeout when Configure does not send one (containerd < 1.7.26)",
+    ),
+    Option(
+        "wedge_threshold",
+        "--wedge-threshold",
+        "NVML_MOCK_WEDGE_THRESHOLD",
+        _optional_positive_seconds,
+        "seconds of a stuck call or event loop before /healthz fails (empty: 2 x request timeout)",
     ),
     Option("log_format", "--log-format", logs.ENV_LOG_FORMAT, _log_format, "text or json"),
     Option("log_level", "--log-level", logs.ENV_LOG_LEVEL, _log_level, "log level"),
