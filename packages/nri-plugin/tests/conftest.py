@@ -46,6 +46,40 @@ def short_tmp() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+NO_DRIVER_DEVICES = "Character devices:\n  1 mem\n  5 /dev/tty\n\nBlock devices:\n  7 loop\n"
+"""A ``/proc/devices`` with no NVIDIA driver registered."""
+
+
+@dataclass
+class FakeHost:
+    """A host ``/proc`` and ``/sys`` for real-driver detection, without a driver at first."""
+
+    proc: Path
+    sys: Path
+
+    @property
+    def flags(self) -> list[str]:
+        return ["--host-proc-root", str(self.proc), "--host-sys-root", str(self.sys)]
+
+    def load_driver(self) -> None:
+        """What a loaded NVIDIA kernel module shows."""
+        version = self.proc / "driver" / "nvidia" / "version"
+        version.parent.mkdir(parents=True, exist_ok=True)
+        version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
+        (self.sys / "module" / "nvidia").mkdir(exist_ok=True)
+        (self.proc / "devices").write_text(NO_DRIVER_DEVICES.replace("\n\n", "\n195 nvidia\n\n"))
+
+
+@pytest.fixture
+def fake_host(short_tmp: Path) -> FakeHost:
+    """Device tests must not depend on whether this machine has a real GPU driver."""
+    host = FakeHost(short_tmp / "host" / "proc", short_tmp / "host" / "sys")
+    (host.sys / "module").mkdir(parents=True)
+    host.proc.mkdir(parents=True)
+    (host.proc / "devices").write_text(NO_DRIVER_DEVICES)
+    return host
+
+
 @pytest.fixture
 async def runtime(short_tmp: Path) -> AsyncIterator[RuntimeDouble]:
     """A runtime test double listening on a real unix socket."""
@@ -124,8 +158,12 @@ Start = Callable[..., Awaitable[RunningPlugin]]
 
 
 @pytest.fixture
-async def start_plugin(runtime: RuntimeDouble) -> AsyncIterator[Start]:
-    """Start a plugin (flags as arguments) and wait until the double synchronized it."""
+async def start_plugin(runtime: RuntimeDouble, fake_host: FakeHost) -> AsyncIterator[Start]:
+    """Start a plugin (flags as arguments) and wait until the double synchronized it.
+
+    Pods in ``default`` may opt in to devices and the host has no real driver, unless
+    the test's own flags (which come last and win) say otherwise.
+    """
     running: list[RunningPlugin] = []
 
     async def start(
@@ -142,6 +180,9 @@ async def start_plugin(runtime: RuntimeDouble) -> AsyncIterator[Start]:
                 "127.0.0.1:0",
                 "--node-name",
                 "node-a",
+                "--device-namespaces",
+                "default",
+                *fake_host.flags,
                 *argv,
             ],
             {},

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import RunningPlugin, Start, container, eventually, pod
+from conftest import FakeHost, RunningPlugin, Start, container, eventually, pod
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.health import HealthServer, PluginState
 from nvml_mock_nri.metrics import Metrics
@@ -125,7 +125,9 @@ async def test_bad_runtime_config_refuses_configure_and_exits_3(
     ]
 
 
-async def test_wedged_handler_trips_healthz_and_clears_when_it_finishes(short_tmp: Path) -> None:
+async def test_wedged_handler_trips_healthz_and_clears_when_it_finishes(
+    short_tmp: Path, fake_host: FakeHost
+) -> None:
     # The device look-up hangs and blocks the plugin's event loop (as a hung file
     # system would). Configure told the plugin the runtime's deadline is 0.2 s, so it
     # is wedged after 0.4 s; the probes answer from their own thread all the while.
@@ -157,7 +159,16 @@ async def test_wedged_handler_trips_healthz_and_clears_when_it_finishes(short_tm
     double = RuntimeDouble(short_tmp / "w.sock", request_timeout=0.2)
     async with double:
         settings = load_settings(
-            ["--socket-path", str(double.socket_path), "--health-addr", "127.0.0.1:0"], {}
+            [
+                "--socket-path",
+                str(double.socket_path),
+                "--health-addr",
+                "127.0.0.1:0",
+                "--device-namespaces",
+                "default",
+                *fake_host.flags,
+            ],
+            {},
         )
         service = PluginService(settings, environ={}, scan=hanging_scan)
         task = asyncio.create_task(service.run())

@@ -3,7 +3,7 @@
 The rules (skip, mount, env merge, device choice) live here as plain functions of
 plain values so that each edge case is a one-line test and the NRI wiring in
 :mod:`nvml_mock_nri.plugin` only translates. File-system look-ups (device nodes,
-the CDI spec) are passed in as callables, so the one place that touches the
+the CDI spec, the real-driver check) are passed in as callables, so the one place that touches the
 disk is :mod:`nvml_mock_nri.devices`.
 
 Env rules, all in :func:`merge_env`:
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from nvml_mock_protocol import names
+from nvml_mock_protocol.hostgpu import HostDriver
 
 from nvml_mock_nri.devices import DeviceNode, DeviceScan
 from nvml_mock_nri.settings import Settings
@@ -45,6 +46,15 @@ MOUNT_OPTIONS: Final = ("rbind", "ro", "nosuid", "nodev")
 
 GPU_DEVICE_PREFIX: Final = "/dev/nvidia"
 GPU_CDI_PREFIX: Final = "nvidia.com/"
+
+
+class DeviceRefusal(enum.Enum):
+    """Why an opted-in container gets no device nodes; the value is the metric label."""
+
+    NAMESPACE_NOT_ALLOWED = "namespace_not_allowed"
+    """The pod's namespace is not in ``--device-namespaces``."""
+    REAL_DRIVER = "real_driver"
+    """A real NVIDIA driver is loaded on the node: the mock's majors are the real GPUs'."""
 
 
 class SkipReason(enum.Enum):
@@ -90,6 +100,7 @@ class Policy:
     excluded_namespaces: frozenset[str]
     opt_out_annotation: str
     device_annotation: str
+    device_namespaces: frozenset[str]
     device_mode: str
     device_host_path: str
     cdi_device_name: str
@@ -108,6 +119,7 @@ class Policy:
             excluded_namespaces=settings.all_excluded_namespaces,
             opt_out_annotation=settings.opt_out_annotation,
             device_annotation=settings.device_annotation,
+            device_namespaces=frozenset(settings.device_namespaces),
             device_mode=settings.device_injection_mode,
             device_host_path=settings.effective_device_host_path,
             cdi_device_name=settings.cdi_device_name,
@@ -126,6 +138,8 @@ class Decision:
     cdi_devices: list[str] = field(default_factory=list)
     devices_suppressed: bool = False
     """The pod opted in, but a device plugin already gave the container NVIDIA devices."""
+    devices_refused: DeviceRefusal | None = None
+    """The pod opted in, but the trust boundary forbids device nodes here."""
     warnings: list[str] = field(default_factory=list)
     """Things the operator should hear about (logged at WARNING by the caller)."""
     notes: list[str] = field(default_factory=list)
@@ -217,8 +231,10 @@ def plan_devices(
     policy: Policy,
     decision: Decision,
     *,
+    namespace: str,
     device_paths: Sequence[str],
     cdi_devices: Sequence[str],
+    host_driver: Callable[[], HostDriver],
     cdi_spec_exists: Callable[[str], bool],
     scan: Callable[[str], DeviceScan],
 ) -> None:
@@ -226,12 +242,31 @@ def plan_devices(
 
     Suppressed when the container already has NVIDIA devices: then a device plugin
     allocated it GPUs, and its allocation, not the annotation, decides what it sees.
+    Refused (raw and CDI alike) outside the namespaces of ``--device-namespaces`` and
+    on a node with a real NVIDIA driver, where the mock's device numbers name the
+    real GPUs: the annotation is pod-authored, so it must not open the hardware.
     """
     if has_gpu_devices(device_paths, cdi_devices):
         decision.devices_suppressed = True
         decision.notes.append(
             "container already has NVIDIA devices from a device plugin or CDI; "
             "adding no mock devices (the overlay and env are still injected)"
+        )
+        return
+    if namespace not in policy.device_namespaces:
+        decision.devices_refused = DeviceRefusal.NAMESPACE_NOT_ALLOWED
+        decision.warnings.append(
+            f"device nodes refused: namespace {namespace!r} is not allowed to opt in "
+            "(--device-namespaces / NVML_MOCK_DEVICE_NAMESPACES); the overlay and env are "
+            "still injected"
+        )
+        return
+    driver = host_driver()
+    if driver.present:
+        decision.devices_refused = DeviceRefusal.REAL_DRIVER
+        decision.warnings.append(
+            f"device nodes refused: {driver.reason}, so the mock's device numbers would "
+            "open the real GPUs; the overlay and env are still injected"
         )
         return
     if policy.device_mode == "cdi":

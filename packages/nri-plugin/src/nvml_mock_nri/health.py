@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Final
 
+from nvml_mock_protocol.hostgpu import HostDriver
+
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT
 
@@ -84,6 +86,8 @@ class PluginState:
         """When the event loop last ran its heartbeat; None until the heartbeat starts."""
         self.identity_check: Callable[[], Verdict] | None = None
         """Set when a topology service is configured: whether the identity is known."""
+        self.host_driver: HostDriver | None = None
+        """The last real-driver check; a driver found is a detail of /readyz, not a failure."""
 
     def begin(self) -> int:
         """Record the start of a call; pass the token to :meth:`end`."""
@@ -165,7 +169,21 @@ class PluginState:
         return self.wedged() or Verdict(True, "ok")
 
     def readiness(self) -> Verdict:
-        """The /readyz verdict, first failing condition first."""
+        """The /readyz verdict, first failing condition first, with the device-boundary note.
+
+        A real driver does not make the plugin unready (the overlay is still injected);
+        it is named in the body so that an operator sees why opted-in pods get no devices.
+        """
+        verdict = self._readiness()
+        driver = self.host_driver
+        if driver is None or not driver.present:
+            return verdict
+        note = f"device nodes refused: {driver.reason}"
+        if verdict.reason == "ok":
+            return Verdict(verdict.ok, f"ok ({note})")
+        return Verdict(verdict.ok, f"{verdict.reason}; {note}")
+
+    def _readiness(self) -> Verdict:
         if not self.registered:
             return Verdict(
                 False,

@@ -21,6 +21,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from nvml_mock_protocol import hostgpu
+from nvml_mock_protocol.hostgpu import HostDriver
 from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri import devices as devices_mod
@@ -58,6 +60,7 @@ class Injector:
         identity: IdentityCache | None = None,
         scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
         cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
+        host_driver: Callable[[], HostDriver] | None = None,
     ) -> None:
         self.base_settings = settings
         """Flags, env and defaults; runtime config is applied on top of these."""
@@ -68,6 +71,9 @@ class Injector:
         self.identity = identity
         self._scan = scan
         self._cdi_spec_exists = cdi_spec_exists
+        self._detect_driver = host_driver or (
+            lambda: hostgpu.detect(settings.host_proc_root, settings.host_sys_root)
+        )
         self._node = settings.node_name or None
         self.state.request_timeout = settings.runtime_request_timeout
         if settings.wedge_threshold:
@@ -76,6 +82,31 @@ class Injector:
         # gauge it set, so "registered" is 1 only while the loop is also alive.
         self.metrics.registered.set_function(self._registered_value)
         self.metrics.loop_lag.set_function(lambda: self.state.loop_lag() or 0.0)
+
+    def check_host_driver(self) -> HostDriver:
+        """Detect a real NVIDIA driver; record it for the probes, metric and log on change.
+
+        Run at start and again for every device opt-in, so a driver loaded after the
+        plugin started still closes the door (the check costs a few stats and one read).
+        """
+        driver = self._detect_driver()
+        previous = self.state.host_driver
+        self.state.host_driver = driver
+        self.metrics.real_driver.set(1 if driver.present else 0)
+        if previous is None or previous.present != driver.present:
+            if driver.present:
+                logger.warning(
+                    "device opt-in disabled on this node: %s; opted-in pods get the overlay "
+                    "and env without device nodes",
+                    driver.reason,
+                    extra={"node": self._node},
+                )
+            elif previous is not None:
+                logger.info(
+                    "no real NVIDIA driver on this node any more; device opt-in enabled again",
+                    extra={"node": self._node},
+                )
+        return driver
 
     def _registered_value(self) -> float:
         return 1.0 if self.state.registered and not self.state.loop_stalled() else 0.0
@@ -182,8 +213,10 @@ class Injector:
             plan_devices(
                 policy,
                 decision,
+                namespace=pod.namespace,
                 device_paths=[d.path for d in container.linux.devices],
                 cdi_devices=[d.name for d in container.CDI_devices],
+                host_driver=self.check_host_driver,
                 cdi_spec_exists=self._cdi_spec_exists,
                 scan=self._scan,
             )
@@ -199,6 +232,8 @@ class Injector:
             self.metrics.device_injections.labels("raw").inc()
         elif decision.devices_suppressed:
             self.metrics.devices_suppressed.inc()
+        elif decision.devices_refused is not None:
+            self.metrics.devices_refused.labels(decision.devices_refused.value).inc()
 
     def _report(
         self, decision: Decision, pod: api_pb2.PodSandbox, container: api_pb2.Container

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nvml_mock_protocol import names
+from nvml_mock_protocol.hostgpu import HostDriver
 from nvml_mock_protocol.nri import api_pb2
 from nvml_mock_protocol.nri.errors import RegistrationError, TtrpcError
 from nvml_mock_protocol.nri.events import Event
@@ -110,6 +111,7 @@ class PluginService:
         environ: Mapping[str, str] | None = None,
         scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
         cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
+        host_driver: Callable[[], HostDriver] | None = None,
     ) -> None:
         self.settings = settings
         self._environ = os.environ if environ is None else environ
@@ -126,6 +128,7 @@ class PluginService:
             identity=self.identity,
             scan=scan,
             cdi_spec_exists=cdi_spec_exists,
+            host_driver=host_driver,
         )
         self.adapter = NriAdapter(self.injector, self.stop)
         self.health: HealthServer | None = None
@@ -150,6 +153,7 @@ class PluginService:
             await asyncio.gather(heartbeat, return_exceptions=True)
 
     async def _run(self) -> int:
+        self.injector.check_host_driver()
         endpoint = self.settings.health_endpoint
         if endpoint is not None:
             try:

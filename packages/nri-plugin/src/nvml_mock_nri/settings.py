@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from nvml_mock_protocol import logs, names
+from nvml_mock_protocol import hostgpu, logs, names
 
 from nvml_mock_nri.errors import ConfigError
 
@@ -59,6 +59,12 @@ class Settings:
     """Namespaces never injected, in addition to ``kube-system`` and the release namespace."""
     release_namespace: str = ""
     """Namespace nvml-mock is installed in; never injected."""
+    device_namespaces: tuple[str, ...] = ()
+    """Namespaces whose pods may opt in to device nodes; empty means none may."""
+    host_proc_root: str = hostgpu.DEFAULT_PROC_ROOT
+    """Where the node's ``/proc`` is seen, to detect a real NVIDIA driver."""
+    host_sys_root: str = hostgpu.DEFAULT_SYS_ROOT
+    """Where the node's ``/sys`` is seen, to detect a real NVIDIA driver."""
     device_injection_mode: DeviceMode = "raw"
     """How opted-in pods get device nodes: ``raw`` nodes or a ``cdi`` reference."""
     device_host_path: str = ""
@@ -290,6 +296,27 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _text,
         "namespace nvml-mock runs in (never injected)",
         "releaseNamespace",
+    ),
+    Option(
+        "device_namespaces",
+        "--device-namespaces",
+        "NVML_MOCK_DEVICE_NAMESPACES",
+        _csv,
+        "comma-separated namespaces whose pods may opt in to device nodes (empty: none)",
+    ),
+    Option(
+        "host_proc_root",
+        "--host-proc-root",
+        hostgpu.ENV_HOST_PROC_ROOT,
+        _abs_path,
+        "the node's /proc, to detect a real NVIDIA driver",
+    ),
+    Option(
+        "host_sys_root",
+        "--host-sys-root",
+        hostgpu.ENV_HOST_SYS_ROOT,
+        _abs_path,
+        "the node's /sys, to detect a real NVIDIA driver",
     ),
     Option(
         "device_injection_mode",
