@@ -31,12 +31,13 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Final
+from typing import Any, Final
 
 from nvml_mock_protocol.hostgpu import HostDriver
 
@@ -228,10 +229,29 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("health request: " + format, *args)
 
 
+HANGUP_ERRORS: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+"""A probe client that went away before its answer (kubelet after its probe timeout)."""
+
+
 class _HealthServer(ThreadingHTTPServer):
     daemon_threads = True
     state: PluginState
     metrics: Metrics
+
+    def handle_error(self, request: object, client_address: Any) -> None:
+        """Log a failed request as one line in the configured format.
+
+        The default prints a traceback to stderr, outside logging: not JSON under
+        ``--log-format json``, and many lines for what is only a client hanging up.
+        """
+        error = sys.exc_info()[1]
+        peer = client_address[0] if isinstance(client_address, tuple) else client_address
+        if isinstance(error, HANGUP_ERRORS):
+            logger.debug(
+                "health client %s hung up before its answer (%s)", peer, type(error).__name__
+            )
+            return
+        logger.warning("health request from %s failed: %r", peer, error, exc_info=error)
 
 
 class _HealthServer6(_HealthServer):
