@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 from nvml_mock_nri.errors import ConfigError
-from nvml_mock_nri.settings import OPTIONS, Settings, apply_runtime_config, load_settings
+from nvml_mock_nri.settings import (
+    OPTIONS,
+    Settings,
+    apply_runtime_config,
+    load_settings,
+    normalize_path,
+)
 
 
 def test_defaults_are_the_reference_names() -> None:
@@ -117,3 +123,19 @@ def test_timeouts_from_flags_and_env() -> None:
     settings = load_settings([], env)
     assert (settings.runtime_request_timeout, settings.wedge_threshold) == (10.0, 15.0)
     assert load_settings(["--wedge-threshold", ""], {}).wedge_threshold == 0.0, "empty: derived"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("/opt//nvml-mock", "/opt/nvml-mock"),
+        ("/opt/nvml-mock/", "/opt/nvml-mock"),
+        ("//opt/./nvml-mock/.", "/opt/nvml-mock"),
+        ("/opt/a/../nvml-mock", "/opt/nvml-mock"),
+        ("/", "/"),
+        ("//", "/"),
+    ],
+)
+def test_paths_are_normalised(given: str, expected: str) -> None:
+    assert normalize_path(given) == expected
+    assert load_settings(["--overlay-mount-path", given], {}).overlay_mount_path == expected

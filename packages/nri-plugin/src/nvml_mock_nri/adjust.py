@@ -36,7 +36,7 @@ from nvml_mock_protocol import names
 from nvml_mock_protocol.hostgpu import HostDriver
 
 from nvml_mock_nri.devices import DeviceNode, DeviceScan
-from nvml_mock_nri.settings import Settings
+from nvml_mock_nri.settings import Settings, normalize_path
 
 DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """The search path containerd gives a container whose image sets none."""
@@ -109,9 +109,11 @@ class Policy:
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
         """The policy the given settings describe."""
-        mount_path = settings.overlay_mount_path.rstrip("/")
+        mount_path = normalize_path(settings.overlay_mount_path)
         return cls(
-            mount=MountSpec(source=settings.overlay_host_path, destination=mount_path),
+            mount=MountSpec(
+                source=normalize_path(settings.overlay_host_path), destination=mount_path
+            ),
             bin_dir=f"{mount_path}/{names.OVERLAY_BIN_DIR}",
             lib_dir=f"{mount_path}/{names.OVERLAY_LIB_DIR}",
             state_path=f"{mount_path}/{names.OVERLAY_CONFIG_DIR}/{names.STATE_FILE_NAME}",
@@ -152,14 +154,18 @@ def skip_reason(
     pod_annotations: Mapping[str, str],
     mount_destinations: Iterable[str],
 ) -> SkipReason | None:
-    """The first rule that excludes this container, or None to inject it."""
+    """The first rule that excludes this container, or None to inject it.
+
+    Mount destinations are compared in one spelling (:func:`normalize_path`), so
+    ``/opt//nvml-mock`` or ``/opt/nvml-mock/`` count as the overlay already mounted.
+    """
     if pod_annotations.get(policy.opt_out_annotation, "").strip().lower() == "false":
         return SkipReason.OPT_OUT
     if namespace in policy.excluded_namespaces:
         return SkipReason.EXCLUDED_NAMESPACE
     target = policy.mount.destination
     for destination in mount_destinations:
-        if destination == target or destination.rstrip("/") == target:
+        if destination == target or normalize_path(destination) == target:
             return SkipReason.OVERLAY_ALREADY_MOUNTED
     return None
 
@@ -176,7 +182,11 @@ def parse_env(entries: Iterable[str]) -> dict[str, str]:
 
 
 def _holds(search_path: str, directory: str) -> bool:
-    return any(part.rstrip("/") == directory for part in search_path.split(":"))
+    # Only absolute entries can name the overlay; relative ones are searched from the cwd.
+    return any(
+        part.startswith("/") and normalize_path(part) == directory
+        for part in search_path.split(":")
+    )
 
 
 def _prepended(current: str | None, directory: str, default: str) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -149,11 +150,23 @@ def _plugin_index(value: str) -> str:
     return value
 
 
+def normalize_path(path: str) -> str:
+    """An absolute path in one spelling: no ``//``, ``.``, ``..`` or trailing ``/``.
+
+    Mount destinations are compared as strings, so ``/opt//nvml-mock`` or
+    ``/opt/nvml-mock/.`` must read as ``/opt/nvml-mock``. A relative path is taken as
+    relative to ``/``, as runtimes resolve mount destinations inside the root file system.
+    The rewrite is lexical (no symlinks are followed): containers are not yet created.
+    """
+    normalized = posixpath.normpath("/" + path)
+    return "/" + normalized.lstrip("/")
+
+
 def _abs_path(value: str) -> str:
     value = value.strip()
     if not value.startswith("/"):
         raise ValueError("must be an absolute path")
-    return value.rstrip("/") or "/"
+    return normalize_path(value)
 
 
 def _optional_abs_path(value: str) -> str:
