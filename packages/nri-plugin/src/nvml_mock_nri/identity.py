@@ -1,7 +1,9 @@
 """The node's fabric identity: fetched from the topology service, cached, kept current.
 
-CreateContainer never waits on the network: it reads :attr:`IdentityCache.current`,
-the identity of a snapshot that the watcher swaps whole. The watcher asks
+CreateContainer never asks the network: it reads :attr:`IdentityCache.current`,
+the identity of a snapshot that the watcher swaps whole. Only right after
+registration, before the first answer, does it wait for that answer, a bounded time
+(:meth:`IdentityCache.wait_known`; the plugin's start-up hold). The watcher asks
 ``GET /v1/nodes/{node}/identity`` once, then holds a watch
 (``?revision=N&wait=S``) that returns as soon as the node's identity changes, so
 a rebind reaches the node in about a round trip without polling.
@@ -13,7 +15,7 @@ that is not an identity) is a failure: the last known identity keeps being
 injected, the failure is logged and counted, and the request is retried after a
 jittered exponential backoff so a restarted service is not hit by every node at
 once. Until the first answer the identity is unknown, containers get no fabric
-env, and ``/readyz`` says why.
+env (once the start-up hold is over), and ``/readyz`` says why.
 """
 
 from __future__ import annotations
@@ -82,6 +84,9 @@ class IdentityCache:
         self._metrics = metrics
         self._clock = clock
         self.snapshot = Snapshot(Status.UNKNOWN, None, None)
+        self.hold_note: str | None = None
+        """What the start-up hold of CreateContainer is doing, for /readyz (set by the plugin)."""
+        self._known = asyncio.Event()
         self.last_error: str | None = None
         self.failing_since: float | None = None
         self.failures = 0
@@ -95,6 +100,7 @@ class IdentityCache:
         """Adopt a fresh answer; True when it changed what is injected."""
         changed = snapshot != self.snapshot
         self.snapshot = snapshot
+        self._known.set()
         self.failures = 0
         self.failing_since = None
         self.last_error = None
@@ -102,6 +108,15 @@ class IdentityCache:
         self._metrics.fabric_member.set(1 if snapshot.status is Status.MEMBER else 0)
         self._metrics.identity_revision.set(-1 if snapshot.revision is None else snapshot.revision)
         return changed
+
+    async def wait_known(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the first answer; True once it is known."""
+        if not self._known.is_set() and timeout > 0:
+            try:
+                await asyncio.wait_for(self._known.wait(), timeout)
+            except TimeoutError:
+                pass
+        return self._known.is_set()
 
     def fail(self, error: IdentityError) -> None:
         """Record a failed request; the cached identity stays in use."""
@@ -119,7 +134,8 @@ class IdentityCache:
             return Verdict(
                 False,
                 f"node identity not known yet: no answer from the topology service at "
-                f"{self.url}{why}; containers are injected without fabric identity",
+                f"{self.url}{why}; {self.hold_note + '; ' if self.hold_note else ''}"
+                "containers are injected without fabric identity",
             )
         if self.failing_since is not None:
             since = self._clock() - self.failing_since

@@ -84,6 +84,9 @@ class Settings:
     """Seconds to connect and to wait for a reply beyond the watch wait."""
     topology_backoff_max: float = 30.0
     """Longest pause, in seconds, between retries after topology errors."""
+    identity_hold: float = 0.5
+    """Seconds CreateContainer waits for the first node identity after registration (at most
+    a quarter of the runtime's request timeout); 0 never waits."""
     runtime_request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     """Seconds the runtime allows each call, used when Configure does not say (NRI before
     v0.7, i.e. containerd 1.7.0 to 1.7.25); containerd's ``plugin_request_timeout``."""
@@ -224,6 +227,12 @@ def _positive_seconds(value: str) -> float:
     if not 0 < seconds < float("inf"):
         raise ValueError("must be a positive number of seconds")
     return seconds
+
+
+def _non_negative_seconds(value: str) -> float:
+    if value.strip() in ("0", "0.0"):
+        return 0.0
+    return _positive_seconds(value)
 
 
 def _optional_positive_seconds(value: str) -> float:
@@ -399,6 +408,13 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "NVML_MOCK_TOPOLOGY_BACKOFF_MAX",
         _positive_seconds,
         "longest pause between topology retries",
+    ),
+    Option(
+        "identity_hold",
+        "--identity-hold",
+        "NVML_MOCK_IDENTITY_HOLD",
+        _non_negative_seconds,
+        "seconds CreateContainer waits for the first identity after registration (0: never)",
     ),
     Option(
         "runtime_request_timeout",
