@@ -251,9 +251,7 @@ async def test_only_allowed_namespaces_may_opt_in(
     warning = next(r for r in caplog.records if "device nodes refused" in r.getMessage())
     assert "namespace 'default' is not allowed to opt in" in warning.getMessage()
     assert warning.__dict__["pod"] == "app"
-    allowed = await runtime.create_container(
-        pod(namespace="ml", annotations=OPT_IN), container()
-    )
+    allowed = await runtime.create_container(pod(namespace="ml", annotations=OPT_IN), container())
     assert [d.path for d in allowed.container.linux.devices] == ["/dev/nvidia0"]
 
 

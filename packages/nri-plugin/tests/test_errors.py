@@ -12,7 +12,9 @@ def _classes() -> dict[str, type[BaseException]]:
     return {
         name: cls
         for name, cls in vars(errors).items()
-        if inspect.isclass(cls) and issubclass(cls, BaseException) and cls.__module__ == errors.__name__
+        if inspect.isclass(cls)
+        and issubclass(cls, BaseException)
+        and cls.__module__ == errors.__name__
     }
 
 

@@ -71,7 +71,9 @@ async def test_probe_clients_that_hang_up_early_cost_no_traceback(
         await double.wait_for_plugins(1, timeout=20)
         await eventually(lambda: plugin.answers("/readyz", 200))
         for round_ in range(30):
-            await asyncio.to_thread(_hang_up_early, plugin.port, ("/metrics", "/healthz")[round_ % 2])
+            await asyncio.to_thread(
+                _hang_up_early, plugin.port, ("/metrics", "/healthz")[round_ % 2]
+            )
         assert await plugin.answers("/healthz", 200), "the health server keeps serving"
         await eventually(
             lambda: any("hung up before" in line for line in plugin.lines()), timeout=5

@@ -47,7 +47,9 @@ def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, driver: bool) 
     (sys_ / "module").mkdir(parents=True)
     proc.mkdir(parents=True)
     nvidia = "195 nvidia\n" if driver else ""
-    (proc / "devices").write_text(f"Character devices:\n  1 mem\n{nvidia}\nBlock devices:\n  7 loop\n")
+    (proc / "devices").write_text(
+        f"Character devices:\n  1 mem\n{nvidia}\nBlock devices:\n  7 loop\n"
+    )
     monkeypatch.setenv(hostgpu.ENV_HOST_PROC_ROOT, str(proc))
     monkeypatch.setenv(hostgpu.ENV_HOST_SYS_ROOT, str(sys_))
 
@@ -70,7 +72,9 @@ def test_no_device_nodes_on_a_node_with_a_real_driver(
     nodes = spec["devices"][-1]["containerEdits"]["deviceNodes"]
     assert all("hostPath" not in node for node in nodes)
     assert (tmp_path / "o" / "config" / "state.nvmlmock").read_text() == render_text(config)
-    no_devices = stage(tmp_path / "p", config, StageOptions(runtime=False, library=library, devices=False))
+    no_devices = stage(
+        tmp_path / "p", config, StageOptions(runtime=False, library=library, devices=False)
+    )
     assert no_devices.devices_refused is None, "--no-devices asks for none: nothing to refuse"
 
 

@@ -57,14 +57,18 @@ def test_the_loaded_module_is_evidence(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("line", "name"),
-    [("195 nvidia", "nvidia"), ("510 nvidia-uvm", "nvidia-uvm"), ("234 nvidia-caps", "nvidia-caps")],
+    [
+        ("195 nvidia", "nvidia"),
+        ("510 nvidia-uvm", "nvidia-uvm"),
+        ("234 nvidia-caps", "nvidia-caps"),
+    ],
 )
 def test_a_registered_character_major_is_evidence(tmp_path: Path, line: str, name: str) -> None:
     devices = PLAIN_DEVICES.replace("136 pts\n", f"136 pts\n{line}\n")
     proc, sys_ = fake_host(tmp_path, devices)
     found = hostgpu.detect(proc, sys_)
     assert found.present
-    assert found.evidence == (f"{proc}/devices lists {name} (major {line.split()[0]})",)
+    assert found.evidence == (f"{proc}/devices lists {name} (major {line.split(maxsplit=1)[0]})",)
 
 
 def test_only_character_devices_named_nvidia_count(tmp_path: Path) -> None:
@@ -103,7 +107,9 @@ def test_this_machine_agrees_with_its_own_proc_and_sys() -> None:
             for part in line.split()[1:2]
         )
     expected = (
-        listed or os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/sys/module/nvidia")
+        listed
+        or os.path.exists("/proc/driver/nvidia/version")
+        or os.path.exists("/sys/module/nvidia")
     )
     assert hostgpu.detect().present == expected
     assert hostgpu.detect_from_environ({}).present == expected

@@ -486,9 +486,8 @@ async def test_configure_without_timeouts_like_nri_before_v0_7(
     caplog.set_level(logging.INFO)
     recorder = Recorder()
     double = RuntimeDouble(sock_dir / "old.sock", send_timeouts=False, runtime_version="v1.7.0")
-    async with double:
-        async with Stub(recorder, name="old", index="10", socket_path=double.socket_path):
-            await double.wait_for_plugins(1)
+    async with double, Stub(recorder, name="old", index="10", socket_path=double.socket_path):
+        await double.wait_for_plugins(1)
     assert recorder.runtime is not None
     assert recorder.runtime.request_timeout is None
     assert recorder.runtime.registration_timeout is None

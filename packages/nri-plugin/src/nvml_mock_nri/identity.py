@@ -21,6 +21,7 @@ env (once the start-up hold is over), and ``/readyz`` says why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import random
@@ -112,10 +113,8 @@ class IdentityCache:
     async def wait_known(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the first answer; True once it is known."""
         if not self._known.is_set() and timeout > 0:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._known.wait(), timeout)
-            except TimeoutError:
-                pass
         return self._known.is_set()
 
     def fail(self, error: IdentityError) -> None:
