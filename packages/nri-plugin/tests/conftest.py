@@ -1,5 +1,5 @@
-"""Fixtures: the runtime test double on a real unix socket, the plugin in-process,
-and a real topology service in a subprocess."""
+"""Fixtures: the runtime test double on a real unix socket, the plugin in-process or
+as its own process, and a real topology service in a subprocess."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +44,40 @@ def short_tmp() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+NO_DRIVER_DEVICES = "Character devices:\n  1 mem\n  5 /dev/tty\n\nBlock devices:\n  7 loop\n"
+"""A ``/proc/devices`` with no NVIDIA driver registered."""
+
+
+@dataclass
+class FakeHost:
+    """A host ``/proc`` and ``/sys`` for real-driver detection, without a driver at first."""
+
+    proc: Path
+    sys: Path
+
+    @property
+    def flags(self) -> list[str]:
+        return ["--host-proc-root", str(self.proc), "--host-sys-root", str(self.sys)]
+
+    def load_driver(self) -> None:
+        """What a loaded NVIDIA kernel module shows."""
+        version = self.proc / "driver" / "nvidia" / "version"
+        version.parent.mkdir(parents=True, exist_ok=True)
+        version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
+        (self.sys / "module" / "nvidia").mkdir(exist_ok=True)
+        (self.proc / "devices").write_text(NO_DRIVER_DEVICES.replace("\n\n", "\n195 nvidia\n\n"))
+
+
+@pytest.fixture
+def fake_host(short_tmp: Path) -> FakeHost:
+    """Device tests must not depend on whether this machine has a real GPU driver."""
+    host = FakeHost(short_tmp / "host" / "proc", short_tmp / "host" / "sys")
+    (host.sys / "module").mkdir(parents=True)
+    host.proc.mkdir(parents=True)
+    (host.proc / "devices").write_text(NO_DRIVER_DEVICES)
+    return host
 
 
 @pytest.fixture
@@ -123,8 +158,12 @@ Start = Callable[..., Awaitable[RunningPlugin]]
 
 
 @pytest.fixture
-async def start_plugin(runtime: RuntimeDouble) -> AsyncIterator[Start]:
-    """Start a plugin (flags as arguments) and wait until the double synchronized it."""
+async def start_plugin(runtime: RuntimeDouble, fake_host: FakeHost) -> AsyncIterator[Start]:
+    """Start a plugin (flags as arguments) and wait until the double synchronized it.
+
+    Pods in ``default`` may opt in to devices and the host has no real driver, unless
+    the test's own flags (which come last and win) say otherwise.
+    """
     running: list[RunningPlugin] = []
 
     async def start(
@@ -141,6 +180,9 @@ async def start_plugin(runtime: RuntimeDouble) -> AsyncIterator[Start]:
                 "127.0.0.1:0",
                 "--node-name",
                 "node-a",
+                "--device-namespaces",
+                "default",
+                *fake_host.flags,
                 *argv,
             ],
             {},
@@ -262,3 +304,111 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+STOPPABLE_PLUGIN = """
+import signal, sys, threading
+from nvml_mock_nri.cli import main
+
+release = threading.Event()
+
+def stop_the_loop(signum, frame):
+    # Python runs signal handlers on the main thread, between two steps of the event
+    # loop: while this waits, the loop is really stopped (the health thread is not).
+    release.wait()
+
+def release_on_stdin():
+    sys.stdin.readline()
+    release.set()
+
+signal.signal(signal.SIGUSR1, stop_the_loop)
+threading.Thread(target=release_on_stdin, daemon=True).start()
+sys.exit(main(sys.argv[1:]))
+"""
+"""The real plugin entry point, plus a way to stop its event loop from outside:
+SIGUSR1 blocks the main thread, a line on stdin lets it go on."""
+
+
+class PluginProcess:
+    """The plugin as its own process (``nvml_mock_nri.cli.main``), logging JSON to a file."""
+
+    def __init__(self, directory: Path, socket_path: Path, *argv: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = directory / f"plugin-{self.port}.log"
+        self.argv = [
+            "--socket-path",
+            str(socket_path),
+            "--health-addr",
+            f"127.0.0.1:{self.port}",
+            "--node-name",
+            "node-a",
+            "--log-format",
+            "json",
+            *argv,
+        ]
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                STOPPABLE_PLUGIN,
+                *self.argv,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=log,
+            )
+
+    def stop_loop(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGUSR1)
+
+    async def release_loop(self) -> None:
+        assert self.process is not None and self.process.stdin is not None
+        self.process.stdin.write(b"go\n")
+        await self.process.stdin.drain()
+
+    async def get(self, path: str) -> httpx.Response:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            return await client.get(self.url + path, timeout=5)
+
+    async def answers(self, path: str, status: int) -> bool:
+        try:
+            return (await self.get(path)).status_code == status
+        except httpx.HTTPError:
+            return False
+
+    async def metric(self, name: str) -> float:
+        for line in (await self.get("/metrics")).text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError(f"metric {name} not found")
+
+    async def wait(self, timeout: float = 10.0) -> int:
+        assert self.process is not None
+        async with asyncio.timeout(timeout):
+            return await self.process.wait()
+
+    def lines(self) -> list[str]:
+        return self.log.read_text().splitlines()
+
+    async def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+
+@pytest.fixture
+async def plugin_process(short_tmp: Path) -> AsyncIterator[Callable[..., PluginProcess]]:
+    """Make plugin processes (``make(socket_path, *flags)``); all are killed at the end."""
+    made: list[PluginProcess] = []
+
+    def make(socket_path: Path, *argv: str) -> PluginProcess:
+        made.append(PluginProcess(short_tmp, socket_path, *argv))
+        return made[-1]
+
+    yield make
+    for plugin in made:
+        await plugin.kill()

@@ -6,6 +6,7 @@ import pytest
 from nvml_mock_nri.adjust import (
     DEFAULT_PATH,
     Decision,
+    DeviceRefusal,
     FabricIdentity,
     Policy,
     SkipReason,
@@ -18,6 +19,7 @@ from nvml_mock_nri.adjust import (
 )
 from nvml_mock_nri.devices import DeviceNode, DeviceScan
 from nvml_mock_nri.settings import load_settings
+from nvml_mock_protocol.hostgpu import HostDriver
 
 IDENTITY = FabricIdentity("dom-a", "0b1c2d3e-0000-4000-8000-000000000001", 7)
 
@@ -138,29 +140,73 @@ def test_gpu_device_detection(paths: list[str], cdi: list[str], expected: bool) 
 NODE = DeviceNode("/dev/nvidia0", 195, 0, 0o666, 0, 0)
 
 
+NO_DRIVER = HostDriver()
+REAL_DRIVER = HostDriver(("/proc/driver/nvidia/version: NVRM version: 550.54.15",))
+
+
 def _plan(
-    rules: Policy, spec: bool, paths: tuple[str, ...] = (), cdi: tuple[str, ...] = ()
+    rules: Policy,
+    spec: bool,
+    paths: tuple[str, ...] = (),
+    cdi: tuple[str, ...] = (),
+    *,
+    namespace: str = "demo",
+    driver: HostDriver = NO_DRIVER,
 ) -> Decision:
     decision = Decision()
     plan_devices(
         rules,
         decision,
+        namespace=namespace,
         device_paths=paths,
         cdi_devices=cdi,
+        host_driver=lambda: driver,
         cdi_spec_exists=lambda _: spec,
         scan=lambda _: DeviceScan([NODE]),
     )
     return decision
 
 
+ALLOWED = ("--device-namespaces", "demo,ml")
+
+
+@pytest.mark.parametrize("mode", ["raw", "cdi"])
+def test_devices_are_refused_outside_the_allowed_namespaces(mode: str) -> None:
+    rules = policy("--device-injection-mode", mode, *ALLOWED)
+    decision = _plan(rules, spec=True, namespace="default")
+    assert (decision.devices, decision.cdi_devices) == ([], [])
+    assert decision.devices_refused is DeviceRefusal.NAMESPACE_NOT_ALLOWED
+    assert "namespace 'default' is not allowed to opt in" in decision.warnings[0]
+    assert _plan(rules, spec=True, namespace="ml").devices_refused is None
+
+
+def test_no_namespace_may_opt_in_by_default() -> None:
+    decision = _plan(policy(), spec=False, namespace="demo")
+    assert decision.devices_refused is DeviceRefusal.NAMESPACE_NOT_ALLOWED
+    assert decision.devices == []
+
+
+@pytest.mark.parametrize("mode", ["raw", "cdi"])
+def test_devices_are_refused_on_a_node_with_a_real_driver(mode: str) -> None:
+    rules = policy("--device-injection-mode", mode, *ALLOWED)
+    decision = _plan(rules, spec=True, driver=REAL_DRIVER)
+    assert (decision.devices, decision.cdi_devices) == ([], [])
+    assert decision.devices_refused is DeviceRefusal.REAL_DRIVER
+    assert decision.warnings == [
+        "device nodes refused: a real NVIDIA driver is loaded on this node "
+        "(/proc/driver/nvidia/version: NVRM version: 550.54.15), so the mock's device numbers "
+        "would open the real GPUs; the overlay and env are still injected"
+    ]
+
+
 def test_cdi_mode_with_spec_adds_the_cdi_reference_only() -> None:
-    decision = _plan(policy("--device-injection-mode", "cdi"), spec=True)
+    decision = _plan(policy("--device-injection-mode", "cdi", *ALLOWED), spec=True)
     assert decision.cdi_devices == ["nvml-mock.nvidia.com/gpu=all"]
     assert decision.devices == []
 
 
 def test_cdi_mode_without_spec_falls_back_to_raw_with_a_warning() -> None:
-    decision = _plan(policy("--device-injection-mode", "cdi"), spec=False)
+    decision = _plan(policy("--device-injection-mode", "cdi", *ALLOWED), spec=False)
     assert decision.cdi_devices == []
     assert decision.devices == [NODE]
     assert "falling back to raw" in decision.warnings[0]

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Start, container, pod
-from nvml_mock_nri.devices import scan_device_nodes
+from conftest import FakeHost, Start, container, pod
+from nvml_mock_nri.devices import DeviceNode, DeviceScan, scan_device_nodes
+from nvml_mock_nri.settings import load_settings
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 OPT_IN = {"nvml-mock.nvidia.com/devices": "TRUE"}
@@ -185,3 +186,81 @@ async def test_an_unexpected_failure_lets_the_container_start_and_is_counted(
     assert errors[0].__dict__["pod"] == "app"
     later = await runtime.create_container(pod(), container())
     assert len(later.adjustment.mounts) == 1, "the plugin keeps serving"
+
+
+def _one_node(path: str) -> DeviceScan:
+    # What a staged dev/ yields; the refusals below happen before any look-up.
+    return DeviceScan([DeviceNode("/dev/nvidia0", 195, 0, 0o666, 0, 0)])
+
+
+@pytest.mark.parametrize("mode", ["raw", "cdi"])
+async def test_no_devices_on_a_node_with_a_real_driver(
+    runtime: RuntimeDouble,
+    start_plugin: Start,
+    fake_host: FakeHost,
+    caplog: pytest.LogCaptureFixture,
+    mode: str,
+) -> None:
+    fake_host.load_driver()
+    caplog.set_level(logging.INFO)
+    plugin = await start_plugin(
+        "--device-injection-mode", mode, scan=_one_node, spec_exists=lambda _: True
+    )
+    result = await runtime.create_container(pod(annotations=OPT_IN), container())
+    assert len(result.adjustment.mounts) == 1, "the overlay and env are still injected"
+    assert list(result.container.linux.devices) == []
+    assert list(result.container.CDI_devices) == []
+    assert await plugin.metric("nvml_mock_nri_real_driver_present") == 1
+    refused = 'reason="real_driver"'
+    assert await plugin.metric("nvml_mock_nri_devices_refused_total", refused) == 1
+    ready = await plugin.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.text.startswith(
+        f"ok (device nodes refused: a real NVIDIA driver is loaded on this node "
+        f"({fake_host.proc}/driver/nvidia/version: NVRM version"
+    ), ready.text
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(m.startswith("device opt-in disabled on this node: a real NVIDIA") for m in messages)
+    assert any(m.startswith("device nodes refused: a real NVIDIA driver") for m in messages)
+
+
+async def test_a_driver_loaded_after_start_closes_the_door(
+    runtime: RuntimeDouble, start_plugin: Start, fake_host: FakeHost
+) -> None:
+    plugin = await start_plugin(scan=_one_node)
+    before = await runtime.create_container(pod(annotations=OPT_IN), container())
+    assert len(before.container.linux.devices) == 1
+    assert (await plugin.get("/readyz")).text == "ok\n"
+    fake_host.load_driver()
+    after = await runtime.create_container(pod(annotations=OPT_IN), container())
+    assert list(after.container.linux.devices) == []
+    assert await plugin.metric("nvml_mock_nri_real_driver_present") == 1
+    assert "device nodes refused" in (await plugin.get("/readyz")).text
+
+
+async def test_only_allowed_namespaces_may_opt_in(
+    runtime: RuntimeDouble, start_plugin: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    plugin = await start_plugin("--device-namespaces", "demo, ml", scan=_one_node)
+    caplog.set_level(logging.WARNING)
+    refused = await runtime.create_container(pod(annotations=OPT_IN), container())
+    assert len(refused.adjustment.mounts) == 1
+    assert list(refused.container.linux.devices) == []
+    labels = 'reason="namespace_not_allowed"'
+    assert await plugin.metric("nvml_mock_nri_devices_refused_total", labels) == 1
+    warning = next(r for r in caplog.records if "device nodes refused" in r.getMessage())
+    assert "namespace 'default' is not allowed to opt in" in warning.getMessage()
+    assert warning.__dict__["pod"] == "app"
+    allowed = await runtime.create_container(pod(namespace="ml", annotations=OPT_IN), container())
+    assert [d.path for d in allowed.container.linux.devices] == ["/dev/nvidia0"]
+
+
+async def test_the_device_allow_list_is_empty_by_default(
+    runtime: RuntimeDouble, start_plugin: Start
+) -> None:
+    await start_plugin("--device-namespaces", "", scan=_one_node)
+    result = await runtime.create_container(pod(annotations=OPT_IN), container())
+    assert list(result.container.linux.devices) == []
+    assert load_settings([], {}).device_namespaces == ()
+    env = {"NVML_MOCK_DEVICE_NAMESPACES": "nvml-mock-demo"}
+    assert load_settings([], env).device_namespaces == ("nvml-mock-demo",)

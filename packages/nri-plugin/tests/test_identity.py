@@ -9,6 +9,7 @@ import random
 import httpx
 import pytest
 from conftest import eventually
+from nvml_mock_nri.errors import IdentityError
 from nvml_mock_nri.health import Verdict
 from nvml_mock_nri.identity import (
     BACKOFF_BASE,
@@ -16,7 +17,6 @@ from nvml_mock_nri.identity import (
     IdentityWatcher,
     Snapshot,
     Status,
-    TopologyError,
     backoff_delay,
     parse_answer,
 )
@@ -68,7 +68,7 @@ def test_304_keeps_what_is_known() -> None:
     ],
 )
 def test_failures_are_classified(response: httpx.Response, kind: str, text: str) -> None:
-    with pytest.raises(TopologyError) as info:
+    with pytest.raises(IdentityError) as info:
         parse_answer(response, "node-a", UNKNOWN)
     assert info.value.kind == kind
     assert text in str(info.value)
@@ -126,7 +126,7 @@ async def test_watcher_survives_errors_keeps_identity_and_watches_with_revision(
 
 async def test_unknown_identity_is_not_ready_and_says_why() -> None:
     cache = IdentityCache(URL, Metrics())
-    cache.fail(TopologyError("connect", "connection refused"))
+    cache.fail(IdentityError("connect", "connection refused"))
     verdict = cache.readiness()
     assert not verdict.ok
     assert "connection refused" in verdict.reason

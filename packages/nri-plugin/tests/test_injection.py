@@ -58,6 +58,11 @@ async def test_plain_container_gets_overlay_and_env(
         ({"namespace": "nvml-mock"}, [], "excluded_namespace"),
         ({"namespace": "batch"}, [], "excluded_namespace"),
         ({}, [OVERLAY], "overlay_already_mounted"),
+        ({}, ["/opt//nvml-mock"], "overlay_already_mounted"),
+        ({}, ["/opt/nvml-mock//"], "overlay_already_mounted"),
+        ({}, ["/opt/./nvml-mock/."], "overlay_already_mounted"),
+        ({}, ["//opt/nvml-mock"], "overlay_already_mounted"),
+        ({}, ["/opt/x/../nvml-mock"], "overlay_already_mounted"),
     ],
 )
 async def test_skips_leave_the_container_alone_with_one_log_line_and_a_metric(
@@ -212,3 +217,20 @@ async def test_200_concurrent_create_container_calls(
     assert await plugin.metric("nvml_mock_nri_skips_total", 'reason="excluded_namespace"') == 20
     assert await plugin.metric("nvml_mock_nri_create_container_seconds_count") == 200
     assert plugin.service.state.in_flight() == 0
+
+
+async def test_a_non_normalised_overlay_path_is_injected_in_one_spelling(
+    runtime: RuntimeDouble, start_plugin: Start
+) -> None:
+    await start_plugin(
+        "--overlay-mount-path", "/opt//nvml-mock/", "--overlay-host-path", "/var/lib/./nvml-mock/"
+    )
+    env = ["PATH=/opt/nvml-mock/bin/:/usr/bin", "LD_LIBRARY_PATH=/opt//nvml-mock/lib"]
+    result = await runtime.create_container(pod(), container(env=env))
+    (mount,) = result.adjustment.mounts
+    assert (mount.destination, mount.source) == ("/opt/nvml-mock", "/var/lib/nvml-mock")
+    changed = {e.key: e.value for e in result.adjustment.env}
+    assert "PATH" not in changed and "LD_LIBRARY_PATH" not in changed, "already there"
+    assert changed["MOCK_NVML_CONFIG"] == "/opt/nvml-mock/config/state.nvmlmock"
+    again = await runtime.create_container(pod(), result.container)
+    assert again.adjustment == api.ContainerAdjustment(), "no second overlay mount"

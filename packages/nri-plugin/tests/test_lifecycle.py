@@ -11,12 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import RunningPlugin, Start, container, eventually, pod
+from conftest import FakeHost, RunningPlugin, Start, container, eventually, pod
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.health import HealthServer, PluginState
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.service import PluginService
 from nvml_mock_nri.settings import load_settings
+from nvml_mock_protocol.nri import NRI_API_VERSION
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
@@ -36,6 +37,7 @@ async def test_ready_once_registered_and_synchronized(
     assert (await plugin.get("/nope")).status_code == 404
     handle = runtime.plugins[0]
     assert handle.events == 0x8, "subscribes to CreateContainer only"
+    assert handle.nri_version == NRI_API_VERSION, "containerd 2.3 logs it instead of 'unknown'"
 
 
 async def test_runtime_going_away_exits_1_with_a_clear_line(
@@ -123,7 +125,9 @@ async def test_bad_runtime_config_refuses_configure_and_exits_3(
     ]
 
 
-async def test_wedged_handler_trips_healthz_and_clears_when_it_finishes(short_tmp: Path) -> None:
+async def test_wedged_handler_trips_healthz_and_clears_when_it_finishes(
+    short_tmp: Path, fake_host: FakeHost
+) -> None:
     # The device look-up hangs and blocks the plugin's event loop (as a hung file
     # system would). Configure told the plugin the runtime's deadline is 0.2 s, so it
     # is wedged after 0.4 s; the probes answer from their own thread all the while.
@@ -155,7 +159,16 @@ async def test_wedged_handler_trips_healthz_and_clears_when_it_finishes(short_tm
     double = RuntimeDouble(short_tmp / "w.sock", request_timeout=0.2)
     async with double:
         settings = load_settings(
-            ["--socket-path", str(double.socket_path), "--health-addr", "127.0.0.1:0"], {}
+            [
+                "--socket-path",
+                str(double.socket_path),
+                "--health-addr",
+                "127.0.0.1:0",
+                "--device-namespaces",
+                "default",
+                *fake_host.flags,
+            ],
+            {},
         )
         service = PluginService(settings, environ={}, scan=hanging_scan)
         task = asyncio.create_task(service.run())
@@ -280,3 +293,77 @@ async def test_runtime_launched_plugin_uses_the_inherited_socket_and_index(
         assert await task == 0
     finally:
         await double.close()
+
+
+def test_a_silent_event_loop_is_a_wedge_past_the_threshold() -> None:
+    now = [10.0]
+    state = PluginState(clock=lambda: now[0])
+    now[0] += 100
+    assert state.wedged() is None, "no heartbeat started yet: nothing to judge"
+    state.beat()
+    now[0] += 3.9
+    assert state.wedged() is None
+    now[0] += 0.2
+    verdict = state.wedged()
+    assert verdict is not None and verdict.reason == (
+        "wedged: the event loop has not run for 4.1s, past the 4.0s threshold (2 x the "
+        "runtime's request timeout); the runtime drops the plugin at its next request"
+    )
+    state.wedge_override = 5.0
+    assert state.wedged() is None, "--wedge-threshold replaces 2 x the request timeout"
+    assert state.heartbeat_interval == 0.25
+    state.wedge_override = 0.2
+    assert state.heartbeat_interval == 0.05, "a short threshold gets a faster heartbeat"
+
+
+@pytest.mark.parametrize(
+    ("send_timeouts", "expected", "source"),
+    [
+        (False, 3.0, "not sent by the runtime (NRI before v0.7); --runtime-request-timeout"),
+        (True, 0.7, "sent by the runtime"),
+    ],
+)
+async def test_request_timeout_from_the_runtime_else_from_the_flag(
+    short_tmp: Path,
+    caplog: pytest.LogCaptureFixture,
+    send_timeouts: bool,
+    expected: float,
+    source: str,
+) -> None:
+    # containerd 1.7.0 to 1.7.25 (NRI v0.3 to v0.6) sends no timeouts in Configure.
+    caplog.set_level(logging.INFO)
+    double = RuntimeDouble(
+        short_tmp / "old.sock",
+        request_timeout=0.7,
+        send_timeouts=send_timeouts,
+        runtime_name="containerd",
+        runtime_version="v1.7.25",
+    )
+    async with double:
+        settings = load_settings(
+            [
+                "--socket-path",
+                str(double.socket_path),
+                "--health-addr",
+                "",
+                "--runtime-request-timeout",
+                "3",
+            ],
+            {},
+        )
+        service = PluginService(settings, environ={})
+        task = asyncio.create_task(service.run())
+        await double.wait_for_plugins(1)
+        assert service.state.request_timeout == expected
+        assert service.state.wedge_threshold == 2 * expected
+        service.stop()
+        assert await task == 0
+    messages = [r.getMessage() for r in caplog.records]
+    line = (
+        f"configured by containerd v1.7.25: request timeout {expected:.3f}s ({source}), "
+        f"wedged after {2 * expected:.3f}s, events 0x8"
+    )
+    assert line in messages, messages
+    assert not any("Nones" in m for m in messages), messages
+    stub_says = "no request timeout sent (NRI before v0.7)" if not send_timeouts else "0.7s"
+    assert any("configured by containerd" in m and stub_says in m for m in messages)

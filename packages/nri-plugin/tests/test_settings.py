@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 from nvml_mock_nri.errors import ConfigError
-from nvml_mock_nri.settings import OPTIONS, Settings, apply_runtime_config, load_settings
+from nvml_mock_nri.settings import (
+    OPTIONS,
+    Settings,
+    apply_runtime_config,
+    load_settings,
+    normalize_path,
+)
 
 
 def test_defaults_are_the_reference_names() -> None:
@@ -58,6 +64,8 @@ def test_excluded_namespaces_always_hold_kube_system_and_release() -> None:
         (["--topology-url", "ftp://x"], {"NODE_NAME": "n"}, "--topology-url"),
         (["--topology-url", "http://topo:8090"], {}, "NODE_NAME"),
         (["--topology-watch-seconds", "0"], {}, "--topology-watch-seconds"),
+        (["--wedge-threshold", "-1"], {}, "--wedge-threshold"),
+        ([], {"NVML_MOCK_RUNTIME_REQUEST_TIMEOUT": "soon"}, "NVML_MOCK_RUNTIME_REQUEST_TIMEOUT"),
         (["--topology-timeout", "nan"], {}, "--topology-timeout"),
         (["--cdi-device-name", "gpu"], {}, "--cdi-device-name"),
         ([], {"NVML_MOCK_LOG_LEVEL": "loud"}, "NVML_MOCK_LOG_LEVEL"),
@@ -106,3 +114,28 @@ def test_bad_runtime_config_names_the_key(text: str, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         apply_runtime_config(load_settings([], {}), text)
     assert info.value.key == key
+
+
+def test_timeouts_from_flags_and_env() -> None:
+    settings = load_settings([], {})
+    assert (settings.runtime_request_timeout, settings.wedge_threshold) == (2.0, 0.0)
+    env = {"NVML_MOCK_RUNTIME_REQUEST_TIMEOUT": "10", "NVML_MOCK_WEDGE_THRESHOLD": "15"}
+    settings = load_settings([], env)
+    assert (settings.runtime_request_timeout, settings.wedge_threshold) == (10.0, 15.0)
+    assert load_settings(["--wedge-threshold", ""], {}).wedge_threshold == 0.0, "empty: derived"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("/opt//nvml-mock", "/opt/nvml-mock"),
+        ("/opt/nvml-mock/", "/opt/nvml-mock"),
+        ("//opt/./nvml-mock/.", "/opt/nvml-mock"),
+        ("/opt/a/../nvml-mock", "/opt/nvml-mock"),
+        ("/", "/"),
+        ("//", "/"),
+    ],
+)
+def test_paths_are_normalised(given: str, expected: str) -> None:
+    assert normalize_path(given) == expected
+    assert load_settings(["--overlay-mount-path", given], {}).overlay_mount_path == expected

@@ -226,6 +226,25 @@ def test_stage_command_builds_then_reuses_the_runtime(
     assert "hostPath" not in spec  # --no-devices: nothing on the host to point at
 
 
+def test_stage_refuses_device_nodes_on_a_real_gpu_node_and_exits_1(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    library: Path,
+) -> None:
+    proc = tmp_path / "host" / "proc"
+    (proc / "driver" / "nvidia").mkdir(parents=True)
+    (proc / "driver" / "nvidia" / "version").write_text("NVRM version: NVIDIA UNIX Kernel Module\n")
+    (proc / "devices").write_text("Character devices:\n195 nvidia\n")
+    monkeypatch.setenv("NVML_MOCK_HOST_PROC_ROOT", str(proc))
+    overlay = tmp_path / "overlay"
+    assert main(["stage", str(overlay), "--profile", "t4", "--node", "n"]) == 1
+    err = capsys.readouterr().err
+    assert "mock device nodes refused: a real NVIDIA driver is loaded on this node" in err
+    assert os.access(overlay / "bin" / "nvidia-smi", os.X_OK), "the rest is staged"
+    assert list((overlay / "dev").iterdir()) == []
+
+
 def test_stage_mount_path_from_env_and_flag(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

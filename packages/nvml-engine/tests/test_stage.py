@@ -12,6 +12,7 @@ from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.errors import StageError
 from nvml_mock_engine.render import render, render_text
 from nvml_mock_engine.stage import StageOptions, cdi_spec, stage
+from nvml_mock_protocol import hostgpu
 
 ENTRIES = ("lib", "bin", "config", "dev", "cdi", "runtime")
 
@@ -40,7 +41,47 @@ def test_layout(tmp_path: Path, library: Path) -> None:
     assert not report.runtime_reused
 
 
-def test_device_nodes_when_permitted(tmp_path: Path, library: Path) -> None:
+def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, driver: bool) -> None:
+    """Point real-driver detection at a fake /proc and /sys, with or without the driver."""
+    proc, sys_ = tmp_path / "host" / "proc", tmp_path / "host" / "sys"
+    (sys_ / "module").mkdir(parents=True)
+    proc.mkdir(parents=True)
+    nvidia = "195 nvidia\n" if driver else ""
+    (proc / "devices").write_text(
+        f"Character devices:\n  1 mem\n{nvidia}\nBlock devices:\n  7 loop\n"
+    )
+    monkeypatch.setenv(hostgpu.ENV_HOST_PROC_ROOT, str(proc))
+    monkeypatch.setenv(hostgpu.ENV_HOST_SYS_ROOT, str(sys_))
+
+
+def test_no_device_nodes_on_a_node_with_a_real_driver(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_host(tmp_path, monkeypatch, driver=True)
+    config = resolve_config(profile="h100", count=2, node="n")
+    options = StageOptions(runtime=False, library=library, host_path="/var/lib/nvml-mock")
+    report = stage(tmp_path / "o", config, options)
+    assert not report.devices_created
+    assert report.devices_refused is not None
+    assert report.devices_refused.startswith(
+        "mock device nodes refused: a real NVIDIA driver is loaded on this node "
+        f"({tmp_path}/host/proc/devices lists nvidia (major 195))"
+    )
+    assert list((tmp_path / "o" / "dev").iterdir()) == []
+    spec = yaml.safe_load((tmp_path / "o" / "cdi" / "nvml-mock.yaml").read_text())
+    nodes = spec["devices"][-1]["containerEdits"]["deviceNodes"]
+    assert all("hostPath" not in node for node in nodes)
+    assert (tmp_path / "o" / "config" / "state.nvmlmock").read_text() == render_text(config)
+    no_devices = stage(
+        tmp_path / "p", config, StageOptions(runtime=False, library=library, devices=False)
+    )
+    assert no_devices.devices_refused is None, "--no-devices asks for none: nothing to refuse"
+
+
+def test_device_nodes_when_permitted(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_host(tmp_path, monkeypatch, driver=False)
     config = resolve_config(profile="h100", count=3, node="n")
     options = StageOptions(runtime=False, library=library, host_path="/var/lib/nvml-mock")
     report = stage(tmp_path / "o", config, options)

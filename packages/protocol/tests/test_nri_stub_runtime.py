@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from nvml_mock_protocol.nri import (
+    NRI_API_VERSION,
     AdjustmentConflictError,
     Disconnect,
     Event,
@@ -459,3 +460,37 @@ async def test_runtime_closes_a_plugin_that_subscribes_to_nothing(sock_dir: Path
         assert plugin == "10-idle"
         assert "subscribes to no event" in reason and "status 2" in reason
         assert (await asyncio.wait_for(stub.wait_closed(), 5)).by_runtime
+
+
+async def test_the_plugin_sends_its_nri_version_at_registration(
+    sock_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    async with RuntimeDouble(sock_dir / "v.sock") as runtime:
+        async with Stub(Recorder(), name="ver", index="10", socket_path=runtime.socket_path):
+            (handle,) = await runtime.wait_for_plugins(1)
+            assert handle.nri_version == NRI_API_VERSION == "v0.12.2"
+        async with Stub(
+            Recorder(), name="old", index="11", socket_path=runtime.socket_path, nri_version=""
+        ):
+            (handle,) = await runtime.wait_for_plugins(1)
+            assert handle.nri_version == ""
+    messages = [r.getMessage() for r in caplog.records]
+    assert "runtime: plugin 10-ver registered, NRI version v0.12.2" in messages
+    assert "runtime: plugin 11-old registered, NRI version unknown" in messages
+
+
+async def test_configure_without_timeouts_like_nri_before_v0_7(
+    sock_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    recorder = Recorder()
+    double = RuntimeDouble(sock_dir / "old.sock", send_timeouts=False, runtime_version="v1.7.0")
+    async with double, Stub(recorder, name="old", index="10", socket_path=double.socket_path):
+        await double.wait_for_plugins(1)
+    assert recorder.runtime is not None
+    assert recorder.runtime.request_timeout is None
+    assert recorder.runtime.registration_timeout is None
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("no request timeout sent (NRI before v0.7)" in m for m in messages), messages
+    assert not any("Nones" in m for m in messages)

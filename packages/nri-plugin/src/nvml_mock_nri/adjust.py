@@ -3,7 +3,7 @@
 The rules (skip, mount, env merge, device choice) live here as plain functions of
 plain values so that each edge case is a one-line test and the NRI wiring in
 :mod:`nvml_mock_nri.plugin` only translates. File-system look-ups (device nodes,
-the CDI spec) are passed in as callables, so the one place that touches the
+the CDI spec, the real-driver check) are passed in as callables, so the one place that touches the
 disk is :mod:`nvml_mock_nri.devices`.
 
 Env rules, all in :func:`merge_env`:
@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from nvml_mock_protocol import names
+from nvml_mock_protocol.hostgpu import HostDriver
 
 from nvml_mock_nri.devices import DeviceNode, DeviceScan
-from nvml_mock_nri.settings import Settings
+from nvml_mock_nri.settings import Settings, normalize_path
 
 DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """The search path containerd gives a container whose image sets none."""
@@ -45,6 +46,15 @@ MOUNT_OPTIONS: Final = ("rbind", "ro", "nosuid", "nodev")
 
 GPU_DEVICE_PREFIX: Final = "/dev/nvidia"
 GPU_CDI_PREFIX: Final = "nvidia.com/"
+
+
+class DeviceRefusal(enum.Enum):
+    """Why an opted-in container gets no device nodes; the value is the metric label."""
+
+    NAMESPACE_NOT_ALLOWED = "namespace_not_allowed"
+    """The pod's namespace is not in ``--device-namespaces``."""
+    REAL_DRIVER = "real_driver"
+    """A real NVIDIA driver is loaded on the node: the mock's majors are the real GPUs'."""
 
 
 class SkipReason(enum.Enum):
@@ -90,6 +100,7 @@ class Policy:
     excluded_namespaces: frozenset[str]
     opt_out_annotation: str
     device_annotation: str
+    device_namespaces: frozenset[str]
     device_mode: str
     device_host_path: str
     cdi_device_name: str
@@ -98,9 +109,11 @@ class Policy:
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
         """The policy the given settings describe."""
-        mount_path = settings.overlay_mount_path.rstrip("/")
+        mount_path = normalize_path(settings.overlay_mount_path)
         return cls(
-            mount=MountSpec(source=settings.overlay_host_path, destination=mount_path),
+            mount=MountSpec(
+                source=normalize_path(settings.overlay_host_path), destination=mount_path
+            ),
             bin_dir=f"{mount_path}/{names.OVERLAY_BIN_DIR}",
             lib_dir=f"{mount_path}/{names.OVERLAY_LIB_DIR}",
             state_path=f"{mount_path}/{names.OVERLAY_CONFIG_DIR}/{names.STATE_FILE_NAME}",
@@ -108,6 +121,7 @@ class Policy:
             excluded_namespaces=settings.all_excluded_namespaces,
             opt_out_annotation=settings.opt_out_annotation,
             device_annotation=settings.device_annotation,
+            device_namespaces=frozenset(settings.device_namespaces),
             device_mode=settings.device_injection_mode,
             device_host_path=settings.effective_device_host_path,
             cdi_device_name=settings.cdi_device_name,
@@ -126,6 +140,8 @@ class Decision:
     cdi_devices: list[str] = field(default_factory=list)
     devices_suppressed: bool = False
     """The pod opted in, but a device plugin already gave the container NVIDIA devices."""
+    devices_refused: DeviceRefusal | None = None
+    """The pod opted in, but the trust boundary forbids device nodes here."""
     warnings: list[str] = field(default_factory=list)
     """Things the operator should hear about (logged at WARNING by the caller)."""
     notes: list[str] = field(default_factory=list)
@@ -138,14 +154,18 @@ def skip_reason(
     pod_annotations: Mapping[str, str],
     mount_destinations: Iterable[str],
 ) -> SkipReason | None:
-    """The first rule that excludes this container, or None to inject it."""
+    """The first rule that excludes this container, or None to inject it.
+
+    Mount destinations are compared in one spelling (:func:`normalize_path`), so
+    ``/opt//nvml-mock`` or ``/opt/nvml-mock/`` count as the overlay already mounted.
+    """
     if pod_annotations.get(policy.opt_out_annotation, "").strip().lower() == "false":
         return SkipReason.OPT_OUT
     if namespace in policy.excluded_namespaces:
         return SkipReason.EXCLUDED_NAMESPACE
     target = policy.mount.destination
     for destination in mount_destinations:
-        if destination == target or destination.rstrip("/") == target:
+        if destination == target or normalize_path(destination) == target:
             return SkipReason.OVERLAY_ALREADY_MOUNTED
     return None
 
@@ -162,7 +182,11 @@ def parse_env(entries: Iterable[str]) -> dict[str, str]:
 
 
 def _holds(search_path: str, directory: str) -> bool:
-    return any(part.rstrip("/") == directory for part in search_path.split(":"))
+    # Only absolute entries can name the overlay; relative ones are searched from the cwd.
+    return any(
+        part.startswith("/") and normalize_path(part) == directory
+        for part in search_path.split(":")
+    )
 
 
 def _prepended(current: str | None, directory: str, default: str) -> str | None:
@@ -217,8 +241,10 @@ def plan_devices(
     policy: Policy,
     decision: Decision,
     *,
+    namespace: str,
     device_paths: Sequence[str],
     cdi_devices: Sequence[str],
+    host_driver: Callable[[], HostDriver],
     cdi_spec_exists: Callable[[str], bool],
     scan: Callable[[str], DeviceScan],
 ) -> None:
@@ -226,12 +252,31 @@ def plan_devices(
 
     Suppressed when the container already has NVIDIA devices: then a device plugin
     allocated it GPUs, and its allocation, not the annotation, decides what it sees.
+    Refused (raw and CDI alike) outside the namespaces of ``--device-namespaces`` and
+    on a node with a real NVIDIA driver, where the mock's device numbers name the
+    real GPUs: the annotation is pod-authored, so it must not open the hardware.
     """
     if has_gpu_devices(device_paths, cdi_devices):
         decision.devices_suppressed = True
         decision.notes.append(
             "container already has NVIDIA devices from a device plugin or CDI; "
             "adding no mock devices (the overlay and env are still injected)"
+        )
+        return
+    if namespace not in policy.device_namespaces:
+        decision.devices_refused = DeviceRefusal.NAMESPACE_NOT_ALLOWED
+        decision.warnings.append(
+            f"device nodes refused: namespace {namespace!r} is not allowed to opt in "
+            "(--device-namespaces / NVML_MOCK_DEVICE_NAMESPACES); the overlay and env are "
+            "still injected"
+        )
+        return
+    driver = host_driver()
+    if driver.present:
+        decision.devices_refused = DeviceRefusal.REAL_DRIVER
+        decision.warnings.append(
+            f"device nodes refused: {driver.reason}, so the mock's device numbers would "
+            "open the real GPUs; the overlay and env are still injected"
         )
         return
     if policy.device_mode == "cdi":

@@ -2,8 +2,14 @@
 
 ::
 
-    NriPluginError
-     +-- ConfigError    bad flag, env value or runtime-sent config (exit 3)
+    NriPluginError              base of everything this package raises on purpose
+     +-- ConfigError            bad flag, env value or runtime-sent config (fatal: exit 3)
+     +-- IdentityError          one failed request to the topology service (``kind`` is the
+                                metric label); retried with backoff, never fatal
+
+``ConfigError`` is fatal because the same input fails the same way on every try.
+``IdentityError`` is transient by nature (the service restarts, the network heals): the
+identity watch counts it, keeps the last known identity and asks again.
 
 The runtime connection's own failures (cannot connect, registration refused,
 connection lost) are the protocol package's errors and the stub's disconnect
@@ -16,6 +22,8 @@ can, because failing the call would fail the user's container creation.
 """
 
 from __future__ import annotations
+
+__all__ = ["ConfigError", "IdentityError", "NriPluginError"]
 
 
 class NriPluginError(Exception):
@@ -33,3 +41,15 @@ class ConfigError(NriPluginError):
         self.value = value
         self.reason = reason
         super().__init__(f"{key}={value!r}: {reason}")
+
+
+class IdentityError(NriPluginError):
+    """One identity request to the topology service failed.
+
+    ``kind`` is one of :data:`nvml_mock_nri.metrics.TOPOLOGY_ERROR_KINDS` (``connect``,
+    ``timeout``, ``http_status``, ``bad_response``) and labels the failure metric.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)

@@ -6,13 +6,24 @@ The probes make that visible. ``/readyz`` is 200 only while the plugin is
 registered, has answered Synchronize, is not wedged and (when a topology service
 is configured) knows its node's identity; otherwise 503 with the reason, so the
 DaemonSet shows the node as not ready instead of lying quietly. ``/healthz`` is 503
-only when wedged: the oldest CreateContainer still being answered is older than
-twice the request timeout the runtime sent in Configure (the runtime has given up
-on it by then). Being unregistered is not a liveness failure; the process exits on
-its own when the runtime connection ends.
+only when wedged. Being unregistered is not a liveness failure; the process exits
+on its own when the runtime connection ends.
+
+Wedged means either of two things, past the wedge threshold (``--wedge-threshold``;
+by default twice the request timeout the runtime sent in Configure, when the
+runtime has given up on a call for a while already):
+
+* the oldest CreateContainer still being answered is older than the threshold;
+* the event loop has not run its heartbeat for longer than the threshold. The loop
+  refreshes :attr:`PluginState.heartbeat` every fraction of the threshold; a loop
+  that stopped (a blocking call, a deadlock, a stuck main thread) answers no call,
+  so the runtime drops the plugin at its next request, yet nothing on the loop can
+  report it. The probes, in their own thread, read the heartbeat's age instead.
 
 The server runs in a thread, not on the event loop that answers the runtime: a
 handler that blocks the loop is exactly the case ``/healthz`` must still report.
+A probe client that hangs up before its answer (kubelet gives up after its probe
+timeout) is one debug line, never a traceback on stderr.
 """
 
 from __future__ import annotations
@@ -20,12 +31,15 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Final
+from typing import Any, Final
+
+from nvml_mock_protocol.hostgpu import HostDriver
 
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT
@@ -33,7 +47,11 @@ from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT
 logger = logging.getLogger(__name__)
 
 WEDGE_FACTOR: Final = 2.0
-"""An in-flight call older than this many request timeouts means the plugin is wedged."""
+"""Default wedge threshold, in request timeouts (when ``--wedge-threshold`` is not set)."""
+HEARTBEAT_INTERVAL: Final = 0.25
+"""Longest pause, in seconds, between two heartbeats of a live loop."""
+HEARTBEAT_SHARE: Final = 0.25
+"""The heartbeat runs at least this often per wedge threshold (so a short one still works)."""
 SHUTDOWN_POLL: Final = 0.1
 """Seconds between the listener thread's checks for shutdown (bounds the stop time)."""
 METRICS_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
@@ -63,8 +81,14 @@ class PluginState:
         self.registered = False
         self.synchronized = False
         self.request_timeout = DEFAULT_REQUEST_TIMEOUT
+        self.wedge_override: float | None = None
+        """``--wedge-threshold`` when set; None derives the threshold from the request timeout."""
+        self.heartbeat: float | None = None
+        """When the event loop last ran its heartbeat; None until the heartbeat starts."""
         self.identity_check: Callable[[], Verdict] | None = None
         """Set when a topology service is configured: whether the identity is known."""
+        self.host_driver: HostDriver | None = None
+        """The last real-driver check; a driver found is a detail of /readyz, not a failure."""
 
     def begin(self) -> int:
         """Record the start of a call; pass the token to :meth:`end`."""
@@ -90,20 +114,54 @@ class PluginState:
             first = next(iter(self._in_flight.values()), None)
         return None if first is None else self._clock() - first
 
+    def beat(self) -> None:
+        """Record that the event loop is running (called from the loop only)."""
+        self.heartbeat = self._clock()
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Seconds between heartbeats: often enough for the threshold to be seen in time."""
+        return min(HEARTBEAT_INTERVAL, HEARTBEAT_SHARE * self.wedge_threshold)
+
+    def loop_lag(self) -> float | None:
+        """Seconds since the loop's last heartbeat; None before the heartbeat started."""
+        beat = self.heartbeat
+        return None if beat is None else max(0.0, self._clock() - beat)
+
+    def loop_stalled(self) -> bool:
+        """Whether the event loop has missed its heartbeat for longer than the threshold."""
+        lag = self.loop_lag()
+        return lag is not None and lag > self.wedge_threshold
+
     @property
     def wedge_threshold(self) -> float:
-        """Seconds after which an in-flight call means the plugin is wedged."""
+        """Seconds after which an in-flight call or a silent loop means the plugin is wedged."""
+        if self.wedge_override is not None:
+            return self.wedge_override
         return WEDGE_FACTOR * self.request_timeout
+
+    def _threshold_text(self) -> str:
+        limit = self.wedge_threshold
+        if self.wedge_override is not None:
+            return f"the {limit:.1f}s threshold (--wedge-threshold)"
+        return f"the {limit:.1f}s threshold ({WEDGE_FACTOR:g} x the runtime's request timeout)"
 
     def wedged(self) -> Verdict | None:
         """A failing verdict when wedged, else None."""
-        age = self.oldest_age()
         limit = self.wedge_threshold
+        age = self.oldest_age()
         if age is not None and age > limit:
             return Verdict(
                 False,
-                f"wedged: a container request has been in flight for {age:.1f}s, past the "
-                f"{limit:.1f}s threshold ({WEDGE_FACTOR:g} x the runtime's request timeout)",
+                f"wedged: a container request has been in flight for {age:.1f}s, past "
+                f"{self._threshold_text()}",
+            )
+        lag = self.loop_lag()
+        if lag is not None and lag > limit:
+            return Verdict(
+                False,
+                f"wedged: the event loop has not run for {lag:.1f}s, past "
+                f"{self._threshold_text()}; the runtime drops the plugin at its next request",
             )
         return None
 
@@ -112,7 +170,21 @@ class PluginState:
         return self.wedged() or Verdict(True, "ok")
 
     def readiness(self) -> Verdict:
-        """The /readyz verdict, first failing condition first."""
+        """The /readyz verdict, first failing condition first, with the device-boundary note.
+
+        A real driver does not make the plugin unready (the overlay is still injected);
+        it is named in the body so that an operator sees why opted-in pods get no devices.
+        """
+        verdict = self._readiness()
+        driver = self.host_driver
+        if driver is None or not driver.present:
+            return verdict
+        note = f"device nodes refused: {driver.reason}"
+        if verdict.reason == "ok":
+            return Verdict(verdict.ok, f"ok ({note})")
+        return Verdict(verdict.ok, f"{verdict.reason}; {note}")
+
+    def _readiness(self) -> Verdict:
         if not self.registered:
             return Verdict(
                 False,
@@ -157,10 +229,29 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("health request: " + format, *args)
 
 
+HANGUP_ERRORS: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+"""A probe client that went away before its answer (kubelet after its probe timeout)."""
+
+
 class _HealthServer(ThreadingHTTPServer):
     daemon_threads = True
     state: PluginState
     metrics: Metrics
+
+    def handle_error(self, request: object, client_address: Any) -> None:
+        """Log a failed request as one line in the configured format.
+
+        The default prints a traceback to stderr, outside logging: not JSON under
+        ``--log-format json``, and many lines for what is only a client hanging up.
+        """
+        error = sys.exc_info()[1]
+        peer = client_address[0] if isinstance(client_address, tuple) else client_address
+        if isinstance(error, HANGUP_ERRORS):
+            logger.debug(
+                "health client %s hung up before its answer (%s)", peer, type(error).__name__
+            )
+            return
+        logger.warning("health request from %s failed: %r", peer, error, exc_info=error)
 
 
 class _HealthServer6(_HealthServer):

@@ -1,7 +1,9 @@
 """The node's fabric identity: fetched from the topology service, cached, kept current.
 
-CreateContainer never waits on the network: it reads :attr:`IdentityCache.current`,
-the identity of a snapshot that the watcher swaps whole. The watcher asks
+CreateContainer never asks the network: it reads :attr:`IdentityCache.current`,
+the identity of a snapshot that the watcher swaps whole. Only right after
+registration, before the first answer, does it wait for that answer, a bounded time
+(:meth:`IdentityCache.wait_known`; the plugin's start-up hold). The watcher asks
 ``GET /v1/nodes/{node}/identity`` once, then holds a watch
 (``?revision=N&wait=S``) that returns as soon as the node's identity changes, so
 a rebind reaches the node in about a round trip without polling.
@@ -13,12 +15,13 @@ that is not an identity) is a failure: the last known identity keeps being
 injected, the failure is logged and counted, and the request is retried after a
 jittered exponential backoff so a restarted service is not hit by every node at
 once. Until the first answer the identity is unknown, containers get no fabric
-env, and ``/readyz`` says why.
+env (once the start-up hold is over), and ``/readyz`` says why.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import random
@@ -39,6 +42,7 @@ from nvml_mock_protocol.identity import (
 from pydantic import ValidationError
 
 from nvml_mock_nri.adjust import FabricIdentity
+from nvml_mock_nri.errors import IdentityError
 from nvml_mock_nri.health import Verdict
 from nvml_mock_nri.metrics import Metrics
 
@@ -73,14 +77,6 @@ class Snapshot:
     revision: int | None
 
 
-class TopologyError(Exception):
-    """One failed identity request; ``kind`` is the metric label."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind = kind
-        super().__init__(message)
-
-
 class IdentityCache:
     """The identity in use, plus the topology service's recent health."""
 
@@ -89,6 +85,9 @@ class IdentityCache:
         self._metrics = metrics
         self._clock = clock
         self.snapshot = Snapshot(Status.UNKNOWN, None, None)
+        self.hold_note: str | None = None
+        """What the start-up hold of CreateContainer is doing, for /readyz (set by the plugin)."""
+        self._known = asyncio.Event()
         self.last_error: str | None = None
         self.failing_since: float | None = None
         self.failures = 0
@@ -102,6 +101,7 @@ class IdentityCache:
         """Adopt a fresh answer; True when it changed what is injected."""
         changed = snapshot != self.snapshot
         self.snapshot = snapshot
+        self._known.set()
         self.failures = 0
         self.failing_since = None
         self.last_error = None
@@ -110,7 +110,14 @@ class IdentityCache:
         self._metrics.identity_revision.set(-1 if snapshot.revision is None else snapshot.revision)
         return changed
 
-    def fail(self, error: TopologyError) -> None:
+    async def wait_known(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the first answer; True once it is known."""
+        if not self._known.is_set() and timeout > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._known.wait(), timeout)
+        return self._known.is_set()
+
+    def fail(self, error: IdentityError) -> None:
         """Record a failed request; the cached identity stays in use."""
         self.failures += 1
         self.last_error = str(error)
@@ -126,7 +133,8 @@ class IdentityCache:
             return Verdict(
                 False,
                 f"node identity not known yet: no answer from the topology service at "
-                f"{self.url}{why}; containers are injected without fabric identity",
+                f"{self.url}{why}; {self.hold_note + '; ' if self.hold_note else ''}"
+                "containers are injected without fabric identity",
             )
         if self.failing_since is not None:
             since = self._clock() - self.failing_since
@@ -151,19 +159,19 @@ def _revision(response: httpx.Response, body: object) -> int | None:
 
 
 def parse_answer(response: httpx.Response, node: str, previous: Snapshot) -> Snapshot:
-    """The snapshot an identity response describes; raises TopologyError otherwise."""
+    """The snapshot an identity response describes; raises IdentityError otherwise."""
     status = response.status_code
     if status == 304:
         return previous
     if status not in (200, 404):
-        raise TopologyError(
+        raise IdentityError(
             "http_status",
             f"HTTP {status} from {response.request.url}: {response.text[:200]!r}",
         )
     try:
         body = response.json()
     except ValueError:
-        raise TopologyError(
+        raise IdentityError(
             "bad_response",
             f"HTTP {status} from {response.request.url} is not JSON: {response.text[:200]!r}",
         ) from None
@@ -172,13 +180,13 @@ def parse_answer(response: httpx.Response, node: str, previous: Snapshot) -> Sna
     try:
         identity = NodeIdentity.model_validate(body)
     except ValidationError as exc:
-        raise TopologyError(
+        raise IdentityError(
             "bad_response",
             f"the identity from {response.request.url} is invalid: "
             f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}",
         ) from None
     if identity.node != node:
-        raise TopologyError(
+        raise IdentityError(
             "bad_response",
             f"asked for node {node!r}, the topology service answered for {identity.node!r}",
         )
@@ -234,9 +242,9 @@ class IdentityWatcher:
         try:
             response = await self._client.get(self._endpoint, params=params, timeout=timeout)
         except httpx.TimeoutException as exc:
-            raise TopologyError("timeout", f"{self._endpoint}: timed out ({exc!r})") from None
+            raise IdentityError("timeout", f"{self._endpoint}: timed out ({exc!r})") from None
         except httpx.HTTPError as exc:
-            raise TopologyError("connect", f"{self._endpoint}: {exc!r}") from None
+            raise IdentityError("connect", f"{self._endpoint}: {exc!r}") from None
         return parse_answer(response, self._node, previous)
 
     async def run(self) -> None:
@@ -246,7 +254,7 @@ class IdentityWatcher:
                 started = time.monotonic()
                 try:
                     snapshot = await self.fetch_once()
-                except TopologyError as error:
+                except IdentityError as error:
                     self._failed(error)
                     await asyncio.sleep(
                         backoff_delay(self._cache.failures, self._backoff_max, self._rng)
@@ -267,7 +275,7 @@ class IdentityWatcher:
         finally:
             await self._client.aclose()
 
-    def _failed(self, error: TopologyError) -> None:
+    def _failed(self, error: IdentityError) -> None:
         self._cache.fail(error)
         known = self._cache.snapshot.status is not Status.UNKNOWN
         consequence = (

@@ -3,7 +3,8 @@
 A registry per instance (not the process-global default) keeps two plugins in
 one test process, or a plugin beside other libraries, from sharing counters.
 The names are the plugin's public monitoring contract and are listed in the
-README; label values are closed sets (the skip reasons, the topology error kinds)
+README; label values are closed sets (the skip reasons, the device refusals, the
+topology error kinds)
 so the series count stays fixed.
 """
 
@@ -13,7 +14,7 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from nvml_mock_nri.adjust import SkipReason
+from nvml_mock_nri.adjust import DeviceRefusal, SkipReason
 
 PREFIX: Final = "nvml_mock_nri"
 
@@ -65,6 +66,18 @@ class Metrics:
             "Opted-in containers that got no mock devices because they already had NVIDIA ones.",
             registry=self.registry,
         )
+        self.devices_refused = Counter(
+            f"{PREFIX}_devices_refused",
+            "Opted-in containers that got no device nodes, by reason (namespace_not_allowed, "
+            "real_driver).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.real_driver = Gauge(
+            f"{PREFIX}_real_driver_present",
+            "1 while a real NVIDIA driver is seen on the node (device nodes are refused).",
+            registry=self.registry,
+        )
         self.errors = Counter(
             f"{PREFIX}_create_container_errors",
             "CreateContainer calls that failed inside the plugin.",
@@ -104,12 +117,18 @@ class Metrics:
         )
         self.registered = Gauge(
             f"{PREFIX}_registered",
-            "1 while registered with the container runtime and configured.",
+            "1 while registered with the container runtime, configured, and the event loop "
+            "is not stalled past the wedge threshold.",
             registry=self.registry,
         )
         self.synchronized = Gauge(
             f"{PREFIX}_synchronized",
             "1 once the runtime's Synchronize has been answered on this connection.",
+            registry=self.registry,
+        )
+        self.loop_lag = Gauge(
+            f"{PREFIX}_event_loop_lag_seconds",
+            "Seconds since the event loop last ran its heartbeat.",
             registry=self.registry,
         )
         # Every label value exists from the start, so a series reads 0 instead of missing.
@@ -118,6 +137,8 @@ class Metrics:
             self.topology_errors.labels(kind)
         for mode in ("raw", "cdi"):
             self.device_injections.labels(mode)
+        for refusal in DeviceRefusal:
+            self.devices_refused.labels(refusal.value)
         self.identity_revision.set(-1)
 
     def skip(self, reason: SkipReason) -> None:

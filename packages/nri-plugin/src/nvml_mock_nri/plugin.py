@@ -6,7 +6,15 @@ logs one line per skipped container. It knows nothing about sockets; the
 connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
 
 A container without the device opt-in costs no I/O at all: the identity is read
-from the in-memory cache and the mount and env are computed from strings. The one
+from the in-memory cache and the mount and env are computed from strings.
+
+The one wait is at start. Registration and the first identity request start
+together, and containers created in the first moments would race the answer and
+start without their fabric identity. So from Configure on, for at most
+``--identity-hold`` seconds (never more than :data:`HOLD_SHARE` of the runtime's
+request timeout, so the runtime does not drop the plugin), CreateContainer waits
+for the first answer; after that it injects without the identity and the log and
+``/readyz`` say so. The one
 blocking call is the device look-up of opted-in pods (a readdir and a stat per
 staged node, some 20 µs), made inline: handing it to a thread costs more than it
 does (measured: p90 from 0.2 ms to 4 ms through containerd's NRI code). If that
@@ -20,7 +28,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Final
 
+from nvml_mock_protocol import hostgpu
+from nvml_mock_protocol.hostgpu import HostDriver
 from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri import devices as devices_mod
@@ -34,9 +45,9 @@ from nvml_mock_nri.adjust import (
 )
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.health import PluginState
-from nvml_mock_nri.identity import IdentityCache
+from nvml_mock_nri.identity import IdentityCache, Status
 from nvml_mock_nri.metrics import Metrics
-from nvml_mock_nri.settings import DEFAULT_REQUEST_TIMEOUT, Settings, apply_runtime_config
+from nvml_mock_nri.settings import Settings, apply_runtime_config
 
 __all__ = ["EVENT_MASK", "Injector"]
 
@@ -44,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 EVENT_MASK = 1 << (api_pb2.CREATE_CONTAINER - 1)
 """Subscribe to CreateContainer only (NRI mask bit ``1 << (event - 1)``, i.e. 0x8)."""
+HOLD_SHARE: Final = 0.25
+"""The start-up hold is at most this share of the runtime's request timeout."""
 
 
 class Injector:
@@ -58,6 +71,7 @@ class Injector:
         identity: IdentityCache | None = None,
         scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
         cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
+        host_driver: Callable[[], HostDriver] | None = None,
     ) -> None:
         self.base_settings = settings
         """Flags, env and defaults; runtime config is applied on top of these."""
@@ -68,7 +82,48 @@ class Injector:
         self.identity = identity
         self._scan = scan
         self._cdi_spec_exists = cdi_spec_exists
+        self._detect_driver = host_driver or (
+            lambda: hostgpu.detect(settings.host_proc_root, settings.host_sys_root)
+        )
         self._node = settings.node_name or None
+        self._hold_until: float | None = None
+        self._hold_seconds = 0.0
+        self._hold_reported = False
+        self.state.request_timeout = settings.runtime_request_timeout
+        if settings.wedge_threshold:
+            self.state.wedge_override = settings.wedge_threshold
+        # Read at scrape time from the health thread: a stopped loop cannot clear a
+        # gauge it set, so "registered" is 1 only while the loop is also alive.
+        self.metrics.registered.set_function(self._registered_value)
+        self.metrics.loop_lag.set_function(lambda: self.state.loop_lag() or 0.0)
+
+    def check_host_driver(self) -> HostDriver:
+        """Detect a real NVIDIA driver; record it for the probes, metric and log on change.
+
+        Run at start and again for every device opt-in, so a driver loaded after the
+        plugin started still closes the door (the check costs a few stats and one read).
+        """
+        driver = self._detect_driver()
+        previous = self.state.host_driver
+        self.state.host_driver = driver
+        self.metrics.real_driver.set(1 if driver.present else 0)
+        if previous is None or previous.present != driver.present:
+            if driver.present:
+                logger.warning(
+                    "device opt-in disabled on this node: %s; opted-in pods get the overlay "
+                    "and env without device nodes",
+                    driver.reason,
+                    extra={"node": self._node},
+                )
+            elif previous is not None:
+                logger.info(
+                    "no real NVIDIA driver on this node any more; device opt-in enabled again",
+                    extra={"node": self._node},
+                )
+        return driver
+
+    def _registered_value(self) -> float:
+        return 1.0 if self.state.registered and not self.state.loop_stalled() else 0.0
 
     # -- handshake -----------------------------------------------------------
 
@@ -89,19 +144,72 @@ class Injector:
             self.settings = settings
             self.policy = Policy.from_settings(settings)
             logger.info("applied the plugin config sent by the runtime")
-        timeout = request_timeout if request_timeout else DEFAULT_REQUEST_TIMEOUT
+        if request_timeout:
+            timeout, source = request_timeout, "sent by the runtime"
+        else:
+            timeout = self.settings.runtime_request_timeout
+            source = "not sent by the runtime (NRI before v0.7); --runtime-request-timeout"
         self.state.request_timeout = timeout
         self.state.registered = True
-        self.metrics.registered.set(1)
+        self._start_hold(timeout)
         logger.info(
-            "configured by %s %s: request timeout %.3fs (wedged after %.3fs), events 0x%x",
+            "configured by %s %s: request timeout %.3fs (%s), wedged after %.3fs, events 0x%x",
             runtime or "runtime",
             version or "(version unknown)",
             timeout,
+            source,
             self.state.wedge_threshold,
             EVENT_MASK,
         )
         return EVENT_MASK
+
+    def _start_hold(self, request_timeout: float) -> None:
+        """Open the start-up window in which CreateContainer waits for the first identity."""
+        identity = self.identity
+        if identity is None or identity.snapshot.status is not Status.UNKNOWN:
+            return
+        wanted = self.settings.identity_hold
+        hold = min(wanted, HOLD_SHARE * request_timeout)
+        if hold < wanted:
+            logger.warning(
+                "--identity-hold %.2fs is more than %g of the runtime's request timeout "
+                "(%.2fs); holding CreateContainer for the node identity at most %.2fs",
+                wanted,
+                HOLD_SHARE,
+                request_timeout,
+                hold,
+            )
+        if hold <= 0:
+            return
+        self._hold_seconds = hold
+        self._hold_until = time.monotonic() + hold
+        identity.hold_note = f"CreateContainer is held up to {hold:.2f}s after start for it"
+
+    async def _await_identity(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
+        """The start-up hold: wait for the first identity while the window is open."""
+        identity = self.identity
+        if identity is None or identity.snapshot.status is not Status.UNKNOWN:
+            return
+        if self._hold_until is None:
+            return
+        remaining = self._hold_until - time.monotonic()
+        if await identity.wait_known(remaining):
+            return
+        if not self._hold_reported:
+            self._hold_reported = True
+            identity.hold_note = f"the {self._hold_seconds:.2f}s start-up hold expired"
+            logger.warning(
+                "no node identity from the topology service within the %.2fs start-up hold; "
+                "injecting containers without fabric identity until it answers",
+                self._hold_seconds,
+                extra={"node": self._node},
+            )
+        if remaining > 0:
+            logger.info(
+                "held %.2fs for the node identity, none yet: injecting without fabric identity",
+                remaining,
+                extra=self._context(pod, container),
+            )
 
     def synchronized(self, pods: int, containers: int) -> None:
         """Record the end of Synchronize (the plugin never changes existing containers)."""
@@ -118,7 +226,6 @@ class Injector:
         """Record that the runtime connection is gone."""
         self.state.registered = False
         self.state.synchronized = False
-        self.metrics.registered.set(0)
         self.metrics.synchronized.set(0)
 
     # -- CreateContainer -----------------------------------------------------
@@ -147,6 +254,7 @@ class Injector:
     async def _create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> api_pb2.CreateContainerResponse:
+        await self._await_identity(pod, container)
         policy = self.policy
         identity: FabricIdentity | None = self.identity.current if self.identity else None
         decision = decide(
@@ -169,8 +277,10 @@ class Injector:
             plan_devices(
                 policy,
                 decision,
+                namespace=pod.namespace,
                 device_paths=[d.path for d in container.linux.devices],
                 cdi_devices=[d.name for d in container.CDI_devices],
+                host_driver=self.check_host_driver,
                 cdi_spec_exists=self._cdi_spec_exists,
                 scan=self._scan,
             )
@@ -186,6 +296,8 @@ class Injector:
             self.metrics.device_injections.labels("raw").inc()
         elif decision.devices_suppressed:
             self.metrics.devices_suppressed.inc()
+        elif decision.devices_refused is not None:
+            self.metrics.devices_refused.labels(decision.devices_refused.value).inc()
 
     def _report(
         self, decision: Decision, pod: api_pb2.PodSandbox, container: api_pb2.Container

@@ -3,7 +3,8 @@
 Lifecycle, and why:
 
 1. The health listener binds first, so a port clash fails the start (exit 3)
-   before anything is registered.
+   before anything is registered. The loop's heartbeat starts with it: the
+   probes read its age to tell a stopped event loop (see :mod:`nvml_mock_nri.health`).
 2. The identity watch starts in the background; registration never waits for
    the topology service (containers are injected without fabric identity until
    it answers, and ``/readyz`` says so).
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nvml_mock_protocol import names
+from nvml_mock_protocol.hostgpu import HostDriver
 from nvml_mock_protocol.nri import api_pb2
 from nvml_mock_protocol.nri.errors import RegistrationError, TtrpcError
 from nvml_mock_protocol.nri.events import Event
@@ -51,6 +53,13 @@ EXIT_CONFIG = 3
 
 CONFIG_ERROR_GRACE = 0.05
 """Seconds between refusing a runtime config and closing the connection (lets the reply go)."""
+
+
+async def _heartbeat(state: PluginState) -> None:
+    """Keep :attr:`PluginState.heartbeat` fresh for as long as the loop runs."""
+    while True:
+        state.beat()
+        await asyncio.sleep(state.heartbeat_interval)
 
 
 class NriAdapter(Plugin):
@@ -102,6 +111,7 @@ class PluginService:
         environ: Mapping[str, str] | None = None,
         scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
         cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
+        host_driver: Callable[[], HostDriver] | None = None,
     ) -> None:
         self.settings = settings
         self._environ = os.environ if environ is None else environ
@@ -118,6 +128,7 @@ class PluginService:
             identity=self.identity,
             scan=scan,
             cdi_spec_exists=cdi_spec_exists,
+            host_driver=host_driver,
         )
         self.adapter = NriAdapter(self.injector, self.stop)
         self.health: HealthServer | None = None
@@ -133,6 +144,16 @@ class PluginService:
         """Serve until stopped (0), the runtime goes away (1) or the start fails (1/3)."""
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
+        self.state.beat()
+        heartbeat = asyncio.create_task(_heartbeat(self.state), name="loop heartbeat")
+        try:
+            return await self._run()
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+
+    async def _run(self) -> int:
+        self.injector.check_host_driver()
         endpoint = self.settings.health_endpoint
         if endpoint is not None:
             try:

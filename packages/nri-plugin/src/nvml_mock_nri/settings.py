@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from nvml_mock_protocol import logs, names
+from nvml_mock_protocol import hostgpu, logs, names
 
 from nvml_mock_nri.errors import ConfigError
 
@@ -59,6 +60,12 @@ class Settings:
     """Namespaces never injected, in addition to ``kube-system`` and the release namespace."""
     release_namespace: str = ""
     """Namespace nvml-mock is installed in; never injected."""
+    device_namespaces: tuple[str, ...] = ()
+    """Namespaces whose pods may opt in to device nodes; empty means none may."""
+    host_proc_root: str = hostgpu.DEFAULT_PROC_ROOT
+    """Where the node's ``/proc`` is seen, to detect a real NVIDIA driver."""
+    host_sys_root: str = hostgpu.DEFAULT_SYS_ROOT
+    """Where the node's ``/sys`` is seen, to detect a real NVIDIA driver."""
     device_injection_mode: DeviceMode = "raw"
     """How opted-in pods get device nodes: ``raw`` nodes or a ``cdi`` reference."""
     device_host_path: str = ""
@@ -77,6 +84,15 @@ class Settings:
     """Seconds to connect and to wait for a reply beyond the watch wait."""
     topology_backoff_max: float = 30.0
     """Longest pause, in seconds, between retries after topology errors."""
+    identity_hold: float = 0.5
+    """Seconds CreateContainer waits for the first node identity after registration (at most
+    a quarter of the runtime's request timeout); 0 never waits."""
+    runtime_request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    """Seconds the runtime allows each call, used when Configure does not say (NRI before
+    v0.7, i.e. containerd 1.7.0 to 1.7.25); containerd's ``plugin_request_timeout``."""
+    wedge_threshold: float = 0.0
+    """Seconds of a stuck call or a stopped event loop before the probes report a wedge;
+    0 means twice the runtime's request timeout."""
     log_format: LogFormat = "text"
     """``text`` or ``json`` (one object per line)."""
     log_level: str = "info"
@@ -137,11 +153,23 @@ def _plugin_index(value: str) -> str:
     return value
 
 
+def normalize_path(path: str) -> str:
+    """An absolute path in one spelling: no ``//``, ``.``, ``..`` or trailing ``/``.
+
+    Mount destinations are compared as strings, so ``/opt//nvml-mock`` or
+    ``/opt/nvml-mock/.`` must read as ``/opt/nvml-mock``. A relative path is taken as
+    relative to ``/``, as runtimes resolve mount destinations inside the root file system.
+    The rewrite is lexical (no symlinks are followed): containers are not yet created.
+    """
+    normalized = posixpath.normpath("/" + path)
+    return "/" + normalized.lstrip("/")
+
+
 def _abs_path(value: str) -> str:
     value = value.strip()
     if not value.startswith("/"):
         raise ValueError("must be an absolute path")
-    return value.rstrip("/") or "/"
+    return normalize_path(value)
 
 
 def _optional_abs_path(value: str) -> str:
@@ -199,6 +227,16 @@ def _positive_seconds(value: str) -> float:
     if not 0 < seconds < float("inf"):
         raise ValueError("must be a positive number of seconds")
     return seconds
+
+
+def _non_negative_seconds(value: str) -> float:
+    if value.strip() in ("0", "0.0"):
+        return 0.0
+    return _positive_seconds(value)
+
+
+def _optional_positive_seconds(value: str) -> float:
+    return _positive_seconds(value) if value.strip() else 0.0
 
 
 def _log_format(value: str) -> str:
@@ -282,6 +320,27 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "releaseNamespace",
     ),
     Option(
+        "device_namespaces",
+        "--device-namespaces",
+        "NVML_MOCK_DEVICE_NAMESPACES",
+        _csv,
+        "comma-separated namespaces whose pods may opt in to device nodes (empty: none)",
+    ),
+    Option(
+        "host_proc_root",
+        "--host-proc-root",
+        hostgpu.ENV_HOST_PROC_ROOT,
+        _abs_path,
+        "the node's /proc, to detect a real NVIDIA driver",
+    ),
+    Option(
+        "host_sys_root",
+        "--host-sys-root",
+        hostgpu.ENV_HOST_SYS_ROOT,
+        _abs_path,
+        "the node's /sys, to detect a real NVIDIA driver",
+    ),
+    Option(
         "device_injection_mode",
         "--device-injection-mode",
         "NVML_MOCK_DEVICE_INJECTION_MODE",
@@ -349,6 +408,27 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "NVML_MOCK_TOPOLOGY_BACKOFF_MAX",
         _positive_seconds,
         "longest pause between topology retries",
+    ),
+    Option(
+        "identity_hold",
+        "--identity-hold",
+        "NVML_MOCK_IDENTITY_HOLD",
+        _non_negative_seconds,
+        "seconds CreateContainer waits for the first identity after registration (0: never)",
+    ),
+    Option(
+        "runtime_request_timeout",
+        "--runtime-request-timeout",
+        "NVML_MOCK_RUNTIME_REQUEST_TIMEOUT",
+        _positive_seconds,
+        "the runtime's per-call timeout when Configure does not send one (containerd < 1.7.26)",
+    ),
+    Option(
+        "wedge_threshold",
+        "--wedge-threshold",
+        "NVML_MOCK_WEDGE_THRESHOLD",
+        _optional_positive_seconds,
+        "seconds of a stuck call or event loop before /healthz fails (empty: 2 x request timeout)",
     ),
     Option("log_format", "--log-format", logs.ENV_LOG_FORMAT, _log_format, "text or json"),
     Option("log_level", "--log-level", logs.ENV_LOG_LEVEL, _log_level, "log level"),

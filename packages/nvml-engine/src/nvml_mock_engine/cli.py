@@ -209,6 +209,9 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     )
     for warning in report.warnings:
         logger.warning("%s", warning)
+    if report.devices_refused is not None:
+        logger.error("%s", report.devices_refused)
+        return EXIT_FAILURE
     return EXIT_OK
 
 

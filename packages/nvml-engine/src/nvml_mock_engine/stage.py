@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Final
 
 import yaml
-from nvml_mock_protocol import names
+from nvml_mock_protocol import hostgpu, names
 
 from nvml_mock_engine import live
 from nvml_mock_engine.config import EngineConfig
@@ -95,7 +95,11 @@ class StageOptions:
     """How to stage, beyond what to render."""
 
     devices: bool = True
-    """Create mock device nodes under ``dev/`` (needs CAP_MKNOD; skipped with a warning)."""
+    """Create mock device nodes under ``dev/`` (needs CAP_MKNOD; skipped with a warning).
+
+    Refused on a node with a real NVIDIA driver (:mod:`nvml_mock_protocol.hostgpu`): the
+    mock nodes carry the real majors, so there they would be the real GPUs. The rest of
+    the overlay is still staged and :attr:`StageReport.devices_refused` says why."""
     mount_path: str = names.OVERLAY_MOUNT_PATH
     """Where containers see the overlay (used in the launchers' fallback)."""
     host_path: str | None = None
@@ -118,6 +122,8 @@ class StageReport:
     """A fresh live layer was written (first staging, or the GPUs changed); False when the
     node's live layer was kept, with its values."""
     warnings: tuple[str, ...] = field(default=())
+    devices_refused: str | None = None
+    """Why device nodes were asked for and not created (a real driver); the CLI exits 1."""
 
 
 def built_library() -> Path:
@@ -213,7 +219,12 @@ def stage(
                 runtime=state_root / runtime_name if runtime_name else None,
             )
             live_created = _ensure_live(state_root, state)
-            devices = options.devices and _make_devices(generation / "dev", config.count, warnings)
+            refused = _devices_refused() if options.devices else None
+            devices = (
+                options.devices
+                and refused is None
+                and _make_devices(generation / "dev", config.count, warnings)
+            )
             host_dev = (
                 f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
             )
@@ -233,6 +244,18 @@ def stage(
         live_created=live_created,
         seconds=time.monotonic() - started,
         warnings=tuple(warnings),
+        devices_refused=refused,
+    )
+
+
+def _devices_refused() -> str | None:
+    driver = hostgpu.detect_from_environ()
+    if not driver.present:
+        return None
+    return (
+        f"mock device nodes refused: {driver.reason}, and the mock's device numbers would be "
+        "the real GPUs; the rest of the overlay is staged, dev/ stays empty and the CDI spec "
+        "names no hostPath"
     )
 
 

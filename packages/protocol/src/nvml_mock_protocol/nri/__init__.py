@@ -30,6 +30,7 @@ from nvml_mock_protocol.nri.events import (
 )
 from nvml_mock_protocol.nri.runtime import CreateContainerResult, PluginHandle, RuntimeDouble
 from nvml_mock_protocol.nri.stub import (
+    NRI_API_VERSION,
     PLUGIN_SERVICE,
     RUNTIME_SERVICE,
     Disconnect,
@@ -41,6 +42,7 @@ from nvml_mock_protocol.nri.stub import (
 from nvml_mock_protocol.nri.ttrpc import Code
 
 __all__ = [
+    "NRI_API_VERSION",
     "PLUGIN_SERVICE",
     "RUNTIME_SERVICE",
     "STATE_CHANGE_EVENTS",

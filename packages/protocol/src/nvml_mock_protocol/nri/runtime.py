@@ -65,6 +65,8 @@ class PluginHandle:
     events: int = 0
     """The accepted subscription mask (0 from the plugin already expanded to all)."""
     config: str = ""
+    nri_version: str = ""
+    """The NRI version the plugin sent at registration; empty when it sent none."""
 
     @property
     def id(self) -> str:
@@ -124,6 +126,7 @@ class RuntimeDouble:
         label: str = "runtime",
         sync_part_limit: int = SYNC_PART_LIMIT,
         nri_version: str = "",
+        send_timeouts: bool = True,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.runtime_name = runtime_name
@@ -135,6 +138,9 @@ class RuntimeDouble:
         self.label = label
         self.sync_part_limit = sync_part_limit
         self.nri_version = nri_version
+        self.send_timeouts = send_timeouts
+        """False plays an NRI before v0.7 (containerd 1.7.0 to 1.7.25): Configure carries no
+        timeouts, though the double still enforces ``request_timeout``."""
         self.pods: dict[str, api.PodSandbox] = {}
         """Pods known to the runtime (sent in Synchronize), by id."""
         self.containers: dict[str, api.Container] = {}
@@ -276,7 +282,15 @@ class RuntimeDouble:
             connection.close(f"registration refused: {registered.exception()}")
             return
         request = registered.result()
-        plugin = PluginHandle(request.plugin_name, request.plugin_idx, connection)
+        plugin = PluginHandle(
+            request.plugin_name, request.plugin_idx, connection, nri_version=request.NRI_version
+        )
+        logger.info(
+            "%s: plugin %s registered, NRI version %s",
+            self.label,
+            plugin.id,
+            plugin.nri_version or "unknown",
+        )
         plugin.config = self.plugin_config.get(plugin.id, self.plugin_config.get(plugin.name, ""))
         connection.label = f"{self.label} plugin {plugin.id}"
         try:
@@ -299,10 +313,11 @@ class RuntimeDouble:
             config=plugin.config,
             runtime_name=self.runtime_name,
             runtime_version=self.runtime_version,
-            registration_timeout=round(self.registration_timeout * 1000),
-            request_timeout=round(self.request_timeout * 1000),
             NRI_version=self.nri_version,
         )
+        if self.send_timeouts:
+            request.registration_timeout = round(self.registration_timeout * 1000)
+            request.request_timeout = round(self.request_timeout * 1000)
         reply = api.ConfigureResponse.FromString(await self._call(plugin, "Configure", request))
         events = reply.events or self.valid_events
         if events & ~self.valid_events:

@@ -51,6 +51,11 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_SERVICE = "nri.pkg.api.v1alpha1.Plugin"
 RUNTIME_SERVICE = "nri.pkg.api.v1alpha1.Runtime"
+NRI_API_VERSION = "v0.12.2"
+"""The NRI release whose wire contract this package follows (``proto/``'s field numbers).
+
+Sent as the plugin's NRI version at registration; runtimes from NRI v0.12 (containerd 2.3)
+log and compare it, older ones skip the field."""
 DEFAULT_REGISTRATION_TIMEOUT = 5.0
 """Seconds to wait for the RegisterPlugin reply (containerd's registration timeout)."""
 
@@ -179,8 +184,11 @@ class Stub:
         sock: socket.socket | None = None,
         registration_timeout: float = DEFAULT_REGISTRATION_TIMEOUT,
         on_disconnect: Callable[[Disconnect], object] | None = None,
+        nri_version: str = NRI_API_VERSION,
     ) -> None:
         check_plugin_identity(name, index)
+        self.nri_version = nri_version
+        """Sent in RegisterPlugin; empty sends none (the runtime then logs it as unknown)."""
         self.plugin = plugin
         self.name = name
         self.index = index
@@ -209,6 +217,7 @@ class Stub:
         environ: Mapping[str, str] | None = None,
         registration_timeout: float = DEFAULT_REGISTRATION_TIMEOUT,
         on_disconnect: Callable[[Disconnect], object] | None = None,
+        nri_version: str = NRI_API_VERSION,
     ) -> Stub:
         """Build a stub the way a runtime-launched plugin must.
 
@@ -240,6 +249,7 @@ class Stub:
             sock=sock,
             registration_timeout=registration_timeout,
             on_disconnect=on_disconnect,
+            nri_version=nri_version,
         )
 
     @property
@@ -298,7 +308,9 @@ class Stub:
             connection = await open_connection(factory, path=self.socket_path)
         self._connection = connection
         connection.add_close_callback(self._on_closed)
-        request = api.RegisterPluginRequest(plugin_name=self.name, plugin_idx=self.index)
+        request = api.RegisterPluginRequest(
+            plugin_name=self.name, plugin_idx=self.index, NRI_version=self.nri_version
+        )
         try:
             await connection.call(
                 RUNTIME_SERVICE,
@@ -310,7 +322,11 @@ class Stub:
             connection.close(f"registration failed: {exc}")
             raise RegistrationError(f"{self.plugin_id}: registration failed: {exc}") from exc
         self._registered = True
-        logger.info("registered with the runtime as %s", self.plugin_id)
+        logger.info(
+            "registered with the runtime as %s (NRI %s)",
+            self.plugin_id,
+            self.nri_version or "version not sent",
+        )
 
     async def wait_synchronized(self, timeout: float | None = None) -> None:
         """Wait until the handshake (Configure + Synchronize) is complete.
@@ -424,12 +440,17 @@ class Stub:
         if mask == 0:
             raise TtrpcError(Code.UNKNOWN, f"plugin {self.plugin_id} subscribes to no event")
         self._events = mask
+        timeout = (
+            f"request timeout {info.request_timeout:g}s"
+            if info.request_timeout is not None
+            else "no request timeout sent (NRI before v0.7)"
+        )
         logger.info(
-            "%s: configured by %s %s (request timeout %ss), events 0x%x",
+            "%s: configured by %s %s (%s), events 0x%x",
             self.plugin_id,
             info.runtime_name,
             info.runtime_version,
-            info.request_timeout,
+            timeout,
             mask,
         )
         return api.ConfigureResponse(events=mask).SerializeToString()
