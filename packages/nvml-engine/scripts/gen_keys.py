@@ -66,7 +66,19 @@ TYPE_TEXT = {
     "fabric_uuid": "UUID `8-4-4-4-12`",
     "cpu_list": "CPU list",
 }
-COLUMNS = {"name", "type", "size", "min", "max", "default", "required", "derived", "live", "field", "board"}
+COLUMNS = {
+    "name",
+    "type",
+    "size",
+    "min",
+    "max",
+    "default",
+    "required",
+    "derived",
+    "live",
+    "field",
+    "board",
+}
 COLUMNS |= {"nvml", "doc"}
 HEADER_FIELDS: Sequence[tuple[str, str, int]] = (
     # (name, C type, offset) of the live file's header; the header is one 4 KiB page.
@@ -176,7 +188,9 @@ def load(path: Path = DECLARATION) -> tuple[list[Key], Layout]:
             keys.append(_key(scope, row))
     for row in data.get("live", []):
         if row.get("board", True):
-            raise DeclarationError(f"live.{row.get('name', '?')}: a live-only key needs board = false")
+            raise DeclarationError(
+                f"live.{row.get('name', '?')}: a live-only key needs board = false"
+            )
         keys.append(_key("gpu", row))
     layout = _layout(data["layout"])
     _check(keys, layout)
@@ -189,10 +203,14 @@ def _key(scope: str, row: Mapping[str, Any]) -> Key:
     if unknown:
         raise DeclarationError(f"{scope}.{name}: unknown column(s) {sorted(unknown)}")
     if row.get("type") not in TYPES:
-        raise DeclarationError(f"{scope}.{name}: type {row.get('type')!r} is not one of {sorted(TYPES)}")
+        raise DeclarationError(
+            f"{scope}.{name}: type {row.get('type')!r} is not one of {sorted(TYPES)}"
+        )
     size = int(row.get("size", 0))
     if row["type"] in ("str", "gpu_uuid") and not 2 <= size <= 256:
-        raise DeclarationError(f"{scope}.{name}: a {row['type']} needs size 2..256 (bytes of its C buffer)")
+        raise DeclarationError(
+            f"{scope}.{name}: a {row['type']} needs size 2..256 (bytes of its C buffer)"
+        )
     return Key(
         scope=scope,
         name=name,
@@ -216,7 +234,10 @@ def _layout(raw: Mapping[str, int]) -> Layout:
     record_bytes = _align(RECORD_VALUES + 8 * key_slots, 64)
     records_offset = HEADER_BYTES
     processes_offset = _align(records_offset + gpu_slots * record_bytes)
-    process_slots, process_record_bytes = raw["live_process_slots"], raw["live_process_record_bytes"]
+    process_slots, process_record_bytes = (
+        raw["live_process_slots"],
+        raw["live_process_record_bytes"],
+    )
     mig_offset = _align(processes_offset + process_slots * process_record_bytes)
     mig_bytes = raw["live_mig_bytes_per_gpu"]
     events_offset = _align(mig_offset + gpu_slots * mig_bytes)
@@ -245,7 +266,11 @@ def _check(keys: Sequence[Key], layout: Layout) -> None:
     slots: dict[int, str] = {}
     for key in keys:
         where = f"{key.scope}.{key.name}"
-        if not key.name or len(key.name) > 63 or not all(c.islower() or c.isdigit() or c == "_" for c in key.name):
+        if (
+            not key.name
+            or len(key.name) > 63
+            or not all(c.islower() or c.isdigit() or c == "_" for c in key.name)
+        ):
             raise DeclarationError(f"{where}: a key is 1..63 bytes of [a-z0-9_]")
         if (key.scope, key.name) in seen:
             raise DeclarationError(f"{where}: declared twice")
@@ -263,13 +288,19 @@ def _check(keys: Sequence[Key], layout: Layout) -> None:
                 value = int(key.default, 0)
                 if not bounds[0] <= value <= bounds[1]:
                     raise DeclarationError(f"{where}: default {key.default} is outside {bounds}")
-        if not key.board and (key.live is None or key.default is None or key.required or key.derived):
-            raise DeclarationError(f"{where}: a live-only key has a live slot and a default, and no board role")
+        if not key.board and (
+            key.live is None or key.default is None or key.required or key.derived
+        ):
+            raise DeclarationError(
+                f"{where}: a live-only key has a live slot and a default, and no board role"
+            )
         if key.live is not None:
             if key.scope != "gpu" or bounds is None:
                 raise DeclarationError(f"{where}: only integer GPU keys can be live")
             if not 0 <= key.live < layout.key_slots:
-                raise DeclarationError(f"{where}: live slot {key.live} is outside 0..{layout.key_slots - 1}")
+                raise DeclarationError(
+                    f"{where}: live slot {key.live} is outside 0..{layout.key_slots - 1}"
+                )
             if key.live in slots:
                 raise DeclarationError(f"{where}: live slot {key.live} is also {slots[key.live]}'s")
             slots[key.live] = key.name
@@ -374,7 +405,9 @@ def render_live_h(keys: Sequence[Key], layout: Layout) -> str:
         assert key.bounds is not None
         signed = 1 if key.type == "i32" else 0
         low, high = key.bounds
-        out.append(f"    X({key.name}, {key.live}, {signed}, {_c_int(low, not signed)}, {_c_int(high, not signed)}) \\")
+        out.append(
+            f"    X({key.name}, {key.live}, {signed}, {_c_int(low, not signed)}, {_c_int(high, not signed)}) \\"
+        )
     out += [
         "",
         "/* X(name, slot, is_signed, min, max, dflt): the live-only keys (dflt answers while unset). */",
@@ -416,11 +449,25 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
     ]
     for scope, title in (("system", "SYSTEM"), ("gpu", "GPU"), ("live", "LIVE_ONLY")):
         out.append(f"{title}_ROWS: Final[tuple[KeyRow, ...]] = (")
-        chosen = [k for k in keys if not k.board] if scope == "live" else [k for k in keys if k.scope == scope and k.board]
+        chosen = (
+            [k for k in keys if not k.board]
+            if scope == "live"
+            else [k for k in keys if k.scope == scope and k.board]
+        )
         for key in chosen:
             max_len = key.size - 1 if key.size else 255
             kind = TYPES[key.type][1]
-            row = (key.name, kind, max_len, key.minimum, key.maximum, key.default, key.required, key.derived, key.live)
+            row = (
+                key.name,
+                kind,
+                max_len,
+                key.minimum,
+                key.maximum,
+                key.default,
+                key.required,
+                key.derived,
+                key.live,
+            )
             out.append(f"    {row!r},")
         out.append(")")
         out.append("")
@@ -488,18 +535,28 @@ def _md_default(key: Key) -> str:
 
 def render_tables(keys: Sequence[Key]) -> str:
     out = [MD_BEGIN, ""]
-    for scope, title in (("system", "`[system]` keys"), ("gpu", "`[gpu N]` keys"), ("live", "Live-only keys")):
+    for scope, title in (
+        ("system", "`[system]` keys"),
+        ("gpu", "`[gpu N]` keys"),
+        ("live", "Live-only keys"),
+    ):
         out += [
             f"### {title}",
             "",
             "| key | type | default | live slot | NVML | meaning |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
-        chosen = [k for k in keys if not k.board] if scope == "live" else [k for k in keys if k.scope == scope and k.board]
+        chosen = (
+            [k for k in keys if not k.board]
+            if scope == "live"
+            else [k for k in keys if k.scope == scope and k.board]
+        )
         for key in chosen:
             live = str(key.live) if key.live is not None else ""
             nvml = key.nvml.replace("|", "\\|")
-            out.append(f"| `{key.name}` | {_md_type(key)} | {_md_default(key)} | {live} | {nvml} | {key.doc} |")
+            out.append(
+                f"| `{key.name}` | {_md_type(key)} | {_md_default(key)} | {live} | {nvml} | {key.doc} |"
+            )
         out.append("")
     out.append(MD_END)
     return "\n".join(out)
@@ -562,12 +619,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DeclarationError, KeyError, ValueError) as exc:
         print(f"gen_keys: {DECLARATION.name}: {exc}", file=sys.stderr)
         return 2
-    drift = [p for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+    drift = [
+        p for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text
+    ]
     if args.check:
         for path in drift:
-            print(f"gen_keys: {path.relative_to(ROOT)} differs from what keys.toml generates", file=sys.stderr)
+            print(
+                f"gen_keys: {path.relative_to(ROOT)} differs from what keys.toml generates",
+                file=sys.stderr,
+            )
         if drift:
-            print("gen_keys: run `python scripts/gen_keys.py` in packages/nvml-engine", file=sys.stderr)
+            print(
+                "gen_keys: run `python scripts/gen_keys.py` in packages/nvml-engine",
+                file=sys.stderr,
+            )
         return 1 if drift else 0
     for path in drift:
         path.write_text(wanted[path], encoding="utf-8")

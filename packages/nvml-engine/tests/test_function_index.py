@@ -25,7 +25,11 @@ def test_the_function_index_matches_the_built_units() -> None:
 
 
 def test_every_modelled_function_is_listed_with_its_unit() -> None:
-    rows = [line for line in (NATIVE / "FUNCTIONS.md").read_text().splitlines() if line.startswith("| `nvml")]
+    rows = [
+        line
+        for line in (NATIVE / "FUNCTIONS.md").read_text().splitlines()
+        if line.startswith("| `nvml")
+    ]
     names = [row.split("`")[1] for row in rows]
     assert len(names) == len(set(names))
     assert {"nvmlInit_v2", "nvmlDeviceGetMemoryInfo_v2", "nvmlEventSetWait_v2"} <= set(names)

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from nvml_mock_engine import _keys
 from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, SYSTEM_KEYS
 
@@ -18,7 +17,9 @@ SOURCES = PACKAGE / "native" / "src"
 
 
 def test_the_generated_files_match_the_declaration() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -27,13 +28,24 @@ def test_the_drift_check_names_a_hand_edited_file(tmp_path: Path) -> None:
     copy = tmp_path / "pkg"
     for sub in ("scripts", "src/nvml_mock_engine", "native/src", "native/fuzz"):
         (copy / sub).mkdir(parents=True)
-    for rel in ("scripts/gen_keys.py", "src/nvml_mock_engine/keys.toml", "src/nvml_mock_engine/_keys.py",
-                "native/src/keys.h", "native/src/live_layout.h", "native/STATE-FORMAT.md", "native/fuzz/state.dict"):
+    for rel in (
+        "scripts/gen_keys.py",
+        "src/nvml_mock_engine/keys.toml",
+        "src/nvml_mock_engine/_keys.py",
+        "native/src/keys.h",
+        "native/src/live_layout.h",
+        "native/STATE-FORMAT.md",
+        "native/fuzz/state.dict",
+    ):
         (copy / rel).write_bytes((PACKAGE / rel).read_bytes())
     keys_h = copy / "native/src/keys.h"
     keys_h.write_text(keys_h.read_text().replace("F_REQUIRED", "0", 1))
-    done = subprocess.run([sys.executable, str(copy / "scripts/gen_keys.py"), "--check"],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, str(copy / "scripts/gen_keys.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 1
     assert "native/src/keys.h differs from what keys.toml generates" in done.stderr
 
@@ -41,14 +53,27 @@ def test_the_drift_check_names_a_hand_edited_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (('live = 0, nvml = "GetCurrPcieLinkGeneration"', 'live = 1, nvml = "GetCurrPcieLinkGeneration"'),
-         "live slot 1 is also pcie_cur_gen's"),
-        (('max = 200, required = true, live = 22', 'max = 300, required = true, live = 22'), None),
-        (('name = "brand", type = "i32"', 'name = "brand", type = "float"'), "type 'float' is not one of"),
-        (('default = "4096"', 'default = "4096", required = true'), "a required key has no default"),
+        (
+            (
+                'live = 0, nvml = "GetCurrPcieLinkGeneration"',
+                'live = 1, nvml = "GetCurrPcieLinkGeneration"',
+            ),
+            "live slot 1 is also pcie_cur_gen's",
+        ),
+        (("max = 200, required = true, live = 22", "max = 300, required = true, live = 22"), None),
+        (
+            ('name = "brand", type = "i32"', 'name = "brand", type = "float"'),
+            "type 'float' is not one of",
+        ),
+        (
+            ('default = "4096"', 'default = "4096", required = true'),
+            "a required key has no default",
+        ),
     ],
 )
-def test_a_declaration_that_breaks_its_rules_is_refused(tmp_path: Path, edit: tuple[str, str], message: str | None) -> None:
+def test_a_declaration_that_breaks_its_rules_is_refused(
+    tmp_path: Path, edit: tuple[str, str], message: str | None
+) -> None:
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         import gen_keys

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
 from nvml_mock_engine.schema import GPU_KEYS, SYSTEM_KEYS
@@ -126,7 +125,11 @@ VALUES: dict[str, Any] = {
 def _field(nvml: Any, handle: Any, field: int, scope: int = 0) -> Any:
     value = nvml.nvmlDeviceGetFieldValues(handle, [(field, scope)])[0]
     assert value.nvmlReturn == 0, (field, scope, value.nvmlReturn)
-    return value.value.ullVal if value.valueType == nvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG else value.value.uiVal
+    return (
+        value.value.ullVal
+        if value.valueType == nvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        else value.value.uiVal
+    )
 
 
 def _mem(nvml: Any, h: Any) -> Any:
@@ -140,13 +143,19 @@ def _inforom(obj: int) -> Callable[[Any, Any], Any]:
 def _clock(clock: str, kind: str = "info") -> Callable[[Any, Any], Any]:
     def read(n: Any, h: Any) -> Any:
         ident = getattr(n, f"NVML_CLOCK_{clock}")
-        return {"info": n.nvmlDeviceGetClockInfo, "max": n.nvmlDeviceGetMaxClockInfo, "app": n.nvmlDeviceGetApplicationsClock}[kind](h, ident)
+        return {
+            "info": n.nvmlDeviceGetClockInfo,
+            "max": n.nvmlDeviceGetMaxClockInfo,
+            "app": n.nvmlDeviceGetApplicationsClock,
+        }[kind](h, ident)
 
     return read
 
 
 def _threshold(name: str) -> Callable[[Any, Any], Any]:
-    return lambda n, h: n.nvmlDeviceGetTemperatureThreshold(h, getattr(n, f"NVML_TEMPERATURE_THRESHOLD_{name}"))
+    return lambda n, h: n.nvmlDeviceGetTemperatureThreshold(
+        h, getattr(n, f"NVML_TEMPERATURE_THRESHOLD_{name}")
+    )
 
 
 def _ecc(kind: str, counter: str) -> Callable[[Any, Any], Any]:
@@ -156,7 +165,9 @@ def _ecc(kind: str, counter: str) -> Callable[[Any, Any], Any]:
 
 
 def _power(field: str, scope: str) -> Callable[[Any, Any], Any]:
-    return lambda n, h: _field(n, h, getattr(n, f"NVML_FI_DEV_POWER_{field}"), getattr(n, f"NVML_POWER_SCOPE_{scope}"))
+    return lambda n, h: _field(
+        n, h, getattr(n, f"NVML_FI_DEV_POWER_{field}"), getattr(n, f"NVML_POWER_SCOPE_{scope}")
+    )
 
 
 def _platform_info(n: Any, h: Any) -> Any:
@@ -182,7 +193,10 @@ def _unrepairable(n: Any, h: Any) -> int:
     """nvml.h's nvmlUnrepairableMemoryStatus_v1_t is one unsigned int (nvidia-ml-py's
     wrapper reads a struct with a version word first, so it is called directly)."""
     status = ctypes.c_uint(99)
-    assert n._nvmlGetFunctionPointer("nvmlDeviceGetUnrepairableMemoryFlag_v1")(h, ctypes.byref(status)) == 0
+    assert (
+        n._nvmlGetFunctionPointer("nvmlDeviceGetUnrepairableMemoryFlag_v1")(h, ctypes.byref(status))
+        == 0
+    )
     return status.value
 
 
@@ -284,10 +298,25 @@ GETTERS: dict[str, tuple[Callable[[Any, Any], Any], Any]] = {
     "ecc_volatile_uncorrected": (_ecc("UNCORRECTED", "VOLATILE"), None),
     "ecc_aggregate_corrected": (_ecc("CORRECTED", "AGGREGATE"), None),
     "ecc_aggregate_uncorrected": (_ecc("UNCORRECTED", "AGGREGATE"), None),
-    "retired_pages_sbe": (lambda n, h: len(n.nvmlDeviceGetRetiredPages(h, n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)), None),
-    "retired_pages_dbe": (lambda n, h: len(n.nvmlDeviceGetRetiredPages(h, n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)), None),
+    "retired_pages_sbe": (
+        lambda n, h: len(
+            n.nvmlDeviceGetRetiredPages(
+                h, n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+            )
+        ),
+        None,
+    ),
+    "retired_pages_dbe": (
+        lambda n, h: len(
+            n.nvmlDeviceGetRetiredPages(h, n.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+        ),
+        None,
+    ),
     "retired_pages_pending": (lambda n, h: n.nvmlDeviceGetRetiredPagesPendingStatus(h), None),
-    "retired_pages_supported": (lambda n, h: isinstance(n.nvmlDeviceGetRetiredPages(h, 0), list), True),
+    "retired_pages_supported": (
+        lambda n, h: isinstance(n.nvmlDeviceGetRetiredPages(h, 0), list),
+        True,
+    ),
     "remapped_rows_correctable": (lambda n, h: n.nvmlDeviceGetRemappedRows(h)[0], None),
     "remapped_rows_uncorrectable": (lambda n, h: n.nvmlDeviceGetRemappedRows(h)[1], None),
     "remapped_rows_pending": (lambda n, h: n.nvmlDeviceGetRemappedRows(h)[2], None),
@@ -298,16 +327,28 @@ GETTERS: dict[str, tuple[Callable[[Any, Any], Any], Any]] = {
     "mig_capable": (lambda n, h: n.nvmlDeviceGetMigMode(h)[0], 0),
     "nvlink_count": (lambda n, h: _field(n, h, n.NVML_FI_DEV_NVLINK_LINK_COUNT), None),
     "nvlink_version": (lambda n, h: n.nvmlDeviceGetNvLinkVersion(h, 0), None),
-    "nvlink_remote_bus_ids": (lambda n, h: n.nvmlDeviceGetNvLinkRemotePciInfo(h, 0).busId, "00000000:05:00.0"),
+    "nvlink_remote_bus_ids": (
+        lambda n, h: n.nvmlDeviceGetNvLinkRemotePciInfo(h, 0).busId,
+        "00000000:05:00.0",
+    ),
     "fabric_attached": (lambda n, h: _fabric(n, h).state, 3),
-    "fabric_cluster_uuid": (lambda n, h: str(uuidlib.UUID(bytes=bytes(_fabric(n, h).clusterUuid))), CLUSTER),
+    "fabric_cluster_uuid": (
+        lambda n, h: str(uuidlib.UUID(bytes=bytes(_fabric(n, h).clusterUuid))),
+        CLUSTER,
+    ),
     "fabric_clique_id": (lambda n, h: _fabric(n, h).cliqueId, 5),
     "fabric_state": (lambda n, h: _fabric(n, h).state, 3),
     "fabric_health_mask": (lambda n, h: _fabric(n, h).healthMask, 2),
-    "gpu_group": (lambda n, h: n.nvmlDeviceGetTopologyCommonAncestor(h, n.nvmlDeviceGetHandleByIndex(1)), 20),  # same group: NVML_TOPOLOGY_MULTIPLE
+    "gpu_group": (
+        lambda n, h: n.nvmlDeviceGetTopologyCommonAncestor(h, n.nvmlDeviceGetHandleByIndex(1)),
+        20,
+    ),  # same group: NVML_TOPOLOGY_MULTIPLE
     "c2c_enabled": (lambda n, h: n.nvmlDeviceGetC2cModeInfoV(h).isC2cEnabled, None),
     "platform_supported": (_platform("slotNumber"), 7),
-    "platform_chassis_serial": (_platform_bytes("chassisSerialNumber"), bytes(16)),  # an HGX board: no rack
+    "platform_chassis_serial": (
+        _platform_bytes("chassisSerialNumber"),
+        bytes(16),
+    ),  # an HGX board: no rack
     "platform_slot_number": (_platform("slotNumber"), None),
     "platform_tray_index": (_platform("trayIndex"), None),
     "platform_host_id": (_platform("hostId"), None),
@@ -349,12 +390,14 @@ def test_every_key_has_a_getter_check() -> None:
 def test_every_overridden_key_is_in_the_rendered_state(state_file: Path) -> None:
     section = state_file.read_text().split("[gpu 0]", 1)[1].split("[gpu 1]", 1)[0]
     written = dict(line.split("=", 1) for line in section.strip().splitlines())
-    for key, value in VALUES.items():
+    for key in VALUES:
         assert key in written, key
 
 
 @pytest.mark.parametrize("key", sorted(GPU_KEYS))
-def test_a_key_reaches_its_nvml_getter(pynvml: Any, state_file: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+def test_a_key_reaches_its_nvml_getter(
+    pynvml: Any, state_file: Path, monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
     monkeypatch.setenv("MOCK_NVML_CONFIG", str(state_file))
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)

@@ -347,7 +347,9 @@ INIT_ONCE = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("raw", [b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"ok\xe2\x82"])
+@pytest.mark.parametrize(
+    "raw", [b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"ok\xe2\x82"]
+)
 def test_a_string_that_is_not_utf8_is_refused_naming_line_and_key(
     pynvml: Any, write_state: StateWriter, raw: bytes
 ) -> None:

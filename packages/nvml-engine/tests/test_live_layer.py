@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 from conftest import StateWriter
-
 from nvml_mock_engine import _keys, live
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
@@ -101,9 +100,11 @@ def test_a_bad_value_is_refused_naming_key_and_value_and_nothing_is_written(
 
 
 def test_a_gpu_outside_the_board_is_refused(live_state: Path) -> None:
-    with live.LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME) as layer:
-        with pytest.raises(LiveValueError, match=r"gpu=2: is not a GPU of this node \(0..1\)"):
-            layer.set(2, {"temperature_c": 50})
+    with (
+        live.LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME) as layer,
+        pytest.raises(LiveValueError, match=r"gpu=2: is not a GPU of this node \(0\.\.1\)"),
+    ):
+        layer.set(2, {"temperature_c": 50})
 
 
 def test_every_live_key_reaches_the_library_clamped_to_its_bounds(
@@ -207,11 +208,13 @@ def test_a_bad_live_file_is_ignored_with_the_reason_and_the_board_answers(
     assert reason in text
     assert f"nvml-mock: live layer {path} ignored" in capfd.readouterr().err
     if kind not in ("fifo", "directory"):
-        with pytest.raises(LiveLayerError, match="cannot be used|layout needs"):
+        with pytest.raises(LiveLayerError, match=r"cannot be used|layout needs"):
             live.LiveLayer.open(path)
 
 
-def test_a_reinit_after_a_good_file_returns_clears_the_reason(pynvml: Any, live_state: Path) -> None:
+def test_a_reinit_after_a_good_file_returns_clears_the_reason(
+    pynvml: Any, live_state: Path
+) -> None:
     path = live_state.parent / live.LIVE_FILE_NAME
     saved = path.read_bytes()
     path.write_bytes(b"x")
@@ -265,15 +268,20 @@ READER = textwrap.dedent(
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     print("ready", pynvml.nvmlDeviceGetTemperature(handle, 0), flush=True)
     for line in sys.stdin:
-        print(pynvml.nvmlDeviceGetTemperature(handle, 0), pynvml.nvmlDeviceGetUtilizationRates(handle).gpu,
-              flush=True)
+        rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
+        print(pynvml.nvmlDeviceGetTemperature(handle, 0), rates.gpu, flush=True)
     """
 )
 
 
 def _reader(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 
@@ -311,7 +319,9 @@ def _can_unshare_mounts() -> bool:
     return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
 
 
-@pytest.mark.skipif(not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)")
+@pytest.mark.skipif(
+    not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
+)
 def test_a_change_reaches_a_reader_through_a_read_only_bind_mount(
     library_file: Path, live_state: Path, tmp_path: Path
 ) -> None:
@@ -347,8 +357,9 @@ def test_a_change_reaches_a_reader_through_a_read_only_bind_mount(
             "private",
             "sh",
             "-c",
-            f"mount --bind {host} {mount} && mount -o remount,bind,ro {mount} && exec {sys.executable} -c "
-            f"\"from nvml_mock_engine import live; live.LiveLayer.open('{mount}/{live.LIVE_FILE_NAME}')\"",
+            f"mount --bind {host} {mount} && mount -o remount,bind,ro {mount} && "
+            f'exec {sys.executable} -c "from nvml_mock_engine import live; '
+            f"live.LiveLayer.open('{mount}/{live.LIVE_FILE_NAME}')\"",
         ],
         capture_output=True,
         text=True,

@@ -22,8 +22,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import functools
 import mmap
 import os
+import stat
 import struct
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -238,53 +240,48 @@ def _flock(fd: int) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-_LIB: ctypes.CDLL | None = None
-
-
+@functools.cache
 def _library() -> ctypes.CDLL:
     """The mock library, for its live-layer primitives (loaded once; no ``nvmlInit``)."""
-    global _LIB
-    if _LIB is None:
-        from nvml_mock_engine.library import library_path
+    from nvml_mock_engine.library import library_path
 
-        lib = ctypes.CDLL(str(library_path()))
-        lib.nvml_mock_live_write.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.c_uint,
-            ctypes.c_uint,
-            ctypes.POINTER(ctypes.c_uint),
-            ctypes.POINTER(ctypes.c_uint64),
-            ctypes.POINTER(ctypes.c_ubyte),
-        ]
-        lib.nvml_mock_live_write.restype = ctypes.c_int
-        lib.nvml_mock_live_snapshot.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.c_uint,
-            ctypes.POINTER(ctypes.c_uint64),
-            ctypes.POINTER(ctypes.c_uint64),
-            ctypes.POINTER(ctypes.c_uint64),
-        ]
-        lib.nvml_mock_live_snapshot.restype = ctypes.c_int
-        lib.nvml_mock_live_retire.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        lib.nvml_mock_live_retire.restype = ctypes.c_int
-        lib.nvml_mock_live_event.argtypes = [
-            ctypes.c_void_p,
-            ctypes.c_size_t,
-            ctypes.c_uint,
-            ctypes.c_uint64,
-            ctypes.c_uint64,
-        ]
-        lib.nvml_mock_live_event.restype = ctypes.c_uint64
-        lib.nvml_mock_live_layout_bytes.restype = ctypes.c_ulonglong
-        if lib.nvml_mock_live_layout_bytes() != _SIZE:
-            raise LiveLayerError(
-                "the mock library was built from another key declaration than this package "
-                f"(live layout {lib.nvml_mock_live_layout_bytes()} bytes, expected {_SIZE}); rebuild it"
-            )
-        _LIB = lib
-    return _LIB
+    lib = ctypes.CDLL(str(library_path()))
+    lib.nvml_mock_live_write.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_uint,
+        ctypes.c_uint,
+        ctypes.POINTER(ctypes.c_uint),
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_ubyte),
+    ]
+    lib.nvml_mock_live_write.restype = ctypes.c_int
+    lib.nvml_mock_live_snapshot.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_uint,
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_uint64),
+    ]
+    lib.nvml_mock_live_snapshot.restype = ctypes.c_int
+    lib.nvml_mock_live_retire.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    lib.nvml_mock_live_retire.restype = ctypes.c_int
+    lib.nvml_mock_live_event.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_uint,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+    ]
+    lib.nvml_mock_live_event.restype = ctypes.c_uint64
+    lib.nvml_mock_live_layout_bytes.restype = ctypes.c_ulonglong
+    if lib.nvml_mock_live_layout_bytes() != _SIZE:
+        raise LiveLayerError(
+            "the mock library was built from another key declaration than this package "
+            f"(live layout {lib.nvml_mock_live_layout_bytes()} bytes, expected {_SIZE}); rebuild it"
+        )
+    return lib
 
 
 class LiveLayer:
@@ -295,7 +292,9 @@ class LiveLayer:
     sequence-locked step per GPU, so a reader sees all of a change or none of it.
     """
 
-    def __init__(self, path: Path, fd: int, mapped: mmap.mmap, board: Sequence[BoardGpu], writable: bool) -> None:
+    def __init__(
+        self, path: Path, fd: int, mapped: mmap.mmap, board: Sequence[BoardGpu], writable: bool
+    ) -> None:
         self.path = path
         self._fd = fd
         self._map = mapped
@@ -304,7 +303,9 @@ class LiveLayer:
         self.writable = writable
 
     @classmethod
-    def open(cls, path: Path | str, *, state: Path | str | None = None, writable: bool = True) -> LiveLayer:
+    def open(
+        cls, path: Path | str, *, state: Path | str | None = None, writable: bool = True
+    ) -> LiveLayer:
         """Open the live file at *path*, checking it against the board *state* (default: the
         ``state.nvmlmock`` beside it). Raises :class:`LiveLayerError` naming the file and why."""
         path = Path(path)
@@ -316,16 +317,23 @@ class LiveLayer:
         except OSError as exc:
             hint = ""
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                hint = " (the live layer is written on the node, as root: inside a container the overlay is read-only)"
+                hint = (
+                    " (the live layer is written on the node, as root: inside a container the"
+                    " overlay is read-only)"
+                )
             elif exc.errno == errno.ENOENT:
                 hint = " (stage the overlay with this version of nvml-mock-engine to create it)"
-            raise LiveLayerError(f"cannot open the live layer {path}: {exc.strerror}{hint}") from None
+            raise LiveLayerError(
+                f"cannot open the live layer {path}: {exc.strerror}{hint}"
+            ) from None
         try:
             info = os.fstat(fd)
-            if not os.path.stat.S_ISREG(info.st_mode):
+            if not stat.S_ISREG(info.st_mode):
                 raise LiveLayerError(f"the live layer {path} is not a regular file")
             if info.st_size != _SIZE:
-                raise LiveLayerError(f"the live layer {path} is {info.st_size} bytes, the layout needs {_SIZE}")
+                raise LiveLayerError(
+                    f"the live layer {path} is {info.st_size} bytes, the layout needs {_SIZE}"
+                )
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
             mapped = mmap.mmap(fd, _SIZE, access=access)
         except BaseException:
@@ -346,7 +354,9 @@ class LiveLayer:
         if problem is None:
             for gpu in self._board:
                 if _record_uuid(self._map, gpu.index) != gpu.uuid:
-                    problem = f"record {gpu.index} belongs to another GPU than the state's {gpu.uuid}"
+                    problem = (
+                        f"record {gpu.index} belongs to another GPU than the state's {gpu.uuid}"
+                    )
                     break
         if problem is not None:
             raise LiveLayerError(f"the live layer {self.path} cannot be used: {problem}")
@@ -379,7 +389,9 @@ class LiveLayer:
     @property
     def generation(self) -> int:
         """Writes to this file so far (any GPU); a change means something changed."""
-        value: int = struct.unpack_from("<Q", self._map, _keys.LIVE_HEADER_FIELDS["generation"][1])[0]
+        value: int = struct.unpack_from("<Q", self._map, _keys.LIVE_HEADER_FIELDS["generation"][1])[
+            0
+        ]
         return value
 
     def validate(self, gpu: int, values: Mapping[str, object]) -> dict[str, int]:
@@ -392,7 +404,9 @@ class LiveLayer:
             spec = LIVE_GPU_KEYS.get(key)
             if spec is None:
                 why = "a board-only key" if key in GPU_KEYS else "not a key of the device model"
-                raise LiveValueError(key, raw, f"is {why}; live keys: {', '.join(sorted(LIVE_GPU_KEYS))}")
+                raise LiveValueError(
+                    key, raw, f"is {why}; live keys: {', '.join(sorted(LIVE_GPU_KEYS))}"
+                )
             try:
                 value = validate_value(spec, raw)
             except ValueError as exc:
@@ -400,12 +414,15 @@ class LiveLayer:
             assert isinstance(value, int)
             checked[key] = int(value)
         limits = {
-            "memory_used_bytes": board.number("memory_total_bytes") - board.number("memory_reserved_bytes"),
+            "memory_used_bytes": board.number("memory_total_bytes")
+            - board.number("memory_reserved_bytes"),
             "bar1_used_bytes": board.number("bar1_total_bytes"),
         }
         for key, limit in limits.items():
             if key in checked and checked[key] > limit:
-                raise LiveValueError(key, checked[key], f"must not exceed {limit} on GPU {gpu} (the board's room)")
+                raise LiveValueError(
+                    key, checked[key], f"must not exceed {limit} on GPU {gpu} (the board's room)"
+                )
         return checked
 
     def set(self, gpu: int, values: Mapping[str, object], *, armed: bool = False) -> None:
@@ -415,21 +432,30 @@ class LiveLayer:
         keys); unarmed ones apply on the next call."""
         checked = self.validate(gpu, values)
         op = _ARMED if armed else _SET
-        self._write(gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, v & _U64, op) for k, v in checked.items()])
+        self._write(
+            gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, v & _U64, op) for k, v in checked.items()]
+        )
 
     def event(self, gpu: int, event_type: int, data: int = 0) -> int:
         """Append an NVML event (``nvmlEventType*`` bit, e.g. Xid 0x8 with the Xid as *data*)
         for *gpu* to the event ring and wake every waiter on the node; returns its sequence
         number. Only event sets that registered before it receive it."""
         self._gpu(gpu)
-        if not isinstance(event_type, int) or event_type <= 0 or event_type & (event_type - 1) or event_type > _U64:
+        if (
+            not isinstance(event_type, int)
+            or event_type <= 0
+            or event_type & (event_type - 1)
+            or event_type > _U64
+        ):
             raise LiveValueError("event_type", event_type, "must be one nvmlEventType* bit")
         if not isinstance(data, int) or not 0 <= data <= _U64:
             raise LiveValueError("data", data, "must be an unsigned 64-bit integer")
         if not self.writable:
             raise LiveLayerError(f"the live layer {self.path} was opened read-only")
         with _flock(self._fd):
-            seq = int(_library().nvml_mock_live_event(self._address(), _SIZE, gpu, event_type, data))
+            seq = int(
+                _library().nvml_mock_live_event(self._address(), _SIZE, gpu, event_type, data)
+            )
         if seq == 0:
             raise LiveLayerError(f"GPU {gpu}: the library refused the event for {self.path}")
         return seq
@@ -450,12 +476,18 @@ class LiveLayer:
         slots = (ctypes.c_uint64 * _keys.LIVE_KEY_SLOTS)()
         writes = ctypes.c_uint64()
         if self.writable:
-            rc = _library().nvml_mock_live_snapshot(self._address(), _SIZE, gpu, mask, slots, ctypes.byref(writes))
+            rc = _library().nvml_mock_live_snapshot(
+                self._address(), _SIZE, gpu, mask, slots, ctypes.byref(writes)
+            )
         else:
             copy = (ctypes.c_char * _SIZE).from_buffer_copy(self._map)
-            rc = _library().nvml_mock_live_snapshot(ctypes.addressof(copy), _SIZE, gpu, mask, slots, ctypes.byref(writes))
+            rc = _library().nvml_mock_live_snapshot(
+                ctypes.addressof(copy), _SIZE, gpu, mask, slots, ctypes.byref(writes)
+            )
         if rc != 0:
-            raise LiveLayerError(f"GPU {gpu}: no consistent read of {self.path} (a writer died mid-write?)")
+            raise LiveLayerError(
+                f"GPU {gpu}: no consistent read of {self.path} (a writer died mid-write?)"
+            )
         result: dict[str, int] = {}
         for key, spec in LIVE_GPU_KEYS.items():
             slot = spec.live_slot or 0
@@ -466,7 +498,9 @@ class LiveLayer:
 
     def _gpu(self, gpu: int) -> None:
         if not isinstance(gpu, int) or not 0 <= gpu < len(self._board):
-            raise LiveValueError("gpu", gpu, f"is not a GPU of this node (0..{len(self._board) - 1})")
+            raise LiveValueError(
+                "gpu", gpu, f"is not a GPU of this node (0..{len(self._board) - 1})"
+            )
 
     def _write(self, gpu: int, changes: Sequence[tuple[int, int, int]]) -> None:
         if not self.writable:
@@ -478,7 +512,9 @@ class LiveLayer:
         values = (ctypes.c_uint64 * count)(*(c[1] for c in changes))
         flags = (ctypes.c_ubyte * count)(*(c[2] for c in changes))
         with _flock(self._fd):
-            rc = _library().nvml_mock_live_write(self._address(), _SIZE, gpu, count, slots, values, flags)
+            rc = _library().nvml_mock_live_write(
+                self._address(), _SIZE, gpu, count, slots, values, flags
+            )
         if rc != 0:
             raise LiveLayerError(f"GPU {gpu}: the library refused the write to {self.path}")
 
@@ -497,6 +533,9 @@ class LiveLayer:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()

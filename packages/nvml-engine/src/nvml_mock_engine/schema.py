@@ -28,8 +28,8 @@ __all__ = [
     "KeySpec",
     "Kind",
     "format_value",
-    "parse_default",
     "parse_cpu_list",
+    "parse_default",
     "validate_value",
 ]
 
@@ -83,7 +83,7 @@ class KeySpec:
 
 
 def _spec(row: _keys.KeyRow, *, board: bool = True) -> KeySpec:
-    name, kind, max_len, minimum, maximum, default, required, derived, live = row
+    _name, kind, max_len, minimum, maximum, default, required, derived, live = row
     return KeySpec(
         Kind[kind],
         max_len=max_len,

@@ -38,7 +38,7 @@ from nvml_mock_protocol import hostgpu, names
 
 from nvml_mock_engine import live
 from nvml_mock_engine.config import EngineConfig
-from nvml_mock_engine.errors import StageError
+from nvml_mock_engine.errors import LiveLayerError, StageError
 from nvml_mock_engine.library import LibraryNotBuiltError, library_path
 from nvml_mock_engine.render import RenderedState, render
 from nvml_mock_engine.schema import GPU_KEYS, format_value
@@ -262,12 +262,14 @@ def _devices_refused() -> str | None:
 def _ensure_live(state_root: Path, state: RenderedState) -> bool:
     """Keep the node's live layer if it follows the same GPUs, else write a fresh one."""
     board = [
-        live.BoardGpu(index, str(gpu["uuid"]), {k: format_value(GPU_KEYS[k], v) for k, v in gpu.items()})
+        live.BoardGpu(
+            index, str(gpu["uuid"]), {k: format_value(GPU_KEYS[k], v) for k, v in gpu.items()}
+        )
         for index, gpu in enumerate(state.gpus)
     ]
     try:
         return live.ensure(state_root / live.LIVE_FILE_NAME, board)
-    except (live.LiveLayerError, OSError) as exc:
+    except (LiveLayerError, OSError) as exc:
         raise StageError(f"{state_root / live.LIVE_FILE_NAME}: {exc}") from None
 
 
