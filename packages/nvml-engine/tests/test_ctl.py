@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 from conftest import StateWriter, gpu_entry
-
 from nvml_mock_engine import ctl, faults, live
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
 
@@ -58,22 +57,57 @@ VERBS: list[tuple[list[str], dict[str, int]]] = [
     (["power", "350.5", "--limit", "400W"], {"power_usage_mw": 350500, "power_limit_mw": 400000}),
     (["power", "250000mW"], {"power_usage_mw": 250000}),
     (["util", "75", "--memory", "40"], {"util_gpu_pct": 75, "util_mem_pct": 40}),
-    (["clocks", "--sm", "1500", "--graphics", "1400", "--mem", "2000", "--video", "1000"],
-     {"clock_sm_mhz": 1500, "clock_graphics_mhz": 1400, "clock_mem_mhz": 2000, "clock_video_mhz": 1000}),
+    (
+        ["clocks", "--sm", "1500", "--graphics", "1400", "--mem", "2000", "--video", "1000"],
+        {
+            "clock_sm_mhz": 1500,
+            "clock_graphics_mhz": 1400,
+            "clock_mem_mhz": 2000,
+            "clock_video_mhz": 1000,
+        },
+    ),
     (["throttle", "sw-power-cap,hw-slowdown"], {"clocks_event_reasons": 0x4 | 0x8}),
     (["throttle", "none"], {"clocks_event_reasons": 0}),
     (["pstate", "P2"], {"pstate": 2}),
-    (["ecc", "--volatile-corrected", "5", "--aggregate-uncorrected", "7", "--remapped-pending", "1", "--mode", "off"],
-     {"ecc_volatile_corrected": 5, "ecc_aggregate_uncorrected": 7, "remapped_rows_pending": 1, "ecc_enabled": 0}),
-    (["nvlink", "--down", "2,5", "--crc", "10", "--replay", "3", "--recovery", "1"],
-     {"nvlink_down_mask": 0b100100, "nvlink_crc_errors": 10, "nvlink_replay_errors": 3, "nvlink_recovery_errors": 1}),
-    (["fabric-health", "--route-unhealthy", "yes", "--state", "in-progress"],
-     {"fabric_health_mask": 0x1AA & ~0x30 | 0x10, "fabric_state": 2}),
+    (
+        [
+            "ecc",
+            "--volatile-corrected",
+            "5",
+            "--aggregate-uncorrected",
+            "7",
+            "--remapped-pending",
+            "1",
+            "--mode",
+            "off",
+        ],
+        {
+            "ecc_volatile_corrected": 5,
+            "ecc_aggregate_uncorrected": 7,
+            "remapped_rows_pending": 1,
+            "ecc_enabled": 0,
+        },
+    ),
+    (
+        ["nvlink", "--down", "2,5", "--crc", "10", "--replay", "3", "--recovery", "1"],
+        {
+            "nvlink_down_mask": 0b100100,
+            "nvlink_crc_errors": 10,
+            "nvlink_replay_errors": 3,
+            "nvlink_recovery_errors": 1,
+        },
+    ),
+    (
+        ["fabric-health", "--route-unhealthy", "yes", "--state", "in-progress"],
+        {"fabric_health_mask": 0x1AA & ~0x30 | 0x10, "fabric_state": 2},
+    ),
     (["fabric-health", "--incorrect-configuration", "chassis-sn"], {"fabric_health_mask": 0x3AA}),
     (["recovery-action", "drain-and-reset"], {"recovery_action": 4}),
     (["recovery-action", "node-reboot"], {"recovery_action": 2}),
-    (["set", "fan_speed_pct=61", "gpu_lost=true", "pcie_replay_counter=0x10"],
-     {"fan_speed_pct": 61, "gpu_lost": 1, "pcie_replay_counter": 16}),
+    (
+        ["set", "fan_speed_pct=61", "gpu_lost=true", "pcie_replay_counter=0x10"],
+        {"fan_speed_pct": 61, "gpu_lost": 1, "pcie_replay_counter": 16},
+    ),
 ]
 
 
@@ -114,7 +148,12 @@ def test_util_patterns_write_the_pattern_keys(live_file: Path) -> None:
     got = values(live_file, 0)
     epoch = got.pop("util_pattern_epoch_ms")
     assert abs(epoch - datetime.now(UTC).timestamp() * 1000) < 60_000
-    assert got == {"util_pattern": 4, "util_pattern_level": 80, "util_pattern_period_ms": 30000, "util_pattern_seed": 7}
+    assert got == {
+        "util_pattern": 4,
+        "util_pattern_level": 80,
+        "util_pattern_period_ms": 30000,
+        "util_pattern_seed": 7,
+    }
     assert run(live_file, "util", "steady", "60", "-i", "0") == 0
     assert values(live_file, 0)["util_pattern_level"] == 60
     assert run(live_file, "util", "idle", "-i", "0") == 0
@@ -124,7 +163,11 @@ def test_util_patterns_write_the_pattern_keys(live_file: Path) -> None:
     }
     assert run(live_file, "util", "busy", "--period", "500ms", "-i", "0") == 0
     got = values(live_file, 0)
-    assert (got["util_pattern"], got["util_pattern_level"], got["util_pattern_period_ms"]) == (2, 100, 500)
+    assert (got["util_pattern"], got["util_pattern_level"], got["util_pattern_period_ms"]) == (
+        2,
+        100,
+        500,
+    )
     assert run(live_file, "util", "burst", "-i", "0") == 0
     assert values(live_file, 0)["util_pattern"] == 3
     # a plain percentage drops the pattern, so the value answers
@@ -138,7 +181,9 @@ def test_xid_sends_the_event_and_writes_no_value(live_file: Path) -> None:
     assert values(live_file, 1) == {}
 
 
-def test_fail_fallen_off_bus_marks_the_gpu_lost_then_sends_xid_79(pynvml: Any, live_file: Path) -> None:
+def test_fail_fallen_off_bus_marks_the_gpu_lost_then_sends_xid_79(
+    pynvml: Any, live_file: Path
+) -> None:
     assert run(live_file, "fail", "fallen-off-bus", "-i", "0") == 0
     assert values(live_file, 0) == {"gpu_lost": 1}
     assert events(live_file) == [(0, faults.EVENT_XID, 79)]
@@ -147,7 +192,9 @@ def test_fail_fallen_off_bus_marks_the_gpu_lost_then_sends_xid_79(pynvml: Any, l
     assert len(events(live_file)) == 1
 
 
-def test_fail_ecc_uncorrectable_grows_counters_visible_through_nvml(pynvml: Any, live_file: Path) -> None:
+def test_fail_ecc_uncorrectable_grows_counters_visible_through_nvml(
+    pynvml: Any, live_file: Path
+) -> None:
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     for _ in range(2):
@@ -156,10 +203,12 @@ def test_fail_ecc_uncorrectable_grows_counters_visible_through_nvml(pynvml: Any,
     assert got["ecc_volatile_uncorrected"] == 6
     assert got["remapped_rows_uncorrectable"] == 6
     assert (
-        pynvml.nvmlDeviceGetTotalEccErrors(handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)
+        pynvml.nvmlDeviceGetTotalEccErrors(
+            handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
+        )
         == 6
     )
-    corrected, uncorrected, pending, failure = pynvml.nvmlDeviceGetRemappedRows(handle)
+    _corrected, uncorrected, pending, failure = pynvml.nvmlDeviceGetRemappedRows(handle)
     assert (uncorrected, pending, failure) == (6, 1, 0)
     xids = [e[2] for e in events(live_file) if e[1] == faults.EVENT_XID]
     assert xids == [94, 63, 94, 63]
@@ -169,7 +218,9 @@ def test_fail_thermal_is_hot_throttled_and_slow_through_nvml(pynvml: Any, live_f
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(1)
     assert run(live_file, "fail", "thermal", "-i", "1") == 0
-    slowdown = pynvml.nvmlDeviceGetTemperatureThreshold(handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+    slowdown = pynvml.nvmlDeviceGetTemperatureThreshold(
+        handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+    )
     assert pynvml.nvmlDeviceGetTemperature(handle, 0) > slowdown
     reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
     assert reasons & 0x40 and reasons & 0x20
@@ -186,7 +237,10 @@ def test_fail_nvlink_down_and_fabric_degraded_write_their_masks(live_file: Path)
     assert values(live_file, 0)["fabric_health_mask"] == 0x1A9
 
 
-@pytest.mark.parametrize("spec", ["1", "GPU-01000100-1111-2222-3333-000000000001", "gpu-01000100-1111-2222-3333-000000000001"])
+@pytest.mark.parametrize(
+    "spec",
+    ["1", "GPU-01000100-1111-2222-3333-000000000001", "gpu-01000100-1111-2222-3333-000000000001"],
+)
 def test_a_gpu_by_index_or_uuid(live_file: Path, spec: str) -> None:
     assert run(live_file, "temp", "70", "-i", spec) == 0
     assert values(live_file, 1) == {"temperature_c": 70}
@@ -237,7 +291,9 @@ def test_a_bad_value_exits_3_naming_key_and_value_and_writes_nothing(
     assert events(live_file) == []
 
 
-def test_a_value_bad_on_one_gpu_writes_no_gpu(write_state: StateWriter, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_value_bad_on_one_gpu_writes_no_gpu(
+    write_state: StateWriter, capsys: pytest.CaptureFixture[str]
+) -> None:
     state = write_state(gpus=[gpu_entry(0), gpu_entry(1, nvlink_count=4)])
     path = live.create(state.parent / live.LIVE_FILE_NAME, live.read_board(state))
     assert run(path, "fail", "nvlink-down", "--link", "6", "-i", "all") == ctl.EXIT_VALUE
@@ -255,15 +311,22 @@ def test_usage_errors_exit_2(live_file: Path) -> None:
     assert values(live_file, 0) == {}
 
 
-def test_a_missing_live_layer_exits_1_with_the_reason(write_state: StateWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_live_layer_exits_1_with_the_reason(
+    write_state: StateWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_state()
     assert run(tmp_path / live.LIVE_FILE_NAME, "temp", "50", "-i", "0") == ctl.EXIT_FAILURE
     err = capsys.readouterr().err
-    assert f"cannot open the live layer {tmp_path / live.LIVE_FILE_NAME}: No such file or directory" in err
+    assert (
+        f"cannot open the live layer {tmp_path / live.LIVE_FILE_NAME}: No such file or directory"
+        in err
+    )
     assert "stage the overlay" in err
 
 
-def test_an_unstaged_overlay_exits_1_saying_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unstaged_overlay_exits_1_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert ctl.main(["--overlay-path", str(tmp_path / "nowhere"), "status"]) == ctl.EXIT_FAILURE
     err = capsys.readouterr().err
     assert "no board state" in err and f"is the overlay {tmp_path / 'nowhere'} staged?" in err
@@ -288,11 +351,18 @@ def test_the_overlay_path_flag_and_its_env_twin(
     monkeypatch.setenv(ctl.ENV_OVERLAY_PATH, str(overlay))
     assert ctl.main(["temp", "56", "-i", "0"]) == 0
     assert values(config, 0) == {"temperature_c": 56}
-    assert ctl.main(["temp", "57", "-i", "0", "--overlay-path", str(tmp_path / "elsewhere")]) == ctl.EXIT_FAILURE
+    assert (
+        ctl.main(["temp", "57", "-i", "0", "--overlay-path", str(tmp_path / "elsewhere")])
+        == ctl.EXIT_FAILURE
+    )
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a 0444 file writable; see the bind-mount test")
-def test_a_live_layer_without_write_permission_exits_1(live_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="root reads a 0444 file writable; see the bind-mount test"
+)
+def test_a_live_layer_without_write_permission_exits_1(
+    live_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     live_file.chmod(0o444)
     assert run(live_file, "temp", "50", "-i", "0") == ctl.EXIT_FAILURE
     assert "Permission denied" in capsys.readouterr().err
@@ -306,7 +376,9 @@ def _can_unshare_mounts() -> bool:
     return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
 
 
-@pytest.mark.skipif(not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)")
+@pytest.mark.skipif(
+    not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
+)
 def test_a_read_only_overlay_exits_1_saying_it_is_written_on_the_node(
     write_state: StateWriter, tmp_path: Path
 ) -> None:
@@ -317,11 +389,18 @@ def test_a_read_only_overlay_exits_1_saying_it_is_written_on_the_node(
     env = {k: v for k, v in os.environ.items() if k != "MOCK_NVML_CONFIG"}
 
     def inside(*argv: str) -> subprocess.CompletedProcess[str]:
-        command = " ".join([sys.executable, "-m", "nvml_mock_engine.ctl", "--overlay-path", str(mount), *argv])
-        script = f"mount --bind {overlay} {mount} && mount -o remount,bind,ro {mount} && exec {command}"
+        command = " ".join(
+            [sys.executable, "-m", "nvml_mock_engine.ctl", "--overlay-path", str(mount), *argv]
+        )
+        script = (
+            f"mount --bind {overlay} {mount} && mount -o remount,bind,ro {mount} && exec {command}"
+        )
         return subprocess.run(
             ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-            capture_output=True, text=True, env=env, check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
         )
 
     denied = inside("temp", "50", "-i", "0")
@@ -353,8 +432,14 @@ def test_status_table_and_json(live_file: Path, capsys: pytest.CaptureFixture[st
     document = json.loads(capsys.readouterr().out)
     assert document["live_file"] == str(live_file)
     assert document["gpus"] == [
-        {"index": 1, "uuid": "GPU-01000100-1111-2222-3333-000000000001", "lost": True,
-         "values": {"gpu_lost": 1}, "armed": [], "trigger": None}
+        {
+            "index": 1,
+            "uuid": "GPU-01000100-1111-2222-3333-000000000001",
+            "lost": True,
+            "values": {"gpu_lost": 1},
+            "armed": [],
+            "trigger": None,
+        }
     ]
 
 
@@ -374,12 +459,24 @@ def test_reset_one_gpu_some_keys_or_everything(live_file: Path) -> None:
 def test_triggers_arm_the_fault_values_and_write_the_trigger(live_file: Path) -> None:
     assert run(live_file, "fail", "lost", "-i", "0", "--after-calls", "3") == 0
     with live.LiveLayer.open(live_file) as layer:
-        assert layer.values(0) == {"gpu_lost": 1, "fault_trigger": 1, "fault_trigger_param": 3, "fault_trigger_seed": 0}
+        assert layer.values(0) == {
+            "gpu_lost": 1,
+            "fault_trigger": 1,
+            "fault_trigger_param": 3,
+            "fault_trigger_seed": 0,
+        }
         assert layer.armed(0) == {"gpu_lost"}
         assert layer.events() == []  # a triggered fault sends no event
-    assert run(live_file, "fail", "fallen-off-bus", "-i", "1", "--probability", "0.25", "--seed", "9") == 0
+    assert (
+        run(live_file, "fail", "fallen-off-bus", "-i", "1", "--probability", "0.25", "--seed", "9")
+        == 0
+    )
     got = values(live_file, 1)
-    assert (got["fault_trigger"], got["fault_trigger_param"], got["fault_trigger_seed"]) == (2, 250000, 9)
+    assert (got["fault_trigger"], got["fault_trigger_param"], got["fault_trigger_seed"]) == (
+        2,
+        250000,
+        9,
+    )
     assert run(live_file, "fail", "lost", "-i", "1", "--at", "2030-01-02T03:04:05Z") == 0
     got = values(live_file, 1)
     assert (got["fault_trigger"], got["fault_trigger_param"]) == (3, 1893553445000)
@@ -400,8 +497,19 @@ def test_an_after_calls_trigger_fires_in_a_running_client(pynvml: Any, live_file
 def test_the_command_and_the_module_run(live_file: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MOCK_NVML_CONFIG"}
     proc = subprocess.run(
-        [sys.executable, "-m", "nvml_mock_engine.ctl", "--live-file", str(live_file), "status", "--json"],
-        capture_output=True, text=True, env=env, check=False,
+        [
+            sys.executable,
+            "-m",
+            "nvml_mock_engine.ctl",
+            "--live-file",
+            str(live_file),
+            "status",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["gpus"]) == 2

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 from conftest import StateWriter
+from nvml_mock_engine import live
 from smi_fixtures.helpers import smi
 
-from nvml_mock_engine import live
-
-LOST = "Unable to determine the device handle for GPU0000:19:00.0: GPU is lost.  Reboot the system to recover this GPU"
+LOST = (
+    "Unable to determine the device handle for GPU0000:19:00.0: GPU is lost.  "
+    "Reboot the system to recover this GPU"
+)
 
 
 @pytest.fixture
@@ -39,9 +41,15 @@ def live_values(path: Path, gpu: int) -> dict[str, int]:
         return layer.values(gpu)
 
 
-def test_live_values_show_in_the_table_the_report_and_the_csv(library_file: Path, live_file: Path) -> None:
+def test_live_values_show_in_the_table_the_report_and_the_csv(
+    library_file: Path, live_file: Path
+) -> None:
     set_live(live_file, 1, {"temperature_c": 93, "util_gpu_pct": 57, "pstate": 2})
-    rc, out = smi(library_file, "--query-gpu=index,temperature.gpu,utilization.gpu,pstate", "--format=csv,noheader")
+    rc, out = smi(
+        library_file,
+        "--query-gpu=index,temperature.gpu,utilization.gpu,pstate",
+        "--format=csv,noheader",
+    )
     assert rc == 0
     assert out.splitlines() == ["0, 31, 0 %, P0", "1, 93, 57 %, P2"]
     rc, out = smi(library_file, "-q", "-i", "1", "-d", "TEMPERATURE")
@@ -84,7 +92,10 @@ def test_a_lost_gpu_in_csv_fields_and_the_list(library_file: Path, lost_gpu: Pat
     assert out.splitlines()[0].startswith("0, NVIDIA H100 80GB HBM3, 31")
     rc, out = smi(library_file, "-L")
     assert rc == 15
-    assert out.splitlines() == ["GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-01000100-1111-2222-3333-000000000000)", LOST]
+    assert out.splitlines() == [
+        "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-01000100-1111-2222-3333-000000000000)",
+        LOST,
+    ]
 
 
 def test_reset_clears_one_gpu(library_file: Path, live_file: Path) -> None:
@@ -97,7 +108,9 @@ def test_reset_clears_one_gpu(library_file: Path, live_file: Path) -> None:
     rc, out = smi(library_file, "--gpu-reset")
     assert (rc, out) == (
         0,
-        "GPU 00000000:18:00.0 was successfully reset.\nGPU 00000000:19:00.0 was successfully reset.\nAll done.\n",
+        "GPU 00000000:18:00.0 was successfully reset.\n"
+        "GPU 00000000:19:00.0 was successfully reset.\n"
+        "All done.\n",
     )
     assert live_values(live_file, 0) == {}
 
@@ -113,10 +126,15 @@ def test_reset_by_uuid_or_bus_id_and_unknown_ids(library_file: Path, live_file: 
     assert smi(library_file, "-r", "-q")[0] == 2
 
 
-def test_reset_without_a_live_layer_is_not_supported(library_file: Path, write_state: StateWriter) -> None:
+def test_reset_without_a_live_layer_is_not_supported(
+    library_file: Path, write_state: StateWriter
+) -> None:
     write_state()
     rc, out = smi(library_file, "-r", "-i", "0")
-    assert (rc, out) == (3, "The following GPUs could not be reset:\n  GPU 00000000:18:00.0: Not Supported\n")
+    assert (rc, out) == (
+        3,
+        "The following GPUs could not be reset:\n  GPU 00000000:18:00.0: Not Supported\n",
+    )
 
 
 def _can_unshare_mounts() -> bool:
@@ -126,7 +144,9 @@ def _can_unshare_mounts() -> bool:
     return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
 
 
-@pytest.mark.skipif(not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)")
+@pytest.mark.skipif(
+    not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
+)
 def test_reset_from_a_read_only_overlay_fails_for_permission(
     library_file: Path, live_file: Path, tmp_path: Path
 ) -> None:
@@ -141,8 +161,14 @@ def test_reset_from_a_read_only_overlay_fails_for_permission(
     env = dict(os.environ, MOCK_NVML_CONFIG=str(mount / "state.nvmlmock"))
     proc = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True, text=True, env=env, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 4, proc.stderr
-    assert proc.stdout == "The following GPUs could not be reset:\n  GPU 00000000:18:00.0: Insufficient Permissions\n"
+    assert (
+        proc.stdout == "The following GPUs could not be reset:\n"
+        "  GPU 00000000:18:00.0: Insufficient Permissions\n"
+    )
     assert live_values(live_file, 0) == {"temperature_c": 95}

@@ -38,7 +38,15 @@ from nvml_mock_engine.faults import Event, FaultOptions, GpuView
 from nvml_mock_engine.live import LIVE_FILE_NAME, LiveLayer
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
 
-__all__ = ["ENV_LIVE_FILE", "ENV_STATE_FILE", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "EXIT_VALUE", "main"]
+__all__ = [
+    "ENV_LIVE_FILE",
+    "ENV_STATE_FILE",
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_VALUE",
+    "main",
+]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
@@ -163,11 +171,15 @@ def select_gpus(layer: LiveLayer, spec: str) -> list[int]:
         if part.isdigit():
             index = int(part)
             if index >= len(board):
-                raise LiveValueError("gpu", part, f"is not a GPU of this node (0..{len(board) - 1})")
+                raise LiveValueError(
+                    "gpu", part, f"is not a GPU of this node (0..{len(board) - 1})"
+                )
         else:
             matches = [g.index for g in board if g.uuid.lower() == part.lower()]
             if not matches:
-                raise LiveValueError("gpu", part, "is neither an index nor the UUID of a GPU of this node")
+                raise LiveValueError(
+                    "gpu", part, "is neither an index nor the UUID of a GPU of this node"
+                )
             index = matches[0]
         if index not in chosen:
             chosen.append(index)
@@ -285,11 +297,17 @@ def _trigger(args: argparse.Namespace) -> dict[str, object] | None:
     if getattr(args, "seed", None) is not None:
         raise UsageError("--seed goes with --probability")
     if getattr(args, "at", None) is not None:
-        return {"fault_trigger": TRIGGER_AT, "fault_trigger_param": parse_time_ms(args.at), "fault_trigger_seed": 0}
+        return {
+            "fault_trigger": TRIGGER_AT,
+            "fault_trigger_param": parse_time_ms(args.at),
+            "fault_trigger_seed": 0,
+        }
     return None
 
 
-def _with_trigger(args: argparse.Namespace, values: Mapping[str, object], events: Sequence[Event]) -> Change:
+def _with_trigger(
+    args: argparse.Namespace, values: Mapping[str, object], events: Sequence[Event]
+) -> Change:
     trigger = _trigger(args)
     if trigger is None:
         return Change(values=dict(values), events=list(events))
@@ -309,7 +327,9 @@ def _build_fail(args: argparse.Namespace, gpu: GpuView) -> Change:
     for reason in options.fabric_reasons:
         if reason not in faults.FABRIC_HEALTH_FIELDS and reason != "incorrect-configuration":
             choices = ", ".join([*faults.FABRIC_HEALTH_FIELDS, "incorrect-configuration"])
-            raise LiveValueError("reason", reason, f"is not a fabric health field; fields: {choices}")
+            raise LiveValueError(
+                "reason", reason, f"is not a fabric health field; fields: {choices}"
+            )
     plan = faults.plan(args.fault, gpu, options)
     return _with_trigger(args, plan.values, plan.events)
 
@@ -321,7 +341,9 @@ def _build_set(args: argparse.Namespace, gpu: GpuView) -> Change:
         if not eq or not key:
             raise UsageError(f"{item!r}: expected KEY=VALUE")
         if key in _TRIGGER_KEYS:
-            raise LiveValueError(key, text, "is set by the trigger flags (--after-calls, --probability, --at)")
+            raise LiveValueError(
+                key, text, "is set by the trigger flags (--after-calls, --probability, --at)"
+            )
         values[key.strip()] = parse_value(key.strip(), text)
     return _with_trigger(args, values, ())
 
@@ -348,7 +370,9 @@ def _milliwatts(name: str, text: str) -> int:
     try:
         watts = float(lowered)
     except ValueError:
-        raise LiveValueError(name, text, "must be watts (350, 350.5W) or milliwatts (350000mW)") from None
+        raise LiveValueError(
+            name, text, "must be watts (350, 350.5W) or milliwatts (350000mW)"
+        ) from None
     if not math.isfinite(watts) or watts < 0:
         raise LiveValueError(name, text, "must not be negative")
     return round(watts * scale)
@@ -373,12 +397,15 @@ def _build_util(args: argparse.Namespace, gpu: GpuView) -> Change:
         values["util_mem_pct"] = parse_value("util_mem_pct", args.memory)
     if first not in UTIL_PATTERNS:
         if len(words) != 1:
-            raise UsageError("util: a percentage, or a pattern: idle | steady N | busy | burst [PEAK] | sine [PEAK]")
+            raise UsageError(
+                "util: a percentage, or a pattern: "
+                "idle | steady N | busy | burst [PEAK] | sine [PEAK]"
+            )
         values["util_gpu_pct"] = parse_value("util_gpu_pct", words[0])
         return Change(values=values, clear=list(_PATTERN_KEYS))
     if first == "steady" and len(words) != 2:
         raise UsageError("util steady: give the level, e.g. `util steady 60`")
-    if first in ("idle", "busy") and len(words) != 1 or len(words) > 2:
+    if (first in ("idle", "busy") and len(words) != 1) or len(words) > 2:
         raise UsageError(f"util {first}: unexpected {' '.join(words[1:])!r}")
     default_level = {"idle": 0, "busy": 100}.get(first, 100)
     level = parse_value("util_pattern_level", words[1]) if len(words) == 2 else default_level
@@ -411,7 +438,9 @@ def _build_clocks(args: argparse.Namespace, gpu: GpuView) -> Change:
         value = parse_value(key, text)
         limit = gpu.board_number(limit_key)
         if isinstance(value, int) and limit and value > limit:
-            raise LiveValueError(key, value, f"is above the GPU's maximum {limit} MHz (GPU {gpu.board.index})")
+            raise LiveValueError(
+                key, value, f"is above the GPU's maximum {limit} MHz (GPU {gpu.board.index})"
+            )
         values[key] = value
     if not values:
         raise UsageError("clocks: give at least one of --sm, --graphics, --mem, --video (MHz)")
@@ -429,7 +458,9 @@ def _build_throttle(args: argparse.Namespace, gpu: GpuView) -> Change:
             bits |= _int_arg("clocks_event_reasons", word)
         else:
             choices = ", ".join(["none", *faults.CLOCKS_EVENT_REASONS])
-            raise LiveValueError("clocks_event_reasons", word, f"is not a clock event reason; reasons: {choices}")
+            raise LiveValueError(
+                "clocks_event_reasons", word, f"is not a clock event reason; reasons: {choices}"
+            )
     return Change(values={"clocks_event_reasons": bits})
 
 
@@ -455,7 +486,11 @@ _ECC_FLAGS: Final = {
 
 
 def _build_ecc(args: argparse.Namespace, gpu: GpuView) -> Change:
-    values = {key: parse_value(key, getattr(args, flag)) for flag, key in _ECC_FLAGS.items() if getattr(args, flag) is not None}
+    values = {
+        key: parse_value(key, getattr(args, flag))
+        for flag, key in _ECC_FLAGS.items()
+        if getattr(args, flag) is not None
+    }
     if not values:
         raise UsageError("ecc: give at least one counter or --mode")
     return Change(values=values)
@@ -472,7 +507,11 @@ def _build_nvlink(args: argparse.Namespace, gpu: GpuView) -> Change:
             mask &= ~(1 << link)
     if args.down is not None or args.up is not None:
         values["nvlink_down_mask"] = mask
-    for flag, key in (("crc", "nvlink_crc_errors"), ("replay", "nvlink_replay_errors"), ("recovery", "nvlink_recovery_errors")):
+    for flag, key in (
+        ("crc", "nvlink_crc_errors"),
+        ("replay", "nvlink_replay_errors"),
+        ("recovery", "nvlink_recovery_errors"),
+    ):
         text = getattr(args, flag)
         if text is not None:
             values[key] = parse_value(key, text)
@@ -492,8 +531,16 @@ def _yes_no(name: str, text: str) -> bool:
 
 def _build_fabric_health(args: argparse.Namespace, gpu: GpuView) -> Change:
     if gpu.board_number("fabric_attached") != 1:
-        raise LiveValueError("fabric_health_mask", "-", f"GPU {gpu.board.index} is not fabric-attached (no fabric info)")
-    mask = _int_arg("mask", args.mask, 0, (1 << 32) - 1) if args.mask is not None else gpu.current("fabric_health_mask")
+        raise LiveValueError(
+            "fabric_health_mask",
+            "-",
+            f"GPU {gpu.board.index} is not fabric-attached (no fabric info)",
+        )
+    mask = (
+        _int_arg("mask", args.mask, 0, (1 << 32) - 1)
+        if args.mask is not None
+        else gpu.current("fabric_health_mask")
+    )
     flags = {
         name: _yes_no(name, getattr(args, name.replace("-", "_")))
         for name in faults.FABRIC_HEALTH_FIELDS
@@ -506,7 +553,9 @@ def _build_fabric_health(args: argparse.Namespace, gpu: GpuView) -> Change:
     values: dict[str, object] = {"fabric_health_mask": faults.fabric_mask(mask, flags, incorrect)}
     if args.fabric_state is not None:
         if args.fabric_state not in FABRIC_STATES:
-            raise LiveValueError("fabric_state", args.fabric_state, f"must be one of {', '.join(FABRIC_STATES)}")
+            raise LiveValueError(
+                "fabric_state", args.fabric_state, f"must be one of {', '.join(FABRIC_STATES)}"
+            )
         values["fabric_state"] = FABRIC_STATES[args.fabric_state]
     return Change(values=values)
 
@@ -514,7 +563,9 @@ def _build_fabric_health(args: argparse.Namespace, gpu: GpuView) -> Change:
 def _build_recovery_action(args: argparse.Namespace, gpu: GpuView) -> Change:
     action = args.action.lower()
     if action not in faults.RECOVERY_ACTIONS:
-        raise LiveValueError("recovery_action", args.action, f"must be one of {', '.join(faults.RECOVERY_ACTIONS)}")
+        raise LiveValueError(
+            "recovery_action", args.action, f"must be one of {', '.join(faults.RECOVERY_ACTIONS)}"
+        )
     return Change(values={"recovery_action": faults.RECOVERY_ACTIONS[action]})
 
 
@@ -535,7 +586,11 @@ def _describe(values: Mapping[str, object]) -> str:
 
 def _show(key: str, value: object) -> str:
     spec = LIVE_GPU_KEYS.get(key)
-    if isinstance(value, int) and spec is not None and (spec.kind is Kind.HEX32 or key in ("clocks_event_reasons", "nvlink_down_mask")):
+    if (
+        isinstance(value, int)
+        and spec is not None
+        and (spec.kind is Kind.HEX32 or key in ("clocks_event_reasons", "nvlink_down_mask"))
+    ):
         return hex(value)
     return str(value)
 
@@ -572,7 +627,11 @@ def _apply(args: argparse.Namespace, builder: Builder) -> int:
 def _report(layer: LiveLayer, index: int, change: Change) -> None:
     parts = []
     if change.clear and not change.values and not change.armed:
-        parts.append("reset" if len(change.clear) == len(LIVE_GPU_KEYS) else "cleared " + " ".join(change.clear))
+        parts.append(
+            "reset"
+            if len(change.clear) == len(LIVE_GPU_KEYS)
+            else "cleared " + " ".join(change.clear)
+        )
     if change.armed:
         parts.append(f"armed ({_trigger_text(change.values)}) {_describe(change.armed)}")
     elif change.values:
@@ -591,9 +650,12 @@ def _trigger_text(values: Mapping[str, object]) -> str | None:
     if kind == TRIGGER_AFTER_CALLS:
         return f"after {param} calls"
     if kind == TRIGGER_PROBABILITY:
-        return f"probability {param / 1_000_000:g} per call, seed {values.get('fault_trigger_seed', 0)}"
+        seed = values.get("fault_trigger_seed", 0)
+        return f"probability {param / 1_000_000:g} per call, seed {seed}"
     if kind == TRIGGER_AT:
-        return "at " + datetime.fromtimestamp(param / 1000).astimezone().isoformat(timespec="seconds")
+        return "at " + datetime.fromtimestamp(param / 1000).astimezone().isoformat(
+            timespec="seconds"
+        )
     return "now"
 
 
@@ -620,16 +682,21 @@ def _cmd_status(args: argparse.Namespace) -> int:
             return EXIT_OK
         print(f"{'GPU':<4} {'UUID':<41} {'STATE':<8} LIVE VALUES")
         for row in rows:
-            values = row["values"]
-            assert isinstance(values, dict)
-            armed = row["armed"]
-            assert isinstance(armed, list)
+            row_values = row["values"]
+            row_armed = row["armed"]
+            assert isinstance(row_values, dict) and isinstance(row_armed, list)
             shown = [
-                f"{k}={_show(k, v)}{'*' if k in armed else ''}" for k, v in values.items() if k not in _TRIGGER_KEYS
+                f"{k}={_show(k, v)}{'*' if k in row_armed else ''}"
+                for k, v in row_values.items()
+                if k not in _TRIGGER_KEYS
             ]
-            state = "lost" if row["lost"] else ("armed" if armed else ("live" if shown else "board"))
+            state = (
+                "lost"
+                if row["lost"]
+                else ("armed" if row_armed else ("live" if shown else "board"))
+            )
             line = f"{row['index']:<4} {row['uuid']:<41} {state:<8} {' '.join(shown) or '-'}"
-            if armed:
+            if row_armed:
                 line += f"  (* when triggered: {row['trigger']})"
             print(line)
         print(f"live layer {layer.path}, generation {layer.generation}")
@@ -642,7 +709,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nvml-mock-ctl",
-        description="Change the mock GPUs of this node while processes use them (through the live layer).",
+        description="Change the mock GPUs of this node while processes use them "
+        "(through the live layer).",
         epilog="Exit codes: 0 done, 1 the live layer cannot be opened or written, 2 usage error, "
         "3 a value refused (nothing written).",
     )
@@ -651,7 +719,9 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     _add_location_args(parser, environ)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    def verb(name: str, help_text: str, builder: Builder | None, *, gpu_default: str | None = None) -> argparse.ArgumentParser:
+    def verb(
+        name: str, help_text: str, builder: Builder | None, *, gpu_default: str | None = None
+    ) -> argparse.ArgumentParser:
         sub = verbs.add_parser(name, help=help_text, description=help_text)
         add_logging_args(sub, environ, sub=True)
         _add_location_args(sub, environ, sub=True)
@@ -660,7 +730,8 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
             "--gpu",
             required=gpu_default is None,
             default=gpu_default,
-            help="GPUs: indices and/or UUIDs, comma separated, or all" + (f" (default {gpu_default})" if gpu_default else ""),
+            help="GPUs: indices and/or UUIDs, comma separated, or all"
+            + (f" (default {gpu_default})" if gpu_default else ""),
         )
         if builder is not None:
             sub.set_defaults(handler=lambda args: _apply(args, builder))
@@ -670,17 +741,28 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     fail.add_argument("fault", choices=list(faults.FAULTS), help="the fault")
     fail.add_argument("--count", default="1", help="errors to add (ECC, NVLink; default 1)")
     fail.add_argument("--link", help="nvlink-down: the links, comma separated, or all (default 0)")
-    fail.add_argument("--uncontained", action="store_true", help="ecc-uncorrectable on Ampere+: Xid 95, not 94")
-    fail.add_argument("--remap-failure", action="store_true", help="ecc-uncorrectable: the retirement/remap fails (Xid 64)")
-    fail.add_argument("--temp", help="thermal: the temperature in C (default: slowdown threshold + 3)")
+    fail.add_argument(
+        "--uncontained", action="store_true", help="ecc-uncorrectable on Ampere+: Xid 95, not 94"
+    )
+    fail.add_argument(
+        "--remap-failure",
+        action="store_true",
+        help="ecc-uncorrectable: the retirement/remap fails (Xid 64)",
+    )
+    fail.add_argument(
+        "--temp", help="thermal: the temperature in C (default: slowdown threshold + 3)"
+    )
     fail.add_argument(
         "--reason",
         help="fabric-degraded: health fields that turn bad, comma separated "
-        f"({', '.join([*faults.FABRIC_HEALTH_FIELDS, 'incorrect-configuration'])}; default degraded-bandwidth)",
+        f"({', '.join([*faults.FABRIC_HEALTH_FIELDS, 'incorrect-configuration'])}; "
+        "default degraded-bandwidth)",
     )
     _add_trigger_args(fail)
 
-    xid = verb("xid", "send an Xid (nvmlEventTypeXidCriticalError) to the GPU's event sets", _build_xid)
+    xid = verb(
+        "xid", "send an Xid (nvmlEventTypeXidCriticalError) to the GPU's event sets", _build_xid
+    )
     xid.add_argument("code", help="the Xid, e.g. 79")
 
     temp = verb("temp", "set the GPU temperature", _build_temp)
@@ -688,11 +770,18 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     temp.add_argument("--memory", help="the memory (HBM) temperature, C")
 
     power = verb("power", "set the power draw and/or limit", _build_power)
-    power.add_argument("watts", nargs="?", help="the draw: watts (350, 350.5W) or milliwatts (350000mW)")
+    power.add_argument(
+        "watts", nargs="?", help="the draw: watts (350, 350.5W) or milliwatts (350000mW)"
+    )
     power.add_argument("--limit", help="the power limit, same units")
 
     util = verb("util", "set utilization: a percentage, or a pattern", _build_util)
-    util.add_argument("pattern", nargs="+", metavar="PCT|PATTERN", help="N, or idle | steady N | busy | burst [PEAK] | sine [PEAK]")
+    util.add_argument(
+        "pattern",
+        nargs="+",
+        metavar="PCT|PATTERN",
+        help="N, or idle | steady N | busy | burst [PEAK] | sine [PEAK]",
+    )
     util.add_argument("--period", help="burst/sine period: 500ms, 30s, 2m (default: the pattern's)")
     util.add_argument("--seed", help="seed of the pattern's noise (default 0)")
     util.add_argument("--memory", help="memory utilization, percent")
@@ -702,8 +791,17 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         clocks.add_argument(f"--{flag}", help=f"{flag} clock, MHz")
 
     throttle = verb("throttle", "set the clock event (throttle) reasons", _build_throttle)
-    throttle.add_argument("reasons", nargs="+", metavar="REASON", help=f"none, or names: {', '.join(faults.CLOCKS_EVENT_REASONS)}")
-    throttle.add_argument("--add", action="store_true", help="add to the reasons already shown instead of replacing them")
+    throttle.add_argument(
+        "reasons",
+        nargs="+",
+        metavar="REASON",
+        help=f"none, or names: {', '.join(faults.CLOCKS_EVENT_REASONS)}",
+    )
+    throttle.add_argument(
+        "--add",
+        action="store_true",
+        help="add to the reasons already shown instead of replacing them",
+    )
 
     pstate = verb("pstate", "set the performance state", _build_pstate)
     pstate.add_argument("pstate", help="0..15 or P0..P15")
@@ -719,14 +817,30 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     nvlink.add_argument("--replay", help="replay errors on each down link")
     nvlink.add_argument("--recovery", help="recovery errors on each down link")
 
-    fabric = verb("fabric-health", "set the fabric health mask fields and the fabric state", _build_fabric_health)
+    fabric = verb(
+        "fabric-health",
+        "set the fabric health mask fields and the fabric state",
+        _build_fabric_health,
+    )
     for name in faults.FABRIC_HEALTH_FIELDS:
-        fabric.add_argument(f"--{name}", metavar="yes|no", help=f"{name} (NVML_GPU_FABRIC_HEALTH_MASK_*)")
-    fabric.add_argument("--incorrect-configuration", metavar="NAME", help=f"one of {', '.join(faults.INCORRECT_CONFIGURATION)}")
+        fabric.add_argument(
+            f"--{name}", metavar="yes|no", help=f"{name} (NVML_GPU_FABRIC_HEALTH_MASK_*)"
+        )
+    fabric.add_argument(
+        "--incorrect-configuration",
+        metavar="NAME",
+        help=f"one of {', '.join(faults.INCORRECT_CONFIGURATION)}",
+    )
     fabric.add_argument("--mask", help="start from this raw health mask (default: the current one)")
-    fabric.add_argument("--state", dest="fabric_state", help=f"fabric state: {', '.join(FABRIC_STATES)}")
+    fabric.add_argument(
+        "--state", dest="fabric_state", help=f"fabric state: {', '.join(FABRIC_STATES)}"
+    )
 
-    recovery = verb("recovery-action", "set the GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)", _build_recovery_action)
+    recovery = verb(
+        "recovery-action",
+        "set the GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)",
+        _build_recovery_action,
+    )
     recovery.add_argument("action", help=", ".join(faults.RECOVERY_ACTIONS))
 
     set_ = verb("set", "set any live keys", _build_set)
@@ -737,13 +851,17 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="one JSON document")
     status.set_defaults(handler=_cmd_status)
 
-    verb("reset", "clear live values: the board values answer again", _build_reset, gpu_default="all").add_argument(
+    verb(
+        "reset", "clear live values: the board values answer again", _build_reset, gpu_default="all"
+    ).add_argument(
         "keys", nargs="*", metavar="KEY", help="only these keys (default: every live key)"
     )
     return parser
 
 
-def _add_location_args(parser: argparse.ArgumentParser, environ: Mapping[str, str], *, sub: bool = False) -> None:
+def _add_location_args(
+    parser: argparse.ArgumentParser, environ: Mapping[str, str], *, sub: bool = False
+) -> None:
     def default(value: str | None) -> str | None:
         return argparse.SUPPRESS if sub else value
 
@@ -770,8 +888,12 @@ def _add_location_args(parser: argparse.ArgumentParser, environ: Mapping[str, st
 def _add_trigger_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("trigger (default: now)")
     exclusive = group.add_mutually_exclusive_group()
-    exclusive.add_argument("--after-calls", metavar="N", help="apply after N calls on the GPU (counted per process)")
-    exclusive.add_argument("--probability", metavar="P", help="apply on each call with probability P (0..1], seeded")
+    exclusive.add_argument(
+        "--after-calls", metavar="N", help="apply after N calls on the GPU (counted per process)"
+    )
+    exclusive.add_argument(
+        "--probability", metavar="P", help="apply on each call with probability P (0..1], seeded"
+    )
     exclusive.add_argument("--at", metavar="TIME", help="apply at TIME: unix seconds or ISO 8601")
     group.add_argument("--seed", help="seed of --probability (default 0)")
 

@@ -262,11 +262,14 @@ def _thermal(gpu: GpuView, options: FaultOptions) -> FaultPlan:
         raise LiveValueError(
             "temperature_c",
             temperature,
-            f"a thermal slowdown needs more than the slowdown threshold {slowdown} C on GPU {gpu.board.index}",
+            f"a thermal slowdown needs more than the slowdown threshold {slowdown} C "
+            f"on GPU {gpu.board.index}",
         )
     values = {
         "temperature_c": temperature,
-        "clocks_event_reasons": _reasons(gpu, "sw-thermal-slowdown", "hw-thermal-slowdown", "hw-slowdown"),
+        "clocks_event_reasons": _reasons(
+            gpu, "sw-thermal-slowdown", "hw-thermal-slowdown", "hw-slowdown"
+        ),
         **_slowed(gpu, 0.5),
     }
     return FaultPlan("thermal", values, (Event(EVENT_CLOCK),))
@@ -310,7 +313,9 @@ def _nvlink_down(gpu: GpuView, options: FaultOptions) -> FaultPlan:
 def _fabric_degraded(gpu: GpuView, options: FaultOptions) -> FaultPlan:
     if gpu.board_number("fabric_attached") != 1:
         raise LiveValueError(
-            "fabric_health_mask", "degraded", f"GPU {gpu.board.index} is not fabric-attached (no fabric info)"
+            "fabric_health_mask",
+            "degraded",
+            f"GPU {gpu.board.index} is not fabric-attached (no fabric info)",
         )
     flags = {r: True for r in options.fabric_reasons if r in FABRIC_HEALTH_FIELDS}
     incorrect = "no-partition" if "incorrect-configuration" in options.fabric_reasons else None

@@ -103,7 +103,9 @@ def _fail(exc: NvmlError, nvml: Nvml | None = None, index: int | None = None) ->
 
 
 def lost_error(device: Device) -> SmiError:
-    return handle_error(device.nvml, device.index, ERROR_GPU_IS_LOST, device.nvml.error_string(ERROR_GPU_IS_LOST))
+    return handle_error(
+        device.nvml, device.index, ERROR_GPU_IS_LOST, device.nvml.error_string(ERROR_GPU_IS_LOST)
+    )
 
 
 def all_devices(nvml: Nvml) -> list[Device]:

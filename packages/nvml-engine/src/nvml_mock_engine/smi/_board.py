@@ -39,7 +39,9 @@ def state_path(library: str | None, environ: Mapping[str, str]) -> str | None:
         return explicit
     if not library:
         return None
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(library)), *STATE_RELATIVE))
+    return os.path.normpath(
+        os.path.join(os.path.dirname(os.path.realpath(library)), *STATE_RELATIVE)
+    )
 
 
 def live_path(state: str | None, environ: Mapping[str, str]) -> str | None:

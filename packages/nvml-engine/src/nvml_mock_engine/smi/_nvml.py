@@ -393,7 +393,9 @@ class Nvml:
         try:
             name = "nvmlDeviceGetHandleByIndex_v2"
             self.call(
-                name if self.has(name) else "nvmlDeviceGetHandleByIndex", c_uint(index), byref(handle)
+                name if self.has(name) else "nvmlDeviceGetHandleByIndex",
+                c_uint(index),
+                byref(handle),
             )
         except NvmlError as exc:
             if exc.code != ERROR_GPU_IS_LOST:
