@@ -44,6 +44,7 @@ from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, Kind, validate_valu
 __all__ = [
     "LIVE_FILE_NAME",
     "BoardGpu",
+    "LiveEvent",
     "LiveLayer",
     "create",
     "ensure",
@@ -71,6 +72,17 @@ class BoardGpu:
         """A board value as an integer (0 when the key is absent)."""
         text = self.values.get(key, "0")
         return int(text, 0) if text else 0
+
+
+@dataclass(frozen=True, slots=True)
+class LiveEvent:
+    """One record of the event ring: its sequence number, GPU, ``nvmlEventType*`` bit and data
+    (the Xid for ``nvmlEventTypeXidCriticalError``)."""
+
+    seq: int
+    gpu: int
+    event_type: int
+    data: int
 
 
 def read_board(state_path: Path) -> list[BoardGpu]:
@@ -495,6 +507,31 @@ class LiveLayer:
                 raw = int(slots[slot])
                 result[key] = raw - (1 << 64) if spec.kind is Kind.INT32 and raw >= 1 << 63 else raw
         return result
+
+    def armed(self, gpu: int) -> frozenset[str]:
+        """The set keys of *gpu* that wait for its fault trigger (a display read: a write under
+        way may show the mask before or after it)."""
+        self._gpu(gpu)
+        start = _record_offset(gpu) + _keys.LIVE_RECORD_ARMED
+        words = struct.unpack_from(f"<{_MASK_WORDS}Q", self._map, start)
+        return frozenset(
+            key
+            for key, spec in LIVE_GPU_KEYS.items()
+            if words[(spec.live_slot or 0) // 64] >> ((spec.live_slot or 0) % 64) & 1
+        )
+
+    def events(self, after: int = 0) -> list[LiveEvent]:
+        """The events of the ring with a sequence number above *after*, oldest first (at most
+        the ring's size; records a writer is overwriting are left out)."""
+        head: int = struct.unpack_from("<Q", self._map, _keys.LIVE_HEADER_FIELDS["event_head"][1])[0]
+        first = max(after + 1, head - _keys.LIVE_EVENT_SLOTS + 1, 1)
+        found: list[LiveEvent] = []
+        for seq in range(first, head + 1):
+            at = _keys.LIVE_EVENTS_OFFSET + (seq % _keys.LIVE_EVENT_SLOTS) * _keys.LIVE_EVENT_RECORD_BYTES
+            rec_seq, gpu, event_type, data = struct.unpack_from("<4Q", self._map, at)
+            if rec_seq == seq:
+                found.append(LiveEvent(seq, gpu, event_type, data))
+        return found
 
     def _gpu(self, gpu: int) -> None:
         if not isinstance(gpu, int) or not 0 <= gpu < len(self._board):

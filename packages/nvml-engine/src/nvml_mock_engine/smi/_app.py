@@ -66,17 +66,62 @@ def open_nvml(path: str | None) -> Nvml:
     return nvml
 
 
-def _fail(exc: NvmlError) -> SmiError:
-    code = EXIT_GPU_LOST if exc.code == ERROR_GPU_IS_LOST else EXIT_OTHER
-    return SmiError(f"Unable to determine the device handle for GPU: {exc.text}", code)
+def _bus_name(nvml: Nvml, index: int | None) -> str:
+    """`` 0000:18:00.0`` style name of GPU *index* for handle errors, from the driver side
+    (the board state); empty when unknown."""
+    if index is None:
+        return ""
+    import os
+
+    from ._board import board_gpus, legacy_bus_id, loaded_library, state_path
+
+    gpus = board_gpus(state_path(nvml.path or loaded_library(), os.environ))
+    if index < len(gpus) and gpus[index].get("pci_bus_id"):
+        return legacy_bus_id(gpus[index]["pci_bus_id"])
+    return ""
+
+
+def handle_error(nvml: Nvml, index: int | None, code: int, text: str) -> SmiError:
+    """The real tool's line for a GPU it cannot open: ``Unable to determine the device handle
+    for GPU0000:18:00.0: GPU is lost.  Reboot the system to recover this GPU`` (the bus id in
+    its four-digit-domain form, glued to "GPU", as drivers from the 520 series on print it)."""
+    where = _bus_name(nvml, index)
+    if code == ERROR_GPU_IS_LOST:
+        return SmiError(
+            f"Unable to determine the device handle for GPU{where}: {text}.  "
+            "Reboot the system to recover this GPU",
+            EXIT_GPU_LOST,
+        )
+    return SmiError(f"Unable to determine the device handle for GPU{where}: {text}", EXIT_OTHER)
+
+
+def _fail(exc: NvmlError, nvml: Nvml | None = None, index: int | None = None) -> SmiError:
+    if nvml is None:
+        code = EXIT_GPU_LOST if exc.code == ERROR_GPU_IS_LOST else EXIT_OTHER
+        return SmiError(f"Unable to determine the device handle for GPU: {exc.text}", code)
+    return handle_error(nvml, index, exc.code, exc.text)
+
+
+def lost_error(device: Device) -> SmiError:
+    return handle_error(
+        device.nvml, device.index, ERROR_GPU_IS_LOST, device.nvml.error_string(ERROR_GPU_IS_LOST)
+    )
 
 
 def all_devices(nvml: Nvml) -> list[Device]:
+    """Every GPU NVML counts; a lost one is kept (marked) so each view can say so."""
     try:
         count = nvml.device_count()
-        return [Device(nvml, nvml.handle_by_index(i), i) for i in range(count)]
     except NvmlError as exc:
         raise _fail(exc) from None
+    devices = []
+    for i in range(count):
+        try:
+            handle, lost = nvml.handle_or_lost(i)
+        except NvmlError as exc:
+            raise _fail(exc, nvml, i) from None
+        devices.append(Device(nvml, handle, i, lost=lost))
+    return devices
 
 
 def select(devices: list[Device], ids: tuple[str, ...]) -> list[Device]:
@@ -165,37 +210,36 @@ def run(options: Options, write: Callable[[str], None]) -> int:
         if any(d not in DISPLAY_TYPES for d in options.display):
             raise SmiError(INVALID_ARGS_MESSAGE, EXIT_INVALID_ARGUMENT)
 
+    if options.mode == "reset":
+        from ._reset import reset
+
+        return reset(options, write)
+
     nvml = open_nvml(options.library)
     try:
         if options.mode == "version":
             write(_version(nvml))
             return 0
         while True:
-            _once(nvml, options, write)
+            code = _once(nvml, options, write)
             if options.loop_seconds is None:
-                return 0
+                return code
             time.sleep(options.loop_seconds)
     finally:
         nvml.shutdown()
 
 
-def _once(nvml: Nvml, options: Options, write: Callable[[str], None]) -> None:
+def _once(nvml: Nvml, options: Options, write: Callable[[str], None]) -> int:
     everything = all_devices(nvml)
     if not everything:
         raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND)
     devices = select(everything, options.ids)
     mode = options.mode
+    lost = [d for d in devices if d.lost]
     if mode == "list":
         write(_list(devices))
-    elif mode == "table":
-        from ._table import render as table
-
-        write(table(nvml, devices))
-    elif mode == "query":
-        from ._document import render as document
-
-        write(document(nvml, devices, len(everything), xml=options.xml, display=options.display))
-    elif mode == "query-gpu":
+        return EXIT_GPU_LOST if lost else 0
+    if mode == "query-gpu":
         from ._fields import Ctx, lookup
 
         fields = [lookup(n) for n in options.query_fields]
@@ -203,9 +247,25 @@ def _once(nvml: Nvml, options: Options, write: Callable[[str], None]) -> None:
         if options.csv_header:
             rows.append(", ".join(f.header(options.csv_units) for f in fields if f is not None))
         for device in devices:
+            if device.lost:
+                cell = f"[{nvml.error_string(ERROR_GPU_IS_LOST)}]"
+                rows.append(", ".join(cell for f in fields if f is not None))
+                continue
             ctx = Ctx(nvml, device, len(everything))
             rows.append(", ".join(f.cell(ctx, options.csv_units) for f in fields if f is not None))
         write("\n".join(rows) + "\n")
+        return EXIT_GPU_LOST if lost else 0
+    if lost:
+        # the table, the report and the matrices need every GPU they show
+        raise lost_error(lost[0])
+    if mode == "table":
+        from ._table import render as table
+
+        write(table(nvml, devices))
+    elif mode == "query":
+        from ._document import render as document
+
+        write(document(nvml, devices, len(everything), xml=options.xml, display=options.display))
     elif mode == "query-apps":
         from ._apps import render as apps
 
@@ -230,15 +290,19 @@ def _once(nvml: Nvml, options: Options, write: Callable[[str], None]) -> None:
         from ._topology import nvlink_capabilities
 
         write(nvlink_capabilities(devices))
+    return 0
 
 
 def _list(devices: list[Device]) -> str:
     lines = []
     for device in devices:
+        if device.lost:
+            lines.append(lost_error(device).message)
+            continue
         try:
             name, uuid = device.name(), device.uuid()
         except NvmlError as exc:
-            raise _fail(exc) from None
+            raise _fail(exc, device.nvml, device.index) from None
         lines.append(f"GPU {device.index}: {name} (UUID: {uuid})")
     return "\n".join(lines) + "\n"
 

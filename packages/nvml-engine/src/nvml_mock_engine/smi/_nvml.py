@@ -300,6 +300,8 @@ class Nvml:
     """One loaded NVML library. Every call returns a value or raises :class:`NvmlError`."""
 
     def __init__(self, path: str | None = None) -> None:
+        self.path = path
+        """The library file asked for (None: found by its soname)."""
         try:
             self._lib = ctypes.CDLL(path or DEFAULT_LIBRARY)
         except OSError as exc:
@@ -383,14 +385,34 @@ class Nvml:
         )
         return handle
 
+    def handle_or_lost(self, index: int) -> tuple[c_void_p, bool]:
+        """The handle of GPU *index*, and whether the lookup said the GPU is lost (the real
+        driver still counts a lost GPU and may fill its handle; every call on it then answers
+        ``NVML_ERROR_GPU_IS_LOST``). Other errors raise."""
+        handle = c_void_p()
+        try:
+            name = "nvmlDeviceGetHandleByIndex_v2"
+            self.call(
+                name if self.has(name) else "nvmlDeviceGetHandleByIndex",
+                c_uint(index),
+                byref(handle),
+            )
+        except NvmlError as exc:
+            if exc.code != ERROR_GPU_IS_LOST:
+                raise
+            return handle, True
+        return handle, False
+
 
 class Device:
     """One GPU handle with typed accessors; each raises :class:`NvmlError` on failure."""
 
-    def __init__(self, nvml: Nvml, handle: c_void_p, index: int) -> None:
+    def __init__(self, nvml: Nvml, handle: c_void_p, index: int, *, lost: bool = False) -> None:
         self.nvml = nvml
         self.handle = handle
         self.index = index
+        self.lost = lost
+        """The handle lookup answered ``NVML_ERROR_GPU_IS_LOST``."""
 
     def _c(self, name: str, *args: Any) -> None:
         self.nvml.call(name, self.handle, *args)

@@ -40,7 +40,7 @@ class Options:
 
     mode: str
     """table | list | query | query-gpu | query-apps | help | help-query-gpu |
-    help-query-apps | version | topo | nvlink-status | nvlink-caps"""
+    help-query-apps | version | topo | nvlink-status | nvlink-caps | reset"""
     xml: bool
     display: tuple[str, ...]
     ids: tuple[str, ...]
@@ -107,6 +107,8 @@ _SWITCHES = {
     "-h": "help",
     "--help": "help",
     "--version": "version",
+    "-r": "reset",
+    "--gpu-reset": "reset",
     "-L": "list",
     "--list-gpus": "list",
     "-q": "query",
@@ -199,6 +201,11 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
                 raise _bad()
             return Options(mode=only, library=library)
 
+    if "reset" in switches:
+        if switches != {"reset"} or set(values) - {"id", "library"}:
+            raise _bad()
+        return Options(mode="reset", ids=ids, library=library)
+
     display = _split_list(values["display"].upper()) if "display" in values else ()
     if display and "query" not in switches:
         raise _bad()
@@ -272,6 +279,8 @@ nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
     -h,   --help                Print this help and exit.
           --version             Print the tool, NVML, driver and CUDA versions.
     -L,   --list-gpus           One line per GPU: index, name and UUID.
+    -r,   --gpu-reset           Reset the GPUs of -i (default all): their faults clear
+                                (needs write access to the node's live layer).
     -q,   --query               The full report of every GPU (or those of -i).
     -x,   --xml-format          With -q: the report as XML.
     -d,   --display=            With -q: only these sections, comma separated:

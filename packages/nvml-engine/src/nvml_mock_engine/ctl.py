@@ -1,0 +1,902 @@
+"""The ``nvml-mock-ctl`` command: change a node's mock GPUs while processes use them.
+
+Every verb writes through the node's live layer (:mod:`nvml_mock_engine.live`), so a change
+reaches every process on the node, and in every container, on its next NVML call. The verbs
+keep the names users of the reference system know (``fail``, ``xid``, ``temp``, ``power``,
+``util``, ``clocks``, ``throttle``, ``pstate``, ``ecc``, ``nvlink``, ``fabric-health``,
+``recovery-action``, ``set``, ``status``, ``reset``); faults follow the recipes of
+:mod:`nvml_mock_engine.faults`.
+
+A command computes the change for every GPU it names and validates all of it before it writes
+any: a bad value is refused naming the key and the value, and nothing changes. Exit codes: 0
+done, 1 the live layer cannot be opened or written (the message says why: missing, not
+staged, read-only), 2 usage error, 3 a value refused (nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Final
+
+from nvml_mock_protocol import names
+
+from nvml_mock_engine import faults
+from nvml_mock_engine._logging import add_logging_args, configure_logging
+from nvml_mock_engine._version import __version__
+from nvml_mock_engine.errors import LiveLayerError, LiveValueError, NvmlEngineError
+from nvml_mock_engine.faults import Event, FaultOptions, GpuView
+from nvml_mock_engine.live import LIVE_FILE_NAME, LiveLayer
+from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
+
+__all__ = [
+    "ENV_LIVE_FILE",
+    "ENV_STATE_FILE",
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_VALUE",
+    "main",
+]
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_VALUE: Final = 3
+
+ENV_OVERLAY_PATH: Final = names.ENV_OVERLAY_HOST_PATH
+ENV_LIVE_FILE: Final = "MOCK_NVML_LIVE"
+"""The same variable that points the library at a live file points the command at it."""
+ENV_STATE_FILE: Final = names.ENV_MOCK_NVML_CONFIG
+
+TRIGGER_NOW, TRIGGER_AFTER_CALLS, TRIGGER_PROBABILITY, TRIGGER_AT = 0, 1, 2, 3
+"""The ``fault_trigger`` kinds (keys.toml)."""
+_TRIGGER_KEYS: Final = ("fault_trigger", "fault_trigger_param", "fault_trigger_seed")
+
+UTIL_PATTERNS: Final[Mapping[str, int]] = {"idle": 1, "steady": 1, "busy": 2, "burst": 3, "sine": 4}
+"""``util_pattern`` values (keys.toml); ``idle`` is a steady 0 %."""
+_PATTERN_KEYS: Final = (
+    "util_pattern",
+    "util_pattern_level",
+    "util_pattern_period_ms",
+    "util_pattern_seed",
+    "util_pattern_epoch_ms",
+)
+FABRIC_STATES: Final[Mapping[str, int]] = {
+    "not-supported": 0,
+    "not-started": 1,
+    "in-progress": 2,
+    "completed": 3,
+}
+"""``NVML_GPU_FABRIC_STATE_*`` (nvml.h)."""
+_EVENT_NAMES: Final[Mapping[int, str]] = {
+    faults.EVENT_SINGLE_BIT_ECC: "single-bit-ecc",
+    faults.EVENT_DOUBLE_BIT_ECC: "double-bit-ecc",
+    faults.EVENT_XID: "xid",
+    faults.EVENT_CLOCK: "clock",
+}
+
+logger = logging.getLogger(__name__)
+
+
+class UsageError(NvmlEngineError):
+    """A verb was given arguments it cannot use (exit 2)."""
+
+
+@dataclass
+class Change:
+    """What one command does to one GPU: values set now, values armed for its trigger, keys
+    cleared, and events sent after the values are written."""
+
+    values: dict[str, object] = field(default_factory=dict)
+    armed: dict[str, object] = field(default_factory=dict)
+    clear: list[str] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+
+Builder = Callable[[argparse.Namespace, GpuView], Change]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = _parser(os.environ)
+    args = parser.parse_args(argv)
+    try:
+        configure_logging(args.log_level, args.log_format)
+    except ValueError as exc:
+        print(f"nvml-mock-ctl: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        result: int = args.handler(args)
+    except UsageError as exc:
+        logger.error("%s", exc)
+        return EXIT_USAGE
+    except LiveValueError as exc:
+        logger.error("refused, nothing written: %s", exc)
+        return EXIT_VALUE
+    except LiveLayerError as exc:
+        logger.error("%s", exc)
+        return EXIT_FAILURE
+    except (NvmlEngineError, OSError) as exc:
+        logger.error("%s", exc)
+        return EXIT_FAILURE
+    return result
+
+
+# -- locating the live layer ------------------------------------------------------------
+
+
+def live_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The live file and the board state the command works on."""
+    if args.live_file:
+        live = Path(args.live_file)
+    else:
+        live = Path(args.overlay_path) / names.OVERLAY_CONFIG_DIR / LIVE_FILE_NAME
+    state = Path(args.state) if args.state else live.parent / names.STATE_FILE_NAME
+    return live, state
+
+
+def _open(args: argparse.Namespace, *, writable: bool) -> LiveLayer:
+    live, state = live_paths(args)
+    if not state.is_file():
+        where = f"the overlay {args.overlay_path}" if not args.live_file else f"{live.parent}"
+        raise LiveLayerError(
+            f"cannot open the live layer {live}: no board state {state} "
+            f"(is {where} staged? `nvml-mock-engine stage` creates both)"
+        )
+    return LiveLayer.open(live, state=state, writable=writable)
+
+
+# -- GPU selection ----------------------------------------------------------------------
+
+
+def select_gpus(layer: LiveLayer, spec: str) -> list[int]:
+    """GPU indices from ``all`` or a comma-separated list of indices and UUIDs."""
+    board = layer.board
+    if spec.strip().lower() == "all":
+        return [gpu.index for gpu in board]
+    chosen: list[int] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        if part.isdigit():
+            index = int(part)
+            if index >= len(board):
+                raise LiveValueError(
+                    "gpu", part, f"is not a GPU of this node (0..{len(board) - 1})"
+                )
+        else:
+            matches = [g.index for g in board if g.uuid.lower() == part.lower()]
+            if not matches:
+                raise LiveValueError(
+                    "gpu", part, "is neither an index nor the UUID of a GPU of this node"
+                )
+            index = matches[0]
+        if index not in chosen:
+            chosen.append(index)
+    if not chosen:
+        raise LiveValueError("gpu", spec, "names no GPU (an index, a UUID or all)")
+    return chosen
+
+
+# -- value parsing ----------------------------------------------------------------------
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def parse_value(key: str, text: str) -> object:
+    """A ``KEY=VALUE`` value as the validator takes it: an integer (decimal or 0x hex), a
+    flag word, or the text itself (which the validator then refuses by name)."""
+    spec = LIVE_GPU_KEYS.get(key)
+    lowered = text.strip().lower()
+    if spec is not None and spec.kind is Kind.FLAG:
+        if lowered in _TRUE:
+            return 1
+        if lowered in _FALSE:
+            return 0
+        return text
+    try:
+        return int(lowered, 0)
+    except ValueError:
+        return text
+
+
+def _int_arg(name: str, text: str, low: int = 0, high: int = (1 << 64) - 1) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise LiveValueError(name, text, "must be an integer") from None
+    if not low <= value <= high:
+        raise LiveValueError(name, text, f"must be in {low}..{high}")
+    return value
+
+
+def _duration_ms(name: str, text: str) -> int:
+    """``500ms``, ``30s``, ``2m`` or a plain number of seconds, in milliseconds."""
+    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+    lowered = text.strip().lower()
+    scale = 1000
+    for suffix in ("ms", "s", "m", "h"):
+        if lowered.endswith(suffix):
+            lowered, scale = lowered[: -len(suffix)], units[suffix]
+            break
+    try:
+        value = float(lowered)
+    except ValueError:
+        raise LiveValueError(name, text, "must be a duration such as 500ms, 30s or 2m") from None
+    if not math.isfinite(value) or value <= 0:
+        raise LiveValueError(name, text, "must be a positive duration")
+    return max(1, round(value * scale))
+
+
+def parse_time_ms(text: str) -> int:
+    """``--at``: unix seconds, or an ISO 8601 time (without a zone: local time), in ms."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            raise LiveValueError(
+                "at", text, "must be unix seconds or an ISO 8601 time such as 2025-05-01T12:00:00Z"
+            ) from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise LiveValueError("at", text, "must be a time after 1970")
+    return round(seconds * 1000)
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip().lower() for part in text.split(",") if part.strip()]
+
+
+def _links(name: str, text: str, gpu: GpuView) -> list[int]:
+    count = gpu.board_number("nvlink_count")
+    if text.strip().lower() == "all":
+        return list(range(count))
+    links = [_int_arg(name, part, 0, 63) for part in _names(text)]
+    for link in links:
+        if link >= count:
+            why = "the GPU has no NVLinks" if count == 0 else f"the GPU's links are 0..{count - 1}"
+            raise LiveValueError(name, link, f"{why} (GPU {gpu.board.index})")
+    return links
+
+
+# -- verbs ------------------------------------------------------------------------------
+
+
+def _trigger(args: argparse.Namespace) -> dict[str, object] | None:
+    """The ``fault_trigger*`` values the trigger flags ask for (None: now)."""
+    if getattr(args, "after_calls", None) is not None:
+        return {
+            "fault_trigger": TRIGGER_AFTER_CALLS,
+            "fault_trigger_param": _int_arg("after-calls", args.after_calls),
+            "fault_trigger_seed": 0,
+        }
+    if getattr(args, "probability", None) is not None:
+        try:
+            probability = float(args.probability)
+        except ValueError:
+            probability = math.nan
+        if not 0 < probability <= 1:
+            raise LiveValueError("probability", args.probability, "must be a number in (0, 1]")
+        return {
+            "fault_trigger": TRIGGER_PROBABILITY,
+            "fault_trigger_param": max(1, round(probability * 1_000_000)),
+            "fault_trigger_seed": _int_arg("seed", args.seed or "0"),
+        }
+    if getattr(args, "seed", None) is not None:
+        raise UsageError("--seed goes with --probability")
+    if getattr(args, "at", None) is not None:
+        return {
+            "fault_trigger": TRIGGER_AT,
+            "fault_trigger_param": parse_time_ms(args.at),
+            "fault_trigger_seed": 0,
+        }
+    return None
+
+
+def _with_trigger(
+    args: argparse.Namespace, values: Mapping[str, object], events: Sequence[Event]
+) -> Change:
+    trigger = _trigger(args)
+    if trigger is None:
+        return Change(values=dict(values), events=list(events))
+    # the event ring has no armed records: a triggered fault changes values only
+    return Change(values=trigger, armed=dict(values))
+
+
+def _build_fail(args: argparse.Namespace, gpu: GpuView) -> Change:
+    options = FaultOptions(
+        count=_int_arg("count", args.count, 1, 1 << 32),
+        uncontained=args.uncontained,
+        remap_failure=args.remap_failure,
+        temperature_c=_int_arg("temp", args.temp, 0, 200) if args.temp is not None else None,
+        links=tuple(_links("link", args.link, gpu)) if args.link else (0,),
+        fabric_reasons=tuple(_names(args.reason)) if args.reason else ("degraded-bandwidth",),
+    )
+    for reason in options.fabric_reasons:
+        if reason not in faults.FABRIC_HEALTH_FIELDS and reason != "incorrect-configuration":
+            choices = ", ".join([*faults.FABRIC_HEALTH_FIELDS, "incorrect-configuration"])
+            raise LiveValueError(
+                "reason", reason, f"is not a fabric health field; fields: {choices}"
+            )
+    plan = faults.plan(args.fault, gpu, options)
+    return _with_trigger(args, plan.values, plan.events)
+
+
+def _build_set(args: argparse.Namespace, gpu: GpuView) -> Change:
+    values: dict[str, object] = {}
+    for item in args.assignments:
+        key, eq, text = item.partition("=")
+        if not eq or not key:
+            raise UsageError(f"{item!r}: expected KEY=VALUE")
+        if key in _TRIGGER_KEYS:
+            raise LiveValueError(
+                key, text, "is set by the trigger flags (--after-calls, --probability, --at)"
+            )
+        values[key.strip()] = parse_value(key.strip(), text)
+    return _with_trigger(args, values, ())
+
+
+def _build_xid(args: argparse.Namespace, gpu: GpuView) -> Change:
+    code = _int_arg("xid", args.code, 1, (1 << 32) - 1)
+    return Change(events=[Event(faults.EVENT_XID, code)])
+
+
+def _build_temp(args: argparse.Namespace, gpu: GpuView) -> Change:
+    values: dict[str, object] = {"temperature_c": parse_value("temperature_c", args.celsius)}
+    if args.memory is not None:
+        values["memory_temperature_c"] = parse_value("memory_temperature_c", args.memory)
+    return Change(values=values)
+
+
+def _milliwatts(name: str, text: str) -> int:
+    lowered = text.strip().lower()
+    scale = 1000.0
+    if lowered.endswith("mw"):
+        lowered, scale = lowered[:-2], 1.0
+    elif lowered.endswith("w"):
+        lowered = lowered[:-1]
+    try:
+        watts = float(lowered)
+    except ValueError:
+        raise LiveValueError(
+            name, text, "must be watts (350, 350.5W) or milliwatts (350000mW)"
+        ) from None
+    if not math.isfinite(watts) or watts < 0:
+        raise LiveValueError(name, text, "must not be negative")
+    return round(watts * scale)
+
+
+def _build_power(args: argparse.Namespace, gpu: GpuView) -> Change:
+    if args.watts is None and args.limit is None:
+        raise UsageError("power: give a draw (WATTS) and/or --limit WATTS")
+    values: dict[str, object] = {}
+    if args.watts is not None:
+        values["power_usage_mw"] = _milliwatts("power_usage_mw", args.watts)
+    if args.limit is not None:
+        values["power_limit_mw"] = _milliwatts("power_limit_mw", args.limit)
+    return Change(values=values)
+
+
+def _build_util(args: argparse.Namespace, gpu: GpuView) -> Change:
+    words = list(args.pattern)
+    first = words[0].lower()
+    values: dict[str, object] = {}
+    if args.memory is not None:
+        values["util_mem_pct"] = parse_value("util_mem_pct", args.memory)
+    if first not in UTIL_PATTERNS:
+        if len(words) != 1:
+            raise UsageError(
+                "util: a percentage, or a pattern: "
+                "idle | steady N | busy | burst [PEAK] | sine [PEAK]"
+            )
+        values["util_gpu_pct"] = parse_value("util_gpu_pct", words[0])
+        return Change(values=values, clear=list(_PATTERN_KEYS))
+    if first == "steady" and len(words) != 2:
+        raise UsageError("util steady: give the level, e.g. `util steady 60`")
+    if (first in ("idle", "busy") and len(words) != 1) or len(words) > 2:
+        raise UsageError(f"util {first}: unexpected {' '.join(words[1:])!r}")
+    default_level = {"idle": 0, "busy": 100}.get(first, 100)
+    level = parse_value("util_pattern_level", words[1]) if len(words) == 2 else default_level
+    values.update(
+        {
+            "util_pattern": UTIL_PATTERNS[first],
+            "util_pattern_level": level,
+            "util_pattern_period_ms": _duration_ms("period", args.period) if args.period else 0,
+            "util_pattern_seed": _int_arg("seed", args.seed) if args.seed is not None else 0,
+            "util_pattern_epoch_ms": time.time_ns() // 1_000_000,
+        }
+    )
+    return Change(values=values)
+
+
+_CLOCK_FLAGS: Final = {
+    "sm": ("clock_sm_mhz", "max_clock_sm_mhz"),
+    "graphics": ("clock_graphics_mhz", "max_clock_graphics_mhz"),
+    "mem": ("clock_mem_mhz", "max_clock_mem_mhz"),
+    "video": ("clock_video_mhz", "max_clock_video_mhz"),
+}
+
+
+def _build_clocks(args: argparse.Namespace, gpu: GpuView) -> Change:
+    values: dict[str, object] = {}
+    for flag, (key, limit_key) in _CLOCK_FLAGS.items():
+        text = getattr(args, flag)
+        if text is None:
+            continue
+        value = parse_value(key, text)
+        limit = gpu.board_number(limit_key)
+        if isinstance(value, int) and limit and value > limit:
+            raise LiveValueError(
+                key, value, f"is above the GPU's maximum {limit} MHz (GPU {gpu.board.index})"
+            )
+        values[key] = value
+    if not values:
+        raise UsageError("clocks: give at least one of --sm, --graphics, --mem, --video (MHz)")
+    return Change(values=values)
+
+
+def _build_throttle(args: argparse.Namespace, gpu: GpuView) -> Change:
+    bits = gpu.current("clocks_event_reasons") if args.add else 0
+    for word in (w for item in args.reasons for w in _names(item)):
+        if word == "none":
+            continue
+        if word in faults.CLOCKS_EVENT_REASONS:
+            bits |= faults.CLOCKS_EVENT_REASONS[word]
+        elif word.startswith("0x"):
+            bits |= _int_arg("clocks_event_reasons", word)
+        else:
+            choices = ", ".join(["none", *faults.CLOCKS_EVENT_REASONS])
+            raise LiveValueError(
+                "clocks_event_reasons", word, f"is not a clock event reason; reasons: {choices}"
+            )
+    return Change(values={"clocks_event_reasons": bits})
+
+
+def _build_pstate(args: argparse.Namespace, gpu: GpuView) -> Change:
+    text = args.pstate.upper().removeprefix("P")
+    return Change(values={"pstate": parse_value("pstate", text)})
+
+
+_ECC_FLAGS: Final = {
+    "volatile_corrected": "ecc_volatile_corrected",
+    "volatile_uncorrected": "ecc_volatile_uncorrected",
+    "aggregate_corrected": "ecc_aggregate_corrected",
+    "aggregate_uncorrected": "ecc_aggregate_uncorrected",
+    "retired_sbe": "retired_pages_sbe",
+    "retired_dbe": "retired_pages_dbe",
+    "retired_pending": "retired_pages_pending",
+    "remapped_correctable": "remapped_rows_correctable",
+    "remapped_uncorrectable": "remapped_rows_uncorrectable",
+    "remapped_pending": "remapped_rows_pending",
+    "remapped_failure": "remapped_rows_failure",
+    "mode": "ecc_enabled",
+}
+
+
+def _build_ecc(args: argparse.Namespace, gpu: GpuView) -> Change:
+    values = {
+        key: parse_value(key, getattr(args, flag))
+        for flag, key in _ECC_FLAGS.items()
+        if getattr(args, flag) is not None
+    }
+    if not values:
+        raise UsageError("ecc: give at least one counter or --mode")
+    return Change(values=values)
+
+
+def _build_nvlink(args: argparse.Namespace, gpu: GpuView) -> Change:
+    mask = gpu.current("nvlink_down_mask")
+    values: dict[str, object] = {}
+    if args.down is not None:
+        for link in _links("down", args.down, gpu):
+            mask |= 1 << link
+    if args.up is not None:
+        for link in _links("up", args.up, gpu):
+            mask &= ~(1 << link)
+    if args.down is not None or args.up is not None:
+        values["nvlink_down_mask"] = mask
+    for flag, key in (
+        ("crc", "nvlink_crc_errors"),
+        ("replay", "nvlink_replay_errors"),
+        ("recovery", "nvlink_recovery_errors"),
+    ):
+        text = getattr(args, flag)
+        if text is not None:
+            values[key] = parse_value(key, text)
+    if not values:
+        raise UsageError("nvlink: give --down/--up LINKS and/or --crc/--replay/--recovery counts")
+    return Change(values=values)
+
+
+def _yes_no(name: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise LiveValueError(name, text, "must be yes or no")
+
+
+def _build_fabric_health(args: argparse.Namespace, gpu: GpuView) -> Change:
+    if gpu.board_number("fabric_attached") != 1:
+        raise LiveValueError(
+            "fabric_health_mask",
+            "-",
+            f"GPU {gpu.board.index} is not fabric-attached (no fabric info)",
+        )
+    mask = (
+        _int_arg("mask", args.mask, 0, (1 << 32) - 1)
+        if args.mask is not None
+        else gpu.current("fabric_health_mask")
+    )
+    flags = {
+        name: _yes_no(name, getattr(args, name.replace("-", "_")))
+        for name in faults.FABRIC_HEALTH_FIELDS
+        if getattr(args, name.replace("-", "_")) is not None
+    }
+    incorrect = args.incorrect_configuration
+    if incorrect is not None and incorrect not in faults.INCORRECT_CONFIGURATION:
+        choices = ", ".join(faults.INCORRECT_CONFIGURATION)
+        raise LiveValueError("incorrect-configuration", incorrect, f"must be one of {choices}")
+    values: dict[str, object] = {"fabric_health_mask": faults.fabric_mask(mask, flags, incorrect)}
+    if args.fabric_state is not None:
+        if args.fabric_state not in FABRIC_STATES:
+            raise LiveValueError(
+                "fabric_state", args.fabric_state, f"must be one of {', '.join(FABRIC_STATES)}"
+            )
+        values["fabric_state"] = FABRIC_STATES[args.fabric_state]
+    return Change(values=values)
+
+
+def _build_recovery_action(args: argparse.Namespace, gpu: GpuView) -> Change:
+    action = args.action.lower()
+    if action not in faults.RECOVERY_ACTIONS:
+        raise LiveValueError(
+            "recovery_action", args.action, f"must be one of {', '.join(faults.RECOVERY_ACTIONS)}"
+        )
+    return Change(values={"recovery_action": faults.RECOVERY_ACTIONS[action]})
+
+
+def _build_reset(args: argparse.Namespace, gpu: GpuView) -> Change:
+    keys = list(args.keys) if args.keys else list(LIVE_GPU_KEYS)
+    for key in keys:
+        if key not in LIVE_GPU_KEYS:
+            raise LiveValueError(key, None, "is not a live key")
+    return Change(clear=keys)
+
+
+# -- applying ---------------------------------------------------------------------------
+
+
+def _describe(values: Mapping[str, object]) -> str:
+    return " ".join(f"{k}={_show(k, v)}" for k, v in values.items())
+
+
+def _show(key: str, value: object) -> str:
+    spec = LIVE_GPU_KEYS.get(key)
+    if (
+        isinstance(value, int)
+        and spec is not None
+        and (spec.kind is Kind.HEX32 or key in ("clocks_event_reasons", "nvlink_down_mask"))
+    ):
+        return hex(value)
+    return str(value)
+
+
+def _event_text(event: Event) -> str:
+    name = _EVENT_NAMES.get(event.event_type, hex(event.event_type))
+    return f"{name} {event.data}" if event.event_type == faults.EVENT_XID else name
+
+
+def _apply(args: argparse.Namespace, builder: Builder) -> int:
+    with _open(args, writable=True) as layer:
+        gpus = select_gpus(layer, args.gpu)
+        plans: list[tuple[int, Change]] = []
+        for index in gpus:
+            view = GpuView(layer.board[index], layer.values(index))
+            change = builder(args, view)
+            # everything is checked, for every GPU, before the first write
+            change.values = dict(layer.validate(index, change.values))
+            change.armed = dict(layer.validate(index, change.armed))
+            plans.append((index, change))
+        for index, change in plans:
+            if change.clear:
+                layer.clear(index, change.clear)
+            if change.values:
+                layer.set(index, change.values)
+            if change.armed:
+                layer.set(index, change.armed, armed=True)
+            for event in change.events:
+                layer.event(index, event.event_type, event.data)
+            _report(layer, index, change)
+    return EXIT_OK
+
+
+def _report(layer: LiveLayer, index: int, change: Change) -> None:
+    parts = []
+    if change.clear and not change.values and not change.armed:
+        parts.append(
+            "reset"
+            if len(change.clear) == len(LIVE_GPU_KEYS)
+            else "cleared " + " ".join(change.clear)
+        )
+    if change.armed:
+        parts.append(f"armed ({_trigger_text(change.values)}) {_describe(change.armed)}")
+    elif change.values:
+        parts.append(_describe(change.values))
+    if change.events:
+        parts.append("events " + ", ".join(_event_text(e) for e in change.events))
+    print(f"GPU {index} {layer.board[index].uuid}: {'; '.join(parts) or 'no change'}")
+
+
+def _trigger_text(values: Mapping[str, object]) -> str | None:
+    kind = values.get("fault_trigger")
+    if kind is None:
+        return None
+    param = values.get("fault_trigger_param", 0)
+    assert isinstance(param, int)
+    if kind == TRIGGER_AFTER_CALLS:
+        return f"after {param} calls"
+    if kind == TRIGGER_PROBABILITY:
+        seed = values.get("fault_trigger_seed", 0)
+        return f"probability {param / 1_000_000:g} per call, seed {seed}"
+    if kind == TRIGGER_AT:
+        return "at " + datetime.fromtimestamp(param / 1000).astimezone().isoformat(
+            timespec="seconds"
+        )
+    return "now"
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    with _open(args, writable=False) as layer:
+        gpus = select_gpus(layer, args.gpu)
+        rows = []
+        for index in gpus:
+            values = layer.values(index)
+            armed = sorted(layer.armed(index))
+            rows.append(
+                {
+                    "index": index,
+                    "uuid": layer.board[index].uuid,
+                    "lost": values.get("gpu_lost", 0) == 1 and "gpu_lost" not in armed,
+                    "values": values,
+                    "armed": armed,
+                    "trigger": _trigger_text(values),
+                }
+            )
+        if args.json:
+            document = {"live_file": str(layer.path), "generation": layer.generation, "gpus": rows}
+            print(json.dumps(document, indent=2))
+            return EXIT_OK
+        print(f"{'GPU':<4} {'UUID':<41} {'STATE':<8} LIVE VALUES")
+        for row in rows:
+            row_values = row["values"]
+            row_armed = row["armed"]
+            assert isinstance(row_values, dict) and isinstance(row_armed, list)
+            shown = [
+                f"{k}={_show(k, v)}{'*' if k in row_armed else ''}"
+                for k, v in row_values.items()
+                if k not in _TRIGGER_KEYS
+            ]
+            state = (
+                "lost"
+                if row["lost"]
+                else ("armed" if row_armed else ("live" if shown else "board"))
+            )
+            line = f"{row['index']:<4} {row['uuid']:<41} {state:<8} {' '.join(shown) or '-'}"
+            if row_armed:
+                line += f"  (* when triggered: {row['trigger']})"
+            print(line)
+        print(f"live layer {layer.path}, generation {layer.generation}")
+    return EXIT_OK
+
+
+# -- the parser -------------------------------------------------------------------------
+
+
+def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nvml-mock-ctl",
+        description="Change the mock GPUs of this node while processes use them "
+        "(through the live layer).",
+        epilog="Exit codes: 0 done, 1 the live layer cannot be opened or written, 2 usage error, "
+        "3 a value refused (nothing written).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    add_logging_args(parser, environ)
+    _add_location_args(parser, environ)
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    def verb(
+        name: str, help_text: str, builder: Builder | None, *, gpu_default: str | None = None
+    ) -> argparse.ArgumentParser:
+        sub = verbs.add_parser(name, help=help_text, description=help_text)
+        add_logging_args(sub, environ, sub=True)
+        _add_location_args(sub, environ, sub=True)
+        sub.add_argument(
+            "-i",
+            "--gpu",
+            required=gpu_default is None,
+            default=gpu_default,
+            help="GPUs: indices and/or UUIDs, comma separated, or all"
+            + (f" (default {gpu_default})" if gpu_default else ""),
+        )
+        if builder is not None:
+            sub.set_defaults(handler=lambda args: _apply(args, builder))
+        return sub
+
+    fail = verb("fail", "inject a fault, as a real driver shows it", _build_fail)
+    fail.add_argument("fault", choices=list(faults.FAULTS), help="the fault")
+    fail.add_argument("--count", default="1", help="errors to add (ECC, NVLink; default 1)")
+    fail.add_argument("--link", help="nvlink-down: the links, comma separated, or all (default 0)")
+    fail.add_argument(
+        "--uncontained", action="store_true", help="ecc-uncorrectable on Ampere+: Xid 95, not 94"
+    )
+    fail.add_argument(
+        "--remap-failure",
+        action="store_true",
+        help="ecc-uncorrectable: the retirement/remap fails (Xid 64)",
+    )
+    fail.add_argument(
+        "--temp", help="thermal: the temperature in C (default: slowdown threshold + 3)"
+    )
+    fail.add_argument(
+        "--reason",
+        help="fabric-degraded: health fields that turn bad, comma separated "
+        f"({', '.join([*faults.FABRIC_HEALTH_FIELDS, 'incorrect-configuration'])}; "
+        "default degraded-bandwidth)",
+    )
+    _add_trigger_args(fail)
+
+    xid = verb(
+        "xid", "send an Xid (nvmlEventTypeXidCriticalError) to the GPU's event sets", _build_xid
+    )
+    xid.add_argument("code", help="the Xid, e.g. 79")
+
+    temp = verb("temp", "set the GPU temperature", _build_temp)
+    temp.add_argument("celsius", help="degrees C")
+    temp.add_argument("--memory", help="the memory (HBM) temperature, C")
+
+    power = verb("power", "set the power draw and/or limit", _build_power)
+    power.add_argument(
+        "watts", nargs="?", help="the draw: watts (350, 350.5W) or milliwatts (350000mW)"
+    )
+    power.add_argument("--limit", help="the power limit, same units")
+
+    util = verb("util", "set utilization: a percentage, or a pattern", _build_util)
+    util.add_argument(
+        "pattern",
+        nargs="+",
+        metavar="PCT|PATTERN",
+        help="N, or idle | steady N | busy | burst [PEAK] | sine [PEAK]",
+    )
+    util.add_argument("--period", help="burst/sine period: 500ms, 30s, 2m (default: the pattern's)")
+    util.add_argument("--seed", help="seed of the pattern's noise (default 0)")
+    util.add_argument("--memory", help="memory utilization, percent")
+
+    clocks = verb("clocks", "set current clocks (MHz, at most the GPU's maximum)", _build_clocks)
+    for flag in _CLOCK_FLAGS:
+        clocks.add_argument(f"--{flag}", help=f"{flag} clock, MHz")
+
+    throttle = verb("throttle", "set the clock event (throttle) reasons", _build_throttle)
+    throttle.add_argument(
+        "reasons",
+        nargs="+",
+        metavar="REASON",
+        help=f"none, or names: {', '.join(faults.CLOCKS_EVENT_REASONS)}",
+    )
+    throttle.add_argument(
+        "--add",
+        action="store_true",
+        help="add to the reasons already shown instead of replacing them",
+    )
+
+    pstate = verb("pstate", "set the performance state", _build_pstate)
+    pstate.add_argument("pstate", help="0..15 or P0..P15")
+
+    ecc = verb("ecc", "set ECC counters, retired pages, remapped rows or the ECC mode", _build_ecc)
+    for flag in _ECC_FLAGS:
+        ecc.add_argument(f"--{flag.replace('_', '-')}", dest=flag, help=_ECC_FLAGS[flag])
+
+    nvlink = verb("nvlink", "take NVLinks down or up, set their error counters", _build_nvlink)
+    nvlink.add_argument("--down", help="links to take down, comma separated, or all")
+    nvlink.add_argument("--up", help="links to bring back up, comma separated, or all")
+    nvlink.add_argument("--crc", help="CRC errors on each down link")
+    nvlink.add_argument("--replay", help="replay errors on each down link")
+    nvlink.add_argument("--recovery", help="recovery errors on each down link")
+
+    fabric = verb(
+        "fabric-health",
+        "set the fabric health mask fields and the fabric state",
+        _build_fabric_health,
+    )
+    for name in faults.FABRIC_HEALTH_FIELDS:
+        fabric.add_argument(
+            f"--{name}", metavar="yes|no", help=f"{name} (NVML_GPU_FABRIC_HEALTH_MASK_*)"
+        )
+    fabric.add_argument(
+        "--incorrect-configuration",
+        metavar="NAME",
+        help=f"one of {', '.join(faults.INCORRECT_CONFIGURATION)}",
+    )
+    fabric.add_argument("--mask", help="start from this raw health mask (default: the current one)")
+    fabric.add_argument(
+        "--state", dest="fabric_state", help=f"fabric state: {', '.join(FABRIC_STATES)}"
+    )
+
+    recovery = verb(
+        "recovery-action",
+        "set the GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)",
+        _build_recovery_action,
+    )
+    recovery.add_argument("action", help=", ".join(faults.RECOVERY_ACTIONS))
+
+    set_ = verb("set", "set any live keys", _build_set)
+    set_.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
+    _add_trigger_args(set_)
+
+    status = verb("status", "show the live values of the GPUs", None, gpu_default="all")
+    status.add_argument("--json", action="store_true", help="one JSON document")
+    status.set_defaults(handler=_cmd_status)
+
+    verb(
+        "reset", "clear live values: the board values answer again", _build_reset, gpu_default="all"
+    ).add_argument(
+        "keys", nargs="*", metavar="KEY", help="only these keys (default: every live key)"
+    )
+    return parser
+
+
+def _add_location_args(
+    parser: argparse.ArgumentParser, environ: Mapping[str, str], *, sub: bool = False
+) -> None:
+    def default(value: str | None) -> str | None:
+        return argparse.SUPPRESS if sub else value
+
+    parser.add_argument(
+        "--overlay-path",
+        default=default(environ.get(ENV_OVERLAY_PATH) or names.OVERLAY_HOST_PATH),
+        help=f"the node's overlay; the live layer is config/{LIVE_FILE_NAME} in it "
+        f"(env {ENV_OVERLAY_PATH}; default {names.OVERLAY_HOST_PATH})",
+    )
+    parser.add_argument(
+        "--live-file",
+        default=default(environ.get(ENV_LIVE_FILE) or None),
+        help=f"the live layer file itself, instead of the overlay's (env {ENV_LIVE_FILE})",
+    )
+    parser.add_argument(
+        "--state-file",
+        dest="state",
+        default=default(environ.get(ENV_STATE_FILE) or None),
+        help=f"the board state the live layer follows (env {ENV_STATE_FILE}; default: "
+        f"{names.STATE_FILE_NAME} beside the live file)",
+    )
+
+
+def _add_trigger_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("trigger (default: now)")
+    exclusive = group.add_mutually_exclusive_group()
+    exclusive.add_argument(
+        "--after-calls", metavar="N", help="apply after N calls on the GPU (counted per process)"
+    )
+    exclusive.add_argument(
+        "--probability", metavar="P", help="apply on each call with probability P (0..1], seeded"
+    )
+    exclusive.add_argument("--at", metavar="TIME", help="apply at TIME: unix seconds or ISO 8601")
+    group.add_argument("--seed", help="seed of --probability (default 0)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""What the driver side knows without NVML: bus ids of GPUs NVML cannot open, and the live layer.
+
+The real tool names a GPU it cannot get a handle for by its PCI bus id, which it learns from
+the kernel driver, not from NVML. The work-alike's driver is the overlay: the board state and
+the live layer beside it, found the way the mock library finds them (``MOCK_NVML_CONFIG``,
+else ``../config/state.nvmlmock`` from the library's own directory; ``MOCK_NVML_LIVE``, else
+``live.nvmlmock`` beside the state). Against a real driver there is no state file, and the
+messages fall back to naming no bus id.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+STATE_RELATIVE = ("..", "config", "state.nvmlmock")
+LIVE_FILE_NAME = "live.nvmlmock"
+
+
+def loaded_library(name: str = "libnvidia-ml.so") -> str | None:
+    """The file of the NVML library this process mapped (``/proc/self/maps``)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                path = line.rstrip("\n").partition("/")[2]
+                if path and name in path.rsplit("/", 1)[-1]:
+                    return "/" + path
+    except OSError:
+        return None
+    return None
+
+
+def state_path(library: str | None, environ: Mapping[str, str]) -> str | None:
+    explicit = environ.get("MOCK_NVML_CONFIG")
+    if explicit:
+        return explicit
+    if not library:
+        return None
+    return os.path.normpath(
+        os.path.join(os.path.dirname(os.path.realpath(library)), *STATE_RELATIVE)
+    )
+
+
+def live_path(state: str | None, environ: Mapping[str, str]) -> str | None:
+    explicit = environ.get("MOCK_NVML_LIVE")
+    if explicit:
+        return explicit
+    return os.path.join(os.path.dirname(state), LIVE_FILE_NAME) if state else None
+
+
+def board_gpus(state: str | None) -> list[dict[str, str]]:
+    """``uuid`` and ``pci_bus_id`` of every ``[gpu N]`` section of the state (empty when
+    there is no readable state)."""
+    if not state:
+        return []
+    try:
+        with open(state, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return []
+    gpus: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    for line in text.splitlines():
+        if line.startswith("[gpu "):
+            current = {}
+            gpus.append(current)
+        elif line.startswith("["):
+            current = None
+        elif current is not None and "=" in line:
+            key, _, value = line.partition("=")
+            if key in ("uuid", "pci_bus_id"):
+                current[key] = value.strip()
+    return gpus
+
+
+def legacy_bus_id(bus_id: str) -> str:
+    """``00000000:18:00.0`` as the real tool names a GPU in its handle errors: ``0000:18:00.0``."""
+    domain, sep, rest = bus_id.partition(":")
+    return f"{domain[-4:]}{sep}{rest}" if sep else bus_id
