@@ -523,11 +523,13 @@ class LiveLayer:
     def events(self, after: int = 0) -> list[LiveEvent]:
         """The events of the ring with a sequence number above *after*, oldest first (at most
         the ring's size; records a writer is overwriting are left out)."""
-        head: int = struct.unpack_from("<Q", self._map, _keys.LIVE_HEADER_FIELDS["event_head"][1])[0]
+        head_at = _keys.LIVE_HEADER_FIELDS["event_head"][1]
+        head: int = struct.unpack_from("<Q", self._map, head_at)[0]
         first = max(after + 1, head - _keys.LIVE_EVENT_SLOTS + 1, 1)
         found: list[LiveEvent] = []
         for seq in range(first, head + 1):
-            at = _keys.LIVE_EVENTS_OFFSET + (seq % _keys.LIVE_EVENT_SLOTS) * _keys.LIVE_EVENT_RECORD_BYTES
+            slot = seq % _keys.LIVE_EVENT_SLOTS
+            at = _keys.LIVE_EVENTS_OFFSET + slot * _keys.LIVE_EVENT_RECORD_BYTES
             rec_seq, gpu, event_type, data = struct.unpack_from("<4Q", self._map, at)
             if rec_seq == seq:
                 found.append(LiveEvent(seq, gpu, event_type, data))
