@@ -85,9 +85,10 @@ DOCUMENT_MAX_BYTES = 8 * 1024 * 1024
 """Default cap on a document's size in bytes. A 15,000-node cluster written out with 253-character
 node names is under 4 MiB; with ordinary names it is under 1 MiB."""
 DOCUMENT_MAX_ITEMS = 1_000_000
-"""Default cap on the values in a document (every mapping, list and scalar, keys included), counted
-with YAML aliases expanded. A 15,000-node cluster in cliques of 8 is about 25,000; a "billion laughs"
-document of a few hundred bytes expands to a billion and is refused before it is built."""
+"""Default cap on the values in a document (every mapping, list and scalar, keys included),
+counted with YAML aliases expanded. A 15,000-node cluster in cliques of 8 is about 25,000; a
+"billion laughs" document of a few hundred bytes expands to a billion and is refused before it
+is built."""
 DOCUMENT_MAX_DEPTH = 32
 """Deepest nesting a document may have. A topology document is 6 levels deep; the cap keeps a
 document nested 100,000 deep from exhausting any recursive parser, validator or renderer."""
@@ -110,7 +111,7 @@ _SHOWN_INT_BITS = 128
 
 
 class _BoundedRepr(reprlib.Repr):
-    """``repr`` that cuts while rendering, never after: a value's cost is bounded, not its size's."""
+    """``repr`` that cuts while rendering, never after: its cost is bounded, not the value's."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()
@@ -282,9 +283,9 @@ def _cross_problems(outline: _Outline) -> list[str]:
             )
         domain_by_name.setdefault(name, d_pos)
         if uuid in domain_by_uuid:
+            shown = uuid if isinstance(uuid, str) and len(uuid) <= 60 else _shown(uuid)
             problems.append(
-                f"cluster uuid {uuid if isinstance(uuid, str) and len(uuid) <= 60 else _shown(uuid)}"
-                " is used by two domains "
+                f"cluster uuid {shown} is used by two domains "
                 f"(domains[{domain_by_uuid[uuid]}] and domains[{d_pos}])"
             )
         domain_by_uuid.setdefault(uuid, d_pos)
@@ -590,10 +591,7 @@ def parse_topology(
 
 
 def _too_deep() -> str:
-    return (
-        f"document is nested deeper than {DOCUMENT_MAX_DEPTH} levels "
-        "(a topology document has 6)"
-    )
+    return f"document is nested deeper than {DOCUMENT_MAX_DEPTH} levels (a topology document has 6)"
 
 
 def _too_many(max_items: int) -> str:
@@ -768,9 +766,7 @@ def read_topology_file(
             chunks.append(chunk)
             size += len(chunk)
         if size > max_bytes:
-            raise TopologyError(
-                [f"document is larger than the limit of {max_bytes} bytes"], source
-            )
+            raise TopologyError([f"document is larger than the limit of {max_bytes} bytes"], source)
     finally:
         os.close(fd)
     return parse_topology(b"".join(chunks), source, max_bytes=max_bytes, max_items=max_items)
