@@ -52,6 +52,7 @@ from pydantic import (
 
 __all__ = [
     "CLIQUE_ID_MAX",
+    "DESCRIBED_MAX_PROBLEMS",
     "DOCUMENT_MAX_BYTES",
     "DOCUMENT_MAX_DEPTH",
     "DOCUMENT_MAX_ITEMS",
@@ -94,6 +95,9 @@ DOCUMENT_MAX_DEPTH = 32
 document nested 100,000 deep from exhausting any recursive parser, validator or renderer."""
 REPORT_MAX_PROBLEMS = 50
 """At most this many problems are written into a :class:`TopologyError`'s message."""
+DESCRIBED_MAX_PROBLEMS = 1000
+"""At most this many validation problems are described (placed and worded); the rest are
+counted, so that a document with 100,000 bad names costs little more to refuse than to read."""
 REPORT_MAX_BYTES = 16 * 1024
 """At most about this many bytes of problems are written into a :class:`TopologyError`'s message;
 the rest is counted ("... and 99,950 more problems not shown")."""
@@ -137,6 +141,9 @@ def _shown(value: Any, limit: int = 60) -> str:
     megabyte-long name, a 10,000-digit number or a deeply nested list shows as a few
     dozen characters and never takes longer to describe than to read.
     """
+    kind = type(value)
+    if (kind is str and len(value) <= limit) or (kind is int and value.bit_length() <= 128):
+        return repr(value)  # the common case, bounded already
     renderer = _SHOWN.get(limit)
     if renderer is None:
         renderer = _SHOWN.setdefault(limit, _BoundedRepr(limit))
@@ -412,9 +419,15 @@ class TopologyError(ValueError):
     or a log line of kilobytes, not megabytes).
     """
 
-    def __init__(self, problems: Sequence[str], source: str | None = None) -> None:
+    def __init__(
+        self, problems: Sequence[str], source: str | None = None, *, undescribed: int = 0
+    ) -> None:
         self.problems: tuple[str, ...] = tuple(problems)
+        """The problems described, one line each (at most :data:`DESCRIBED_MAX_PROBLEMS`
+        from validation; the loader stops describing after that)."""
         self.source = source
+        self.count = len(self.problems) + undescribed
+        """How many problems the document has, described or not."""
         where = f"invalid topology document {source}" if source else "invalid topology document"
         shown: list[str] = []
         size = 0
@@ -424,12 +437,11 @@ class TopologyError(ValueError):
                 break
             shown.append(f"  - {line}")
             size += len(line) + 5
-        self.omitted = len(self.problems) - len(shown)
+        self.omitted = self.count - len(shown)
         """How many problems the message leaves out."""
         if self.omitted:
             shown.append(f"  ... and {self.omitted} more problem(s) not shown")
-        count = len(self.problems)
-        super().__init__(f"{where}: {count} problem(s)\n" + "\n".join(shown))
+        super().__init__(f"{where}: {self.count} problem(s)\n" + "\n".join(shown))
 
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -496,9 +508,9 @@ def _location(loc: tuple[int | str, ...], data: Any) -> str:
     return "".join(parts) or "document"
 
 
-def _problems(error: ValidationError, data: Any) -> list[str]:
+def _problems(errors: Sequence[Any], data: Any) -> list[str]:
     problems = []
-    for item in error.errors(include_url=False):
+    for item in errors[:DESCRIBED_MAX_PROBLEMS]:
         where = _location(tuple(item["loc"]), data)
         kind = item["type"]
         if kind in ("value_error", "assertion_error"):
@@ -537,12 +549,16 @@ def validate_topology_data(data: Any, source: str | None = None) -> TopologyDocu
     try:
         return TopologyDocument.model_validate(data)
     except ValidationError as exc:
-        problems = _problems(exc, data)
-        if not any(item["loc"] == () for item in exc.errors()):
+        errors = exc.errors(include_url=False)
+        # Describing a problem (its place, its value) costs far more than finding it; past
+        # the first thousand, which is more than anyone reads, they are only counted.
+        problems = _problems(errors, data)
+        undescribed = max(0, len(errors) - DESCRIBED_MAX_PROBLEMS)
+        if not any(item["loc"] == () for item in errors):
             # Field errors stop pydantic before the whole-document checks; run them on the
             # raw data so one pass reports everything.
             problems += [f"document: {p}" for p in _cross_problems(_raw_outline(data))]
-        raise TopologyError(problems, source) from None
+        raise TopologyError(problems, source, undescribed=undescribed) from None
 
 
 def parse_topology(
