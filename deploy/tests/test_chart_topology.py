@@ -314,3 +314,40 @@ def test_watches_stay_on_one_replica(render: RenderFn) -> None:
     assert rendered.get("Deployment", "nvml-mock-topology")["spec"]["replicas"] == 3
     # Revisions are per replica: a watch bounced between replicas would never block.
     assert rendered.get("Service", "nvml-mock-topology")["spec"]["sessionAffinity"] == "ClientIP"
+
+
+def test_connection_limits_reach_the_service(render: RenderFn) -> None:
+    defaults = env_of(
+        container(
+            render({"topology": DEMO_TOPOLOGY}).get("Deployment", "nvml-mock-topology"),
+            "topology-service",
+        )
+    )
+    assert defaults["NVML_MOCK_TOPOLOGY_HEADER_TIMEOUT"] == "10"
+    assert defaults["NVML_MOCK_TOPOLOGY_KEEP_ALIVE_TIMEOUT"] == "5"
+    assert defaults["NVML_MOCK_TOPOLOGY_MAX_CONNECTIONS"] == "32768"
+    # From a values file (numbers parsed as floats): a million stays a whole number.
+    rendered = render(
+        yaml_text="""
+topology:
+  enabled: true
+  headerTimeoutSeconds: 2.5
+  keepAliveTimeoutSeconds: 30
+  maxConnections: 1000000
+"""
+    )
+    env = env_of(container(rendered.get("Deployment", "nvml-mock-topology"), "topology-service"))
+    assert env["NVML_MOCK_TOPOLOGY_HEADER_TIMEOUT"] == "2.5"
+    assert env["NVML_MOCK_TOPOLOGY_KEEP_ALIVE_TIMEOUT"] == "30"
+    assert env["NVML_MOCK_TOPOLOGY_MAX_CONNECTIONS"] == "1000000"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"headerTimeoutSeconds": 0}, {"keepAliveTimeoutSeconds": "5s"}, {"maxConnections": 0}],
+)
+def test_connection_limits_are_checked_by_the_schema(
+    render: RenderFn, values: dict[str, Any]
+) -> None:
+    with pytest.raises(helm.HelmValuesError):
+        render({"topology": {"enabled": True, **values}})

@@ -5,8 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +112,39 @@ class LiveServer:
             return fn(*args)
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(5)
+
+
+@contextmanager
+def serving(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """The real entry point as a process on a free loopback port; yields it and its URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nvml_mock_topology", "--host", "127.0.0.1", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    url = None
+    lines: list[str] = []
+    deadline = time.monotonic() + 20
+    while url is None and time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        match = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
+        if match:
+            url = match.group(1)
+    assert url is not None, "".join(lines)
+    drain = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
+    drain.start()
+    try:
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        drain.join(10)
+        process.stderr.close()
 
 
 @pytest.fixture

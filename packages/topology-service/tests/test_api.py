@@ -334,3 +334,47 @@ async def test_a_second_domain(client: httpx.AsyncClient, store: TopologyStore) 
     response = await client.get("/v1/nodes/worker-9/identity")
     assert response.json()["domain"] == "other"
     assert response.json()["clusterUuid"] == UUID_B
+
+
+HUGE = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        f'"{HUGE}"',
+        f'W/"{HUGE}"',
+        HUGE,
+        f'"{2**63}"',
+        f'"{"1" * 20}"',
+        f'"{HUGE}", "1"',
+        "*, " * 2000,
+    ],
+    ids=["quoted", "weak", "bare", "past-int64", "twenty-digits", "list", "many-stars"],
+)
+async def test_an_absurd_if_none_match_is_a_mismatch_not_a_500(
+    client: httpx.AsyncClient, tag: str
+) -> None:
+    for url in (
+        "/v1/nodes/worker-1/identity?wait=0.01",
+        "/v1/nodes/worker-1/identity",
+        "/v1/topology",
+    ):
+        response = await client.get(url, headers={"If-None-Match": tag})
+        assert response.status_code in (200, 304), (url, response.status_code)
+        if "*" not in tag:
+            assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "query",
+    [f"revision={HUGE}", f"revision={HUGE}&wait=1", f"wait={HUGE}", f"revision=1&wait={HUGE}"],
+)
+async def test_absurd_query_values_are_422_with_a_short_message(
+    client: httpx.AsyncClient, query: str
+) -> None:
+    response = await client.get(f"/v1/nodes/worker-1/identity?{query}")
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert len(detail) < 600
+    assert "'revision'" in detail or "'wait'" in detail

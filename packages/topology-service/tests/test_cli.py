@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import UUID_B, document, write_atomically
+from conftest import UUID_B, document, serving, write_atomically
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -29,38 +26,6 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
         timeout=30,
         env={**os.environ, **(env or {})},
     )
-
-
-@contextmanager
-def serving(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nvml_mock_topology", "--host", "127.0.0.1", "--port", "0", *args],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stderr is not None
-    url = None
-    lines: list[str] = []
-    deadline = time.monotonic() + 20
-    while url is None and time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        match = re.search(r"Uvicorn running on (http://127\.0\.0\.1:\d+)", line)
-        if match:
-            url = match.group(1)
-    assert url is not None, "".join(lines)
-    drain = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
-    drain.start()
-    try:
-        yield process, url
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-        drain.join(10)
-        process.stderr.close()
 
 
 def test_missing_file_is_exit_3_naming_it(tmp_path: Path) -> None:
@@ -159,3 +124,49 @@ def test_json_logs(tmp_path: Path) -> None:
     assert record["level"] == "error"
     assert record["logger"] == "nvml_mock_topology.cli"
     assert "does not exist" in record["msg"]
+
+
+def test_sigterm_releases_a_watcher_that_rewatches_on_its_kept_alive_connection(
+    tmp_path: Path,
+) -> None:
+    """The NRI plugin's pattern: the moment a watch returns, the next one goes out on the
+    same connection. Every watch, including those that arrive during shutdown, must be
+    released, so the process ends quickly and the client never sees a 500."""
+    path = tmp_path / "topology.yaml"
+    path.write_text(document())
+    with serving("--topology-file", str(path)) as (process, url):
+        statuses: list[int] = []
+        watching = threading.Event()
+        stop = threading.Event()
+
+        def plugin() -> None:
+            with httpx.Client(base_url=url, timeout=60) as client:
+                revision = client.get("/v1/nodes/worker-1/identity").json()["revision"]
+                while not stop.is_set():
+                    watching.set()
+                    try:
+                        answer = client.get(
+                            f"/v1/nodes/worker-1/identity?revision={revision}&wait=50"
+                        )
+                    except httpx.HTTPError:
+                        return  # the server went away: a real plugin reconnects elsewhere
+                    statuses.append(answer.status_code)
+                    if answer.status_code == 200:
+                        revision = answer.json()["revision"]
+
+        watcher = threading.Thread(target=plugin, daemon=True)
+        watcher.start()
+        assert watching.wait(10)
+        time.sleep(0.5)  # the first watch is waiting in the server
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(10)
+        finally:
+            stop.set()
+        elapsed = time.monotonic() - started
+        watcher.join(10)
+        assert code == 0
+        assert elapsed < 3, f"shutdown took {elapsed:.1f} s"
+        assert statuses, "the waiting watch was never answered"
+        assert all(status == 200 for status in statuses), statuses

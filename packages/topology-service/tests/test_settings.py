@@ -16,6 +16,9 @@ def test_defaults() -> None:
     assert (settings.host, settings.port) == ("0.0.0.0", 8090)
     assert settings.max_watch_seconds == 60
     assert settings.allow_empty is False
+    assert (settings.max_file_bytes, settings.max_document_items) == (8 * 1024 * 1024, 1_000_000)
+    assert (settings.header_timeout, settings.keep_alive_timeout) == (10, 5)
+    assert settings.max_connections == 32768
 
 
 def test_env_twins_and_flag_wins() -> None:
@@ -27,6 +30,11 @@ def test_env_twins_and_flag_wins() -> None:
         "NVML_MOCK_TOPOLOGY_MAX_WATCH": "30",
         "NVML_MOCK_TOPOLOGY_POLL_INTERVAL": "0.5",
         "NVML_MOCK_TOPOLOGY_ACCESS_LOG": "on",
+        "NVML_MOCK_TOPOLOGY_MAX_FILE_SIZE": "1048576",
+        "NVML_MOCK_TOPOLOGY_MAX_DOCUMENT_ITEMS": "200_000",
+        "NVML_MOCK_TOPOLOGY_HEADER_TIMEOUT": "2.5",
+        "NVML_MOCK_TOPOLOGY_KEEP_ALIVE_TIMEOUT": "30",
+        "NVML_MOCK_TOPOLOGY_MAX_CONNECTIONS": "20000",
         "NVML_MOCK_LOG_FORMAT": "JSON",
         "NVML_MOCK_LOG_LEVEL": "debug",
     }
@@ -39,6 +47,11 @@ def test_env_twins_and_flag_wins() -> None:
         max_watch_seconds=30,
         poll_interval=0.5,
         access_log=True,
+        max_file_bytes=1048576,
+        max_document_items=200_000,
+        header_timeout=2.5,
+        keep_alive_timeout=30,
+        max_connections=20000,
         log_format="json",
         log_level="debug",
     )
@@ -50,6 +63,28 @@ def test_env_twins_and_flag_wins() -> None:
         9100,
         5,
     )
+    limits = parse_settings(
+        [
+            "--max-file-size",
+            "4096",
+            "--max-document-items",
+            "10",
+            "--header-timeout",
+            "1",
+            "--keep-alive-timeout",
+            "2",
+            "--max-connections",
+            "3",
+        ],
+        env,
+    )
+    assert (
+        limits.max_file_bytes,
+        limits.max_document_items,
+        limits.header_timeout,
+        limits.keep_alive_timeout,
+        limits.max_connections,
+    ) == (4096, 10, 1, 2, 3)
 
 
 @pytest.mark.parametrize(
@@ -68,6 +103,12 @@ def test_env_twins_and_flag_wins() -> None:
         ),
         (["--log-level", "loud"], {}, "--log-level='loud'"),
         (["--topology-file", ""], {}, "--topology-file='' is empty"),
+        (["--max-file-size", "8M"], {}, "--max-file-size='8M' is not a whole number"),
+        (["--max-file-size", "0"], {}, "--max-file-size='0' must be between 1 and"),
+        ([], {"NVML_MOCK_TOPOLOGY_MAX_DOCUMENT_ITEMS": "-5"}, "ITEMS='-5' must be between 1"),
+        (["--header-timeout", "0"], {}, "--header-timeout='0' must be above 0"),
+        ([], {"NVML_MOCK_TOPOLOGY_KEEP_ALIVE_TIMEOUT": "inf"}, "KEEP_ALIVE_TIMEOUT='inf'"),
+        (["--max-connections", "lots"], {}, "--max-connections='lots' is not a whole number"),
     ],
 )
 def test_bad_values_name_key_and_value(argv: list[str], env: dict[str, str], message: str) -> None:

@@ -23,8 +23,13 @@ in one pass. :func:`parse_topology` is the entry point for text (YAML or JSON);
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import reprlib
+import stat
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +52,14 @@ from pydantic import (
 
 __all__ = [
     "CLIQUE_ID_MAX",
+    "DESCRIBED_MAX_PROBLEMS",
+    "DOCUMENT_MAX_BYTES",
+    "DOCUMENT_MAX_DEPTH",
+    "DOCUMENT_MAX_ITEMS",
     "NODE_NAME_MAX_LENGTH",
     "NODE_NAME_PATTERN",
+    "REPORT_MAX_BYTES",
+    "REPORT_MAX_PROBLEMS",
     "TOPOLOGY_VERSION",
     "Clique",
     "CliqueId",
@@ -71,6 +82,25 @@ CLIQUE_ID_MAX = 2**32 - 1
 """NVML reports the clique id as an unsigned 32-bit integer."""
 NODE_NAME_MAX_LENGTH = 253
 """Kubernetes node names are DNS-1123 subdomains: at most 253 characters."""
+DOCUMENT_MAX_BYTES = 8 * 1024 * 1024
+"""Default cap on a document's size in bytes. A 15,000-node cluster written out with 253-character
+node names is under 4 MiB; with ordinary names it is under 1 MiB."""
+DOCUMENT_MAX_ITEMS = 1_000_000
+"""Default cap on the values in a document (every mapping, list and scalar, keys included),
+counted with YAML aliases expanded. A 15,000-node cluster in cliques of 8 is about 25,000; a
+"billion laughs" document of a few hundred bytes expands to a billion and is refused before it
+is built."""
+DOCUMENT_MAX_DEPTH = 32
+"""Deepest nesting a document may have. A topology document is 6 levels deep; the cap keeps a
+document nested 100,000 deep from exhausting any recursive parser, validator or renderer."""
+REPORT_MAX_PROBLEMS = 50
+"""At most this many problems are written into a :class:`TopologyError`'s message."""
+DESCRIBED_MAX_PROBLEMS = 1000
+"""At most this many validation problems are described (placed and worded); the rest are
+counted, so that a document with 100,000 bad names costs little more to refuse than to read."""
+REPORT_MAX_BYTES = 16 * 1024
+"""At most about this many bytes of problems are written into a :class:`TopologyError`'s message;
+the rest is counted ("... and 99,950 more problems not shown")."""
 
 _UUID_RE = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -78,6 +108,49 @@ _UUID_RE = re.compile(
 NODE_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """A DNS-1123 subdomain as a regular expression (for schemas; the length limit is separate)."""
 _SUBDOMAIN_RE = re.compile(NODE_NAME_PATTERN)
+
+_SHOWN_INT_BITS = 128
+"""Integers wider than this are described by their size: rendering a huge one in decimal is slow
+(and refused by Python beyond 4,300 digits)."""
+
+
+class _BoundedRepr(reprlib.Repr):
+    """``repr`` that cuts while rendering, never after: its cost is bounded, not the value's."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.maxlevel = 2
+        self.maxtuple = self.maxlist = self.maxset = self.maxfrozenset = self.maxdeque = 4
+        self.maxdict = 3
+        self.maxstring = limit
+        self.maxlong = self.maxother = limit
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > _SHOWN_INT_BITS:
+            return f"<an integer of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_SHOWN: dict[int, _BoundedRepr] = {}
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, at a cost bounded by ``limit``.
+
+    Every value from a document that reaches a message goes through here, so that a
+    megabyte-long name, a 10,000-digit number or a deeply nested list shows as a few
+    dozen characters and never takes longer to describe than to read.
+    """
+    kind = type(value)
+    if (kind is str and len(value) <= limit) or (kind is int and value.bit_length() <= 128):
+        return repr(value)  # the common case, bounded already
+    renderer = _SHOWN.get(limit)
+    if renderer is None:
+        renderer = _SHOWN.setdefault(limit, _BoundedRepr(limit))
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[: limit - 8]!r}... ({len(value)} characters)"
+    text = renderer.repr(value)
+    return text if len(text) <= limit + 20 else text[:limit] + "..."
 
 
 def node_name_problem(name: str) -> str | None:
@@ -119,14 +192,14 @@ def check_node_name(name: str) -> str:
     """Return ``name`` if it is a valid node name, else raise ``ValueError`` saying why."""
     problem = node_name_problem(name)
     if problem is not None:
-        raise ValueError(f"{problem}: {name!r}")
+        raise ValueError(f"{problem}: {_shown(name, 80)}")
     return name
 
 
 def _check_uuid(value: str) -> str:
     if not _UUID_RE.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a UUID; expected 32 hex digits as 8-4-4-4-12, "
+            f"{_shown(value)} is not a UUID; expected 32 hex digits as 8-4-4-4-12, "
             "e.g. 00000000-0000-0000-0000-0000000000ab"
         )
     return value.lower()
@@ -136,7 +209,7 @@ def _check_domain_name(value: str) -> str:
     if not value.strip():
         raise ValueError("domain name is empty")
     if any(not char.isprintable() for char in value):
-        raise ValueError(f"domain name {value!r} contains a control character")
+        raise ValueError(f"domain name {_shown(value)} contains a control character")
     return value
 
 
@@ -189,8 +262,9 @@ class _Place:
 
     def __str__(self) -> str:
         return (
-            f"domains[{self.domain_position}] {self.domain!r} "
-            f"cliques[{self.clique_position}] (id {self.clique_id}) nodes[{self.node_position}]"
+            f"domains[{self.domain_position}] {_shown(self.domain)} "
+            f"cliques[{self.clique_position}] (id {_shown(self.clique_id)}) "
+            f"nodes[{self.node_position}]"
         )
 
 
@@ -211,13 +285,14 @@ def _cross_problems(outline: _Outline) -> list[str]:
         uuid = raw_uuid.lower() if isinstance(raw_uuid, str) else raw_uuid
         if name in domain_by_name:
             problems.append(
-                f"domain name {name!r} is used twice "
+                f"domain name {_shown(name)} is used twice "
                 f"(domains[{domain_by_name[name]}] and domains[{d_pos}])"
             )
         domain_by_name.setdefault(name, d_pos)
         if uuid in domain_by_uuid:
+            shown = uuid if isinstance(uuid, str) and len(uuid) <= 60 else _shown(uuid)
             problems.append(
-                f"cluster uuid {uuid} is used by two domains "
+                f"cluster uuid {shown} is used by two domains "
                 f"(domains[{domain_by_uuid[uuid]}] and domains[{d_pos}])"
             )
         domain_by_uuid.setdefault(uuid, d_pos)
@@ -225,7 +300,7 @@ def _cross_problems(outline: _Outline) -> list[str]:
         for c_pos, (clique_id, nodes) in enumerate(cliques):
             if clique_id in clique_by_id:
                 problems.append(
-                    f"domain {name!r} has clique id {clique_id} twice "
+                    f"domain {_shown(name)} has clique id {_shown(clique_id)} twice "
                     f"(cliques[{clique_by_id[clique_id]}] and cliques[{c_pos}])"
                 )
             clique_by_id.setdefault(clique_id, c_pos)
@@ -236,13 +311,14 @@ def _cross_problems(outline: _Outline) -> list[str]:
                     continue
                 if (earlier.domain_position, earlier.clique_position) == (d_pos, c_pos):
                     problems.append(
-                        f"node {node!r} is listed twice in domains[{d_pos}] {name!r} "
-                        f"cliques[{c_pos}] (id {clique_id}): nodes[{earlier.node_position}] "
+                        f"node {_shown(node)} is listed twice in domains[{d_pos}] {_shown(name)} "
+                        f"cliques[{c_pos}] (id {_shown(clique_id)}): "
+                        f"nodes[{earlier.node_position}] "
                         f"and nodes[{n_pos}]"
                     )
                 else:
                     problems.append(
-                        f"node {node!r} is in more than one clique: {earlier} and {place}; "
+                        f"node {_shown(node)} is in more than one clique: {earlier} and {place}; "
                         "each node belongs to exactly one clique"
                     )
     return problems
@@ -295,7 +371,7 @@ class TopologyDocument(_Model):
     def _known_version(cls, version: Any) -> Any:
         if isinstance(version, bool) or version != TOPOLOGY_VERSION:
             raise ValueError(
-                f"unsupported topology document version {version!r}; "
+                f"unsupported topology document version {_shown(version)}; "
                 f"this build reads version {TOPOLOGY_VERSION}"
             )
         return version
@@ -336,15 +412,36 @@ class TopologyError(ValueError):
     """A topology document that cannot be used, with every problem found in it.
 
     ``problems`` holds one line per problem, each starting with where it is;
-    ``str()`` joins them after the source (a file name, when known).
+    ``str()`` joins them after the source (a file name, when known). The message is
+    bounded whatever the document: at most :data:`REPORT_MAX_PROBLEMS` problems and
+    about :data:`REPORT_MAX_BYTES` bytes are written, and the rest is counted, so a
+    document with 100,000 bad names gives a readable report (and a ``/readyz`` body
+    or a log line of kilobytes, not megabytes).
     """
 
-    def __init__(self, problems: Sequence[str], source: str | None = None) -> None:
+    def __init__(
+        self, problems: Sequence[str], source: str | None = None, *, undescribed: int = 0
+    ) -> None:
         self.problems: tuple[str, ...] = tuple(problems)
+        """The problems described, one line each (at most :data:`DESCRIBED_MAX_PROBLEMS`
+        from validation; the loader stops describing after that)."""
         self.source = source
+        self.count = len(self.problems) + undescribed
+        """How many problems the document has, described or not."""
         where = f"invalid topology document {source}" if source else "invalid topology document"
-        lines = "\n".join(f"  - {problem}" for problem in self.problems)
-        super().__init__(f"{where}: {len(self.problems)} problem(s)\n{lines}")
+        shown: list[str] = []
+        size = 0
+        for problem in self.problems[:REPORT_MAX_PROBLEMS]:
+            line = problem if len(problem) <= 1000 else problem[:1000] + "..."
+            if shown and size + len(line) > REPORT_MAX_BYTES:
+                break
+            shown.append(f"  - {line}")
+            size += len(line) + 5
+        self.omitted = self.count - len(shown)
+        """How many problems the message leaves out."""
+        if self.omitted:
+            shown.append(f"  ... and {self.omitted} more problem(s) not shown")
+        super().__init__(f"{where}: {self.count} problem(s)\n" + "\n".join(shown))
 
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -361,11 +458,20 @@ def _construct_mapping_without_duplicates(
     result: dict[Any, Any] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"found a key that is a {type(key).__name__}; keys are scalars",
+                key_node.start_mark,
+            ) from None
         if key in result:
             raise yaml.constructor.ConstructorError(
                 "while constructing a mapping",
                 node.start_mark,
-                f"found duplicate key {key!r}",
+                f"found duplicate key {_shown(key)}",
                 key_node.start_mark,
             )
         result[key] = loader.construct_object(value_node, deep=True)
@@ -378,10 +484,7 @@ _StrictLoader.add_constructor(
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"
+    return f"{_shown(value)} ({type(value).__name__})"
 
 
 def _location(loc: tuple[int | str, ...], data: Any) -> str:
@@ -394,20 +497,20 @@ def _location(loc: tuple[int | str, ...], data: Any) -> str:
             cursor = cursor[item] if isinstance(cursor, list) and item < len(cursor) else None
             if isinstance(cursor, Mapping):
                 if isinstance(cursor.get("name"), str) and "cliques" in cursor:
-                    parts.append(f" {cursor['name']!r}")
+                    parts.append(f" {_shown(cursor['name'])}")
                 elif isinstance(cursor.get("id"), int) and "nodes" in cursor:
-                    parts.append(f" (id {cursor['id']})")
+                    parts.append(f" (id {_shown(cursor['id'])})")
         else:
             if parts:
                 parts.append(".")
-            parts.append(item)
+            parts.append(item if len(item) <= 60 else _shown(item))
             cursor = cursor.get(item) if isinstance(cursor, Mapping) else None
     return "".join(parts) or "document"
 
 
-def _problems(error: ValidationError, data: Any) -> list[str]:
+def _problems(errors: Sequence[Any], data: Any) -> list[str]:
     problems = []
-    for item in error.errors(include_url=False):
+    for item in errors[:DESCRIBED_MAX_PROBLEMS]:
         where = _location(tuple(item["loc"]), data)
         kind = item["type"]
         if kind in ("value_error", "assertion_error"):
@@ -446,21 +549,41 @@ def validate_topology_data(data: Any, source: str | None = None) -> TopologyDocu
     try:
         return TopologyDocument.model_validate(data)
     except ValidationError as exc:
-        problems = _problems(exc, data)
-        if not any(item["loc"] == () for item in exc.errors()):
+        errors = exc.errors(include_url=False)
+        # Describing a problem (its place, its value) costs far more than finding it; past
+        # the first thousand, which is more than anyone reads, they are only counted.
+        problems = _problems(errors, data)
+        undescribed = max(0, len(errors) - DESCRIBED_MAX_PROBLEMS)
+        if not any(item["loc"] == () for item in errors):
             # Field errors stop pydantic before the whole-document checks; run them on the
             # raw data so one pass reports everything.
             problems += [f"document: {p}" for p in _cross_problems(_raw_outline(data))]
-        raise TopologyError(problems, source) from None
+        raise TopologyError(problems, source, undescribed=undescribed) from None
 
 
-def parse_topology(text: str | bytes, source: str | None = None) -> TopologyDocument:
+def parse_topology(
+    text: str | bytes,
+    source: str | None = None,
+    *,
+    max_bytes: int = DOCUMENT_MAX_BYTES,
+    max_items: int = DOCUMENT_MAX_ITEMS,
+) -> TopologyDocument:
     """Parse and validate a topology document from YAML or JSON text.
 
     JSON is tried first when the text starts with ``{`` (it is much faster for large
     documents); everything else is read as YAML with duplicate keys refused.
-    Raises :class:`TopologyError` naming the source (when given) and every problem.
+
+    What is accepted is bounded before anything is built from it: at most
+    ``max_bytes`` bytes (characters, for ``str``), at most ``max_items`` values with
+    YAML aliases expanded, no alias that refers to itself, and at most
+    :data:`DOCUMENT_MAX_DEPTH` levels of nesting. Raises :class:`TopologyError` naming
+    the source (when given) and every problem, and nothing else, whatever the text.
     """
+    if len(text) > max_bytes:
+        unit = "bytes" if isinstance(text, bytes) else "characters"
+        raise TopologyError(
+            [f"document is {len(text)} {unit}, larger than the limit of {max_bytes} bytes"], source
+        )
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -469,32 +592,200 @@ def parse_topology(text: str | bytes, source: str | None = None) -> TopologyDocu
     stripped = text.lstrip()
     data: Any
     if stripped.startswith("{"):
-        try:
-            data = json.loads(stripped, object_pairs_hook=_json_object_without_duplicates)
-        except json.JSONDecodeError as exc:
-            raise TopologyError(
-                [f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"], source
-            ) from None
-        except _DuplicateKeyError as exc:
-            raise TopologyError([str(exc)], source) from None
+        data = _load_json(stripped, source)
+        problem = _data_shape_problem(data, max_items)
     else:
-        try:
-            data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
-        except yaml.YAMLError as exc:
-            raise TopologyError([f"not valid YAML: {_yaml_message(exc)}"], source) from None
+        data, problem = _load_yaml(text, source, max_items)
+    if problem is not None:
+        raise TopologyError([problem], source)
     if data is None:
         raise TopologyError(["document is empty; expected 'version: 1' and 'domains'"], source)
-    return validate_topology_data(data, source)
+    try:
+        return validate_topology_data(data, source)
+    except RecursionError:  # pragma: no cover - the depth cap is far below the recursion limit
+        raise TopologyError([_too_deep()], source) from None
 
 
-def read_topology_file(path: str | Path) -> TopologyDocument:
+def _too_deep() -> str:
+    return f"document is nested deeper than {DOCUMENT_MAX_DEPTH} levels (a topology document has 6)"
+
+
+def _too_many(max_items: int) -> str:
+    return (
+        f"document has more than {max_items} values (mappings, lists and scalars, "
+        "YAML aliases expanded), the limit"
+    )
+
+
+def _load_json(text: str, source: str | None) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_json_object_without_duplicates)
+    except json.JSONDecodeError as exc:
+        raise TopologyError(
+            [f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"], source
+        ) from None
+    except _DuplicateKeyError as exc:
+        raise TopologyError([str(exc)], source) from None
+    except RecursionError:
+        raise TopologyError([_too_deep()], source) from None
+    except ValueError as exc:  # an integer literal too long to convert, and the like
+        raise TopologyError([f"not valid JSON: {_scalar_message(exc)}"], source) from None
+
+
+def _load_yaml(text: str, source: str | None, max_items: int) -> tuple[Any, str | None]:
+    """Compose the YAML node graph, check its expanded shape, and only then build it."""
+    loader = _StrictLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None, None
+        problem = _node_shape_problem(root, max_items)
+        if problem is not None:
+            return None, problem
+        return loader.construct_document(root), None
+    except yaml.YAMLError as exc:
+        raise TopologyError([f"not valid YAML: {_yaml_message(exc)}"], source) from None
+    except RecursionError:  # the pure-Python composer, on a document nested thousands deep
+        raise TopologyError([_too_deep()], source) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a scalar its constructor refuses
+        raise TopologyError([f"not valid YAML: {_scalar_message(exc)}"], source) from None
+    finally:
+        loader.dispose()
+
+
+def _node_shape_problem(root: yaml.Node, max_items: int) -> str | None:
+    """What is wrong with a composed YAML graph's shape, or None; iterative and linear.
+
+    Aliases make the graph a DAG whose expansion can be exponential in its size, so
+    sizes and heights are computed once per node (memoised) and never by expanding.
+    An alias to a node being expanded (an ancestor) is a recursive document.
+    """
+    done: dict[int, tuple[int, int]] = {}
+    active: set[int] = set()
+    stack: list[tuple[yaml.Node, list[yaml.Node] | None]] = [(root, None)]
+    while stack:
+        node, children = stack.pop()
+        key = id(node)
+        if children is not None:  # every child is done: this node's turn
+            active.discard(key)
+            size = 1
+            height = 0
+            for child in children:
+                child_size, child_height = done[id(child)]
+                size += child_size
+                height = max(height, child_height)
+            if size > max_items:
+                return _too_many(max_items)
+            if height >= DOCUMENT_MAX_DEPTH:
+                return _too_deep()
+            done[key] = (size, height + 1)
+            continue
+        if key in done:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            done[key] = (1, 1)
+            continue
+        if key in active:
+            mark = node.start_mark
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            return f"document has an alias that refers to itself{where}; it would never end"
+        active.add(key)
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            children = list(node.value)
+        stack.append((node, children))
+        stack.extend((child, None) for child in children)
+    return None
+
+
+def _data_shape_problem(data: Any, max_items: int) -> str | None:
+    """What is wrong with parsed JSON's shape (too many values, too deep), or None."""
+    count = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > max_items:
+            return _too_many(max_items)
+        if depth > DOCUMENT_MAX_DEPTH:
+            return _too_deep()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((key, depth + 1))
+                stack.append((item, depth + 1))
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1) for item in value)
+    return None
+
+
+def _scalar_message(exc: Exception) -> str:
+    text = str(exc)
+    if "integer string conversion" in text:
+        return f"a number has more than {sys.get_int_max_str_digits()} digits"
+    return _cut(text)
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def read_topology_file(
+    path: str | Path,
+    *,
+    max_bytes: int = DOCUMENT_MAX_BYTES,
+    max_items: int = DOCUMENT_MAX_ITEMS,
+) -> TopologyDocument:
     """Read, parse and validate the topology document at ``path``.
 
-    Raises :class:`TopologyError` for content problems and ``OSError`` when the file
-    cannot be read (missing, a directory, no permission) so callers can tell the two apart.
+    The file is opened without blocking and must be a regular file: a FIFO, a device
+    (``/dev/zero``), a socket is refused at once, without being read, and a regular
+    file larger than ``max_bytes`` is refused without being read whole.
+
+    Raises :class:`TopologyError` for content problems (a special file, too large,
+    invalid) and ``OSError`` when the file cannot be opened (missing, a directory, no
+    permission, a symlink loop) so callers can tell the two apart.
     """
     path = Path(path)
-    return parse_topology(path.read_bytes(), source=str(path))
+    source = str(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), source)
+            kind = next((name for test, name in _KINDS if test(info.st_mode)), "a special file")
+            raise TopologyError(
+                [f"topology file is {kind}, not a regular file; refused without reading it"],
+                source,
+            )
+        if info.st_size > max_bytes:
+            raise TopologyError(
+                [f"document is {info.st_size} bytes, larger than the limit of {max_bytes} bytes"],
+                source,
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes:  # the file may grow between fstat and read
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > max_bytes:
+            raise TopologyError([f"document is larger than the limit of {max_bytes} bytes"], source)
+    finally:
+        os.close(fd)
+    return parse_topology(b"".join(chunks), source, max_bytes=max_bytes, max_items=max_items)
 
 
 class _DuplicateKeyError(ValueError):
@@ -505,7 +796,7 @@ def _json_object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, A
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise _DuplicateKeyError(f"not valid JSON: duplicate key {key!r} in one object")
+            raise _DuplicateKeyError(f"not valid JSON: duplicate key {_shown(key)} in one object")
         result[key] = value
     return result
 

@@ -36,6 +36,7 @@ from nvml_mock_protocol.topology import (
 from pydantic import BaseModel
 
 from nvml_mock_topology._version import __version__
+from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.metrics import Metrics
 from nvml_mock_topology.snapshot import Answer
 from nvml_mock_topology.source import TopologyFile
@@ -52,21 +53,25 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _PREFIX: Final = TOPOLOGY_IDENTITY_PATH.split("{", 1)[0]  # "/v1/nodes/"
 _SUFFIX: Final = TOPOLOGY_IDENTITY_PATH.rsplit("}", 1)[1]  # "/identity"
 _REVISION_MAX: Final = 2**63 - 1
+_REVISION_DIGITS: Final = len(str(_REVISION_MAX))
 _JSON_HEADERS: Final = ((b"content-type", b"application/json"),)
+_CLOSE_HEADER: Final = (b"connection", b"close")
 
 
-class ProblemError(Exception):
-    """A request the API refuses, with its status and the sentence for ``detail``."""
+def _problem_answer(problem: ProblemError) -> tuple[int, tuple[tuple[bytes, bytes], ...], bytes]:
+    body = ErrorBody(detail=problem.detail).model_dump_json(exclude_none=True).encode()
+    headers = (*_JSON_HEADERS, (b"content-length", b"%d" % len(body)))
+    return problem.status, headers, body
 
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
 
-    def answer(self) -> tuple[int, tuple[tuple[bytes, bytes], ...], bytes]:
-        body = ErrorBody(detail=self.detail).model_dump_json(exclude_none=True).encode()
-        headers = (*_JSON_HEADERS, (b"content-length", b"%d" % len(body)))
-        return self.status, headers, body
+def _shown(value: object, limit: int = 80) -> str:
+    """A client-sent value for a message: its repr, cut before rendering, never megabytes."""
+    if isinstance(value, str | bytes) and len(value) > limit:
+        return f"{value[: limit - 20]!r}... ({len(value)} characters)"
+    text = (
+        repr(value) if not isinstance(value, int) or value.bit_length() <= 128 else "a huge integer"
+    )
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class HealthBody(BaseModel):
@@ -126,13 +131,26 @@ def _parse_revision(text: str) -> int | None:
 
 
 def _revision_from_etag(header: bytes | None) -> int | None:
+    """The revision an ``If-None-Match`` names, or None when it names none this service issues.
+
+    Only a tag of at most 19 digits within the revision range can be one of ours; anything
+    else (a list of tags, ``*``, 5,000 digits) matches no revision, as the RFC would have it,
+    and is never converted (Python refuses to convert integers past 4,300 digits).
+    """
     if header is None:
         return None
     tag = header.strip()
     if tag.startswith(b"W/"):
         tag = tag[2:]
-    if len(tag) > 2 and tag[:1] == tag[-1:] == b'"' and tag[1:-1].isdigit():
-        return int(tag[1:-1])
+    digits = tag[1:-1]
+    if (
+        len(tag) > 2
+        and tag[:1] == tag[-1:] == b'"'
+        and len(digits) <= _REVISION_DIGITS
+        and digits.isdigit()
+    ):
+        revision = int(digits)
+        return revision if revision <= _REVISION_MAX else None
     return None
 
 
@@ -149,8 +167,7 @@ class IdentityEndpoint:
         """Check the request; returns the known revision (None: no watch) and the wait."""
         problem = node_name_problem(node)
         if problem is not None:
-            shown = node if len(node) <= 80 else node[:60] + f"... ({len(node)} characters)"
-            raise ProblemError(422, f"invalid node name {shown!r}: {problem}")
+            raise ProblemError(422, f"invalid node name {_shown(node)}: {problem}")
         known: int | None = None
         if revision is not None:
             known = _parse_revision(revision)
@@ -158,7 +175,7 @@ class IdentityEndpoint:
                 raise ProblemError(
                     422,
                     f"query parameter {REVISION_QUERY!r} must be a non-negative integer "
-                    f"(a revision from an earlier answer), got {revision!r}",
+                    f"(a revision from an earlier answer), got {_shown(revision)}",
                 )
         seconds = 0.0
         if wait is not None:
@@ -170,7 +187,7 @@ class IdentityEndpoint:
                 raise ProblemError(
                     422,
                     f"query parameter {WAIT_QUERY!r} must be a number of seconds >= 0, "
-                    f"got {wait!r}",
+                    f"got {_shown(wait)}",
                 )
             if known is None:
                 known = _revision_from_etag(if_none_match)
@@ -195,7 +212,7 @@ class IdentityEndpoint:
         try:
             known, seconds = self.parse(node, revision, wait, if_none_match)
         except ProblemError as problem:
-            return problem.answer()
+            return _problem_answer(problem)
         answer: Answer
         if known is not None and seconds > 0:
             gone = asyncio.ensure_future(_disconnected(receive)) if receive is not None else None
@@ -207,8 +224,13 @@ class IdentityEndpoint:
         else:
             answer = self.store.snapshot.identity(node)
         if answer.status == 200 and _if_none_match_hits(if_none_match, answer.etag):
-            return 304, answer.not_modified_headers, b""
-        return answer.status, answer.headers, answer.body
+            status, headers, body = 304, answer.not_modified_headers, b""
+        else:
+            status, headers, body = answer.status, answer.headers, answer.body
+        if self.store.closing:
+            # Shutting down: the client's next request (a re-watch) goes to another replica.
+            headers = (*headers, _CLOSE_HEADER)
+        return status, headers, body
 
 
 class IdentityFastPath:
@@ -348,8 +370,8 @@ def create_app(
         for error in exc.errors():
             loc = [str(item) for item in error.get("loc", ())]
             where = f"{loc[0]} parameter {'.'.join(loc[1:])!r}" if len(loc) > 1 else ".".join(loc)
-            got = f", got {error['input']!r}" if "input" in error else ""
-            parts.append(f"{where}: {error.get('msg', 'invalid')}{got}")
+            got = f", got {_shown(error['input'])}" if "input" in error else ""
+            parts.append(f"{where[:200]}: {error.get('msg', 'invalid')}{got}")
         return JSONResponse(status_code=422, content={"detail": "; ".join(parts)})
 
     @app.get(

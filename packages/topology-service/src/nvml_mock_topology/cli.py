@@ -30,10 +30,17 @@ from nvml_mock_protocol.topology import TopologyError, read_topology_file
 
 from nvml_mock_topology._logging import uvicorn_log_config
 from nvml_mock_topology.api import create_app
+from nvml_mock_topology.connection import MAX_HEAD_BYTES, protocol_class
 from nvml_mock_topology.errors import ConfigError, StartupError
 from nvml_mock_topology.settings import Settings, parse_settings
 from nvml_mock_topology.snapshot import empty_document
-from nvml_mock_topology.source import TopologyFile, describe_os_error, signature_of
+from nvml_mock_topology.source import (
+    StatFailure,
+    TopologyFile,
+    describe_failure,
+    describe_os_error,
+    signature_of,
+)
 from nvml_mock_topology.store import TopologyStore
 
 __all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "main", "open_topology"]
@@ -50,13 +57,18 @@ def open_topology(settings: Settings) -> tuple[TopologyStore, TopologyFile]:
     """Load the topology file for serving and set up its follower.
 
     Raises :class:`StartupError` when the file is missing (unless ``allow_empty``),
-    unreadable or invalid.
+    unreadable, not a regular file, over the size limits or invalid, and when loading
+    it fails in any other way: whatever the follower would refuse, the start refuses.
     """
     path = settings.topology_file
     signature = signature_of(path)  # before reading: a change during the read is seen later
+    if isinstance(signature, StatFailure):
+        raise StartupError(signature.message)
     source: str | None = str(path)
     try:
-        document = read_topology_file(path)
+        document = read_topology_file(
+            path, max_bytes=settings.max_file_bytes, max_items=settings.max_document_items
+        )
     except FileNotFoundError:
         if not settings.allow_empty:
             raise StartupError(
@@ -72,17 +84,30 @@ def open_topology(settings: Settings) -> tuple[TopologyStore, TopologyFile]:
         raise StartupError(str(exc)) from None
     except OSError as exc:
         raise StartupError(describe_os_error(path, exc)) from None
+    except Exception as exc:
+        logger.debug("loading the topology file failed", exc_info=True)
+        raise StartupError(describe_failure(path, exc)) from None
     store = TopologyStore.from_document(document, source=source)
-    follower = TopologyFile(path, store, loaded=signature, poll_interval=settings.poll_interval)
+    follower = TopologyFile(
+        path,
+        store,
+        loaded=signature,
+        poll_interval=settings.poll_interval,
+        max_bytes=settings.max_file_bytes,
+        max_items=settings.max_document_items,
+    )
     return store, follower
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server, made to end cleanly on SIGTERM/SIGINT.
 
-    A stop releases the waiting watches at once (they answer unchanged, so clients
-    reconnect to another replica instead of waiting out their timeout), and the
-    process then exits 0 rather than re-raising the signal as uvicorn does.
+    A stop closes the store's watches at once: the waiting ones answer unchanged, and
+    so does every watch that arrives afterwards (a client re-watching on its kept-alive
+    connection in the moment before uvicorn starts shutting connections down), each
+    with ``Connection: close``, so clients reconnect to another replica instead of
+    holding the shutdown until its graceful timeout. The process then exits 0 rather
+    than re-raising the signal as uvicorn does.
     """
 
     store: TopologyStore | None = None
@@ -106,7 +131,7 @@ class _Server(uvicorn.Server):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.store is not None and self._loop is not None and not self.should_exit:
-            self._loop.call_soon_threadsafe(self.store.release_watchers)
+            self._loop.call_soon_threadsafe(self.store.close)
         super().handle_exit(sig, frame)
 
 
@@ -148,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=settings.port,
         log_config=uvicorn_log_config(settings.log_level),
         access_log=settings.access_log,
+        http=protocol_class(settings.header_timeout),
+        timeout_keep_alive=settings.keep_alive_timeout,  # type: ignore[arg-type]
+        limit_concurrency=settings.max_connections,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         backlog=4096,
         timeout_graceful_shutdown=10,
         server_header=False,

@@ -17,6 +17,7 @@ from typing import Final
 
 from nvml_mock_protocol.logs import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
 from nvml_mock_protocol.names import TOPOLOGY_SERVICE_PORT
+from nvml_mock_protocol.topology import DOCUMENT_MAX_BYTES, DOCUMENT_MAX_ITEMS
 
 from nvml_mock_topology._version import __version__
 from nvml_mock_topology.errors import ConfigError
@@ -25,9 +26,14 @@ __all__ = [
     "DEFAULT_TOPOLOGY_FILE",
     "ENV_ACCESS_LOG",
     "ENV_ALLOW_EMPTY",
+    "ENV_HEADER_TIMEOUT",
     "ENV_HOST",
+    "ENV_KEEP_ALIVE_TIMEOUT",
     "ENV_LOG_FORMAT",
     "ENV_LOG_LEVEL",
+    "ENV_MAX_CONNECTIONS",
+    "ENV_MAX_DOCUMENT_ITEMS",
+    "ENV_MAX_FILE_SIZE",
     "ENV_MAX_WATCH",
     "ENV_POLL_INTERVAL",
     "ENV_PORT",
@@ -43,6 +49,11 @@ ENV_ALLOW_EMPTY: Final = "NVML_MOCK_TOPOLOGY_ALLOW_EMPTY"
 ENV_MAX_WATCH: Final = "NVML_MOCK_TOPOLOGY_MAX_WATCH"
 ENV_POLL_INTERVAL: Final = "NVML_MOCK_TOPOLOGY_POLL_INTERVAL"
 ENV_ACCESS_LOG: Final = "NVML_MOCK_TOPOLOGY_ACCESS_LOG"
+ENV_MAX_FILE_SIZE: Final = "NVML_MOCK_TOPOLOGY_MAX_FILE_SIZE"
+ENV_MAX_DOCUMENT_ITEMS: Final = "NVML_MOCK_TOPOLOGY_MAX_DOCUMENT_ITEMS"
+ENV_HEADER_TIMEOUT: Final = "NVML_MOCK_TOPOLOGY_HEADER_TIMEOUT"
+ENV_KEEP_ALIVE_TIMEOUT: Final = "NVML_MOCK_TOPOLOGY_KEEP_ALIVE_TIMEOUT"
+ENV_MAX_CONNECTIONS: Final = "NVML_MOCK_TOPOLOGY_MAX_CONNECTIONS"
 
 DEFAULT_TOPOLOGY_FILE: Final = "/etc/nvml-mock/topology/topology.yaml"
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
@@ -67,6 +78,19 @@ class Settings:
     """How often the file's identity (stat and resolved path) is checked, in seconds."""
     access_log: bool = False
     """Log one line per request (off by default: a watch-heavy cluster makes a lot of them)."""
+    max_file_bytes: int = DOCUMENT_MAX_BYTES
+    """Largest topology file accepted, in bytes; a larger one is refused without being read."""
+    max_document_items: int = DOCUMENT_MAX_ITEMS
+    """Most values (mappings, lists, scalars; YAML aliases expanded) a document may hold."""
+    header_timeout: float = 10.0
+    """Seconds a client has to send a request's headers, from its first byte (slow clients
+    dripping a header a byte at a time are cut off after this)."""
+    keep_alive_timeout: float = 5.0
+    """Seconds an idle keep-alive connection stays open between requests."""
+    max_connections: int = 32768
+    """Connections (and requests in flight) served at once; beyond it a request is answered
+    503 and its connection closed. Each NRI plugin holds one watch connection, so this must
+    stay above the number of nodes."""
     log_format: str = "text"
     """``text`` or ``json`` (one object per line)."""
     log_level: str = "info"
@@ -89,6 +113,16 @@ def _number(key: str, value: str, *, minimum: float, maximum: float = math.inf) 
         raise ConfigError(f"{key}={value!r} is not a number") from None
     if not (minimum < number <= maximum) or math.isnan(number):
         raise ConfigError(f"{key}={value!r} must be above {minimum:g} and at most {maximum:g}")
+    return number
+
+
+def _integer(key: str, value: str, *, minimum: int, maximum: int) -> int:
+    try:
+        number = int(value.strip().replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{key}={value!r} is not a whole number") from None
+    if not minimum <= number <= maximum:
+        raise ConfigError(f"{key}={value!r} must be between {minimum} and {maximum}")
     return number
 
 
@@ -141,6 +175,34 @@ def _parser() -> argparse.ArgumentParser:
         const="true",
         help=f"log every request (env {ENV_ACCESS_LOG})",
     )
+    add(
+        "--max-file-size",
+        metavar="BYTES",
+        help=f"largest topology file (env {ENV_MAX_FILE_SIZE}; default {DOCUMENT_MAX_BYTES})",
+    )
+    add(
+        "--max-document-items",
+        metavar="N",
+        help=(
+            f"most values in a document, YAML aliases expanded (env {ENV_MAX_DOCUMENT_ITEMS}; "
+            f"default {DOCUMENT_MAX_ITEMS})"
+        ),
+    )
+    add(
+        "--header-timeout",
+        metavar="S",
+        help=f"seconds to receive a request's headers (env {ENV_HEADER_TIMEOUT}; default 10)",
+    )
+    add(
+        "--keep-alive-timeout",
+        metavar="S",
+        help=f"seconds an idle connection stays open (env {ENV_KEEP_ALIVE_TIMEOUT}; default 5)",
+    )
+    add(
+        "--max-connections",
+        metavar="N",
+        help=f"connections served at once, beyond: 503 (env {ENV_MAX_CONNECTIONS}; default 32768)",
+    )
     add("--log-format", help=f"{' or '.join(LOG_FORMATS)} (env {ENV_LOG_FORMAT}; default text)")
     add("--log-level", help=f"{', '.join(LOG_LEVELS)} (env {ENV_LOG_LEVEL}; default info)")
     return parser
@@ -184,6 +246,16 @@ def parse_settings(
         values["poll_interval"] = _number(*got, minimum=0, maximum=3600)
     if (got := pick(args.access_log, "access-log")) is not None:
         values["access_log"] = _bool(*got)
+    if (got := pick(args.max_file_size, "max-file-size")) is not None:
+        values["max_file_bytes"] = _integer(*got, minimum=1, maximum=1 << 30)
+    if (got := pick(args.max_document_items, "max-document-items")) is not None:
+        values["max_document_items"] = _integer(*got, minimum=1, maximum=100_000_000)
+    if (got := pick(args.header_timeout, "header-timeout")) is not None:
+        values["header_timeout"] = _number(*got, minimum=0, maximum=3600)
+    if (got := pick(args.keep_alive_timeout, "keep-alive-timeout")) is not None:
+        values["keep_alive_timeout"] = _number(*got, minimum=0, maximum=3600)
+    if (got := pick(args.max_connections, "max-connections")) is not None:
+        values["max_connections"] = _integer(*got, minimum=1, maximum=1_000_000)
     if (got := pick(args.log_format, "log-format")) is not None:
         values["log_format"] = _choice(*got, LOG_FORMATS)
     if (got := pick(args.log_level, "log-level")) is not None:
@@ -199,6 +271,11 @@ _ENV_OF: Final = {
     "max-watch-seconds": ENV_MAX_WATCH,
     "poll-interval": ENV_POLL_INTERVAL,
     "access-log": ENV_ACCESS_LOG,
+    "max-file-size": ENV_MAX_FILE_SIZE,
+    "max-document-items": ENV_MAX_DOCUMENT_ITEMS,
+    "header-timeout": ENV_HEADER_TIMEOUT,
+    "keep-alive-timeout": ENV_KEEP_ALIVE_TIMEOUT,
+    "max-connections": ENV_MAX_CONNECTIONS,
     "log-format": ENV_LOG_FORMAT,
     "log-level": ENV_LOG_LEVEL,
 }

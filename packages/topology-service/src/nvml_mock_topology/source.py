@@ -15,8 +15,11 @@ the poll stays as the backstop (other filesystems, links into other
 directories, or no inotify at all).
 
 A changed file is read and validated whole off the event loop. If it is
-invalid, or vanished, the last good document keeps serving and the failure is
-recorded once per distinct file state (not once per poll).
+invalid, vanished, unreadable (a symlink loop, no permission), a special file
+(a FIFO, a link to ``/dev/zero``: refused without reading), too large, or fails
+in a way nobody foresaw, it is refused all the same: the last good document
+keeps serving, and the failure is counted, reported by ``/readyz`` and logged
+once per distinct file state (not once per poll).
 """
 
 from __future__ import annotations
@@ -29,14 +32,22 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvml_mock_protocol.topology import TopologyError, read_topology_file
+from nvml_mock_protocol.topology import (
+    DOCUMENT_MAX_BYTES,
+    DOCUMENT_MAX_ITEMS,
+    REPORT_MAX_BYTES,
+    TopologyError,
+    read_topology_file,
+)
 
 from nvml_mock_topology.store import TopologyStore
 
 __all__ = [
     "DirectoryNotifier",
     "FileSignature",
+    "StatFailure",
     "TopologyFile",
+    "describe_failure",
     "describe_os_error",
     "signature_of",
 ]
@@ -56,13 +67,34 @@ class FileSignature:
     ctime_ns: int
 
 
-def signature_of(path: Path) -> FileSignature | None:
-    """The file's signature, or None when it does not exist (or is a dangling link)."""
+@dataclass(frozen=True, slots=True)
+class StatFailure:
+    """A file state that cannot be looked at (a symlink loop, a directory without access).
+
+    It stands in for a signature, so that the failure is reported once and again
+    only when the reason changes.
+    """
+
+    realpath: str
+    errno: int | None
+    message: str
+
+
+def signature_of(path: Path) -> FileSignature | StatFailure | None:
+    """The file's signature, None when it does not exist (or is a dangling link), or why not."""
     try:
         stat = os.stat(path)
         real = os.path.realpath(path)
     except FileNotFoundError:
         return None
+    except (OSError, ValueError) as exc:  # ELOOP, EACCES, ENAMETOOLONG, an embedded NUL
+        error = exc.errno if isinstance(exc, OSError) else None
+        message = (
+            describe_os_error(path, exc)
+            if isinstance(exc, OSError)
+            else f"topology file {path} cannot be looked at: {exc}"
+        )
+        return StatFailure(os.path.abspath(path), error, message)
     return FileSignature(
         real, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
     )
@@ -79,6 +111,14 @@ def describe_os_error(path: Path, exc: OSError) -> str:
     return f"topology file {path} cannot be read: {exc.strerror or exc}"
 
 
+def describe_failure(path: Path, exc: BaseException) -> str:
+    """One bounded sentence for a failure nobody foresaw while loading the file."""
+    text = str(exc)
+    if len(text) > 300:
+        text = text[:300] + "..."
+    return f"topology file {path} could not be loaded: {type(exc).__name__}: {text}"
+
+
 class TopologyFile:
     """Follows one topology file and publishes each valid new version to a store.
 
@@ -92,13 +132,18 @@ class TopologyFile:
         path: Path,
         store: TopologyStore,
         *,
-        loaded: FileSignature | None,
+        loaded: FileSignature | StatFailure | None,
         poll_interval: float = 1.0,
+        max_bytes: int = DOCUMENT_MAX_BYTES,
+        max_items: int = DOCUMENT_MAX_ITEMS,
     ) -> None:
         self.path = path
         self.store = store
         self.poll_interval = poll_interval
+        self.max_bytes = max_bytes
+        self.max_items = max_items
         self._seen = loaded
+        self._last_unexpected: str | None = None
         self.reloads = 0
         """Successful reloads that changed the served document."""
         self.failures = 0
@@ -113,17 +158,26 @@ class TopologyFile:
         if current is None:
             self._refuse(describe_os_error(self.path, FileNotFoundError()), missing=True)
             return False
+        if isinstance(current, StatFailure):
+            self._refuse(current.message)
+            return False
         try:
-            document = await asyncio.to_thread(read_topology_file, self.path)
+            document = await asyncio.to_thread(
+                read_topology_file, self.path, max_bytes=self.max_bytes, max_items=self.max_items
+            )
+            # Answers are built off the loop too; lookups keep being served meanwhile.
+            # The file may change again while this runs; the next check sees that.
+            prepared = await asyncio.to_thread(self.store.prepare, document, str(self.path))
         except TopologyError as exc:
             self._refuse(str(exc))
             return False
         except OSError as exc:
             self._refuse(describe_os_error(self.path, exc))
             return False
-        # Answers are built off the loop too; lookups keep being served meanwhile.
-        # The file may change again while this runs; the next check sees that.
-        prepared = await asyncio.to_thread(self.store.prepare, document, str(self.path))
+        except Exception as exc:
+            logger.debug("loading the topology file failed", exc_info=True)
+            self._refuse(describe_failure(self.path, exc))
+            return False
         changed = self.store.commit(prepared)
         if not changed:
             logger.info(
@@ -134,6 +188,8 @@ class TopologyFile:
         return True
 
     def _refuse(self, message: str, *, missing: bool = False) -> None:
+        if len(message) > _MESSAGE_MAX:  # the loader's reports are bounded; this is the backstop
+            message = message[:_MESSAGE_MAX] + "... (cut)"
         self.failures += 1
         self.store.fail(message)
         logger.error(
@@ -166,15 +222,26 @@ class TopologyFile:
                 nudged.clear()
                 try:
                     await self.check()
-                except Exception:  # a bug in one check must not stop reloads for good
-                    logger.exception("unexpected error while checking the topology file")
+                    self._last_unexpected = None
+                except Exception as exc:  # a bug in one check must not stop reloads for good
+                    self._unexpected(exc)
         finally:
             if notifier is not None:
                 loop.remove_reader(notifier.fd)
                 notifier.close()
 
+    def _unexpected(self, exc: Exception) -> None:
+        """Log a failure of the follower itself, with its traceback once per distinct error."""
+        text = f"{type(exc).__name__}: {exc}"[:_MESSAGE_MAX]
+        if text == self._last_unexpected:
+            logger.debug("unexpected error while checking the topology file again: %s", text)
+            return
+        self._last_unexpected = text
+        logger.exception("unexpected error while checking the topology file")
+
 
 _SETTLE_SECONDS = 0.02
+_MESSAGE_MAX = REPORT_MAX_BYTES + 1024
 # inotify(7) event bits: an entry written and closed, its metadata changed, moved in
 # or out, created, deleted; and the watched directory itself going away.
 _IN_ATTRIB = 0x004

@@ -49,6 +49,7 @@ class TopologyStore:
         self._snapshot = first
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._watching = 0
+        self._closing = False
         self.status = ReloadStatus(ok=True, error=None, at=time.time())
 
     @classmethod
@@ -61,6 +62,11 @@ class TopologyStore:
     def snapshot(self) -> Snapshot:
         """The snapshot being served; take it once per request."""
         return self._snapshot
+
+    @property
+    def closing(self) -> bool:
+        """True once :meth:`close` was called: watches answer at once from then on."""
+        return self._closing
 
     @property
     def watching(self) -> int:
@@ -123,8 +129,18 @@ class TopologyStore:
         """Record that a reload failed; the current snapshot keeps serving."""
         self.status = ReloadStatus(ok=False, error=error, at=time.time())
 
+    def close(self) -> int:
+        """Shut down the watches: answer every waiting one now, and every later one at once.
+
+        A client that re-watches the moment its answer arrives (the NRI plugin does, on the
+        same keep-alive connection) would otherwise start a new wait after the release and
+        hold the server's shutdown until its graceful timeout. Returns how many were released.
+        """
+        self._closing = True
+        return self.release_watchers()
+
     def release_watchers(self) -> int:
-        """Answer every waiting watch now (unchanged); used at shutdown. Returns how many."""
+        """Answer every waiting watch now (unchanged). Returns how many."""
         released = 0
         for waiters in self._waiters.values():
             for waiter in waiters:
@@ -144,10 +160,11 @@ class TopologyStore:
 
         Returns at once when it already differs; otherwise waits up to ``timeout``
         seconds for a change and then returns the (possibly unchanged) answer. The
-        wait also ends when ``gone`` completes (the client disconnected).
+        wait also ends when ``gone`` completes (the client disconnected). Once the store
+        is closing, it returns at once.
         """
         answer = self._snapshot.identity(node)
-        if answer.revision != known_revision or timeout <= 0:
+        if answer.revision != known_revision or timeout <= 0 or self._closing:
             return answer
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
