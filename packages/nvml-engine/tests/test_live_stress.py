@@ -18,7 +18,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import SYSTEM, gpu_entry, render_state
@@ -37,7 +39,9 @@ SUMMARY = re.compile(
 @pytest.fixture
 def state_file(tmp_path: Path) -> Path:
     # utilization rates that differ on the board, so a reader tells the cleared pair apart
-    gpus = [gpu_entry(i, util_gpu_pct=3, util_mem_pct=1) for i in range(GPUS)]
+    gpus: list[Mapping[str, Any]] = [
+        gpu_entry(i, util_gpu_pct=3, util_mem_pct=1) for i in range(GPUS)
+    ]
     path = tmp_path / "state.nvmlmock"
     path.write_text(render_state(SYSTEM, gpus))
     return path
