@@ -119,7 +119,9 @@ def test_a_wrong_live_answer_is_caught(harness: Path, tmp_path: Path) -> None:
         check=False,
     )
     assert built.returncode == 0, built.stderr
-    proc = run(harness, [FUZZ / "seeds-live" / "values-every-key-both-gpus"], LD_PRELOAD=str(lib))
+    seed = FUZZ / "seeds-live" / "values-every-key-both-gpus"
+    # a trapped harness leaves its state directory behind: keep it under tmp_path
+    proc = run(harness, [seed], LD_PRELOAD=str(lib), TMPDIR=str(tmp_path))
     assert proc.returncode == -signal.SIGILL, (proc.returncode, proc.stderr[-2000:])
     assert "invariant broken" in proc.stderr and "temperature_c" in proc.stderr, proc.stderr
 
