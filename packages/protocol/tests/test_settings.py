@@ -117,7 +117,7 @@ def test_help_names_the_env_twin_and_the_default(capsys: pytest.CaptureFixture[s
         _parser().parse_args(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "--port N listen port (env DEMO_PORT; default 8090)" in out
-    assert "-t VALUE, --tags VALUE comma-separated tags (env DEMO_TAGS; default empty)" in out
+    assert "-t TAGS, --tags TAGS comma-separated tags (env DEMO_TAGS; default empty)" in out
     assert "colour output (default on)" in out
     assert "50% of it (env DEMO_WAIT; default 5 s)" in out
 

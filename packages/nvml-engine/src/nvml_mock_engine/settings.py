@@ -1,4 +1,4 @@
-"""The settings of each ``nvml-mock-engine`` subcommand: one frozen object, from flags with env twins.
+"""Each ``nvml-mock-engine`` subcommand's settings: one frozen object, from flags and env twins.
 
 Each subcommand's flags are declared once (the tables below, in the shared pattern of
 ``nvml_mock_protocol.settings``): the parser, the precedence (the flag, then the env
@@ -18,8 +18,13 @@ from typing import Final
 
 from nvml_mock_protocol import names
 from nvml_mock_protocol import settings as s
-from nvml_mock_protocol.logs import DEFAULT_LOG_FORMAT, ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS
-from nvml_mock_protocol.logs import LOG_LEVELS
+from nvml_mock_protocol.logs import (
+    DEFAULT_LOG_FORMAT,
+    ENV_LOG_FORMAT,
+    ENV_LOG_LEVEL,
+    LOG_FORMATS,
+    LOG_LEVELS,
+)
 
 from nvml_mock_engine.errors import ConfigError
 from nvml_mock_engine.schema import MAX_GPUS

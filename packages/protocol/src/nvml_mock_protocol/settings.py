@@ -235,7 +235,7 @@ def add_options(
         elif option.action == "toggle":
             kwargs.update(action=argparse.BooleanOptionalAction)
         else:
-            kwargs.update(metavar=option.metavar or "VALUE")
+            kwargs.update(metavar=option.metavar or option.field.upper())
         parser.add_argument(*option.aliases, option.flag, **kwargs)
 
 
@@ -257,7 +257,9 @@ def gather(
         flag_value = getattr(args, option.field, None)
         if flag_value is not None:
             key = option.flag
-            raw = ("true" if flag_value else "false") if isinstance(flag_value, bool) else flag_value
+            raw = (
+                ("true" if flag_value else "false") if isinstance(flag_value, bool) else flag_value
+            )
         elif option.env and environ.get(option.env, "").strip():
             key, raw = option.env, environ[option.env]
         else:
@@ -288,8 +290,10 @@ def resolve(
 
 def check_declaration(cls: type, options: Sequence[Option]) -> list[str]:
     """What is wrong with a declaration: unknown or repeated fields, flags or env twins."""
-    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    problems = [f"{o.field} is not a field of {cls.__name__}" for o in options if o.field not in fields]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    problems = [
+        f"{o.field} is not a field of {cls.__name__}" for o in options if o.field not in fields
+    ]
     for what, spelled in (
         ("field", [o.field for o in options]),
         ("flag", [o.flag for o in options]),
