@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from check_fabric import main
 from check_fabric.errors import ConfigError, UsageError
-from check_fabric.settings import Settings, load_settings
+from check_fabric.settings import OPTIONS, Settings, load_settings
+from nvml_mock_protocol.settings import check_declaration, markdown_table, options_table
 
 URL = "http://topo.example:8090"
 
@@ -116,3 +118,17 @@ def test_a_bad_command_line_with_json_asked_for_answers_in_json(
     assert (doc["error"]["key"], doc["error"]["value"]) == ("--topology-url", "nope")
     assert main(["--bogus", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["error"]["kind"] == "usage"
+
+
+def test_the_readme_table_is_the_declaration() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert markdown_table(readme) == options_table(OPTIONS, Settings())
+    assert check_declaration(Settings, OPTIONS) == []
+
+
+def test_help_names_every_env_twin(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for option in OPTIONS:
+        assert f"env {option.env};" in out, option.flag
+    assert "(env CHECK_FABRIC_TOPOLOGY_TIMEOUT; default 5)" in out

@@ -26,7 +26,7 @@ def test_help_exits_0() -> None:
     done = run("--help")
     assert done.returncode == 0
     assert "--device-injection-mode" in done.stdout
-    assert "[NVML_MOCK_DEVICE_INJECTION_MODE]" in done.stdout
+    assert "(env NVML_MOCK_DEVICE_INJECTION_MODE; default raw)" in " ".join(done.stdout.split())
 
 
 def test_bad_value_exits_3_naming_key_and_value() -> None:

@@ -13,6 +13,16 @@ import pytest
 from nvml_mock_engine.cli import main
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
+from nvml_mock_engine.settings import (
+    LOG_OPTIONS,
+    NODE_OPTIONS,
+    RENDER_OPTIONS,
+    STAGE_OPTIONS,
+    RenderSettings,
+    StageSettings,
+    options_table,
+)
+from nvml_mock_protocol.settings import check_declaration, markdown_table
 
 ENGINE_ENV = (
     "NVML_MOCK_PROFILE",
@@ -284,3 +294,38 @@ def test_python_dash_m_runs_the_same_main(tmp_path: Path) -> None:
         timeout=60,
     )
     assert version.stdout.startswith("nvml-mock-engine ")
+
+
+def test_the_readme_table_is_the_declaration() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert markdown_table(readme) == options_table()
+    for cls, options in (
+        (RenderSettings, NODE_OPTIONS + RENDER_OPTIONS + LOG_OPTIONS),
+        (StageSettings, NODE_OPTIONS + STAGE_OPTIONS + LOG_OPTIONS),
+    ):
+        assert check_declaration(cls, options) == []
+
+
+def test_bad_log_values_exit_3_naming_flag_or_env(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--log-level", "loud", "lib-path"]) == 3
+    assert "log_level: must be one of debug, info, warning, error, got 'loud' (--log-level)" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.setenv("NVML_MOCK_LOG_FORMAT", "xml")
+    assert main(["lib-path"]) == 3
+    assert "log_format: must be one of text, json, got 'xml' (NVML_MOCK_LOG_FORMAT)" in (
+        capsys.readouterr().err
+    )
+
+
+def test_help_names_each_env_twin_and_default(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # no line breaks inside a path
+    with pytest.raises(SystemExit):
+        main(["stage", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(env NVML_MOCK_GPU_COUNT; default the profile's GPUs per node)" in out
+    assert "(env NVML_MOCK_OVERLAY_MOUNT_PATH; default /opt/nvml-mock)" in out

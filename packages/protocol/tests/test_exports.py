@@ -33,7 +33,7 @@ def test_unknown_name_is_an_attribute_error() -> None:
         _ = nvml_mock_protocol.Nope  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("module", ["names", "logs", "hostgpu"])
+@pytest.mark.parametrize("module", ["names", "logs", "hostgpu", "settings"])
 def test_importing_light_modules_does_not_load_pydantic_or_protobuf(module: str) -> None:
     code = (
         f"import sys, nvml_mock_protocol.{module}\n"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from nvml_mock_protocol.settings import check_declaration, markdown_table, options_table
 from nvml_mock_topology.errors import ConfigError
-from nvml_mock_topology.settings import Settings, parse_settings
+from nvml_mock_topology.settings import OPTIONS, Settings, parse_settings
 
 
 def test_defaults() -> None:
@@ -120,3 +121,14 @@ def test_bad_values_name_key_and_value(argv: list[str], env: dict[str, str], mes
 def test_settings_are_frozen() -> None:
     with pytest.raises(AttributeError):
         Settings().port = 1  # type: ignore[misc]
+
+
+def test_an_empty_env_value_counts_as_unset() -> None:
+    env = {"NVML_MOCK_TOPOLOGY_FILE": "", "NVML_MOCK_TOPOLOGY_PORT": "", "NVML_MOCK_LOG_LEVEL": " "}
+    assert parse_settings([], env) == Settings()
+
+
+def test_the_readme_table_is_the_declaration() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert markdown_table(readme) == options_table(OPTIONS, Settings())
+    assert check_declaration(Settings, OPTIONS) == []

@@ -2,7 +2,9 @@
 
 Every option is declared once in :data:`OPTIONS` (flag, env twin, default, parser,
 and the key under which the runtime may send it in Configure), so the command
-line, the env, the runtime config and the README's table cannot drift apart.
+line, the env, the runtime config and the README's table cannot drift apart. The
+machinery (the declaration's shape, the flags, flag-over-env precedence) is the
+shared one of ``nvml_mock_protocol.settings``; the runtime config is the plugin's own.
 Precedence is flag, then env (an empty env value counts as unset), then the
 YAML the runtime sends in Configure, then the default. A value that cannot be
 used raises :class:`~nvml_mock_nri.errors.ConfigError` naming the key and value.
@@ -14,11 +16,12 @@ import argparse
 import dataclasses
 import posixpath
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
+import nvml_mock_protocol.settings as shared
 import yaml
 from nvml_mock_protocol import hostgpu, logs, names
 
@@ -254,14 +257,9 @@ def _log_level(value: str) -> str:
 
 
 @dataclass(frozen=True)
-class Option:
+class Option(shared.Option):
     """One setting: how it is spelled on each surface and how its text is parsed."""
 
-    field: str
-    flag: str
-    env: str
-    parse: Callable[[str], Any]
-    help: str
     runtime_key: str | None = None
     """Key accepted in the YAML config the runtime sends in Configure (None: not accepted)."""
 
@@ -442,20 +440,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nvml-mock-nri-plugin",
         description="containerd NRI plugin that injects the nvml-mock overlay into containers.",
-        epilog="Every flag has an env twin (shown in brackets); the flag wins.",
+        epilog="Every flag has an env twin; the flag wins, and an empty env value is unset.",
     )
-    defaults = Settings()
-    for option in OPTIONS:
-        default = getattr(defaults, option.field)
-        if isinstance(default, tuple):
-            default = ",".join(default)
-        parser.add_argument(
-            option.flag,
-            dest=option.field,
-            default=None,
-            metavar="VALUE",
-            help=f"{option.help} [{option.env}] (default: {default!r})",
-        )
+    shared.add_options(parser, OPTIONS, Settings())
     return parser
 
 
@@ -483,18 +470,12 @@ def load_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Set
     a value that cannot be used.
     """
     args = build_parser().parse_args(argv)
-    values: dict[str, Any] = {}
-    explicit: set[str] = set()
-    for option in OPTIONS:
-        flag_value = getattr(args, option.field)
-        if flag_value is not None:
-            values[option.field] = _parse(option, option.flag, flag_value)
-        elif environ.get(option.env, "") != "":
-            values[option.field] = _parse(option, option.env, environ[option.env])
-        else:
-            continue
-        explicit.add(option.field)
-    return _validate(Settings(**values, explicit=frozenset(explicit)))
+    try:
+        given = shared.gather(OPTIONS, args, environ)
+    except shared.SettingsError as exc:
+        raise ConfigError(exc.key, exc.value, exc.reason) from None
+    values = {field: found.value for field, found in given.items()}
+    return _validate(Settings(**values, explicit=frozenset(given)))
 
 
 def apply_runtime_config(settings: Settings, text: str) -> tuple[Settings, list[str]]:

@@ -1,10 +1,11 @@
 """The ``nvml-mock-engine`` command: render a node's state, stage the overlay, find the library.
 
 One ``main(argv)`` serves the console script and ``python -m nvml_mock_engine``. Each
-setting is a flag with an env twin (the flag wins; an empty env value counts as unset), so
-the same command works from a shell, a Dockerfile and a DaemonSet's env. Exit codes: 0
-done, 1 runtime failure (I/O, library not built), 2 usage error, 3 invalid config (the
-message names the key).
+setting is a flag with an env twin (the flag wins; an empty env value counts as unset),
+declared in :mod:`nvml_mock_engine.settings`, so the same command works from a shell, a
+Dockerfile and a DaemonSet's env. Exit codes: 0 done, 1 runtime failure (I/O, library not
+built), 2 usage error, 3 invalid config (the message names the key). Logs go to stderr, so
+that stdout stays the command's output (a state file on ``-o -``, a path from ``lib-path``).
 """
 
 from __future__ import annotations
@@ -15,47 +16,71 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from nvml_mock_protocol import names
+from nvml_mock_protocol import settings as s
+from nvml_mock_protocol.logs import configure_logging
 
-from nvml_mock_engine._logging import add_logging_args, configure_logging
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.config import EngineConfig, load_config_file, resolve_config
 from nvml_mock_engine.errors import ConfigError, NvmlEngineError, StageError
-from nvml_mock_engine.schema import MAX_GPUS
+from nvml_mock_engine.settings import (
+    ENV_CONFIG_FILE,
+    ENV_DRIVER_VERSION,
+    ENV_GPU_COUNT,
+    ENV_HOST_PATH,
+    ENV_MOUNT_PATH,
+    ENV_PROFILE,
+    LOG_OPTIONS,
+    NODE_OPTIONS,
+    PROFILES_OPTIONS,
+    RENDER_OPTIONS,
+    STAGE_OPTIONS,
+    CommandSettings,
+    NodeSettings,
+    ProfilesSettings,
+    RenderSettings,
+    StageSettings,
+    config_error,
+)
 
-__all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = [
+    "ENV_CONFIG_FILE",
+    "ENV_DRIVER_VERSION",
+    "ENV_GPU_COUNT",
+    "ENV_HOST_PATH",
+    "ENV_MOUNT_PATH",
+    "ENV_PROFILE",
+    "EXIT_CONFIG",
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "main",
+]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_CONFIG: Final = 3
 
-ENV_PROFILE: Final = "NVML_MOCK_PROFILE"
-ENV_GPU_COUNT: Final = "NVML_MOCK_GPU_COUNT"
-ENV_CONFIG_FILE: Final = "NVML_MOCK_ENGINE_CONFIG"
-ENV_DRIVER_VERSION: Final = "NVML_MOCK_DRIVER_VERSION"
-ENV_MOUNT_PATH: Final = names.ENV_OVERLAY_MOUNT_PATH
-ENV_HOST_PATH: Final = names.ENV_OVERLAY_HOST_PATH
-
 logger = logging.getLogger(__name__)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    environ = os.environ
-    parser = _parser(environ)
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     try:
-        configure_logging(args.log_level, args.log_format)
-    except ValueError as exc:
-        print(f"nvml-mock-engine: {exc}", file=sys.stderr)
+        settings = _settings(args, os.environ)
+    except s.SettingsError as exc:
+        # Logging is not set up yet (its own settings may be what is wrong).
+        print(f"nvml-mock-engine: invalid configuration: {config_error(exc)}", file=sys.stderr)
         return EXIT_CONFIG
+    configure_logging(settings.log_level, settings.log_format)
     try:
-        result: int = args.handler(args)
+        result: int = args.handler(settings)
     except ConfigError as exc:
         logger.error("invalid configuration: %s", exc)
         return EXIT_CONFIG
@@ -68,121 +93,82 @@ def main(argv: Sequence[str] | None = None) -> int:
     return result
 
 
-def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+_COMMANDS: Final[Mapping[str, tuple[type[CommandSettings], tuple[s.Option, ...]]]] = {
+    "render": (RenderSettings, (*NODE_OPTIONS, *RENDER_OPTIONS)),
+    "stage": (StageSettings, (*NODE_OPTIONS, *STAGE_OPTIONS)),
+    "lib-path": (CommandSettings, ()),
+    "profiles": (ProfilesSettings, PROFILES_OPTIONS),
+}
+"""Each subcommand's settings class and its own options (the log options come on top)."""
+
+
+def _settings(args: argparse.Namespace, environ: Mapping[str, str]) -> CommandSettings:
+    cls, options = _COMMANDS[args.command]
+    extra = {"dir": args.dir} if cls is StageSettings else {}
+    return s.resolve(cls, (*LOG_OPTIONS, *options), args, environ, **extra)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nvml-mock-engine",
         description="Render mock GPU state, stage the nvml-mock overlay, locate the mock NVML.",
+        epilog="Every flag with an env twin names it; the flag wins. Exit codes: 0 done, "
+        "1 runtime failure, 2 usage error, 3 invalid configuration.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    add_logging_args(parser, environ)
+    defaults = StageSettings(dir=Path("DIR"))
+    s.add_options(parser, LOG_OPTIONS, defaults)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    render = commands.add_parser("render", help="write a node's rendered GPU state")
-    add_logging_args(render, environ, sub=True)
-    _add_node_args(render, environ)
-    render.add_argument(
-        "-o", "--output", default="-", help="state file to write, '-' for stdout (default)"
-    )
-    render.set_defaults(handler=_cmd_render)
+    def add(name: str, summary: str, handler: Callable[..., int]) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=summary)
+        # The same log flags after the subcommand, without resetting those given before it.
+        s.add_options(sub, LOG_OPTIONS, defaults, suppress=True)
+        sub.set_defaults(handler=handler)
+        return sub
 
-    stage = commands.add_parser("stage", help="lay out the overlay tree in DIR")
-    add_logging_args(stage, environ, sub=True)
+    render = add("render", "write a node's rendered GPU state", _cmd_render)
+    s.add_options(render, (*NODE_OPTIONS, *RENDER_OPTIONS), RenderSettings())
+
+    stage = add("stage", "lay out the overlay tree in DIR", _cmd_stage)
     stage.add_argument(
         "dir", metavar="DIR", type=Path, help=f"overlay root (e.g. {names.OVERLAY_HOST_PATH})"
     )
-    _add_node_args(stage, environ)
-    stage.add_argument(
-        "--no-devices", action="store_true", help="do not create mock device nodes under dev/"
-    )
-    stage.add_argument(
-        "--mount-path",
-        default=environ.get(ENV_MOUNT_PATH) or names.OVERLAY_MOUNT_PATH,
-        help="where containers see the overlay; the launchers fall back to it when they "
-        f"cannot resolve their own path (env {ENV_MOUNT_PATH}; default {names.OVERLAY_MOUNT_PATH})",
-    )
-    stage.add_argument(
-        "--host-path",
-        default=environ.get(ENV_HOST_PATH) or None,
-        help="where the host sees DIR, for the CDI spec's device hostPath when DIR is mounted "
-        f"elsewhere in the staging container (env {ENV_HOST_PATH}; default DIR)",
-    )
-    stage.set_defaults(handler=_cmd_stage)
+    s.add_options(stage, (*NODE_OPTIONS, *STAGE_OPTIONS), defaults)
 
-    lib_path = commands.add_parser("lib-path", help="print the path of the mock libnvidia-ml.so.1")
-    add_logging_args(lib_path, environ, sub=True)
-    lib_path.set_defaults(handler=_cmd_lib_path)
+    add("lib-path", "print the path of the mock libnvidia-ml.so.1", _cmd_lib_path)
 
-    profiles = commands.add_parser("profiles", help="list the packaged GPU profiles")
-    add_logging_args(profiles, environ, sub=True)
-    profiles.add_argument("--json", action="store_true", help="one JSON object per profile")
-    profiles.set_defaults(handler=_cmd_profiles)
+    profiles = add("profiles", "list the packaged GPU profiles", _cmd_profiles)
+    s.add_options(profiles, PROFILES_OPTIONS, ProfilesSettings())
     return parser
 
 
-def _add_node_args(parser: argparse.ArgumentParser, environ: Mapping[str, str]) -> None:
-    parser.add_argument(
-        "--profile",
-        default=environ.get(ENV_PROFILE) or None,
-        help=f"profile name or profile file (env {ENV_PROFILE}; default: config file, else a100)",
-    )
-    parser.add_argument(
-        "--count",
-        default=environ.get(ENV_GPU_COUNT) or None,
-        help=f"GPUs on the node, 1..{MAX_GPUS} "
-        f"(env {ENV_GPU_COUNT}; default: the profile's node size)",
-    )
-    parser.add_argument(
-        "--node",
-        default=environ.get(names.ENV_NODE_NAME) or None,
-        help=f"node name seeding UUIDs and serials (env {names.ENV_NODE_NAME}; default hostname)",
-    )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=environ.get(ENV_CONFIG_FILE) or None,
-        help=f"YAML config file: profile, count, overrides (env {ENV_CONFIG_FILE})",
-    )
-    parser.add_argument(
-        "--driver-version",
-        default=environ.get(ENV_DRIVER_VERSION) or None,
-        help=f"driver version to report (env {ENV_DRIVER_VERSION}; default: the profile's)",
-    )
-
-
-def _engine_config(args: argparse.Namespace) -> EngineConfig:
-    count: int | None = None
-    if args.count is not None:
-        try:
-            count = int(args.count)
-        except ValueError:
-            raise ConfigError(
-                "count", f"must be an integer in 1..{MAX_GPUS}, got {args.count!r}"
-            ) from None
-    file_data = load_config_file(Path(args.config)) if args.config is not None else None
+def _engine_config(settings: NodeSettings) -> EngineConfig:
+    file_data = load_config_file(settings.config) if settings.config is not None else None
     return resolve_config(
-        profile=args.profile,
-        count=count,
-        node=args.node,
-        driver_version=args.driver_version,
+        profile=settings.profile,
+        count=settings.count,
+        node=settings.node,
+        driver_version=settings.driver_version,
         file_data=file_data,
         default_node=socket.gethostname() or "localhost",
     )
 
 
-def _cmd_render(args: argparse.Namespace) -> int:
+def _cmd_render(settings: RenderSettings) -> int:
     from nvml_mock_engine.render import render_text
     from nvml_mock_engine.stage import write_atomic
 
-    config = _engine_config(args)
+    config = _engine_config(settings)
     text = render_text(config)
-    if args.output == "-":
+    if settings.output == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        write_atomic(Path(args.output), text.encode())
+        write_atomic(Path(settings.output), text.encode())
         logger.info(
             "wrote %s: profile %s, %d GPU(s), node %s",
-            args.output,
+            settings.output,
             config.profile.key,
             config.count,
             config.node,
@@ -190,17 +176,19 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_stage(args: argparse.Namespace) -> int:
+def _cmd_stage(settings: StageSettings) -> int:
     from nvml_mock_engine.stage import StageOptions, stage
 
-    config = _engine_config(args)
+    config = _engine_config(settings)
     options = StageOptions(
-        devices=not args.no_devices, mount_path=args.mount_path, host_path=args.host_path
+        devices=not settings.no_devices,
+        mount_path=settings.mount_path,
+        host_path=settings.host_path,
     )
-    report = stage(args.dir, config, options)
+    report = stage(settings.dir, config, options)
     logger.info(
         "staged %s: profile %s, %d GPU(s), node %s, runtime %s in %.2fs",
-        args.dir,
+        settings.dir,
         config.profile.key,
         config.count,
         config.node,
@@ -215,14 +203,14 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_lib_path(args: argparse.Namespace) -> int:
+def _cmd_lib_path(settings: CommandSettings) -> int:
     from nvml_mock_engine.library import library_path
 
     print(library_path())
     return EXIT_OK
 
 
-def _cmd_profiles(args: argparse.Namespace) -> int:
+def _cmd_profiles(settings: ProfilesSettings) -> int:
     from nvml_mock_engine.profiles import load_profile, profile_names
 
     for key in profile_names():
@@ -240,7 +228,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             "fabric": profile.fabric is not None,
             "driver": profile.driver_version,
         }
-        if args.json:
+        if settings.json:
             print(json.dumps(summary))
         else:
             print(

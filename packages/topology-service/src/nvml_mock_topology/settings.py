@@ -1,8 +1,11 @@
 """The one frozen settings object of the topology service, from flags with env twins.
 
-Every flag has an env twin; the flag wins. Values are checked here, once, so
-that a bad value stops the service at start with the key and the value named
-(exit 3) instead of surfacing later as a confusing runtime error.
+Every flag has an env twin; the flag wins, and an empty env value counts as unset.
+The options are declared once in :data:`OPTIONS` (the shared pattern of
+``nvml_mock_protocol.settings``), from which the command line, the precedence and
+the README's table come. Values are checked here, once, so that a bad value stops
+the service at start with the key and the value named (exit 3) instead of
+surfacing later as a confusing runtime error.
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from nvml_mock_protocol import settings as s
 from nvml_mock_protocol.logs import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
 from nvml_mock_protocol.names import TOPOLOGY_SERVICE_PORT
 from nvml_mock_protocol.topology import DOCUMENT_MAX_BYTES, DOCUMENT_MAX_ITEMS
@@ -38,6 +42,7 @@ __all__ = [
     "ENV_POLL_INTERVAL",
     "ENV_PORT",
     "ENV_TOPOLOGY_FILE",
+    "OPTIONS",
     "Settings",
     "parse_settings",
 ]
@@ -97,50 +102,198 @@ class Settings:
     """``debug``, ``info``, ``warning`` or ``error``."""
 
 
-def _bool(key: str, value: str) -> bool:
+def _bool(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered in _TRUE:
         return True
     if lowered in _FALSE:
         return False
-    raise ConfigError(f"{key}={value!r} is not a boolean; use true/false, 1/0, yes/no or on/off")
+    raise ValueError("is not a boolean; use true/false, 1/0, yes/no or on/off")
 
 
-def _number(key: str, value: str, *, minimum: float, maximum: float = math.inf) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise ConfigError(f"{key}={value!r} is not a number") from None
-    if not (minimum < number <= maximum) or math.isnan(number):
-        raise ConfigError(f"{key}={value!r} must be above {minimum:g} and at most {maximum:g}")
-    return number
+def _number(*, minimum: float, maximum: float = math.inf) -> Callable[[str], float]:
+    def parse(value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError("is not a number") from None
+        if not (minimum < number <= maximum) or math.isnan(number):
+            raise ValueError(f"must be above {minimum:g} and at most {maximum:g}")
+        return number
+
+    return parse
 
 
-def _integer(key: str, value: str, *, minimum: int, maximum: int) -> int:
-    try:
-        number = int(value.strip().replace("_", ""))
-    except ValueError:
-        raise ConfigError(f"{key}={value!r} is not a whole number") from None
-    if not minimum <= number <= maximum:
-        raise ConfigError(f"{key}={value!r} must be between {minimum} and {maximum}")
-    return number
+def _integer(*, minimum: int, maximum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        try:
+            number = int(value.strip().replace("_", ""))
+        except ValueError:
+            raise ValueError("is not a whole number") from None
+        if not minimum <= number <= maximum:
+            raise ValueError(f"must be between {minimum} and {maximum}")
+        return number
+
+    return parse
 
 
-def _port(key: str, value: str) -> int:
+def _port(value: str) -> int:
     try:
         port = int(value)
     except ValueError:
-        raise ConfigError(f"{key}={value!r} is not a port number") from None
+        raise ValueError("is not a port number") from None
     if not 0 <= port <= 65535:
-        raise ConfigError(f"{key}={value!r} is outside 0..65535")
+        raise ValueError("is outside 0..65535")
     return port
 
 
-def _choice(key: str, value: str, choices: Sequence[str]) -> str:
-    lowered = value.strip().lower()
-    if lowered not in choices:
-        raise ConfigError(f"{key}={value!r} must be one of {', '.join(choices)}")
-    return lowered
+def _choice(choices: Sequence[str]) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        lowered = value.strip().lower()
+        if lowered not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return lowered
+
+    return parse
+
+
+def _topology_file(value: str) -> Path:
+    if not value.strip():
+        raise ValueError("is empty; give the topology document's path")
+    return Path(value)
+
+
+def _host(value: str) -> str:
+    if not value.strip():
+        raise ValueError("is empty")
+    return value.strip()
+
+
+OPTIONS: Final[tuple[s.Option, ...]] = (
+    s.Option(
+        "topology_file",
+        "--topology-file",
+        ENV_TOPOLOGY_FILE,
+        _topology_file,
+        "topology document",
+        metavar="PATH",
+        doc="the topology document (YAML or JSON)",
+    ),
+    s.Option("host", "--host", ENV_HOST, _host, "listen address"),
+    s.Option(
+        "port",
+        "--port",
+        ENV_PORT,
+        _port,
+        "listen port",
+        doc="listen port (`0`: any free port, logged)",
+    ),
+    s.Option(
+        "allow_empty",
+        "--allow-empty",
+        ENV_ALLOW_EMPTY,
+        _bool,
+        "start empty when the file is missing",
+        action="switch",
+        doc="start with an empty topology when the file is missing, and load it when it appears",
+    ),
+    s.Option(
+        "max_watch_seconds",
+        "--max-watch-seconds",
+        ENV_MAX_WATCH,
+        _number(minimum=0, maximum=3600),
+        "cap on a watch's wait",
+        metavar="S",
+        doc="cap on a watch's `wait` (0 < S ≤ 3600)",
+    ),
+    s.Option(
+        "poll_interval",
+        "--poll-interval",
+        ENV_POLL_INTERVAL,
+        _number(minimum=0, maximum=3600),
+        "seconds between file checks",
+        metavar="S",
+        doc="how often the file's stat and resolved path are checked (0 < S ≤ 3600)",
+    ),
+    s.Option(
+        "access_log",
+        "--access-log",
+        ENV_ACCESS_LOG,
+        _bool,
+        "log every request",
+        action="switch",
+        doc="one log line per request",
+    ),
+    s.Option(
+        "max_file_bytes",
+        "--max-file-size",
+        ENV_MAX_FILE_SIZE,
+        _integer(minimum=1, maximum=1 << 30),
+        "largest topology file",
+        metavar="BYTES",
+        default_doc="`8388608` (8 MiB)",
+        doc="largest topology file accepted; a larger one is refused without being read",
+    ),
+    s.Option(
+        "max_document_items",
+        "--max-document-items",
+        ENV_MAX_DOCUMENT_ITEMS,
+        _integer(minimum=1, maximum=100_000_000),
+        "most values in a document, YAML aliases expanded",
+        metavar="N",
+        doc="most values (mappings, lists, scalars, keys included) a document may hold, "
+        "YAML aliases expanded",
+    ),
+    s.Option(
+        "header_timeout",
+        "--header-timeout",
+        ENV_HEADER_TIMEOUT,
+        _number(minimum=0, maximum=3600),
+        "seconds to receive a request's headers",
+        metavar="S",
+        doc="seconds a client has to send a request's headers, from its first byte (or from "
+        "connecting); slower: `408` and the connection is closed",
+    ),
+    s.Option(
+        "keep_alive_timeout",
+        "--keep-alive-timeout",
+        ENV_KEEP_ALIVE_TIMEOUT,
+        _number(minimum=0, maximum=3600),
+        "seconds an idle connection stays open",
+        metavar="S",
+        doc="seconds an idle kept-alive connection stays open between requests",
+    ),
+    s.Option(
+        "max_connections",
+        "--max-connections",
+        ENV_MAX_CONNECTIONS,
+        _integer(minimum=1, maximum=1_000_000),
+        "connections served at once, beyond: 503",
+        metavar="N",
+        doc="connections and requests in flight at once; beyond it a request is answered `503` "
+        "and its connection closed. Each node's NRI plugin holds one watch connection: keep it "
+        "above the node count",
+    ),
+    s.Option(
+        "log_format",
+        "--log-format",
+        ENV_LOG_FORMAT,
+        _choice(LOG_FORMATS),
+        " or ".join(LOG_FORMATS),
+        doc="log lines on stderr in the shape every nvml-mock command shares "
+        "(`nvml_mock_protocol.logs`); `json` is one object per line "
+        "(`ts`, `level`, `logger`, `msg`, extras, `exc`)",
+    ),
+    s.Option(
+        "log_level",
+        "--log-level",
+        ENV_LOG_LEVEL,
+        _choice(LOG_LEVELS),
+        ", ".join(LOG_LEVELS),
+        doc=", ".join(f"`{level}`" for level in LOG_LEVELS),
+    ),
+)
+"""Every option of the service: flag, env twin, parser, help and the README's meaning."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -149,62 +302,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve each node's ComputeDomain identity from a topology document.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    add = parser.add_argument
-    add("--topology-file", metavar="PATH", help=f"topology document (env {ENV_TOPOLOGY_FILE})")
-    add("--host", help=f"listen address (env {ENV_HOST}; default 0.0.0.0)")
-    add("--port", help=f"listen port (env {ENV_PORT}; default {TOPOLOGY_SERVICE_PORT})")
-    add(
-        "--allow-empty",
-        action="store_const",
-        const="true",
-        help=f"start empty when the file is missing (env {ENV_ALLOW_EMPTY})",
-    )
-    add(
-        "--max-watch-seconds",
-        metavar="S",
-        help=f"cap on a watch's wait (env {ENV_MAX_WATCH}; default 60)",
-    )
-    add(
-        "--poll-interval",
-        metavar="S",
-        help=f"seconds between file checks (env {ENV_POLL_INTERVAL}; default 1)",
-    )
-    add(
-        "--access-log",
-        action="store_const",
-        const="true",
-        help=f"log every request (env {ENV_ACCESS_LOG})",
-    )
-    add(
-        "--max-file-size",
-        metavar="BYTES",
-        help=f"largest topology file (env {ENV_MAX_FILE_SIZE}; default {DOCUMENT_MAX_BYTES})",
-    )
-    add(
-        "--max-document-items",
-        metavar="N",
-        help=(
-            f"most values in a document, YAML aliases expanded (env {ENV_MAX_DOCUMENT_ITEMS}; "
-            f"default {DOCUMENT_MAX_ITEMS})"
-        ),
-    )
-    add(
-        "--header-timeout",
-        metavar="S",
-        help=f"seconds to receive a request's headers (env {ENV_HEADER_TIMEOUT}; default 10)",
-    )
-    add(
-        "--keep-alive-timeout",
-        metavar="S",
-        help=f"seconds an idle connection stays open (env {ENV_KEEP_ALIVE_TIMEOUT}; default 5)",
-    )
-    add(
-        "--max-connections",
-        metavar="N",
-        help=f"connections served at once, beyond: 503 (env {ENV_MAX_CONNECTIONS}; default 32768)",
-    )
-    add("--log-format", help=f"{' or '.join(LOG_FORMATS)} (env {ENV_LOG_FORMAT}; default text)")
-    add("--log-level", help=f"{', '.join(LOG_LEVELS)} (env {ENV_LOG_LEVEL}; default info)")
+    s.add_options(parser, OPTIONS, Settings())
     return parser
 
 
@@ -213,69 +311,11 @@ def parse_settings(
 ) -> Settings:
     """Build the settings from ``argv`` (flags) and ``environ`` (env twins); the flag wins.
 
-    Raises :class:`ConfigError` naming the flag or env var and its value; argparse
-    itself exits with status 2 on unknown flags.
+    An empty env value counts as unset. Raises :class:`ConfigError` naming the flag or
+    env var and its value; argparse itself exits with status 2 on unknown flags.
     """
     env = os.environ if environ is None else environ
-    args = _parser().parse_args(argv)
-
-    def pick(flag: str | None, key: str) -> tuple[str, str] | None:
-        if flag is not None:
-            return f"--{key}", flag
-        env_key = _ENV_OF[key]
-        if env_key in env:
-            return env_key, env[env_key]
-        return None
-
-    values: dict[str, object] = {}
-    if (got := pick(args.topology_file, "topology-file")) is not None:
-        if not got[1].strip():
-            raise ConfigError(f"{got[0]}={got[1]!r} is empty; give the topology document's path")
-        values["topology_file"] = Path(got[1])
-    if (got := pick(args.host, "host")) is not None:
-        if not got[1].strip():
-            raise ConfigError(f"{got[0]}={got[1]!r} is empty")
-        values["host"] = got[1].strip()
-    if (got := pick(args.port, "port")) is not None:
-        values["port"] = _port(*got)
-    if (got := pick(args.allow_empty, "allow-empty")) is not None:
-        values["allow_empty"] = _bool(*got)
-    if (got := pick(args.max_watch_seconds, "max-watch-seconds")) is not None:
-        values["max_watch_seconds"] = _number(*got, minimum=0, maximum=3600)
-    if (got := pick(args.poll_interval, "poll-interval")) is not None:
-        values["poll_interval"] = _number(*got, minimum=0, maximum=3600)
-    if (got := pick(args.access_log, "access-log")) is not None:
-        values["access_log"] = _bool(*got)
-    if (got := pick(args.max_file_size, "max-file-size")) is not None:
-        values["max_file_bytes"] = _integer(*got, minimum=1, maximum=1 << 30)
-    if (got := pick(args.max_document_items, "max-document-items")) is not None:
-        values["max_document_items"] = _integer(*got, minimum=1, maximum=100_000_000)
-    if (got := pick(args.header_timeout, "header-timeout")) is not None:
-        values["header_timeout"] = _number(*got, minimum=0, maximum=3600)
-    if (got := pick(args.keep_alive_timeout, "keep-alive-timeout")) is not None:
-        values["keep_alive_timeout"] = _number(*got, minimum=0, maximum=3600)
-    if (got := pick(args.max_connections, "max-connections")) is not None:
-        values["max_connections"] = _integer(*got, minimum=1, maximum=1_000_000)
-    if (got := pick(args.log_format, "log-format")) is not None:
-        values["log_format"] = _choice(*got, LOG_FORMATS)
-    if (got := pick(args.log_level, "log-level")) is not None:
-        values["log_level"] = _choice(*got, LOG_LEVELS)
-    return Settings(**values)  # type: ignore[arg-type]
-
-
-_ENV_OF: Final = {
-    "topology-file": ENV_TOPOLOGY_FILE,
-    "host": ENV_HOST,
-    "port": ENV_PORT,
-    "allow-empty": ENV_ALLOW_EMPTY,
-    "max-watch-seconds": ENV_MAX_WATCH,
-    "poll-interval": ENV_POLL_INTERVAL,
-    "access-log": ENV_ACCESS_LOG,
-    "max-file-size": ENV_MAX_FILE_SIZE,
-    "max-document-items": ENV_MAX_DOCUMENT_ITEMS,
-    "header-timeout": ENV_HEADER_TIMEOUT,
-    "keep-alive-timeout": ENV_KEEP_ALIVE_TIMEOUT,
-    "max-connections": ENV_MAX_CONNECTIONS,
-    "log-format": ENV_LOG_FORMAT,
-    "log-level": ENV_LOG_LEVEL,
-}
+    try:
+        return s.resolve(Settings, OPTIONS, _parser().parse_args(argv), env)
+    except s.SettingsError as exc:
+        raise ConfigError(f"{exc.key}={exc.value!r} {exc.reason}") from None

@@ -1,0 +1,260 @@
+"""Each ``nvml-mock-engine`` subcommand's settings: one frozen object, from flags and env twins.
+
+Each subcommand's flags are declared once (the tables below, in the shared pattern of
+``nvml_mock_protocol.settings``): the parser, the precedence (the flag, then the env
+twin, then the default; an empty env value counts as unset) and the README's table all
+come from them. The node options go on to :func:`~nvml_mock_engine.config.resolve_config`,
+which merges them over the config file and the profile and checks what only the profile
+can tell (the GPU count's range, the driver version); a value that does not even parse
+(``--count eight``) is refused here, named by its config key, its value and where it came
+from, so it reads like every other config error of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from nvml_mock_protocol import names
+from nvml_mock_protocol import settings as s
+from nvml_mock_protocol.logs import (
+    DEFAULT_LOG_FORMAT,
+    ENV_LOG_FORMAT,
+    ENV_LOG_LEVEL,
+    LOG_FORMATS,
+    LOG_LEVELS,
+)
+
+from nvml_mock_engine.errors import ConfigError
+from nvml_mock_engine.schema import MAX_GPUS
+
+__all__ = [
+    "ENV_CONFIG_FILE",
+    "ENV_DRIVER_VERSION",
+    "ENV_GPU_COUNT",
+    "ENV_HOST_PATH",
+    "ENV_MOUNT_PATH",
+    "ENV_PROFILE",
+    "LOG_OPTIONS",
+    "NODE_OPTIONS",
+    "PROFILES_OPTIONS",
+    "RENDER_OPTIONS",
+    "STAGE_OPTIONS",
+    "CommandSettings",
+    "NodeSettings",
+    "ProfilesSettings",
+    "RenderSettings",
+    "StageSettings",
+    "config_error",
+    "options_table",
+]
+
+ENV_PROFILE: Final = "NVML_MOCK_PROFILE"
+ENV_GPU_COUNT: Final = "NVML_MOCK_GPU_COUNT"
+ENV_CONFIG_FILE: Final = "NVML_MOCK_ENGINE_CONFIG"
+ENV_DRIVER_VERSION: Final = "NVML_MOCK_DRIVER_VERSION"
+ENV_MOUNT_PATH: Final = names.ENV_OVERLAY_MOUNT_PATH
+ENV_HOST_PATH: Final = names.ENV_OVERLAY_HOST_PATH
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandSettings:
+    """What every subcommand is configured with: its logging (``lib-path`` has nothing else)."""
+
+    log_format: str = DEFAULT_LOG_FORMAT
+    """``text`` or ``json`` (one object per line), on stderr."""
+    log_level: str = "info"
+    """Lowest level logged: ``debug``, ``info``, ``warning`` or ``error``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeSettings(CommandSettings):
+    """What to render for the node (``render`` and ``stage``); None leaves it to the file."""
+
+    profile: str | None = None
+    """Profile name or profile file; else the config file's, else ``a100``."""
+    count: int | None = None
+    """GPUs on the node (1..64, checked with the config file); else the profile's node size."""
+    node: str | None = None
+    """Node name seeding UUIDs and serials; else the config file's, else the host name."""
+    config: Path | None = None
+    """YAML config file: profile, count, overrides."""
+    driver_version: str | None = None
+    """Driver version reported; else the config file's, else the profile's."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RenderSettings(NodeSettings):
+    """``render``: where the state goes."""
+
+    output: str = "-"
+    """State file to write (atomically); ``-`` is stdout."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageSettings(NodeSettings):
+    """``stage``: the overlay root and how to lay it out."""
+
+    dir: Path
+    """Overlay root to stage (``DIR``)."""
+    no_devices: bool = False
+    """Create no mock device nodes under ``dev/``."""
+    mount_path: str = names.OVERLAY_MOUNT_PATH
+    """Where containers see the overlay; the launchers fall back to it."""
+    host_path: str | None = None
+    """Where the host sees ``DIR``, for the CDI spec's device ``hostPath``; None means ``DIR``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfilesSettings(CommandSettings):
+    """``profiles``: the listing's form."""
+
+    json: bool = False
+    """One JSON object per profile instead of a text line."""
+
+
+def _count(value: str) -> int:
+    # The range is checked with the config file's count, in one place (resolve_config).
+    try:
+        return int(value.strip(), 10)
+    except ValueError:
+        raise ValueError(f"must be an integer in 1..{MAX_GPUS}") from None
+
+
+def _path(value: str) -> Path:
+    return Path(s.name(value))
+
+
+LOG_OPTIONS: Final[tuple[s.Option, ...]] = (
+    s.Option(
+        "log_format",
+        "--log-format",
+        ENV_LOG_FORMAT,
+        s.choice(*LOG_FORMATS),
+        "log line format on stderr: " + " or ".join(LOG_FORMATS),
+        doc="`text` or `json` (one object per line) on stderr",
+    ),
+    s.Option(
+        "log_level",
+        "--log-level",
+        ENV_LOG_LEVEL,
+        s.choice(*LOG_LEVELS),
+        "lowest level logged: " + ", ".join(LOG_LEVELS),
+        doc=", ".join(f"`{level}`" for level in LOG_LEVELS),
+    ),
+)
+"""On the command and on every subcommand, before or after its name."""
+
+NODE_OPTIONS: Final[tuple[s.Option, ...]] = (
+    s.Option(
+        "profile",
+        "--profile",
+        ENV_PROFILE,
+        s.optional(s.name),
+        "profile name or profile file",
+        default_doc="config file, else `a100`",
+    ),
+    s.Option(
+        "count",
+        "--count",
+        ENV_GPU_COUNT,
+        s.optional(_count),
+        f"GPUs on the node, 1..{MAX_GPUS}",
+        default_doc="the profile's GPUs per node",
+    ),
+    s.Option(
+        "node",
+        "--node",
+        names.ENV_NODE_NAME,
+        s.optional(s.name),
+        "node name; seeds UUIDs and serials",
+        default_doc="host name",
+    ),
+    s.Option(
+        "config",
+        "--config",
+        ENV_CONFIG_FILE,
+        s.optional(_path),
+        "YAML config file: profile, count, overrides",
+        doc="YAML config file (above)",
+    ),
+    s.Option(
+        "driver_version",
+        "--driver-version",
+        ENV_DRIVER_VERSION,
+        s.optional(s.name),
+        "driver version reported",
+        default_doc="the profile's",
+    ),
+)
+"""``render`` and ``stage``: what to render."""
+
+RENDER_OPTIONS: Final[tuple[s.Option, ...]] = (
+    s.Option(
+        "output",
+        "--output",
+        "",
+        s.name,
+        "state file to write, '-' for stdout",
+        aliases=("-o",),
+        default_doc="`-` (stdout)",
+        doc="state file, written atomically",
+    ),
+)
+
+STAGE_OPTIONS: Final[tuple[s.Option, ...]] = (
+    s.Option(
+        "no_devices",
+        "--no-devices",
+        "",
+        s.boolean,
+        "do not create device nodes",
+        action="switch",
+    ),
+    s.Option(
+        "mount_path",
+        "--mount-path",
+        ENV_MOUNT_PATH,
+        s.abs_path,
+        "where containers see the overlay (launchers' fallback)",
+    ),
+    s.Option(
+        "host_path",
+        "--host-path",
+        ENV_HOST_PATH,
+        s.optional(s.abs_path),
+        "where the host sees DIR, for the CDI spec's device hostPath",
+        default_doc="`DIR`",
+        doc="where the host sees `DIR`, for the CDI spec's device `hostPath`",
+    ),
+)
+
+PROFILES_OPTIONS: Final[tuple[s.Option, ...]] = (
+    s.Option(
+        "json",
+        "--json",
+        "",
+        s.boolean,
+        "one JSON object per profile instead of a text line",
+        action="switch",
+    ),
+)
+
+
+def config_error(error: s.SettingsError) -> ConfigError:
+    """The package's config error for a refused flag or env value: key, value and source."""
+    return ConfigError(error.field, f"{error.reason}, got {error.value!r} ({error.key})")
+
+
+def options_table() -> str:
+    """The README's table of every subcommand's flags, in the order ``--help`` lists them."""
+    stage = StageSettings(dir=Path("DIR"))
+    rows = [
+        *s.table_rows(NODE_OPTIONS, stage),
+        *s.table_rows(RENDER_OPTIONS, RenderSettings(), note="render"),
+        *s.table_rows(STAGE_OPTIONS, stage, note="stage"),
+        *s.table_rows(PROFILES_OPTIONS, ProfilesSettings(), note="profiles"),
+        *s.table_rows(LOG_OPTIONS, stage),
+    ]
+    return "\n".join([s.TABLE_HEADER, *rows])
