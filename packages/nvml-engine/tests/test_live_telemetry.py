@@ -363,3 +363,34 @@ def test_pcie_and_nvlink_traffic_grows_with_load(layer: Any, sample: Sampler) ->
     # links that are down carry nothing
     layer.set(1, {"nvlink_down_mask": (1 << 18) - 1})
     assert sample(20000, gpu=1)["nvlink_tx_kib"] == 0
+
+
+def test_threads_reading_a_moving_gpu_see_coherent_samples(pynvml: Any, layer: Any) -> None:
+    """Eight threads read one GPU on the real clock (ctypes releases the GIL in each call):
+    every utilization is busy's, every thread's energy only grows, and the power each reads
+    is the one its utilization implies."""
+    import threading
+    import time
+
+    now_ms = int(time.time() * 1000)
+    layer.set(0, pattern(BUSY, seed=9, util_pattern_epoch_ms=now_ms - 5000))
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    problems: list[str] = []
+
+    def reader() -> None:
+        last = 0
+        for _ in range(3000):
+            util = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
+            energy = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+            power = pynvml.nvmlDeviceGetPowerUsage(handle)
+            if not 90 <= util <= 100 or energy < last or not IDLE_MW + (LIMIT_MW - IDLE_MW) * 90 // 100 <= power:
+                problems.append(f"util {util} energy {energy} after {last} power {power}")
+            last = energy
+
+    threads = [threading.Thread(target=reader) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert problems == []
