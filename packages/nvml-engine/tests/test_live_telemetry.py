@@ -9,18 +9,18 @@ must agree to the last digit.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import StateWriter
-
 from nvml_mock_engine import live
 
 EPOCH = 1_700_000_000_000  # ms, CLOCK_REALTIME: when the patterns below start
@@ -83,7 +83,7 @@ def live_path(write_state: StateWriter) -> Path:
 
 
 @pytest.fixture
-def layer(live_path: Path) -> Any:
+def layer(live_path: Path) -> Iterator[Any]:
     with live.LiveLayer.open(live_path) as opened:
         yield opened
 
@@ -103,8 +103,15 @@ def sample(pynvml: Any, monkeypatch: pytest.MonkeyPatch) -> Sampler:
     return read
 
 
-def pattern(kind: int, level: int = 0, period_ms: int = 0, seed: int = 0, **extra: int) -> dict[str, int]:
-    keys = {"util_pattern": kind, "util_pattern_epoch_ms": EPOCH, "util_pattern_seed": seed, **extra}
+def pattern(
+    kind: int, level: int = 0, period_ms: int = 0, seed: int = 0, **extra: int
+) -> dict[str, int]:
+    keys = {
+        "util_pattern": kind,
+        "util_pattern_epoch_ms": EPOCH,
+        "util_pattern_seed": seed,
+        **extra,
+    }
     if level:
         keys["util_pattern_level"] = level
     if period_ms:
@@ -181,7 +188,9 @@ def test_busy_stays_between_90_and_100_with_seeded_noise(layer: Any, sample: Sam
     first = [sample(at)["util"] for at in range(0, 3000, 100)]
     assert all(90 <= u <= 100 for u in first)
     assert len(set(first)) > 3  # it moves from quantum to quantum
-    assert [sample(at)["util"] for at in range(0, 3000, 100)] == first  # and is a function of the instant
+    assert [
+        sample(at)["util"] for at in range(0, 3000, 100)
+    ] == first  # and is a function of the instant
     assert [sample(at, gpu=1)["util"] for at in range(0, 3000, 100)] != first  # per GPU
     layer.set(0, {"util_pattern_seed": 8})
     assert [sample(at)["util"] for at in range(0, 3000, 100)] != first  # and per seed
@@ -256,7 +265,14 @@ def test_power_temperature_clock_and_pstate_rise_with_load(layer: Any, sample: S
         IDLE_MHZ,
         8,
     )
-    for key in ("power", "power_average", "temperature", "memory_temperature", "sm_clock", "graphics_clock"):
+    for key in (
+        "power",
+        "power_average",
+        "temperature",
+        "memory_temperature",
+        "sm_clock",
+        "graphics_clock",
+    ):
         values = [row[key] for row in rows]
         assert values == sorted(values), key
         assert values[-1] > values[0], key
@@ -275,11 +291,15 @@ def test_power_temperature_clock_and_pstate_rise_with_load(layer: Any, sample: S
 def test_temperature_follows_power_with_a_lag(layer: Any, sample: Sampler) -> None:
     layer.set(0, pattern(STEADY, 100))
     start = sample(0)
-    assert start["power"] == LIMIT_MW and start["temperature"] == IDLE_C  # power at once, heat later
+    assert (
+        start["power"] == LIMIT_MW and start["temperature"] == IDLE_C
+    )  # power at once, heat later
     curve = [sample(at)["temperature"] for at in range(0, 6 * LAG_MS, LAG_MS // 4)]
     assert curve == sorted(curve) and curve[-1] == 65
     one_lag = sample(LAG_MS)["temperature"]
-    assert one_lag == round(IDLE_C + (65 - IDLE_C) * (1 - 2.718281828 ** -1))  # first order: 63 % at tau
+    assert one_lag == round(
+        IDLE_C + (65 - IDLE_C) * (1 - 2.718281828**-1)
+    )  # first order: 63 % at tau
     layer.set(0, {"temperature_lag_ms": 2000})
     assert sample(LAG_MS)["temperature"] == 65  # a shorter lag settles sooner
     # a sine's temperature peaks after its utilization does
@@ -292,7 +312,12 @@ def test_temperature_follows_power_with_a_lag(layer: Any, sample: Sampler) -> No
 
 @pytest.mark.parametrize(
     "keys",
-    [pattern(STEADY, 50), pattern(BUSY, seed=2), pattern(BURST, 90, period_ms=3000), pattern(SINE, 80, period_ms=5000)],
+    [
+        pattern(STEADY, 50),
+        pattern(BUSY, seed=2),
+        pattern(BURST, 90, period_ms=3000),
+        pattern(SINE, 80, period_ms=5000),
+    ],
     ids=["steady", "busy", "burst", "sine"],
 )
 def test_energy_is_the_integral_of_power_and_never_goes_back(
@@ -302,21 +327,27 @@ def test_energy_is_the_integral_of_power_and_never_goes_back(
     samples = [sample(at) for at in range(0, 15000, 100)]
     energies = [s["energy"] for s in samples]
     assert energies[0] == 0
-    assert all(a <= b for a, b in zip(energies, energies[1:], strict=False))
+    assert all(a <= b for a, b in itertools.pairwise(energies))
     assert [s["energy_field"] for s in samples] == energies
     # the sum of power x 100 ms over the samples (mJ); busy's noise averages out to its mean
     integral = sum(s["power"] for s in samples[:-1]) * 100 / 1000
     assert energies[-1] == pytest.approx(integral, rel=0.01)
 
 
-def test_energy_grows_from_its_base_and_a_rebase_keeps_it_going(layer: Any, sample: Sampler) -> None:
+def test_energy_grows_from_its_base_and_a_rebase_keeps_it_going(
+    layer: Any, sample: Sampler
+) -> None:
     layer.set(0, pattern(STEADY, 100))
     assert sample(10000)["energy"] == LIMIT_MW * 10  # 700 W for 10 s, in mJ
     shown = sample(20000)["energy"]
     # a writer that lowers the limit re-bases energy at what it showed: the counter goes on
     layer.set(
         0,
-        {"power_limit_mw": 350000, "util_pattern_energy_mj": shown, "util_pattern_energy_epoch_ms": EPOCH + 20000},
+        {
+            "power_limit_mw": 350000,
+            "util_pattern_energy_mj": shown,
+            "util_pattern_energy_epoch_ms": EPOCH + 20000,
+        },
     )
     after = sample(30000)
     assert after["power"] == 350000
@@ -345,7 +376,9 @@ def test_explicit_live_values_win_over_the_pattern(layer: Any, sample: Sampler) 
         42,
     )
     assert (got["util"], got["mem_util"]) == (100, 7)
-    assert got["graphics_clock"] == MAX_MHZ and got["memory_temperature"] > 38  # the rest still follow
+    assert (
+        got["graphics_clock"] == MAX_MHZ and got["memory_temperature"] > 38
+    )  # the rest still follow
 
 
 def test_pcie_and_nvlink_traffic_grows_with_load(layer: Any, sample: Sampler) -> None:
@@ -384,7 +417,11 @@ def test_threads_reading_a_moving_gpu_see_coherent_samples(pynvml: Any, layer: A
             util = pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
             energy = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
             power = pynvml.nvmlDeviceGetPowerUsage(handle)
-            if not 90 <= util <= 100 or energy < last or not IDLE_MW + (LIMIT_MW - IDLE_MW) * 90 // 100 <= power:
+            if (
+                not 90 <= util <= 100
+                or energy < last
+                or not power >= IDLE_MW + (LIMIT_MW - IDLE_MW) * 90 // 100
+            ):
                 problems.append(f"util {util} energy {energy} after {last} power {power}")
             last = energy
 
