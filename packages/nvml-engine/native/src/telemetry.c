@@ -458,42 +458,63 @@ static void store_sample(struct tele_cache *c, uint64_t generation, uint64_t seq
     atomic_store_explicit(&c->lock, lock + 2, memory_order_release);
 }
 
+/* A sample not in the cache: snapshot, compute, remember. Kept out of line so the cached
+ * path stays a small function without the computation's stack frame. */
+__attribute__((noinline)) static void sample_miss(const struct nvmlDevice_st *d, struct tele_cache *c,
+                                                  uint64_t generation, uint64_t q, unsigned int n,
+                                                  const enum mock_tele_field *fields, uint64_t *out)
+{
+    struct snapshot sn;
+    uint64_t vals[TELE_FIELDS];
+    uint64_t seq;
+    int cacheable = take_snapshot(d->live, &sn, &seq);
+    compute(d, &sn, q, vals);
+    if (cacheable) {
+        store_sample(c, generation, seq, q, vals);
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        out[i] = vals[fields[i]];
+    }
+}
+
+/* The cached sample's fields when it is the current one (this init cycle, this record
+ * sequence, this quantum): 1, else 0. */
+static inline int sample_hit(const struct nvmlDevice_st *d, struct tele_cache *c, uint64_t generation, uint64_t q,
+                             unsigned int n, const enum mock_tele_field *fields, uint64_t *out)
+{
+    uint64_t seq = __atomic_load_n((const uint64_t *)(const void *)(d->live + LIVE_RECORD_SEQ), __ATOMIC_ACQUIRE);
+    uint64_t lock = atomic_load_explicit(&c->lock, memory_order_acquire);
+    if ((lock & 1u) != 0 || __atomic_load_n(&c->record_seq, __ATOMIC_RELAXED) != seq ||
+        __atomic_load_n(&c->quantum, __ATOMIC_RELAXED) != q ||
+        __atomic_load_n(&c->generation, __ATOMIC_RELAXED) != generation) {
+        return 0;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        out[i] = __atomic_load_n(&c->vals[fields[i]], __ATOMIC_RELAXED);
+    }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return atomic_load_explicit(&c->lock, memory_order_relaxed) == lock;
+}
+
 void mock_telemetry_values(const struct nvmlDevice_st *d, unsigned int n, const enum mock_tele_field *fields,
                            uint64_t *out)
 {
     struct tele_cache *c = &caches[d->index];
     uint64_t generation = atomic_load_explicit(&tele_generation, memory_order_acquire);
     uint64_t q = now_quantum();
-    uint64_t seq = __atomic_load_n((const uint64_t *)(const void *)(d->live + LIVE_RECORD_SEQ), __ATOMIC_ACQUIRE);
-    uint64_t lock = atomic_load_explicit(&c->lock, memory_order_acquire);
-    if ((lock & 1u) == 0 && __atomic_load_n(&c->record_seq, __ATOMIC_RELAXED) == seq &&
-        __atomic_load_n(&c->quantum, __ATOMIC_RELAXED) == q &&
-        __atomic_load_n(&c->generation, __ATOMIC_RELAXED) == generation) {
-        for (unsigned int i = 0; i < n; i++) {
-            out[i] = __atomic_load_n(&c->vals[fields[i]], __ATOMIC_RELAXED);
-        }
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (atomic_load_explicit(&c->lock, memory_order_relaxed) == lock) {
-            return;
-        }
-    }
-    {
-        struct snapshot sn;
-        uint64_t vals[TELE_FIELDS];
-        int cacheable = take_snapshot(d->live, &sn, &seq);
-        compute(d, &sn, q, vals);
-        if (cacheable) {
-            store_sample(c, generation, seq, q, vals);
-        }
-        for (unsigned int i = 0; i < n; i++) {
-            out[i] = vals[fields[i]];
-        }
+    if (!sample_hit(d, c, generation, q, n, fields, out)) {
+        sample_miss(d, c, generation, q, n, fields, out);
     }
 }
 
 uint64_t mock_telemetry_value(const struct nvmlDevice_st *d, enum mock_tele_field field)
 {
+    struct tele_cache *c = &caches[d->index];
+    uint64_t generation = atomic_load_explicit(&tele_generation, memory_order_acquire);
+    uint64_t q = now_quantum();
     uint64_t v;
-    mock_telemetry_values(d, 1, &field, &v);
+    if (!sample_hit(d, c, generation, q, 1, &field, &v)) {
+        sample_miss(d, c, generation, q, 1, &field, &v);
+    }
     return v;
 }
