@@ -158,6 +158,22 @@ def test_without_a_pattern_the_board_answers_and_a_pattern_moves_only_its_gpu(
     assert sample(60000, gpu=1) == BOARD
 
 
+def test_a_pattern_not_running_leaves_a_busy_board_as_it_is(
+    write_state: StateWriter, sample: Sampler
+) -> None:
+    """A board that idles at some load (util 30 %) keeps its clocks and readings while the
+    pattern key says none, or before the pattern's epoch: only a running pattern moves them."""
+    state = write_state(util_gpu_pct=30, util_mem_pct=12, power_average_mw=80000)
+    path = live.create(state.parent / live.LIVE_FILE_NAME, live.read_board(state))
+    board = sample(0)
+    assert (board["util"], board["sm_clock"], board["power_average"]) == (30, IDLE_MHZ, 80000)
+    with live.LiveLayer.open(path) as writer:
+        writer.set(0, {"util_pattern": 0})
+        assert sample(0) == board
+        writer.set(0, pattern(SINE))
+        assert sample(-1000) == board
+
+
 @pytest.mark.parametrize(
     ("keys", "expected"),
     [

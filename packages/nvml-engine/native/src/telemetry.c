@@ -320,12 +320,11 @@ static void compute(const struct nvmlDevice_st *d, const struct snapshot *sn, ui
     unsigned int load_mw = limit > idle_mw ? limit - idle_mw : 0;
     unsigned int power = active ? idle_mw + (unsigned int)((uint64_t)load_mw * u / 100u) : s->power_usage_mw;
     out[TELE_POWER_MW] = EXPLICIT_OR(IX_power_usage_mw, power);
-    unsigned int board_avg = s->power_average_mw != 0 ? s->power_average_mw : s->power_usage_mw;
     out[TELE_POWER_AVERAGE_MW] =
         has(sn, IX_power_average_mw) && explicit_value(sn, IX_power_average_mw) != 0
             ? explicit_value(sn, IX_power_average_mw)
             : (active ? lerp_u(idle_mw, idle_mw + load_mw, f_avg)
-                      : (has(sn, IX_power_usage_mw) ? out[TELE_POWER_MW] : board_avg));
+                      : (s->power_average_mw != 0 ? s->power_average_mw : out[TELE_POWER_MW]));
 
     /* temperature: follows the filtered load towards the full-load temperature */
     unsigned int idle_c = s->temperature_c;
@@ -344,9 +343,10 @@ static void compute(const struct nvmlDevice_st *d, const struct snapshot *sn, ui
         EXPLICIT_OR(IX_memory_temperature_c, mock_live_clamp_u(lerp_u(mem_idle_c, mem_load_c, f_temp), 0, 200));
 
     /* clocks, P-state, event reasons: the board's when idle */
+    unsigned int load = active ? u : 0;
     out[TELE_CLOCK_GRAPHICS_MHZ] =
-        EXPLICIT_OR(IX_clock_graphics_mhz, loaded_clock(s->clock_graphics_mhz, s->max_clock_graphics_mhz, u));
-    out[TELE_CLOCK_SM_MHZ] = EXPLICIT_OR(IX_clock_sm_mhz, loaded_clock(s->clock_sm_mhz, s->max_clock_sm_mhz, u));
+        EXPLICIT_OR(IX_clock_graphics_mhz, loaded_clock(s->clock_graphics_mhz, s->max_clock_graphics_mhz, load));
+    out[TELE_CLOCK_SM_MHZ] = EXPLICIT_OR(IX_clock_sm_mhz, loaded_clock(s->clock_sm_mhz, s->max_clock_sm_mhz, load));
     out[TELE_PSTATE] = EXPLICIT_OR(IX_pstate, (uint64_t)(active && u > 0 ? 0 : s->pstate));
     out[TELE_CLOCKS_EVENT_REASONS] =
         EXPLICIT_OR(IX_clocks_event_reasons,
