@@ -13,7 +13,8 @@
  * measured: memory used and temperature), nvmlDeviceGetTemperature, and the latency of a
  * live write reaching a reader in another process (a child spinning on
  * nvmlDeviceGetMemoryInfo_v2 until it sees the value), beside the same ping through a plain
- * shared-memory word.
+ * shared-memory word; then the per-call cases again with a utilization pattern (busy) active
+ * on the GPUs measured, the temperature computed from it (telemetry.c).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -242,19 +243,27 @@ static void *write_live(const char *path)
     return base;
 }
 
-static void live_set(void *base, unsigned int gpu, unsigned int slot, uint64_t value)
+static void live_put(void *base, unsigned int gpu, unsigned int slot, uint64_t value, unsigned char set)
 {
-    unsigned char set = 1;
     if (api.live_write(base, LIVE_TOTAL_BYTES, gpu, 1, &slot, &value, &set) != 0) {
         fprintf(stderr, "live write failed\n");
         exit(1);
     }
 }
 
+static void live_set(void *base, unsigned int gpu, unsigned int slot, uint64_t value)
+{
+    live_put(base, gpu, slot, value, 1);
+}
+
 #define PINGS 2000
 /* Slot of memory_used_bytes in the live record (keys.toml). */
 #define SLOT_MEMORY_USED 3u
 #define SLOT_TEMPERATURE 22u
+#define SLOT_UTIL_PATTERN 70u
+#define SLOT_UTIL_PATTERN_SEED 73u
+#define SLOT_UTIL_PATTERN_EPOCH 74u
+#define PATTERN_BUSY 2u
 
 struct ping {
     _Atomic uint64_t word;   /* the baseline: a plain shared-memory word */
@@ -326,8 +335,11 @@ static void print_row(const char *name, struct stats s, struct stats base)
     printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", name, s.p50, s.p99, base.p50, base.p99, s.p50 / base.p50);
 }
 
-/* The per-call cases and init + enumerate; with `live`, the live values must be seen. */
-static int measure(size_t batches, void *live)
+enum phase { PHASE_BOARD, PHASE_LIVE, PHASE_PATTERN };
+
+/* The per-call cases and init + enumerate; with a live layer, the live values must be seen
+ * (PHASE_PATTERN: the temperature is the pattern's, above the board's idle 30 C). */
+static int measure(size_t batches, void *live, enum phase phase)
 {
     if (api.init() != NVML_SUCCESS) {
         fprintf(stderr, "nvmlInit_v2 failed\n");
@@ -340,7 +352,8 @@ static int measure(size_t batches, void *live)
         nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
         unsigned int temp = 0;
         if (api.mem(devices[1], &mem) != NVML_SUCCESS || mem.used != 20ull << 30 ||
-            api.temp(devices[1], NVML_TEMPERATURE_GPU, &temp) != NVML_SUCCESS || temp != 71) {
+            api.temp(devices[1], NVML_TEMPERATURE_GPU, &temp) != NVML_SUCCESS ||
+            (phase == PHASE_PATTERN ? temp <= 30 : temp != 71)) {
             fprintf(stderr, "the live values are not seen (used %llu, temperature %u)\n", mem.used, temp);
             return -1;
         }
@@ -356,13 +369,16 @@ static int measure(size_t batches, void *live)
         snprintf(name, sizeof(name), "nvmlDeviceGetTemperature, %d thread%s", threads, threads > 1 ? "s" : "");
         print_row(name, run_calls(CALL_TEMP, threads, batches, devices), base);
     }
-    if (live != NULL) {
+    if (phase == PHASE_LIVE) {
         struct stats plain = ping_latency(live, 0, devices[0]);
         struct stats seen = ping_latency(live, 1, devices[0]);
         printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", "live write -> reader in another process (us)",
                seen.p50 / 1e3, seen.p99 / 1e3, plain.p50 / 1e3, plain.p99 / 1e3, seen.p50 / plain.p50);
     }
     api.shutdown();
+    if (phase == PHASE_PATTERN) {
+        return 0;
+    }
 
     /* init + enumerate: the discovery a device plugin or nvidia-smi does at start */
     double rounds[INIT_ROUNDS];
@@ -438,7 +454,7 @@ int main(int argc, char **argv)
 
     printf("%-44s %9s %9s %9s %9s %8s\n", "case (ns per call)", "p50", "p99", "base p50", "base p99", "ratio");
     printf("-- board layer only (no live file)\n");
-    if (measure(batches, NULL) != 0) {
+    if (measure(batches, NULL, PHASE_BOARD) != 0) {
         return 1;
     }
     char live_path[4200];
@@ -450,7 +466,20 @@ int main(int argc, char **argv)
     live_set(live, 0, SLOT_TEMPERATURE, 71);
     live_set(live, 1, SLOT_TEMPERATURE, 71);
     printf("-- live layer present, values set on the GPUs measured\n");
-    if (measure(batches, live) != 0) {
+    if (measure(batches, live, PHASE_LIVE) != 0) {
+        return 1;
+    }
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    uint64_t now_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
+    for (unsigned int gpu = 0; gpu < 2; gpu++) {
+        live_put(live, gpu, SLOT_TEMPERATURE, 0, 0);
+        live_set(live, gpu, SLOT_UTIL_PATTERN_SEED, gpu + 1);
+        live_set(live, gpu, SLOT_UTIL_PATTERN_EPOCH, now_ms - 60000);
+        live_set(live, gpu, SLOT_UTIL_PATTERN, PATTERN_BUSY);
+    }
+    printf("-- live layer, a utilization pattern (busy) on the GPUs measured\n");
+    if (measure(batches, live, PHASE_PATTERN) != 0) {
         return 1;
     }
     unlink(live_path);

@@ -106,10 +106,11 @@ def test_live_slots_are_unique_and_inside_the_record() -> None:
 
 def test_no_getter_reads_the_board_value_of_a_live_key_directly() -> None:
     """A live key read as ``d->s.<key>`` would ignore the live layer: getters use live_<key>(d).
-    Lines marked ``live-checked`` read the live record themselves."""
+    Lines marked ``live-checked`` read the live record themselves; telemetry.c reads the board
+    as a pattern's idle baseline and resolves live values from its own snapshot of the record."""
     offenders = []
     for source in sorted(SOURCES.glob("*.c")):
-        if source.name in ("lifecycle.c", "state_parse.c", "live.c"):
+        if source.name in ("lifecycle.c", "state_parse.c", "live.c", "telemetry.c"):
             continue
         for number, line in enumerate(source.read_text().splitlines(), start=1):
             if "live-checked" in line:

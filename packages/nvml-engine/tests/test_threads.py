@@ -39,6 +39,12 @@ FREE_UNDER_WAITERS_CHECKS = (
     THREADS + 5
 )  # each blocked wait; init, create, free, wake time, shutdown
 MAIN_CHECKS = 6
+# phase 4 (a utilization pattern on the real clock): init, handle, 20 x (utilization, energy,
+# temperature), shutdown per round; two pattern writes per GPU first; the main thread's
+# rewrites (4 per round)
+PATTERN_CHECKS_PER_ROUND = 3 + 20 * 3
+PATTERN_SETUP_CHECKS_PER_GPU = 2
+PATTERN_WRITES_PER_ROUND = 4
 
 
 def expected_counts(rounds: int) -> tuple[int, int]:
@@ -50,6 +56,11 @@ def expected_counts(rounds: int) -> tuple[int, int]:
         THREADS * rounds * CHECKS_PER_ROUND + event_rounds * EVENT_CHECKS[phase] for phase in (1, 2)
     )
     calls += THREADS * rounds * FAILING_CHECKS_PER_ROUND + FREE_UNDER_WAITERS_CHECKS
+    calls += (
+        GPUS * PATTERN_SETUP_CHECKS_PER_GPU
+        + THREADS * rounds * PATTERN_CHECKS_PER_ROUND
+        + rounds * PATTERN_WRITES_PER_ROUND
+    )
     timeouts = event_rounds * 2 + event_rounds + THREADS
     return calls, timeouts
 

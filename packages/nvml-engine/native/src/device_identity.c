@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "mock.h"
+#include "telemetry.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -308,12 +309,12 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPc
                                                      unsigned int *value)
 {
     GET_DEVICE(device, d);
-    (void)d;
     REQUIRE_ARG(value);
     if (counter != NVML_PCIE_UTIL_TX_BYTES && counter != NVML_PCIE_UTIL_RX_BYTES) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *value = 0; /* an idle GPU moves no data */
+    /* KB/s: 0 on an idle GPU, a share of the link's rate under a utilization pattern */
+    *value = counter == NVML_PCIE_UTIL_TX_BYTES ? tele_pcie_tx_kbps(d) : tele_pcie_rx_kbps(d);
     return NVML_SUCCESS;
 }
 

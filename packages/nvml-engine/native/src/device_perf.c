@@ -7,6 +7,7 @@
  * NVML_ERROR_NOT_SUPPORTED as real hardware does.
  */
 #include "mock.h"
+#include "telemetry.h"
 
 #include <string.h>
 
@@ -20,8 +21,8 @@
 static int clock_of(const struct nvmlDevice_st *d, nvmlClockType_t type, int max, unsigned int *out)
 {
     switch (type) {
-    case NVML_CLOCK_GRAPHICS: *out = max ? d->s.max_clock_graphics_mhz : live_clock_graphics_mhz(d); return 0;
-    case NVML_CLOCK_SM: *out = max ? d->s.max_clock_sm_mhz : live_clock_sm_mhz(d); return 0;
+    case NVML_CLOCK_GRAPHICS: *out = max ? d->s.max_clock_graphics_mhz : tele_clock_graphics_mhz(d); return 0;
+    case NVML_CLOCK_SM: *out = max ? d->s.max_clock_sm_mhz : tele_clock_sm_mhz(d); return 0;
     case NVML_CLOCK_MEM: *out = max ? d->s.max_clock_mem_mhz : live_clock_mem_mhz(d); return 0;
     case NVML_CLOCK_VIDEO: *out = max ? d->s.max_clock_video_mhz : live_clock_video_mhz(d); return 0;
     default: return -1;
@@ -164,7 +165,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(clocksEventReasons);
-    *clocksEventReasons = live_clocks_event_reasons(d);
+    *clocksEventReasons = tele_clocks_event_reasons(d);
     return NVML_SUCCESS;
 }
 
@@ -208,7 +209,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvml
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(pState);
-    *pState = (nvmlPstates_t)live_pstate(d);
+    *pState = (nvmlPstates_t)tele_pstate(d);
     return NVML_SUCCESS;
 }
 
@@ -235,7 +236,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstate
         return NVML_SUCCESS;                                                \
     }
 
-POWER_GETTER(nvmlDeviceGetPowerUsage, live_power_usage_mw(d))
+POWER_GETTER(nvmlDeviceGetPowerUsage, tele_power_usage_mw(d))
 POWER_GETTER(nvmlDeviceGetPowerManagementLimit, live_power_limit_mw(d))
 POWER_GETTER(nvmlDeviceGetPowerManagementDefaultLimit, d->s.power_default_limit_mw)
 POWER_GETTER(nvmlDeviceGetEnforcedPowerLimit, live_power_limit_mw(d))
@@ -266,7 +267,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(energy);
-    *energy = live_energy_mj(d);
+    *energy = tele_energy_mj(d);
     return NVML_SUCCESS;
 }
 
@@ -278,7 +279,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTempe
     if (sensorType != NVML_TEMPERATURE_GPU) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *temp = live_temperature_c(d);
+    *temp = tele_temperature_c(d);
     return NVML_SUCCESS;
 }
 
@@ -292,7 +293,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemp
     if (temperature->sensorType != NVML_TEMPERATURE_GPU) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    temperature->temperature = (int)live_temperature_c(d);
+    temperature->temperature = (int)tele_temperature_c(d);
     return NVML_SUCCESS;
 }
 
@@ -333,7 +334,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMarginTemperature(nvmlDevice_t device, nvm
     if (!d->s.margin_temperature_supported || d->s.temp_gpu_max_c == 0) {
         return NVML_ERROR_NOT_SUPPORTED;
     }
-    marginTempInfo->marginTemperature = (int)d->s.temp_gpu_max_c - (int)live_temperature_c(d);
+    marginTempInfo->marginTemperature = (int)d->s.temp_gpu_max_c - (int)tele_temperature_c(d);
     return NVML_SUCCESS;
 }
 
@@ -350,7 +351,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetThermalSettings(nvmlDevice_t device, unsig
     pThermalSettings->sensor[0].controller = NVML_THERMAL_CONTROLLER_GPU_INTERNAL;
     pThermalSettings->sensor[0].defaultMinTemp = 0;
     pThermalSettings->sensor[0].defaultMaxTemp = (int)d->s.temp_gpu_max_c;
-    pThermalSettings->sensor[0].currentTemp = (int)live_temperature_c(d);
+    pThermalSettings->sensor[0].currentTemp = (int)tele_temperature_c(d);
     pThermalSettings->sensor[0].target = NVML_THERMAL_TARGET_GPU;
     return NVML_SUCCESS;
 }
@@ -376,7 +377,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned 
     if (fan >= d->s.num_fans) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *speed = live_fan_speed_pct(d);
+    *speed = tele_fan_speed_pct(d);
     return NVML_SUCCESS;
 }
 
@@ -396,7 +397,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
     REQUIRE_ARG(utilization);
     utilization->gpu = d->s.util_gpu_pct; /* live-checked below */
     utilization->memory = d->s.util_mem_pct; /* live-checked below */
-    if (d->live != NULL) {
+    if (mock_tele_on(d)) {
+        /* one sample: both rates of the same quantum */
+        static const enum mock_tele_field fields[2] = {TELE_UTIL_GPU, TELE_UTIL_MEM};
+        uint64_t v[2];
+        mock_telemetry_values(d, 2, fields, v);
+        utilization->gpu = (unsigned int)v[0];
+        utilization->memory = (unsigned int)v[1];
+    } else if (d->live != NULL) {
         /* one snapshot: a writer that sets both rates is never seen half-way */
         static const unsigned int slots[2] = {LIVE_SLOT_util_gpu_pct, LIVE_SLOT_util_mem_pct};
         uint64_t v[2];

@@ -7,6 +7,7 @@
  * NOT_SUPPORTED while the call itself succeeds, as NVML does.
  */
 #include "mock.h"
+#include "telemetry.h"
 
 #include <string.h>
 #include <time.h>
@@ -182,8 +183,8 @@ static unsigned int power_reading(const struct nvmlDevice_st *d, unsigned int fi
             if (s->architecture < NVML_DEVICE_ARCH_AMPERE || is_ga100(d)) {
                 return 0;
             }
-            return live_power_average_mw(d) != 0 ? live_power_average_mw(d) : live_power_usage_mw(d);
-        case NVML_FI_DEV_POWER_INSTANT: return live_power_usage_mw(d);
+            return tele_power_average_mw(d, live_power_average_mw(d) != 0 ? live_power_average_mw(d) : live_power_usage_mw(d));
+        case NVML_FI_DEV_POWER_INSTANT: return tele_power_usage_mw(d);
         case NVML_FI_DEV_POWER_MIN_LIMIT: return s->power_min_limit_mw;
         case NVML_FI_DEV_POWER_MAX_LIMIT: return s->power_max_limit_mw;
         case NVML_FI_DEV_POWER_DEFAULT_LIMIT: return s->power_default_limit_mw;
@@ -206,6 +207,17 @@ static unsigned int power_reading(const struct nvmlDevice_st *d, unsigned int fi
     }
 }
 
+/* The NVLink throughput counters (KiB since the utilization pattern began; 0 idle). */
+static unsigned long long nvlink_throughput_kib(const struct nvmlDevice_st *d, unsigned int field)
+{
+    switch (field) {
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: return tele_nvlink_data_tx_kib(d);
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: return tele_nvlink_data_rx_kib(d);
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX: return tele_nvlink_raw_tx_kib(d);
+    default: return tele_nvlink_raw_rx_kib(d);
+    }
+}
+
 static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
 {
     if (ecc_field(d, v) || fill_link_field(d, v)) {
@@ -221,15 +233,21 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_NVLINK_BANDWIDTH_C0_TOTAL:
     case NVML_FI_DEV_NVLINK_BANDWIDTH_C1_TOTAL:
     case NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL:
-    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
-    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
-    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
-    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX:
     case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY:
     case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY:
     case NVML_FI_DEV_NVLINK_ERROR_DL_CRC:
         if (have_links) {
             set_ull(v, 0);
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        return;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_TX:
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_RAW_RX:
+        if (have_links) {
+            set_ull(v, nvlink_throughput_kib(d, v->fieldId));
         } else {
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         }
@@ -277,16 +295,18 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN:
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN:
     case NVML_FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN: set_ull(v, 0); return;
-    case NVML_FI_DEV_MEMORY_TEMP:
-        if (live_memory_temperature_c(d) == 0) {
+    case NVML_FI_DEV_MEMORY_TEMP: {
+        unsigned int c = tele_memory_temperature_c(d);
+        if (c == 0) {
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         } else {
-            set_uint(v, live_memory_temperature_c(d));
+            set_uint(v, c);
         }
         return;
-    case NVML_FI_DEV_GPU_TEMP: set_uint(v, live_temperature_c(d)); return;
+    }
+    case NVML_FI_DEV_GPU_TEMP: set_uint(v, tele_temperature_c(d)); return;
     case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
-    case NVML_FI_DEV_ENERGY: set_ull(v, live_energy_mj(d)); return;
+    case NVML_FI_DEV_ENERGY: set_ull(v, tele_energy_mj(d)); return;
     case NVML_FI_DEV_PCIE_REPLAY_COUNTER: set_uint(v, live_pcie_replay_counter(d)); return;
     case NVML_FI_DEV_PCIE_REPLAY_ROLLOVER_COUNTER:
     case NVML_FI_DEV_PCIE_L0_TO_RECOVERY_COUNTER:
@@ -301,8 +321,8 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_PCIE_COUNT_UNSUPPORTED_REQ:
     case NVML_FI_DEV_PCIE_COUNT_LCRC_ERROR:
     case NVML_FI_DEV_PCIE_COUNT_LANE_ERROR: set_uint(v, 0); return;
-    case NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
-    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: set_ull(v, 0); return;
+    case NVML_FI_DEV_PCIE_COUNT_TX_BYTES: set_ull(v, tele_pcie_tx_bytes(d)); return;
+    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: set_ull(v, tele_pcie_rx_bytes(d)); return;
     case NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED: set_uint(v, 0); return;
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: set_uint(v, NVML_GPU_RECOVERY_ACTION_NONE); return;
     case NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE: set_uint(v, d->s.mig_capable); return;

@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "mock.h"
+#include "telemetry.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -311,6 +312,7 @@ static void attach_live(const char *state)
     char path[4096];
     char why[200];
     live_problem[0] = '\0';
+    mock_telemetry_attach();
     for (unsigned int i = 0; i < mock_device_count; i++) {
         mock_devices[i].live = NULL;
     }

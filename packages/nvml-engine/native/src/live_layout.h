@@ -121,5 +121,9 @@
     X(fault_trigger, 75, 0, 0ULL, 3ULL, 0ULL) \
     X(fault_trigger_param, 76, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
     X(fault_trigger_seed, 77, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(temperature_lag_ms, 90, 0, 0ULL, 4294967295ULL, 0ULL) \
+    X(temperature_load_c, 91, 0, 0ULL, 200ULL, 0ULL) \
+    X(util_pattern_energy_mj, 92, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(util_pattern_energy_epoch_ms, 93, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
 
 #endif

@@ -14,6 +14,9 @@
  *            others read nvmlErrorString for the reason, which must stay whole.
  *   before 3 all threads block on one event set with a 60 s timeout and the main thread
  *            frees the set: every waiter must wake at once (TIMEOUT) before it is freed.
+ *   phase 4  (run before 3) a live layer with a utilization pattern (busy) on every GPU, on the real clock,
+ *            while the main thread keeps rewriting the pattern's seed and temperature lag:
+ *            every utilization must be busy's and each thread's energy reading only grow.
  *
  * Every answer is compared with a snapshot taken single-threaded before the threads
  * start (and with MOCK_FABRIC_CLUSTER_UUID / MOCK_FABRIC_CLIQUE_ID when they are set).
@@ -38,6 +41,16 @@
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #endif
 #include <nvml.h>
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "live_layout.h"
+
+/* The library's writer primitive (live.c), as the Python writer calls it. */
+int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n, const unsigned int *slots,
+                         const uint64_t *values, const unsigned char *set);
 
 #define THREADS 16
 #define MAX_GPUS 64
@@ -303,6 +316,136 @@ static int free_under_waiters(void)
     return 0;
 }
 
+/* Phase 4: the live layer and its patterned GPUs. */
+#define SLOT_UTIL_PATTERN 70u
+#define SLOT_UTIL_PATTERN_SEED 73u
+#define SLOT_UTIL_PATTERN_EPOCH 74u
+#define SLOT_TEMPERATURE_LAG 90u
+static void *live_base;
+
+static void put32(unsigned char *b, unsigned int off, uint32_t v)
+{
+    memcpy(b + off, &v, sizeof(v));
+}
+
+static void put64(unsigned char *b, unsigned int off, uint64_t v)
+{
+    memcpy(b + off, &v, sizeof(v));
+}
+
+/* A live file for the state's GPUs (header and record UUIDs), every value unset. */
+static int write_live(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, (off_t)LIVE_TOTAL_BYTES) != 0) {
+        return -1;
+    }
+    unsigned char *b = mmap(NULL, LIVE_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (b == MAP_FAILED) {
+        return -1;
+    }
+    memcpy(b + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));
+    put32(b, LIVE_HDR_FORMAT, LIVE_FORMAT);
+    put32(b, LIVE_HDR_HEADER_BYTES, LIVE_HEADER_BYTES);
+    put64(b, LIVE_HDR_TOTAL_BYTES, LIVE_TOTAL_BYTES);
+    put32(b, LIVE_HDR_GPU_SLOTS, LIVE_GPU_SLOTS);
+    put32(b, LIVE_HDR_GPU_COUNT, gpu_count);
+    put32(b, LIVE_HDR_KEY_SLOTS, LIVE_KEY_SLOTS);
+    put32(b, LIVE_HDR_RECORD_BYTES, LIVE_RECORD_BYTES);
+    put64(b, LIVE_HDR_RECORDS_OFFSET, LIVE_RECORDS_OFFSET);
+    put64(b, LIVE_HDR_PROCESSES_OFFSET, LIVE_PROCESSES_OFFSET);
+    put32(b, LIVE_HDR_PROCESS_SLOTS, LIVE_PROCESS_SLOTS);
+    put32(b, LIVE_HDR_PROCESS_RECORD_BYTES, LIVE_PROCESS_RECORD_BYTES);
+    put64(b, LIVE_HDR_MIG_OFFSET, LIVE_MIG_OFFSET);
+    put32(b, LIVE_HDR_MIG_BYTES_PER_GPU, LIVE_MIG_BYTES_PER_GPU);
+    put64(b, LIVE_HDR_EVENTS_OFFSET, LIVE_EVENTS_OFFSET);
+    put32(b, LIVE_HDR_EVENT_SLOTS, LIVE_EVENT_SLOTS);
+    put32(b, LIVE_HDR_EVENT_RECORD_BYTES, LIVE_EVENT_RECORD_BYTES);
+    for (unsigned int i = 0; i < gpu_count; i++) {
+        snprintf((char *)b + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES + LIVE_RECORD_UUID,
+                 LIVE_RECORD_UUID_BYTES, "%s", expected[i].uuid);
+    }
+    live_base = b;
+    return 0;
+}
+
+static int live_set(unsigned int gpu, unsigned int slot, uint64_t value)
+{
+    unsigned char set = 1;
+    return nvml_mock_live_write(live_base, LIVE_TOTAL_BYTES, gpu, 1, &slot, &value, &set);
+}
+
+static void *pattern_worker(void *arg)
+{
+    long id = (long)arg;
+    unsigned long long last[MAX_GPUS] = {0};
+    for (int r = 0; r < rounds; r++) {
+        nvmlReturn_t rc = nvmlInit_v2();
+        EXPECT(rc == NVML_SUCCESS, rc);
+        if (rc != NVML_SUCCESS) {
+            continue;
+        }
+        unsigned int i = (unsigned int)(id + r) % gpu_count;
+        nvmlDevice_t d = NULL;
+        EXPECT(nvmlDeviceGetHandleByIndex_v2(i, &d) == NVML_SUCCESS, NVML_SUCCESS);
+        for (int k = 0; k < 20 && d != NULL; k++) {
+            nvmlUtilization_t util;
+            unsigned long long energy = 0;
+            rc = nvmlDeviceGetUtilizationRates(d, &util);
+            EXPECT(rc == NVML_SUCCESS && util.gpu >= 90 && util.gpu <= 100, rc);
+            rc = nvmlDeviceGetTotalEnergyConsumption(d, &energy);
+            EXPECT(rc == NVML_SUCCESS && energy >= last[i], rc);
+            last[i] = energy;
+            nvmlTemperature_t temp = {.version = nvmlTemperature_v1, .sensorType = NVML_TEMPERATURE_GPU};
+            rc = nvmlDeviceGetTemperatureV(d, &temp);
+            EXPECT(rc == NVML_SUCCESS && temp.temperature > 0, rc);
+        }
+        EXPECT(nvmlShutdown() == NVML_SUCCESS, NVML_SUCCESS);
+    }
+    return NULL;
+}
+
+static int pattern_phase(const char *state)
+{
+    long id = -1;
+    char path[4096];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof(path), "%s/nvml-mock-threads-live-%ld", tmp != NULL && tmp[0] ? tmp : "/tmp", (long)getpid());
+    if (write_live(path) != 0) {
+        return -1;
+    }
+    setenv("MOCK_NVML_CONFIG", state, 1);
+    setenv("MOCK_NVML_LIVE", path, 1);
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    uint64_t now_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
+    for (unsigned int i = 0; i < gpu_count; i++) {
+        EXPECT(live_set(i, SLOT_UTIL_PATTERN_EPOCH, now_ms - 10000) == 0, NVML_SUCCESS);
+        EXPECT(live_set(i, SLOT_UTIL_PATTERN, 2) == 0, NVML_SUCCESS);
+    }
+    pthread_t tid[THREADS];
+    phase = 4;
+    for (long t = 0; t < THREADS; t++) {
+        if (pthread_create(&tid[t], NULL, pattern_worker, (void *)t) != 0) {
+            return -1;
+        }
+    }
+    /* rewrite what does not move energy while the readers run */
+    for (uint64_t k = 1; k <= (uint64_t)rounds * 4; k++) {
+        unsigned int i = (unsigned int)(k % gpu_count);
+        EXPECT(live_set(i, k % 2 ? SLOT_UTIL_PATTERN_SEED : SLOT_TEMPERATURE_LAG, k) == 0, NVML_SUCCESS);
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(tid[t], NULL);
+    }
+    unlink(path);
+    unsetenv("MOCK_NVML_LIVE");
+    return 0;
+}
+
 static int run_phase(int which)
 {
     pthread_t tid[THREADS];
@@ -357,6 +500,11 @@ int main(int argc, char **argv)
 
     if (free_under_waiters() != 0) {
         fprintf(stderr, "cannot start the event waiters\n");
+        return 2;
+    }
+
+    if (pattern_phase(argv[1]) != 0) {
+        fprintf(stderr, "cannot write the live layer\n");
         return 2;
     }
 
