@@ -24,6 +24,7 @@ import pytest
 from conftest import StateWriter, gpu_entry
 from nvml_mock_engine import ctl, faults, live
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
+from nvml_mock_protocol import names
 
 
 @pytest.fixture
@@ -348,7 +349,7 @@ def test_the_overlay_path_flag_and_its_env_twin(
     config = overlay / "config" / live.LIVE_FILE_NAME
     assert ctl.main(["--overlay-path", str(overlay), "temp", "55", "-i", "0"]) == 0
     assert values(config, 0) == {"temperature_c": 55}
-    monkeypatch.setenv(ctl.ENV_OVERLAY_PATH, str(overlay))
+    monkeypatch.setenv(names.ENV_OVERLAY_HOST_PATH, str(overlay))
     assert ctl.main(["temp", "56", "-i", "0"]) == 0
     assert values(config, 0) == {"temperature_c": 56}
     assert (

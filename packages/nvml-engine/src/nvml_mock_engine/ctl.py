@@ -28,15 +28,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from nvml_mock_protocol import names
+from nvml_mock_protocol import settings as s
+from nvml_mock_protocol.logs import configure_logging
 
 from nvml_mock_engine import faults
-from nvml_mock_engine._logging import add_logging_args, configure_logging
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
-from nvml_mock_engine.live import LIVE_FILE_NAME, LiveLayer
+from nvml_mock_engine.live import LiveLayer
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
+from nvml_mock_engine.settings import (
+    CTL_OPTIONS,
+    ENV_LIVE_FILE,
+    ENV_STATE_FILE,
+    LOG_OPTIONS,
+    CtlSettings,
+    config_error,
+)
 
 __all__ = [
     "ENV_LIVE_FILE",
@@ -53,10 +61,6 @@ EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_VALUE: Final = 3
 
-ENV_OVERLAY_PATH: Final = names.ENV_OVERLAY_HOST_PATH
-ENV_LIVE_FILE: Final = "MOCK_NVML_LIVE"
-"""The same variable that points the library at a live file points the command at it."""
-ENV_STATE_FILE: Final = names.ENV_MOCK_NVML_CONFIG
 
 TRIGGER_NOW, TRIGGER_AFTER_CALLS, TRIGGER_PROBABILITY, TRIGGER_AT = 0, 1, 2, 3
 """The ``fault_trigger`` kinds (keys.toml)."""
@@ -108,13 +112,15 @@ Builder = Callable[[argparse.Namespace, GpuView], Change]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    parser = _parser(os.environ)
+    parser = _parser()
     args = parser.parse_args(argv)
     try:
-        configure_logging(args.log_level, args.log_format)
-    except ValueError as exc:
-        print(f"nvml-mock-ctl: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        args.settings = s.resolve(CtlSettings, (*LOG_OPTIONS, *CTL_OPTIONS), args, os.environ)
+    except s.SettingsError as exc:
+        # Logging is not set up yet (its own settings may be what is wrong).
+        print(f"nvml-mock-ctl: invalid configuration: {config_error(exc)}", file=sys.stderr)
+        return EXIT_VALUE
+    configure_logging(args.settings.log_level, args.settings.log_format)
     try:
         result: int = args.handler(args)
     except UsageError as exc:
@@ -137,18 +143,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def live_paths(args: argparse.Namespace) -> tuple[Path, Path]:
     """The live file and the board state the command works on."""
-    if args.live_file:
-        live = Path(args.live_file)
-    else:
-        live = Path(args.overlay_path) / names.OVERLAY_CONFIG_DIR / LIVE_FILE_NAME
-    state = Path(args.state) if args.state else live.parent / names.STATE_FILE_NAME
-    return live, state
+    settings: CtlSettings = args.settings
+    return settings.live_path, settings.state_path
 
 
 def _open(args: argparse.Namespace, *, writable: bool) -> LiveLayer:
     live, state = live_paths(args)
     if not state.is_file():
-        where = f"the overlay {args.overlay_path}" if not args.live_file else f"{live.parent}"
+        settings: CtlSettings = args.settings
+        where = (
+            f"the overlay {settings.overlay_path}" if not settings.live_file else f"{live.parent}"
+        )
         raise LiveLayerError(
             f"cannot open the live layer {live}: no board state {state} "
             f"(is {where} staged? `nvml-mock-engine stage` creates both)"
@@ -706,7 +711,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 # -- the parser -------------------------------------------------------------------------
 
 
-def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nvml-mock-ctl",
         description="Change the mock GPUs of this node while processes use them "
@@ -715,16 +720,16 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "3 a value refused (nothing written).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    add_logging_args(parser, environ)
-    _add_location_args(parser, environ)
+    defaults = CtlSettings()
+    s.add_options(parser, (*LOG_OPTIONS, *CTL_OPTIONS), defaults)
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     def verb(
         name: str, help_text: str, builder: Builder | None, *, gpu_default: str | None = None
     ) -> argparse.ArgumentParser:
         sub = verbs.add_parser(name, help=help_text, description=help_text)
-        add_logging_args(sub, environ, sub=True)
-        _add_location_args(sub, environ, sub=True)
+        # The same flags after the verb, without resetting those given before it.
+        s.add_options(sub, (*LOG_OPTIONS, *CTL_OPTIONS), defaults, suppress=True)
         sub.add_argument(
             "-i",
             "--gpu",
@@ -857,32 +862,6 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "keys", nargs="*", metavar="KEY", help="only these keys (default: every live key)"
     )
     return parser
-
-
-def _add_location_args(
-    parser: argparse.ArgumentParser, environ: Mapping[str, str], *, sub: bool = False
-) -> None:
-    def default(value: str | None) -> str | None:
-        return argparse.SUPPRESS if sub else value
-
-    parser.add_argument(
-        "--overlay-path",
-        default=default(environ.get(ENV_OVERLAY_PATH) or names.OVERLAY_HOST_PATH),
-        help=f"the node's overlay; the live layer is config/{LIVE_FILE_NAME} in it "
-        f"(env {ENV_OVERLAY_PATH}; default {names.OVERLAY_HOST_PATH})",
-    )
-    parser.add_argument(
-        "--live-file",
-        default=default(environ.get(ENV_LIVE_FILE) or None),
-        help=f"the live layer file itself, instead of the overlay's (env {ENV_LIVE_FILE})",
-    )
-    parser.add_argument(
-        "--state-file",
-        dest="state",
-        default=default(environ.get(ENV_STATE_FILE) or None),
-        help=f"the board state the live layer follows (env {ENV_STATE_FILE}; default: "
-        f"{names.STATE_FILE_NAME} beside the live file)",
-    )
 
 
 def _add_trigger_args(parser: argparse.ArgumentParser) -> None:

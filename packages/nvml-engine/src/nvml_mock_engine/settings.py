@@ -30,18 +30,22 @@ from nvml_mock_engine.errors import ConfigError
 from nvml_mock_engine.schema import MAX_GPUS
 
 __all__ = [
+    "CTL_OPTIONS",
     "ENV_CONFIG_FILE",
     "ENV_DRIVER_VERSION",
     "ENV_GPU_COUNT",
     "ENV_HOST_PATH",
+    "ENV_LIVE_FILE",
     "ENV_MOUNT_PATH",
     "ENV_PROFILE",
+    "ENV_STATE_FILE",
     "LOG_OPTIONS",
     "NODE_OPTIONS",
     "PROFILES_OPTIONS",
     "RENDER_OPTIONS",
     "STAGE_OPTIONS",
     "CommandSettings",
+    "CtlSettings",
     "NodeSettings",
     "ProfilesSettings",
     "RenderSettings",
@@ -56,6 +60,9 @@ ENV_CONFIG_FILE: Final = "NVML_MOCK_ENGINE_CONFIG"
 ENV_DRIVER_VERSION: Final = "NVML_MOCK_DRIVER_VERSION"
 ENV_MOUNT_PATH: Final = names.ENV_OVERLAY_MOUNT_PATH
 ENV_HOST_PATH: Final = names.ENV_OVERLAY_HOST_PATH
+ENV_LIVE_FILE: Final = names.ENV_MOCK_NVML_LIVE
+"""The variable that points the library at a live file points ``nvml-mock-ctl`` at it too."""
+ENV_STATE_FILE: Final = names.ENV_MOCK_NVML_CONFIG
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,3 +265,55 @@ def options_table() -> str:
         *s.table_rows(LOG_OPTIONS, stage),
     ]
     return "\n".join([s.TABLE_HEADER, *rows])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CtlSettings(CommandSettings):
+    """``nvml-mock-ctl``: where the node's live layer is (every verb)."""
+
+    overlay_path: Path = Path(names.OVERLAY_HOST_PATH)
+    """The node's overlay; the live layer is ``config/live.nvmlmock`` in it."""
+    live_file: Path | None = None
+    """The live layer file itself, instead of the overlay's."""
+    state_file: Path | None = None
+    """The board state the live layer follows (default: ``state.nvmlmock`` beside it)."""
+
+    @property
+    def live_path(self) -> Path:
+        """The live file the command works on."""
+        if self.live_file is not None:
+            return self.live_file
+        return self.overlay_path / names.OVERLAY_CONFIG_DIR / names.LIVE_FILE_NAME
+
+    @property
+    def state_path(self) -> Path:
+        """The board state the command checks values against."""
+        return self.state_file or self.live_path.parent / names.STATE_FILE_NAME
+
+
+CTL_OPTIONS: Final[tuple[s.Option, ...]] = (
+    s.Option(
+        "overlay_path",
+        "--overlay-path",
+        ENV_HOST_PATH,
+        lambda value: Path(s.abs_path(value)),
+        f"the node's overlay; the live layer is config/{names.LIVE_FILE_NAME} in it",
+    ),
+    s.Option(
+        "live_file",
+        "--live-file",
+        ENV_LIVE_FILE,
+        s.optional(_path),
+        "the live layer file itself, instead of the overlay's",
+        default_doc="the overlay's",
+    ),
+    s.Option(
+        "state_file",
+        "--state-file",
+        ENV_STATE_FILE,
+        s.optional(_path),
+        "the board state the live layer follows",
+        default_doc=f"`{names.STATE_FILE_NAME}` beside the live file",
+    ),
+)
+"""On the command and on every verb, before or after its name."""
