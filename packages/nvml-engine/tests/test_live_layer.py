@@ -367,3 +367,14 @@ def test_a_change_reaches_a_reader_through_a_read_only_bind_mount(
     )
     assert probe.returncode == 1
     assert "Read-only file system (the live layer is written on the node" in probe.stderr
+
+
+def test_armed_values_without_a_trigger_apply_at_once(pynvml: Any, live_state: Path) -> None:
+    """An unset fault_trigger is "now" (its slot's stale value is not read)."""
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    with live.LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME) as layer:
+        layer.set(0, {"fault_trigger": 1, "fault_trigger_param": 1000})
+        layer.clear(0, ["fault_trigger"])
+        layer.set(0, {"temperature_c": 97}, armed=True)
+        assert pynvml.nvmlDeviceGetTemperature(handle, 0) == 97

@@ -180,10 +180,14 @@ static unsigned int power_reading(const struct nvmlDevice_st *d, unsigned int fi
     case NVML_POWER_SCOPE_GPU:
         switch (field) {
         case NVML_FI_DEV_POWER_AVERAGE:
+        {
             if (s->architecture < NVML_DEVICE_ARCH_AMPERE || is_ga100(d)) {
                 return 0;
             }
-            return tele_power_average_mw(d, live_power_average_mw(d) != 0 ? live_power_average_mw(d) : live_power_usage_mw(d));
+            /* one read of each key: two reads of one key may straddle a live write */
+            unsigned int average = live_power_average_mw(d);
+            return tele_power_average_mw(d, average != 0 ? average : live_power_usage_mw(d));
+        }
         case NVML_FI_DEV_POWER_INSTANT: return tele_power_usage_mw(d);
         case NVML_FI_DEV_POWER_MIN_LIMIT: return s->power_min_limit_mw;
         case NVML_FI_DEV_POWER_MAX_LIMIT: return s->power_max_limit_mw;

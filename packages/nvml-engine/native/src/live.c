@@ -10,13 +10,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -50,10 +50,16 @@ void mock_live_pause(unsigned int attempt)
  * every process; call counts and the probability draw are per process, and latch once fired
  * until the record is written again (a new fault, or a reset, re-arms it).
  */
-static uint64_t trigger_value(const unsigned char *rec, unsigned int slot)
+/* A trigger key's value: 0 while its slot is unset, else clamped to `max` (a damaged or
+ * hostile file can hold anything; the writer validates against the declared bounds). */
+static uint64_t trigger_value(const unsigned char *rec, unsigned int slot, uint64_t max)
 {
+    const uint64_t *mask = (const uint64_t *)(const void *)(rec + LIVE_RECORD_MASK);
     const uint64_t *vals = (const uint64_t *)(const void *)(rec + LIVE_RECORD_VALUES);
-    return __atomic_load_n(&vals[slot], __ATOMIC_RELAXED);
+    if (!((__atomic_load_n(&mask[slot / 64u], __ATOMIC_RELAXED) >> (slot % 64u)) & 1u)) {
+        return 0;
+    }
+    return mock_live_clamp_u(__atomic_load_n(&vals[slot], __ATOMIC_RELAXED), 0, max);
 }
 
 static uint64_t realtime_ms(void)
@@ -109,12 +115,12 @@ static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, ui
 
 int mock_live_trigger_fired(const unsigned char *rec)
 {
-    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger);
-    uint64_t param = trigger_value(rec, LIVE_SLOT_fault_trigger_param);
+    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, 3);
+    uint64_t param = trigger_value(rec, LIVE_SLOT_fault_trigger_param, UINT64_MAX);
     switch (kind) {
     case 0: return 1;
     case 3: return realtime_ms() >= param;
-    default: return mock_live_counted_trigger(rec, kind, param, trigger_value(rec, LIVE_SLOT_fault_trigger_seed));
+    default: return mock_live_counted_trigger(rec, kind, param, trigger_value(rec, LIVE_SLOT_fault_trigger_seed, UINT64_MAX));
     }
 }
 
