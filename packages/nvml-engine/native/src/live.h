@@ -87,11 +87,12 @@ static inline int64_t mock_live_clamp_s(int64_t v, int64_t lo, int64_t hi)
 
 /*
  * Map the live file `path` for `count` devices whose board UUIDs are `uuids` (stride
- * `uuid_stride` bytes), storing each device's record in recs[i]. Returns 0 with recs set
- * (all NULL when there is no file), or -1 with the reason in `why` (the file is ignored
- * as a whole then, and recs are all NULL). Caller serialises calls.
+ * `uuid_stride` bytes), storing each device's record in recs[i] and the file's header (its
+ * event ring) in *header. Returns 0 with recs and *header set (all NULL when there is no
+ * file), or -1 with the reason in `why` (the file is ignored as a whole then, and recs and
+ * *header are NULL). Caller serialises calls.
  */
 int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
-                     const unsigned char **recs, char *why, size_t why_len);
+                     const unsigned char **recs, const unsigned char **header, char *why, size_t why_len);
 
 #endif
