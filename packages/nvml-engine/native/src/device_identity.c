@@ -193,6 +193,19 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvm
     return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
 }
 
+/* What a generated NOT_SUPPORTED stub of a device function answers (gen_stubs.awk): a lost
+ * GPU is lost on every call, modelled or not. */
+nvmlReturn_t mock_stub_answer(nvmlDevice_t device);
+
+nvmlReturn_t mock_stub_answer(nvmlDevice_t device)
+{
+    const struct nvmlDevice_st *d = NULL;
+    if (mock_device_any(device, &d) == NVML_SUCCESS && mock_lost(d)) {
+        return NVML_ERROR_GPU_IS_LOST;
+    }
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
 /*
  * Not in nvml.h: the PCI bus id (8-digit domain, as nvmlPciInfo_t.busId) of a handle, lost or
  * not. Every NVML call on a lost GPU answers NVML_ERROR_GPU_IS_LOST, GetPciInfo included, as
