@@ -14,12 +14,20 @@
  *            others read nvmlErrorString for the reason, which must stay whole.
  *   before 3 all threads block on one event set with a 60 s timeout and the main thread
  *            frees the set: every waiter must wake at once (TIMEOUT) before it is freed.
+ *   live     with a live layer beside the state: 12 threads each wait on their own set for
+ *            every Xid the main thread writes to the event ring (in order, fields filled),
+ *            4 share one set (each event reaches one of them) until the main thread frees it
+ *            under them, and one thread reads a GPU whose gpu_lost key the main thread
+ *            toggles (SUCCESS or GPU_IS_LOST, nothing else).
  *
  * Every answer is compared with a snapshot taken single-threaded before the threads
  * start (and with MOCK_FABRIC_CLUSTER_UUID / MOCK_FABRIC_CLIQUE_ID when they are set).
  * The last line is a summary the tests read:
  *
  *   ok threads=16 rounds=R gpus=N calls=C timeouts=T mismatches=0
+ *
+ * preceded by one line on the live phase: live events=E delivered=D reads=R lost=L (R reads of
+ * the GPU lost and found, L of them answered lost)
  *
  *   threads STATE [ROUNDS]      (exit 0 clean, 1 a wrong answer, 2 usage or setup)
  */
@@ -38,6 +46,17 @@
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #endif
 #include <nvml.h>
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "live_layout.h"
+
+/* The live layer's writer primitives (live.c; exported by the library). */
+int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n, const unsigned int *slots,
+                         const uint64_t *values, const unsigned char *set);
+uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t type, uint64_t data);
 
 #define THREADS 16
 #define MAX_GPUS 64
@@ -303,6 +322,193 @@ static int free_under_waiters(void)
     return 0;
 }
 
+/* --- the live phase: events through the ring, a GPU lost and found under a reader ---------- */
+
+#define LIVE_EVENTS 200
+#define OWN_WAITERS 12
+#define SHARED_WAITERS 4
+#define SLOT_GPU_LOST 64u /* keys.toml: gpu_lost */
+
+static nvmlDevice_t live_device;
+static nvmlDevice_t lost_device;
+static nvmlEventSet_t live_shared;
+static pthread_barrier_t live_ready;
+static atomic_ulong delivered;
+static atomic_ulong lost_answers;
+static atomic_ulong lost_reads;
+static atomic_int writer_done;
+
+static int event_is(const nvmlEventData_t *e, unsigned long long xid)
+{
+    return e->device == live_device && e->eventType == nvmlEventTypeXidCriticalError && e->eventData == xid &&
+           e->gpuInstanceId == 0xFFFFFFFFu && e->computeInstanceId == 0xFFFFFFFFu;
+}
+
+/* Its own set: every event, in the order written. */
+static void *own_waiter(void *arg)
+{
+    long id = (long)arg;
+    nvmlEventSet_t own = NULL;
+    nvmlReturn_t rc = nvmlEventSetCreate(&own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceRegisterEvents(live_device, nvmlEventTypeXidCriticalError, own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    pthread_barrier_wait(&live_ready);
+    for (unsigned long long k = 1; k <= LIVE_EVENTS; k++) {
+        nvmlEventData_t e;
+        rc = nvmlEventSetWait_v2(own, &e, 60000);
+        EXPECT(rc == NVML_SUCCESS && event_is(&e, k), rc);
+    }
+    rc = nvmlEventSetFree(own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    return NULL;
+}
+
+/* One set shared by several threads: each event reaches one of them; the free ends them. */
+static void *shared_waiter(void *arg)
+{
+    long id = (long)arg;
+    pthread_barrier_wait(&live_ready);
+    for (;;) {
+        nvmlEventData_t e;
+        nvmlReturn_t rc = nvmlEventSetWait_v2(live_shared, &e, 60000);
+        if (rc == NVML_ERROR_TIMEOUT) {
+            EXPECT(rc == NVML_ERROR_TIMEOUT, rc);
+            atomic_fetch_add(&timeouts, 1);
+            return NULL;
+        }
+        EXPECT(rc == NVML_SUCCESS && e.device == live_device && e.eventData >= 1 && e.eventData <= LIVE_EVENTS, rc);
+        atomic_fetch_add(&delivered, 1);
+    }
+}
+
+/* Reads the GPU whose gpu_lost key the writer toggles, until the writer is done (so the
+ * number of reads varies: they are counted apart from `calls`). */
+static void *lost_reader(void *arg)
+{
+    long id = (long)arg;
+    pthread_barrier_wait(&live_ready);
+    while (!atomic_load(&writer_done)) {
+        nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
+        nvmlReturn_t rc = nvmlDeviceGetMemoryInfo_v2(lost_device, &mem);
+        if (rc != NVML_SUCCESS && rc != NVML_ERROR_GPU_IS_LOST) {
+            mismatch(id, __LINE__, "GetMemoryInfo_v2 on a GPU lost and found", rc);
+        }
+        atomic_fetch_add(&lost_reads, 1);
+        atomic_fetch_add(&lost_answers, rc == NVML_ERROR_GPU_IS_LOST);
+    }
+    return NULL;
+}
+
+/* A live layer for the snapshot's GPUs (layout from live_layout.h), mapped for writing. */
+static unsigned char *make_live(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, (off_t)LIVE_TOTAL_BYTES) != 0) {
+        return NULL;
+    }
+    unsigned char *base = mmap(NULL, LIVE_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) {
+        return NULL;
+    }
+    uint32_t u32;
+    uint64_t u64;
+#define PUT32(off, v) (u32 = (v), memcpy(base + (off), &u32, 4))
+#define PUT64(off, v) (u64 = (v), memcpy(base + (off), &u64, 8))
+    memcpy(base + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));
+    PUT32(LIVE_HDR_FORMAT, LIVE_FORMAT);
+    PUT32(LIVE_HDR_HEADER_BYTES, LIVE_HEADER_BYTES);
+    PUT64(LIVE_HDR_TOTAL_BYTES, LIVE_TOTAL_BYTES);
+    PUT32(LIVE_HDR_GPU_SLOTS, LIVE_GPU_SLOTS);
+    PUT32(LIVE_HDR_GPU_COUNT, gpu_count);
+    PUT32(LIVE_HDR_KEY_SLOTS, LIVE_KEY_SLOTS);
+    PUT32(LIVE_HDR_RECORD_BYTES, LIVE_RECORD_BYTES);
+    PUT64(LIVE_HDR_RECORDS_OFFSET, LIVE_RECORDS_OFFSET);
+    PUT64(LIVE_HDR_PROCESSES_OFFSET, LIVE_PROCESSES_OFFSET);
+    PUT32(LIVE_HDR_PROCESS_SLOTS, LIVE_PROCESS_SLOTS);
+    PUT32(LIVE_HDR_PROCESS_RECORD_BYTES, LIVE_PROCESS_RECORD_BYTES);
+    PUT64(LIVE_HDR_MIG_OFFSET, LIVE_MIG_OFFSET);
+    PUT32(LIVE_HDR_MIG_BYTES_PER_GPU, LIVE_MIG_BYTES_PER_GPU);
+    PUT64(LIVE_HDR_EVENTS_OFFSET, LIVE_EVENTS_OFFSET);
+    PUT32(LIVE_HDR_EVENT_SLOTS, LIVE_EVENT_SLOTS);
+    PUT32(LIVE_HDR_EVENT_RECORD_BYTES, LIVE_EVENT_RECORD_BYTES);
+#undef PUT32
+#undef PUT64
+    for (unsigned int i = 0; i < gpu_count; i++) {
+        snprintf((char *)base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES + LIVE_RECORD_UUID,
+                 LIVE_RECORD_UUID_BYTES, "%s", expected[i].uuid);
+    }
+    return base;
+}
+
+static int live_phase(const char *dir)
+{
+    long id = -2;
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/nvml-mock-threads-live-%d", dir, (int)getpid());
+    unsigned char *rw = make_live(path);
+    if (rw == NULL) {
+        fprintf(stderr, "cannot write the live layer %s\n", path);
+        return -1;
+    }
+    setenv("MOCK_NVML_LIVE", path, 1); /* no other thread runs now */
+    nvmlReturn_t rc = nvmlInit_v2();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceGetHandleByIndex_v2(0, &live_device);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceGetHandleByIndex_v2(gpu_count - 1, &lost_device);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlEventSetCreate(&live_shared);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceRegisterEvents(live_device, nvmlEventTypeXidCriticalError, live_shared);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    pthread_t tid[OWN_WAITERS + SHARED_WAITERS + 1];
+    unsigned int n = 0;
+    if (pthread_barrier_init(&live_ready, NULL, OWN_WAITERS + SHARED_WAITERS + 2) != 0) {
+        return -1;
+    }
+    for (long t = 0; t < OWN_WAITERS; t++) {
+        pthread_create(&tid[n++], NULL, own_waiter, (void *)t);
+    }
+    for (long t = 0; t < SHARED_WAITERS; t++) {
+        pthread_create(&tid[n++], NULL, shared_waiter, (void *)(OWN_WAITERS + t));
+    }
+    pthread_create(&tid[n++], NULL, lost_reader, (void *)(long)(OWN_WAITERS + SHARED_WAITERS));
+    pthread_barrier_wait(&live_ready);
+    unsigned int slot = SLOT_GPU_LOST;
+    for (unsigned long long k = 1; k <= LIVE_EVENTS; k++) {
+        EXPECT(nvml_mock_live_event(rw, LIVE_TOTAL_BYTES, 0, nvmlEventTypeXidCriticalError, k) != 0, NVML_SUCCESS);
+        uint64_t lost = k % 2;
+        unsigned char set = 1;
+        EXPECT(nvml_mock_live_write(rw, LIVE_TOTAL_BYTES, gpu_count - 1, 1, &slot, &lost, &set) == 0, NVML_SUCCESS);
+        if (k % 8 < 2) {
+            /* let the waiters reach FUTEX_WAIT now and then, with the GPU lost or found */
+            struct timespec pause = {0, 1000000};
+            nanosleep(&pause, NULL);
+        }
+    }
+    atomic_store(&writer_done, 1);
+    while (atomic_load(&delivered) < LIVE_EVENTS) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    rc = nvmlEventSetFree(live_shared); /* wakes the shared waiters through the ring's futex */
+    EXPECT(rc == NVML_SUCCESS, rc);
+    for (unsigned int t = 0; t < n; t++) {
+        pthread_join(tid[t], NULL);
+    }
+    pthread_barrier_destroy(&live_ready);
+    rc = nvmlShutdown();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    unsetenv("MOCK_NVML_LIVE");
+    munmap(rw, LIVE_TOTAL_BYTES);
+    unlink(path);
+    printf("live events=%d delivered=%lu reads=%lu lost=%lu\n", LIVE_EVENTS, atomic_load(&delivered),
+           atomic_load(&lost_reads), atomic_load(&lost_answers));
+    return 0;
+}
+
 static int run_phase(int which)
 {
     pthread_t tid[THREADS];
@@ -360,8 +566,12 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    /* phase 3 reads a corrupt copy: the magic line, then a line that is no key=value */
     const char *tmp = getenv("TMPDIR");
+    if (live_phase(tmp != NULL && tmp[0] ? tmp : "/tmp") != 0) {
+        return 2;
+    }
+
+    /* phase 3 reads a corrupt copy: the magic line, then a line that is no key=value */
     snprintf(corrupt_path, sizeof(corrupt_path), "%s/nvml-mock-threads-XXXXXX", tmp != NULL && tmp[0] ? tmp : "/tmp");
     int fd = mkstemp(corrupt_path);
     static const char corrupt[] = "nvml-mock-state 1\nnot a key\n";
