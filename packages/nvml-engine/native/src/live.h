@@ -26,7 +26,7 @@ int mock_live_trigger_fired(const unsigned char *rec);
 /* Read `n` slots of one record in one consistent snapshot. Returns a bit per slot that is
  * set (bit i for slots[i]) and stores those values in out[i]; 0 when none is set or the
  * record could not be read consistently. */
-static inline unsigned int mock_live_load_n(const unsigned char *rec, unsigned int n, const unsigned int *slots,
+static inline __attribute__((always_inline)) unsigned int mock_live_load_n(const unsigned char *rec, unsigned int n, const unsigned int *slots,
                                             uint64_t *out)
 {
     const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_RECORD_SEQ);
@@ -68,6 +68,14 @@ static inline unsigned int mock_live_load_n(const unsigned char *rec, unsigned i
         }
     }
     return 0;
+}
+
+/* Whether `slot` of the record is set: one relaxed load of its mask word, for the checks
+ * every call makes (the value, when set, is read with mock_live_load). */
+static inline int mock_live_is_set(const unsigned char *rec, unsigned int slot)
+{
+    const uint64_t *mask = (const uint64_t *)(const void *)(rec + LIVE_RECORD_MASK);
+    return (int)((__atomic_load_n(&mask[slot / 64u], __ATOMIC_RELAXED) >> (slot % 64u)) & 1u);
 }
 
 static inline int mock_live_load(const unsigned char *rec, unsigned int slot, uint64_t *out)

@@ -83,7 +83,10 @@ static inline int mock_is_live(void)
  * one load of the record's mask word. */
 static inline int mock_lost(const struct nvmlDevice_st *d)
 {
-    return __builtin_expect(d->live != NULL, 0) && __builtin_expect(live_gpu_lost(d) != 0, 0);
+    if (__builtin_expect(d->live == NULL, 1) || __builtin_expect(!mock_live_is_set(d->live, LIVE_SLOT_gpu_lost), 1)) {
+        return 0;
+    }
+    return live_gpu_lost(d) != 0; /* set: its value (and an armed fault's trigger) decides */
 }
 
 /* Validate `device` as a handle of this init cycle, lost or not; on success store the
