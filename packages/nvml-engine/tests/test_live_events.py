@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 from conftest import StateWriter
-
 from nvml_mock_engine import _keys, live
 
 XID = 0x8
@@ -58,7 +57,10 @@ def _address(handle: Any) -> int | None:
 def _drain(pynvml: Any, event_set: Any) -> list[tuple[int, int, int]]:
     """Every event the set has now, as (GPU index, type, data), until a wait times out."""
     got = []
-    handles = {_address(pynvml.nvmlDeviceGetHandleByIndex(i)): i for i in range(pynvml.nvmlDeviceGetCount())}
+    handles = {
+        _address(pynvml.nvmlDeviceGetHandleByIndex(i)): i
+        for i in range(pynvml.nvmlDeviceGetCount())
+    }
     while True:
         try:
             data = pynvml.nvmlEventSetWait(event_set, 0)
@@ -85,7 +87,9 @@ def test_an_event_set_receives_the_events_written_after_it_registered_in_order(
     pynvml.nvmlEventSetFree(event_set)
 
 
-def test_only_registered_types_and_devices_are_delivered(pynvml: Any, layer: live.LiveLayer) -> None:
+def test_only_registered_types_and_devices_are_delivered(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
     pynvml.nvmlInit()
     h0 = pynvml.nvmlDeviceGetHandleByIndex(0)
     h1 = pynvml.nvmlDeviceGetHandleByIndex(1)
@@ -105,7 +109,9 @@ def test_only_registered_types_and_devices_are_delivered(pynvml: Any, layer: liv
     pynvml.nvmlEventSetFree(event_set)
 
 
-def test_two_sets_each_receive_every_event_they_registered_for(pynvml: Any, layer: live.LiveLayer) -> None:
+def test_two_sets_each_receive_every_event_they_registered_for(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(1)
     first, second = pynvml.nvmlEventSetCreate(), pynvml.nvmlEventSetCreate()
@@ -117,7 +123,9 @@ def test_two_sets_each_receive_every_event_they_registered_for(pynvml: Any, laye
     assert _drain(pynvml, second) == [(1, XID, 95)]
 
 
-def test_a_lapped_set_goes_on_from_the_oldest_event_still_in_the_ring(pynvml: Any, layer: live.LiveLayer) -> None:
+def test_a_lapped_set_goes_on_from_the_oldest_event_still_in_the_ring(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
     pynvml.nvmlInit()
     event_set = pynvml.nvmlEventSetCreate()
     pynvml.nvmlDeviceRegisterEvents(pynvml.nvmlDeviceGetHandleByIndex(0), XID, event_set)
@@ -130,7 +138,9 @@ def test_a_lapped_set_goes_on_from_the_oldest_event_still_in_the_ring(pynvml: An
     assert _drain(pynvml, event_set) == [(0, XID, 1)]
 
 
-def test_wait_v3_delivers_the_event_in_the_extended_format(pynvml: Any, layer: live.LiveLayer) -> None:
+def test_wait_v3_delivers_the_event_in_the_extended_format(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(1)
     event_set = pynvml.nvmlEventSetCreate()
@@ -141,7 +151,11 @@ def test_wait_v3_delivers_the_event_in_the_extended_format(pynvml: Any, layer: l
     pynvml.nvmlEventSetWait_v3(event_set, params)
     assert (params.dataType, params.eventType, params.eventData) == (0, XID, 79)
     assert params.uuid == pynvml.nvmlDeviceGetUUID(handle)
-    assert (params.gpuInstanceId, params.computeInstanceId, params.timestampUsec) == (NO_INSTANCE, NO_INSTANCE, 0)
+    assert (params.gpuInstanceId, params.computeInstanceId, params.timestampUsec) == (
+        NO_INSTANCE,
+        NO_INSTANCE,
+        0,
+    )
     params.timeoutMs = 0
     with pytest.raises(pynvml.NVMLError_Timeout):
         pynvml.nvmlEventSetWait_v3(event_set, params)
@@ -207,7 +221,9 @@ def test_with_a_live_layer_a_wait_without_events_blocks_for_its_timeout(
     assert time.monotonic() - start >= 0.3
 
 
-def _wait_in_thread(cnvml: ctypes.CDLL, event_set: ctypes.c_void_p, timeout_ms: int) -> tuple[threading.Thread, list[Any]]:
+def _wait_in_thread(
+    cnvml: ctypes.CDLL, event_set: ctypes.c_void_p, timeout_ms: int
+) -> tuple[threading.Thread, list[Any]]:
     result: list[Any] = []
 
     def run() -> None:
@@ -227,9 +243,13 @@ def _ring_word(pid: int) -> int | None:
     """The address of the live layer's futex word in the library's read-only mapping of it."""
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         fields = line.split()
-        if len(fields) >= 6 and fields[-1].endswith("/" + live.LIVE_FILE_NAME) and fields[1] == "r--s":
-            if int(fields[2], 16) == 0:
-                return int(fields[0].split("-")[0], 16) + _keys.LIVE_HEADER_FIELDS["event_futex"][1]
+        if (
+            len(fields) >= 6
+            and fields[-1].endswith("/" + live.LIVE_FILE_NAME)
+            and fields[1] == "r--s"
+            and int(fields[2], 16) == 0
+        ):
+            return int(fields[0].split("-")[0], 16) + _keys.LIVE_HEADER_FIELDS["event_futex"][1]
     return None
 
 
@@ -245,7 +265,12 @@ def _blocked_in_wait(pid: int, tid: int | None = None) -> bool:
             fields = (tasks / str(task) / "syscall").read_text().split()
         except OSError:
             continue
-        if word is not None and len(fields) > 1 and fields[0] == str(_FUTEX_SYSCALL) and int(fields[1], 16) == word:
+        if (
+            word is not None
+            and len(fields) > 1
+            and fields[0] == str(_FUTEX_SYSCALL)
+            and int(fields[1], 16) == word
+        ):
             return True
     return False
 
@@ -271,7 +296,10 @@ def test_free_wakes_its_waiters_at_once_and_leaves_other_sets_waiting(
     waiters = [_wait_in_thread(cnvml, doomed, 60_000) for _ in range(3)]
     keeper, kept_result = _wait_in_thread(cnvml, kept, 60_000)
     native = [t.native_id for t, _ in waiters] + [keeper.native_id]
-    _until(lambda: all(_blocked_in_wait(os.getpid(), tid) for tid in native if tid), "the waiters to block")
+    _until(
+        lambda: all(_blocked_in_wait(os.getpid(), tid) for tid in native if tid),
+        "the waiters to block",
+    )
     start = time.monotonic()
     assert cnvml.nvmlEventSetFree(doomed) == 0
     for thread, result in waiters:
@@ -309,7 +337,9 @@ WAITER = textwrap.dedent(
 
 
 def _start_waiter(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     if line != "ready":
@@ -354,7 +384,9 @@ def _can_unshare_mounts() -> bool:
     return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
 
 
-@pytest.mark.skipif(not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)")
+@pytest.mark.skipif(
+    not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
+)
 def test_an_xid_wakes_a_waiter_that_maps_the_layer_through_a_read_only_bind_mount(
     library_file: Path, live_state: Path, tmp_path: Path
 ) -> None:

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from conftest import StateWriter
-
 from nvml_mock_engine import live
 
 NVML_SUCCESS = 0
@@ -80,7 +79,12 @@ EVERY_CALL = textwrap.dedent(
 
 
 def test_a_lost_gpu_answers_gpu_is_lost_on_every_call_on_it(
-    pynvml: Any, cnvml: ctypes.CDLL, library_file: Path, live_state: Path, layer: live.LiveLayer, tmp_path: Path
+    pynvml: Any,
+    cnvml: ctypes.CDLL,
+    library_file: Path,
+    live_state: Path,
+    layer: live.LiveLayer,
+    tmp_path: Path,
 ) -> None:
     """Every function taking the lost GPU's handle answers GPU_IS_LOST, modelled or a
     NOT_SUPPORTED stub, before it looks at any other argument (a child process calls each
@@ -92,7 +96,11 @@ def test_a_lost_gpu_answers_gpu_is_lost_on_every_call_on_it(
     script.write_text(EVERY_CALL)
     env = dict(os.environ, MOCK_NVML_CONFIG=str(live_state))
     proc = subprocess.run(
-        [sys.executable, str(script), str(library_file), *names], capture_output=True, text=True, env=env, check=False
+        [sys.executable, str(script), str(library_file), *names],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     assert proc.returncode == 0, f"the child died calling {proc.stderr.split()[-1:]}"
     answers: dict[str, int] = json.loads(proc.stdout)
@@ -167,7 +175,9 @@ def test_a_lost_gpus_bus_id_stays_readable_for_reports(
     assert pynvml.nvmlErrorString(NVML_ERROR_GPU_IS_LOST) == "GPU is lost"
 
 
-def test_a_lost_gpu_armed_after_n_calls_is_lost_from_the_next_call(pynvml: Any, layer: live.LiveLayer) -> None:
+def test_a_lost_gpu_armed_after_n_calls_is_lost_from_the_next_call(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
     """The fault trigger counts calls on the GPU (per process): armed with "after 3 calls",
     three calls answer and the fourth, and every later one, is lost."""
     pynvml.nvmlInit()
@@ -195,7 +205,9 @@ def _fields(pynvml: Any, handle: Any, ids: list[Any]) -> list[Any]:
     return out
 
 
-def test_links_down_are_inactive_with_the_live_error_counters(pynvml: Any, layer: live.LiveLayer) -> None:
+def test_links_down_are_inactive_with_the_live_error_counters(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
     n = pynvml
     n.nvmlInit()
     handle = n.nvmlDeviceGetHandleByIndex(0)
@@ -213,7 +225,8 @@ def test_links_down_are_inactive_with_the_live_error_counters(pynvml: Any, layer
     states = [n.nvmlDeviceGetNvLinkState(handle, link) for link in range(18)]
     assert states == [0, 1, 0] + [1] * 15
     counters = {
-        link: [n.nvmlDeviceGetNvLinkErrorCounter(handle, link, c) for c in range(5)] for link in (0, 1, 2)
+        link: [n.nvmlDeviceGetNvLinkErrorCounter(handle, link, c) for c in range(5)]
+        for link in (0, 1, 2)
     }
     # DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA, DL_ECC_DATA
     assert counters == {0: [5, 3, 7, 7, 0], 1: [0, 0, 0, 0, 0], 2: [5, 3, 7, 7, 0]}
@@ -248,7 +261,9 @@ def test_links_down_are_inactive_with_the_live_error_counters(pynvml: Any, layer
     layer.clear(0, ["nvlink_down_mask"])
     assert [n.nvmlDeviceGetNvLinkState(handle, link) for link in range(18)] == [1] * 18
     assert n.nvmlDeviceGetNvLinkErrorCounter(handle, 0, 0) == 0
-    assert _fields(n, handle, [n.NVML_FI_DEV_NVLINK_LINK_COUNT, n.NVML_FI_DEV_NVLINK_SPEED_MBPS_L0]) == [18, speed]
+    assert _fields(
+        n, handle, [n.NVML_FI_DEV_NVLINK_LINK_COUNT, n.NVML_FI_DEV_NVLINK_SPEED_MBPS_L0]
+    ) == [18, speed]
 
 
 def test_every_link_down_leaves_no_link_counted(pynvml: Any, layer: live.LiveLayer) -> None:
@@ -262,7 +277,9 @@ def test_every_link_down_leaves_no_link_counted(pynvml: Any, layer: live.LiveLay
 # --- the GPU recovery action -------------------------------------------------------------
 
 
-def test_the_recovery_action_field_answers_the_live_value(pynvml: Any, layer: live.LiveLayer) -> None:
+def test_the_recovery_action_field_answers_the_live_value(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
     pynvml.nvmlInit()
     h0 = pynvml.nvmlDeviceGetHandleByIndex(0)
     h1 = pynvml.nvmlDeviceGetHandleByIndex(1)
@@ -275,4 +292,3 @@ def test_the_recovery_action_field_answers_the_live_value(pynvml: Any, layer: li
     assert _fields(pynvml, h1, field) == [4]
     layer.clear(1)
     assert _fields(pynvml, h1, field) == [0]
-

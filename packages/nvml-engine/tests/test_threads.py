@@ -47,7 +47,8 @@ OWN_WAITERS = 12  # create, register, a wait per event, free
 SHARED_WAITERS = 4  # the events between them, then one wait each that the free ends
 LIVE_MAIN_CHECKS = 7  # init, 2 handles, create and register the shared set, free it, shutdown
 LIVE = re.compile(
-    r"^live events=(?P<events>\d+) delivered=(?P<delivered>\d+) reads=(?P<reads>\d+) lost=(?P<lost>\d+)$",
+    r"^live events=(?P<events>\d+) delivered=(?P<delivered>\d+) "
+    r"reads=(?P<reads>\d+) lost=(?P<lost>\d+)$",
     re.MULTILINE,
 )
 
