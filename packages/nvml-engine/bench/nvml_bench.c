@@ -14,7 +14,10 @@
  * live write reaching a reader in another process (a child spinning on
  * nvmlDeviceGetMemoryInfo_v2 until it sees the value), beside the same ping through a plain
  * shared-memory word; then the per-call cases again with a utilization pattern (busy) active
- * on the GPUs measured, the temperature computed from it (telemetry.c).
+ * on the GPUs measured, the temperature computed from it (telemetry.c); then again without
+ * the pattern and with a fault active on another GPU (GPU 63 lost: the GPUs measured pay the
+ * lost check, one mask-bit load), and the latency of an Xid written to the event ring
+ * reaching a waiter blocked in nvmlEventSetWait in another process.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -49,6 +52,10 @@ typedef nvmlReturn_t (*empty_fn)(nvmlDevice_t, void *);
 typedef nvmlReturn_t (*temp_fn)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *);
 typedef int (*live_write_fn)(void *, size_t, unsigned int, unsigned int, const unsigned int *, const uint64_t *,
                              const unsigned char *);
+typedef uint64_t (*live_event_fn)(void *, size_t, unsigned int, uint64_t, uint64_t);
+typedef nvmlReturn_t (*set_create_fn)(nvmlEventSet_t *);
+typedef nvmlReturn_t (*register_fn)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+typedef nvmlReturn_t (*wait_fn)(nvmlEventSet_t, nvmlEventData_t *, unsigned int);
 
 static struct {
     init_fn init;
@@ -60,6 +67,10 @@ static struct {
     fabric_fn fabric;
     temp_fn temp;
     live_write_fn live_write;
+    live_event_fn live_event;
+    set_create_fn set_create;
+    register_fn register_events;
+    wait_fn wait;
 } api;
 
 /* The baseline: a call that does nothing, through a pointer the compiler cannot see through. */
@@ -264,6 +275,7 @@ static void live_set(void *base, unsigned int gpu, unsigned int slot, uint64_t v
 #define SLOT_UTIL_PATTERN_SEED 73u
 #define SLOT_UTIL_PATTERN_EPOCH 74u
 #define PATTERN_BUSY 2u
+#define SLOT_GPU_LOST 64u
 
 struct ping {
     _Atomic uint64_t word;   /* the baseline: a plain shared-memory word */
@@ -320,6 +332,57 @@ static struct stats ping_latency(void *live, int through_nvml, nvmlDevice_t devi
     return summarize(samples, PINGS);
 }
 
+#define XID_PINGS 500
+
+/* An Xid written to the ring reaching a waiter already blocked in nvmlEventSetWait_v2 in
+ * another process: the child stamps each event as it returns; the parent writes the next
+ * only after the child acknowledged the last (so every wait starts blocked). */
+static struct stats xid_latency(void *live)
+{
+    struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_store(&shared->seen, 0);
+    atomic_store(&shared->word, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        nvmlDevice_t d;
+        nvmlEventSet_t set;
+        if (api.handle(2, &d) != NVML_SUCCESS || api.set_create(&set) != NVML_SUCCESS ||
+            api.register_events(d, nvmlEventTypeXidCriticalError, set) != NVML_SUCCESS) {
+            _exit(1);
+        }
+        atomic_store(&shared->word, 1); /* registered */
+        for (uint64_t k = 1; k <= XID_PINGS; k++) {
+            nvmlEventData_t e;
+            if (api.wait(set, &e, 10000) != NVML_SUCCESS || e.eventData != k) {
+                _exit(1);
+            }
+            atomic_store(&shared->seen_at, now_ns());
+            atomic_store(&shared->seen, k);
+        }
+        _exit(0);
+    }
+    static double samples[XID_PINGS];
+    while (atomic_load(&shared->word) != 1) {
+    }
+    for (uint64_t k = 1; k <= XID_PINGS; k++) {
+        struct timespec settle = {0, 200000}; /* the child is back in its wait */
+        nanosleep(&settle, NULL);
+        double t0 = now_ns();
+        api.live_event(live, LIVE_TOTAL_BYTES, 2, nvmlEventTypeXidCriticalError, k);
+        while (atomic_load(&shared->seen) != k) {
+        }
+        samples[k - 1] = atomic_load(&shared->seen_at) - t0;
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    munmap(shared, sizeof(struct ping));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "the event waiter failed\n");
+        exit(1);
+    }
+    return summarize(samples, XID_PINGS);
+}
+
 static void *must(void *lib, const char *name)
 {
     void *p = dlsym(lib, name);
@@ -335,10 +398,11 @@ static void print_row(const char *name, struct stats s, struct stats base)
     printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", name, s.p50, s.p99, base.p50, base.p99, s.p50 / base.p50);
 }
 
-enum phase { PHASE_BOARD, PHASE_LIVE, PHASE_PATTERN };
+enum phase { PHASE_BOARD, PHASE_LIVE, PHASE_PATTERN, PHASE_FAULT };
 
 /* The per-call cases and init + enumerate; with a live layer, the live values must be seen
- * (PHASE_PATTERN: the temperature is the pattern's, above the board's idle 30 C). */
+ * (PHASE_PATTERN: the temperature is the pattern's, above the board's idle 30 C; PHASE_FAULT:
+ * GPU 63 is lost, and the Xid latency is measured). */
 static int measure(size_t batches, void *live, enum phase phase)
 {
     if (api.init() != NVML_SUCCESS) {
@@ -369,11 +433,17 @@ static int measure(size_t batches, void *live, enum phase phase)
         snprintf(name, sizeof(name), "nvmlDeviceGetTemperature, %d thread%s", threads, threads > 1 ? "s" : "");
         print_row(name, run_calls(CALL_TEMP, threads, batches, devices), base);
     }
-    if (phase == PHASE_LIVE) {
+    if (phase == PHASE_LIVE || phase == PHASE_FAULT) {
         struct stats plain = ping_latency(live, 0, devices[0]);
         struct stats seen = ping_latency(live, 1, devices[0]);
         printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", "live write -> reader in another process (us)",
                seen.p50 / 1e3, seen.p99 / 1e3, plain.p50 / 1e3, plain.p99 / 1e3, seen.p50 / plain.p50);
+    }
+    if (phase == PHASE_FAULT) {
+        struct stats plain = ping_latency(live, 0, devices[0]);
+        struct stats xid = xid_latency(live);
+        printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", "Xid -> blocked waiter, another process (us)",
+               xid.p50 / 1e3, xid.p99 / 1e3, plain.p50 / 1e3, plain.p99 / 1e3, xid.p50 / plain.p50);
     }
     api.shutdown();
     if (phase == PHASE_PATTERN) {
@@ -395,7 +465,11 @@ static int measure(size_t batches, void *live, enum phase phase)
         }
         for (unsigned int i = 0; i < n; i++) {
             nvmlDevice_t d;
-            if (api.handle(i, &d) != NVML_SUCCESS || api.uuid(d, uuid, sizeof(uuid)) != NVML_SUCCESS) {
+            nvmlReturn_t rc = api.handle(i, &d);
+            if (rc == NVML_ERROR_GPU_IS_LOST && phase == PHASE_FAULT && i == GPUS - 1) {
+                continue; /* the GPU this run made lost */
+            }
+            if (rc != NVML_SUCCESS || api.uuid(d, uuid, sizeof(uuid)) != NVML_SUCCESS) {
                 fprintf(stderr, "enumerate failed at %u\n", i);
                 return -1;
             }
@@ -451,6 +525,10 @@ int main(int argc, char **argv)
     api.fabric = (fabric_fn)must(lib, "nvmlDeviceGetGpuFabricInfoV");
     api.temp = (temp_fn)must(lib, "nvmlDeviceGetTemperature");
     api.live_write = (live_write_fn)must(lib, "nvml_mock_live_write");
+    api.live_event = (live_event_fn)must(lib, "nvml_mock_live_event");
+    api.set_create = (set_create_fn)must(lib, "nvmlEventSetCreate");
+    api.register_events = (register_fn)must(lib, "nvmlDeviceRegisterEvents");
+    api.wait = (wait_fn)must(lib, "nvmlEventSetWait_v2");
 
     printf("%-44s %9s %9s %9s %9s %8s\n", "case (ns per call)", "p50", "p99", "base p50", "base p99", "ratio");
     printf("-- board layer only (no live file)\n");
@@ -480,6 +558,18 @@ int main(int argc, char **argv)
     }
     printf("-- live layer, a utilization pattern (busy) on the GPUs measured\n");
     if (measure(batches, live, PHASE_PATTERN) != 0) {
+        return 1;
+    }
+    for (unsigned int gpu = 0; gpu < 2; gpu++) { /* back to the live values alone */
+        live_put(live, gpu, SLOT_UTIL_PATTERN, 0, 0);
+        live_put(live, gpu, SLOT_UTIL_PATTERN_EPOCH, 0, 0);
+        live_put(live, gpu, SLOT_UTIL_PATTERN_SEED, 0, 0);
+        live_set(live, gpu, SLOT_TEMPERATURE, 71);
+    }
+    live_set(live, GPUS - 1, SLOT_GPU_LOST, 1);
+    printf("-- live values set, no pattern, and a fault active: GPU %d lost (the GPUs measured pay the lost check)\n",
+           GPUS - 1);
+    if (measure(batches, live, PHASE_FAULT) != 0) {
         return 1;
     }
     unlink(live_path);

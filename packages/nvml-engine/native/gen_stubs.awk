@@ -26,6 +26,9 @@ FNR == 1 {
     print ""
     print "#define MOCK_STUB __attribute__((visibility(\"default\")))"
     print ""
+    print "/* NOT_SUPPORTED, or GPU_IS_LOST for a lost GPU's handle (device_identity.c). */"
+    print "nvmlReturn_t mock_stub_answer(nvmlDevice_t device);"
+    print ""
 }
 
 {
@@ -47,7 +50,15 @@ FNR == 1 {
     }
     seen[name] = 1
     count++
-    printf "MOCK_STUB %s\n{\n    return NVML_ERROR_NOT_SUPPORTED;\n}\n\n", sig
+    # A function on a device answers for a lost GPU as every modelled one does.
+    if (match(sig, /\( ?nvmlDevice_t [A-Za-z0-9_]+ ?[,)]/)) {
+        param = substr(sig, RSTART, RLENGTH)
+        sub(/^\( ?nvmlDevice_t /, "", param)
+        sub(/ ?[,)]$/, "", param)
+        printf "MOCK_STUB %s\n{\n    return mock_stub_answer(%s);\n}\n\n", sig, param
+    } else {
+        printf "MOCK_STUB %s\n{\n    return NVML_ERROR_NOT_SUPPORTED;\n}\n\n", sig
+    }
     if (LIST != "") {
         print name > LIST
     }

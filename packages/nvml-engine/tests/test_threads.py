@@ -5,7 +5,12 @@ held, then with the count falling to zero and the state reloading), handles, ide
 memory, fabric info v1 and V, NVLink, field values, lookups and event sets with short
 waits from 16 threads, and compares every answer with a single-threaded snapshot; then
 all 16 block on one event set that is freed under them (they must wake at once), and
-all 16 fail init on a corrupt state at once while reading the reason back. It is
+all 16 fail init on a corrupt state at once while reading the reason back. With a live
+layer, 16 threads read GPUs under a busy utilization pattern while the main thread rewrites
+its seed and temperature lag (utilization stays busy's, energy only grows); on a fresh live
+layer, 16 threads wait for the Xids the main thread writes to the event ring (12 on their
+own sets, each receiving every event in order; 4 sharing one set, freed under them), and
+one reads a GPU whose gpu_lost key is toggled meanwhile. It is
 built here twice: with the system compiler against the shipped library (always), and
 with the library sources under ThreadSanitizer (when clang's TSan runtime is present).
 The counts it reports are checked against what the program must have done, so a run
@@ -45,6 +50,16 @@ MAIN_CHECKS = 6
 PATTERN_CHECKS_PER_ROUND = 3 + 20 * 3
 PATTERN_SETUP_CHECKS_PER_GPU = 2
 PATTERN_WRITES_PER_ROUND = 4
+# the live phase: Xids through the event ring, a GPU lost and found under a reader
+LIVE_EVENTS = 200
+OWN_WAITERS = 12  # create, register, a wait per event, free
+SHARED_WAITERS = 4  # the events between them, then one wait each that the free ends
+LIVE_MAIN_CHECKS = 7  # init, 2 handles, create and register the shared set, free it, shutdown
+LIVE = re.compile(
+    r"^live events=(?P<events>\d+) delivered=(?P<delivered>\d+) "
+    r"reads=(?P<reads>\d+) lost=(?P<lost>\d+)$",
+    re.MULTILINE,
+)
 
 
 def expected_counts(rounds: int) -> tuple[int, int]:
@@ -61,7 +76,9 @@ def expected_counts(rounds: int) -> tuple[int, int]:
         + THREADS * rounds * PATTERN_CHECKS_PER_ROUND
         + rounds * PATTERN_WRITES_PER_ROUND
     )
-    timeouts = event_rounds * 2 + event_rounds + THREADS
+    calls += LIVE_MAIN_CHECKS + 2 * LIVE_EVENTS  # each event written and each toggle of gpu_lost
+    calls += OWN_WAITERS * (LIVE_EVENTS + 3) + LIVE_EVENTS + SHARED_WAITERS
+    timeouts = event_rounds * 2 + event_rounds + THREADS + SHARED_WAITERS
     return calls, timeouts
 
 
@@ -105,6 +122,10 @@ def assert_complete_run(proc: subprocess.CompletedProcess[str], rounds: int) -> 
         GPUS,
     )
     assert (int(match["calls"]), int(match["timeouts"])) == (calls, timeouts), report
+    live_line = LIVE.search(proc.stdout)
+    assert live_line is not None, report
+    assert int(live_line["events"]) == int(live_line["delivered"]) == LIVE_EVENTS, report
+    assert int(live_line["reads"]) > 0 and int(live_line["lost"]) <= int(live_line["reads"]), report
 
 
 def test_sixteen_threads_plain_build(library_file: Path, state_file: Path) -> None:

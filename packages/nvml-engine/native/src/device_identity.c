@@ -100,8 +100,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlD
     if (index >= mock_device_count) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *device = &mock_devices[index];
-    return NVML_SUCCESS;
+    return mock_found(&mock_devices[index], device);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
@@ -116,8 +115,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_
     REQUIRE_ARG(device);
     for (unsigned int i = 0; i < mock_device_count; i++) {
         if (strcasecmp(uuid, mock_devices[i].s.uuid) == 0) {
-            *device = &mock_devices[i];
-            return NVML_SUCCESS;
+            return mock_found(&mock_devices[i], device);
         }
     }
     return NVML_ERROR_NOT_FOUND;
@@ -145,8 +143,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const nvmlUUID_t *uuid, nvml
         uint8_t bytes[16];
         if (strncmp(u, "GPU-", 4) == 0 && state_parse_uuid16(u + 4, strlen(u + 4), bytes) == 0 &&
             memcmp(bytes, uuid->value.bytes, 16) == 0) {
-            *device = &mock_devices[i];
-            return NVML_SUCCESS;
+            return mock_found(&mock_devices[i], device);
         }
     }
     return NVML_ERROR_NOT_FOUND;
@@ -167,8 +164,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDev
                     }
                 }
             }
-            *device = &mock_devices[i];
-            return NVML_SUCCESS;
+            return mock_found(&mock_devices[i], device);
         }
     }
     return NVML_ERROR_NOT_FOUND;
@@ -187,8 +183,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, 
     for (unsigned int i = 0; i < mock_device_count; i++) {
         const struct state_pci_addr *b = &mock_devices[i].s.pci;
         if (a.domain == b->domain && a.bus == b->bus && a.device == b->device && a.function == b->function) {
-            *device = &mock_devices[i];
-            return NVML_SUCCESS;
+            return mock_found(&mock_devices[i], device);
         }
     }
     return NVML_ERROR_NOT_FOUND;
@@ -197,6 +192,38 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
 {
     return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+/* What a generated NOT_SUPPORTED stub of a device function answers (gen_stubs.awk): a lost
+ * GPU is lost on every call, modelled or not. */
+nvmlReturn_t mock_stub_answer(nvmlDevice_t device);
+
+nvmlReturn_t mock_stub_answer(nvmlDevice_t device)
+{
+    const struct nvmlDevice_st *d = NULL;
+    if (mock_device_any(device, &d) == NVML_SUCCESS && mock_lost(d)) {
+        return NVML_ERROR_GPU_IS_LOST;
+    }
+    return NVML_ERROR_NOT_SUPPORTED;
+}
+
+/*
+ * Not in nvml.h: the PCI bus id (8-digit domain, as nvmlPciInfo_t.busId) of a handle, lost or
+ * not. Every NVML call on a lost GPU answers NVML_ERROR_GPU_IS_LOST, GetPciInfo included, as
+ * on a real driver; the real nvidia-smi still names the GPU by its bus id, which it learns
+ * from the kernel driver. A tool that reports a lost GPU the same way asks here (the handle
+ * lookups fill the handle of a lost GPU); on a real driver the symbol is absent.
+ */
+MOCK_EXPORT nvmlReturn_t nvml_mock_device_bus_id(nvmlDevice_t device, char *busId, unsigned int length);
+
+nvmlReturn_t nvml_mock_device_bus_id(nvmlDevice_t device, char *busId, unsigned int length)
+{
+    const struct nvmlDevice_st *d = NULL;
+    nvmlReturn_t rc = mock_device_any(device, &d);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    return mock_copy_string(busId, length, d->bus_id);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)

@@ -1,21 +1,37 @@
 /*
  * Event sets: create, register, wait, free.
  *
- * A mock GPU raises no event, so a wait blocks for the whole timeout and returns
- * NVML_ERROR_TIMEOUT. It must really block: the device plugin's health checker calls
- * nvmlEventSetWait_v2 in a loop and would spin a core if the wait returned early. The
- * wait sleeps on a condition variable (monotonic clock) so nvmlEventSetFree can wake
- * waiters instead of leaving them on freed memory.
+ * Events come from the live layer's ring (STATE-FORMAT.md, "The live layer"): a writer on the
+ * node appends a record (GPU, nvmlEventType* bit, data) and wakes every waiter through a
+ * futex word in the shared file, so a waiter already blocked in nvmlEventSetWait in any
+ * process or container wakes at once. An event set sees only the events written after it
+ * registered for that GPU and type, as on a real driver: each set remembers the ring position
+ * of every registration and the last record it looked at.
+ *
+ * A wait must really block: the device plugin's health checker calls nvmlEventSetWait_v2 in
+ * a loop and would spin a core if the wait returned early. With a live layer the wait sleeps
+ * in FUTEX_WAIT on the ring's word with the remaining timeout; without one no event can
+ * arrive and it sleeps on a condition variable (monotonic clock) for the whole timeout.
+ * Either way nvmlEventSetFree wakes its waiters and waits for them to leave before the set's
+ * memory goes away.
  */
+#define _GNU_SOURCE
 #include "mock.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define EVENT_SET_MAGIC 0x4e564d4cu /* "NVML" */
+#define EVENT_BITS 64u
+/* Not attributable to a MIG instance (nvmlEventData_t, a GPU without MIG). */
+#define NO_INSTANCE 0xFFFFFFFFu
 
 struct nvmlEventSet_st {
     unsigned int magic;
@@ -23,14 +39,33 @@ struct nvmlEventSet_st {
     pthread_cond_t cond;
     unsigned int waiters;
     int closing;
+    const unsigned char *ring; /* the live layer's header at creation; NULL: no event can arrive */
+    uint64_t cursor;           /* the last ring record this set has looked at */
     unsigned long long registered[STATE_MAX_GPUS];
+    /* The ring's head when (GPU, type bit) was registered: only later events are delivered. */
+    uint64_t since[STATE_MAX_GPUS][EVENT_BITS];
 };
 
+/* One ring record, read whole. */
+struct ring_event {
+    uint64_t gpu;
+    uint64_t type;
+    uint64_t data;
+};
+
+/* The types the mock can deliver on this board (the live layer's writer raises them). */
 static unsigned long long supported_events(const struct nvmlDevice_st *d)
 {
-    unsigned long long mask = nvmlEventTypePState | nvmlEventTypeXidCriticalError | nvmlEventTypeClock;
+    unsigned long long mask = nvmlEventTypePState | nvmlEventTypeXidCriticalError | nvmlEventTypeClock |
+                              nvmlEventTypePowerSourceChange | nvmlEventTypeGpuRecoveryAction;
     if (d->s.ecc_supported) {
         mask |= nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError;
+        if (d->s.retired_pages_supported || d->s.remapped_rows_supported) {
+            mask |= nvmlEventTypeDramRetirementEvent | nvmlEventTypeDramRetirementFailure;
+        }
+    }
+    if (d->s.mig_capable) {
+        mask |= nvmlEventMigConfigChange;
     }
     return mask;
 }
@@ -38,6 +73,67 @@ static unsigned long long supported_events(const struct nvmlDevice_st *d)
 static struct nvmlEventSet_st *event_set(nvmlEventSet_t set)
 {
     return set != NULL && set->magic == EVENT_SET_MAGIC ? set : NULL;
+}
+
+static uint64_t ring_head(const unsigned char *h)
+{
+    return __atomic_load_n((const uint64_t *)(const void *)(h + LIVE_HDR_EVENT_HEAD), __ATOMIC_ACQUIRE);
+}
+
+static uint32_t *ring_word(const unsigned char *h)
+{
+    /* FUTEX_WAIT and FUTEX_WAKE only read the word: the read-only mapping serves both. */
+    return (uint32_t *)(uintptr_t)(h + LIVE_HDR_EVENT_FUTEX);
+}
+
+/* Read record `seq` under its sequence number (the writer zeroes it, fills the fields, then
+ * publishes it). 0 when the slot holds another record: overwritten by a writer that lapped
+ * the reader, or being rewritten. */
+static int ring_read(const unsigned char *h, uint64_t seq, struct ring_event *ev)
+{
+    const unsigned char *rec = h + LIVE_EVENTS_OFFSET + (size_t)(seq % LIVE_EVENT_SLOTS) * LIVE_EVENT_RECORD_BYTES;
+    const uint64_t *s = (const uint64_t *)(const void *)(rec + LIVE_EVENT_SEQ);
+    if (__atomic_load_n(s, __ATOMIC_ACQUIRE) != seq) {
+        return 0;
+    }
+    ev->gpu = __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_EVENT_GPU), __ATOMIC_RELAXED);
+    ev->type = __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_EVENT_TYPE), __ATOMIC_RELAXED);
+    ev->data = __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_EVENT_DATA), __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(s, __ATOMIC_RELAXED) == seq;
+}
+
+/* The next event of the ring this set receives, in ring order; 0 when none is there yet.
+ * Caller holds s->lock. A writer more than a ring ahead has overwritten what this set did
+ * not read: the set goes on from the oldest record still present. */
+static int ring_next(struct nvmlEventSet_st *s, struct ring_event *out)
+{
+    uint64_t head = ring_head(s->ring);
+    if (head < s->cursor) {
+        s->cursor = head; /* not a ring this set has read (a rewritten file): start over */
+    }
+    while (s->cursor < head) {
+        if (head - s->cursor > LIVE_EVENT_SLOTS) {
+            s->cursor = head - LIVE_EVENT_SLOTS;
+        }
+        uint64_t seq = s->cursor + 1;
+        struct ring_event ev;
+        int got = ring_read(s->ring, seq, &ev);
+        s->cursor = seq;
+        if (!got) {
+            head = ring_head(s->ring); /* lapped while reading: skip to what is still there */
+            continue;
+        }
+        if (ev.gpu >= mock_device_count || ev.type == 0 || (ev.type & (ev.type - 1)) != 0) {
+            continue;
+        }
+        unsigned int bit = (unsigned int)__builtin_ctzll(ev.type);
+        if ((s->registered[ev.gpu] & ev.type) != 0 && seq > s->since[ev.gpu][bit]) {
+            *out = ev;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
@@ -57,6 +153,8 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
         return NVML_ERROR_INSUFFICIENT_RESOURCES;
     }
     pthread_condattr_destroy(&attr);
+    s->ring = atomic_load_explicit(&mock_live_header, memory_order_acquire);
+    s->cursor = s->ring != NULL ? ring_head(s->ring) : 0;
     s->magic = EVENT_SET_MAGIC;
     *set = s;
     return NVML_SUCCESS;
@@ -80,13 +178,21 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned 
         return NVML_ERROR_NOT_SUPPORTED;
     }
     pthread_mutex_lock(&s->lock);
+    unsigned long long added = eventTypes & ~s->registered[d->index];
+    if (added != 0 && s->ring != NULL) {
+        uint64_t head = ring_head(s->ring);
+        for (unsigned int bit = 0; bit < EVENT_BITS; bit++) {
+            if ((added >> bit) & 1u) {
+                s->since[d->index][bit] = head;
+            }
+        }
+    }
     s->registered[d->index] |= eventTypes;
     pthread_mutex_unlock(&s->lock);
     return NVML_SUCCESS;
 }
 
-/* Block for `timeoutms` (or until the set is freed); no event ever arrives. */
-static nvmlReturn_t wait_timeout(struct nvmlEventSet_st *s, unsigned int timeoutms)
+static struct timespec deadline_after(unsigned int timeoutms)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -96,20 +202,71 @@ static nvmlReturn_t wait_timeout(struct nvmlEventSet_st *s, unsigned int timeout
         deadline.tv_sec += 1;
         deadline.tv_nsec -= 1000000000L;
     }
+    return deadline;
+}
+
+/* Time left until `deadline` in *left; 0 once it has passed. */
+static int time_left(const struct timespec *deadline, struct timespec *left)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    left->tv_sec = deadline->tv_sec - now.tv_sec;
+    left->tv_nsec = deadline->tv_nsec - now.tv_nsec;
+    if (left->tv_nsec < 0) {
+        left->tv_sec -= 1;
+        left->tv_nsec += 1000000000L;
+    }
+    return left->tv_sec > 0 || (left->tv_sec == 0 && left->tv_nsec > 0);
+}
+
+/* Leave a wait: the last waiter of a set being freed lets nvmlEventSetFree finish. Caller
+ * holds s->lock. */
+static void leave_wait(struct nvmlEventSet_st *s)
+{
+    s->waiters--;
+    if (s->closing && s->waiters == 0) {
+        pthread_cond_broadcast(&s->cond);
+    }
+}
+
+/* Wait for the next event this set receives, for at most `timeoutms`; NVML_SUCCESS with *ev
+ * filled, or NVML_ERROR_TIMEOUT (also when the set is freed meanwhile). */
+static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms, struct ring_event *ev)
+{
+    struct timespec deadline = deadline_after(timeoutms);
+    struct timespec left;
+    nvmlReturn_t rc = NVML_ERROR_TIMEOUT;
     pthread_mutex_lock(&s->lock);
     s->waiters++;
-    while (!s->closing) {
-        if (pthread_cond_timedwait(&s->cond, &s->lock, &deadline) == ETIMEDOUT) {
-            break;
+    if (s->ring == NULL) {
+        /* No live layer: nothing can arrive; block for the timeout or until freed. */
+        while (!s->closing) {
+            if (pthread_cond_timedwait(&s->cond, &s->lock, &deadline) == ETIMEDOUT) {
+                break;
+            }
+        }
+    } else {
+        uint32_t *word = ring_word(s->ring);
+        while (!s->closing) {
+            /* The word is read before the ring: a writer publishes the record and the head,
+             * then bumps the word, so an event missed by this scan changes the word and the
+             * FUTEX_WAIT below returns at once instead of sleeping on it. */
+            uint32_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+            if (ring_next(s, ev)) {
+                rc = NVML_SUCCESS;
+                break;
+            }
+            if (!time_left(&deadline, &left)) {
+                break;
+            }
+            pthread_mutex_unlock(&s->lock);
+            syscall(SYS_futex, word, FUTEX_WAIT, seen, &left, NULL, 0);
+            pthread_mutex_lock(&s->lock);
         }
     }
-    s->waiters--;
-    int closing = s->closing;
-    if (closing && s->waiters == 0) {
-        pthread_cond_broadcast(&s->cond); /* let nvmlEventSetFree finish */
-    }
+    leave_wait(s);
     pthread_mutex_unlock(&s->lock);
-    return NVML_ERROR_TIMEOUT;
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
@@ -119,7 +276,16 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t
     if (s == NULL || data == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    return wait_timeout(s, timeoutms);
+    struct ring_event ev;
+    nvmlReturn_t rc = wait_event(s, timeoutms, &ev);
+    if (rc == NVML_SUCCESS) {
+        data->device = &mock_devices[ev.gpu];
+        data->eventType = ev.type;
+        data->eventData = ev.data;
+        data->gpuInstanceId = NO_INSTANCE;
+        data->computeInstanceId = NO_INSTANCE;
+    }
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
@@ -134,7 +300,21 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v3(nvmlEventSet_t set, nvmlEventSetWai
     if (s == NULL || params == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    return wait_timeout(s, params->timeoutMs);
+    struct ring_event ev;
+    nvmlReturn_t rc = wait_event(s, params->timeoutMs, &ev);
+    if (rc == NVML_SUCCESS) {
+        unsigned int timeout = params->timeoutMs;
+        memset(params, 0, sizeof(*params));
+        params->timeoutMs = timeout;
+        params->dataType = NVML_EVENT_DATA_TYPE_NVML_EVENT;
+        memcpy(params->uuid, mock_devices[ev.gpu].s.uuid,
+               strnlen(mock_devices[ev.gpu].s.uuid, sizeof(params->uuid) - 1));
+        params->eventType = ev.type;
+        params->eventData = ev.data;
+        params->gpuInstanceId = NO_INSTANCE;
+        params->computeInstanceId = NO_INSTANCE;
+    }
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
@@ -145,7 +325,16 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
     s->closing = 1;
     pthread_cond_broadcast(&s->cond);
     while (s->waiters > 0) {
-        pthread_cond_wait(&s->cond, &s->lock);
+        if (s->ring != NULL) {
+            /* Waiters sleep on the shared word; wake them (waiters of other sets wake too, find
+             * nothing new and sleep again). A waiter between its check and its FUTEX_WAIT
+             * misses this wake, so it is repeated until every waiter has left. */
+            syscall(SYS_futex, ring_word(s->ring), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+            struct timespec retry = deadline_after(1);
+            pthread_cond_timedwait(&s->cond, &s->lock, &retry);
+        } else {
+            pthread_cond_wait(&s->cond, &s->lock);
+        }
     }
     s->magic = 0;
     pthread_mutex_unlock(&s->lock);

@@ -49,31 +49,72 @@ static void set_sint(nvmlFieldValue_t *v, int x)
     v->nvmlReturn = NVML_SUCCESS;
 }
 
-/* Field ranges whose members are per-link counters: first id, link of the first id. */
+/* What a per-link field answers. */
+enum link_value {
+    LINK_SPEED,    /* the link's speed (0 while it is down) */
+    LINK_CRC,      /* error counters: the live counter while the link is down, else 0 */
+    LINK_REPLAY,
+    LINK_RECOVERY,
+    LINK_ZERO,     /* bandwidth and ECC counters: no traffic, no fault raises them */
+};
+
+/* Field ranges whose members are per-link values: first id, link of the first id. */
 struct link_range {
     unsigned int first;
     unsigned int last;
-    unsigned int first_link; /* link of `first`; a TOTAL entry has link == UINT_MAX */
-    int speed;               /* 1: value is the link speed, 0: an error/bandwidth counter */
+    unsigned int first_link; /* link of `first` */
+    enum link_value value;
 };
 
 static const struct link_range link_ranges[] = {
-    {NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L5, 0, 0},
-    {NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L5, 0, 0},
-    {NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L5, 0, 0},
-    {NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L5, 0, 0},
-    {NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L0, NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L5, 0, 0},
-    {NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L0, NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L5, 0, 0},
-    {NVML_FI_DEV_NVLINK_SPEED_MBPS_L0, NVML_FI_DEV_NVLINK_SPEED_MBPS_L5, 0, 1},
-    {NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L11, 6, 0},
-    {NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L11, 6, 0},
-    {NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L11, 6, 0},
-    {NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L11, 6, 0},
-    {NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L6, NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L11, 6, 0},
-    {NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L6, NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L11, 6, 0},
-    {NVML_FI_DEV_NVLINK_SPEED_MBPS_L6, NVML_FI_DEV_NVLINK_SPEED_MBPS_L11, 6, 1},
-    {NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L11, 0, 0},
+    {NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L5, 0, LINK_CRC},
+    {NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L5, 0, LINK_CRC},
+    {NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L5, 0, LINK_REPLAY},
+    {NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L5, 0, LINK_RECOVERY},
+    {NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L0, NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L5, 0, LINK_ZERO},
+    {NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L0, NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L5, 0, LINK_ZERO},
+    {NVML_FI_DEV_NVLINK_SPEED_MBPS_L0, NVML_FI_DEV_NVLINK_SPEED_MBPS_L5, 0, LINK_SPEED},
+    {NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L11, 6, LINK_CRC},
+    {NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L11, 6, LINK_CRC},
+    {NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L11, 6, LINK_REPLAY},
+    {NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L11, 6, LINK_RECOVERY},
+    {NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L6, NVML_FI_DEV_NVLINK_BANDWIDTH_C0_L11, 6, LINK_ZERO},
+    {NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L6, NVML_FI_DEV_NVLINK_BANDWIDTH_C1_L11, 6, LINK_ZERO},
+    {NVML_FI_DEV_NVLINK_SPEED_MBPS_L6, NVML_FI_DEV_NVLINK_SPEED_MBPS_L11, 6, LINK_SPEED},
+    {NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_L11, 0, LINK_ZERO},
 };
+
+static uint64_t link_value(const struct nvmlDevice_st *d, unsigned int link, enum link_value what)
+{
+    switch (what) {
+    case LINK_SPEED: return mock_nvlink_is_down(d, link) ? 0 : nvlink_speed_mbps(d->s.nvlink_version);
+    case LINK_CRC: return mock_nvlink_errors(d, link, NVML_NVLINK_ERROR_DL_CRC_FLIT);
+    case LINK_REPLAY: return mock_nvlink_errors(d, link, NVML_NVLINK_ERROR_DL_REPLAY);
+    case LINK_RECOVERY: return mock_nvlink_errors(d, link, NVML_NVLINK_ERROR_DL_RECOVERY);
+    default: return 0;
+    }
+}
+
+/* A device total of per-link error counters: the live counter times the links down
+ * (saturating). */
+static uint64_t link_total(const struct nvmlDevice_st *d, nvmlNvLinkErrorCounter_t counter)
+{
+    uint64_t total = 0;
+    uint64_t down = mock_nvlink_down(d);
+    while (down != 0) {
+        unsigned int link = (unsigned int)__builtin_ctzll(down);
+        down &= down - 1u;
+        uint64_t v = mock_nvlink_errors(d, link, counter);
+        total = total > UINT64_MAX - v ? UINT64_MAX : total + v;
+    }
+    return total;
+}
+
+/* The links up: the board's links less those down. */
+static unsigned int links_up(const struct nvmlDevice_st *d)
+{
+    return d->s.nvlink_count - (unsigned int)__builtin_popcountll(mock_nvlink_down(d));
+}
 
 static int fill_link_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
 {
@@ -87,11 +128,27 @@ static int fill_link_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         } else if (link >= d->s.nvlink_count) {
             v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
-        } else if (r->speed) {
-            set_uint(v, nvlink_speed_mbps(d->s.nvlink_version));
+        } else if (r->value == LINK_SPEED) {
+            set_uint(v, (unsigned int)link_value(d, link, r->value));
         } else {
-            set_ull(v, 0);
+            set_ull(v, link_value(d, link, r->value));
         }
+        return 1;
+    }
+    return 0;
+}
+
+/* A field whose link is named by scopeId (NVML_FI_DEV_NVLINK_ERROR_DL_*, GET_SPEED, GET_STATE):
+ * 1 with v answered (NOT_SUPPORTED without links, INVALID_ARGUMENT past them), 0 when `v`
+ * should be filled by the caller for link v->scopeId. */
+static int scoped_link_refused(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
+{
+    if (d->s.nvlink_count == 0) {
+        v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        return 1;
+    }
+    if (v->scopeId >= d->s.nvlink_count) {
+        v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
         return 1;
     }
     return 0;
@@ -234,12 +291,19 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL:
     case NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL:
     case NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL:
+        if (!have_links) {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        } else {
+            nvmlNvLinkErrorCounter_t c = v->fieldId == NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL ? NVML_NVLINK_ERROR_DL_REPLAY
+                                         : v->fieldId == NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL
+                                             ? NVML_NVLINK_ERROR_DL_RECOVERY
+                                             : NVML_NVLINK_ERROR_DL_CRC_FLIT;
+            set_ull(v, link_total(d, c));
+        }
+        return;
     case NVML_FI_DEV_NVLINK_BANDWIDTH_C0_TOTAL:
     case NVML_FI_DEV_NVLINK_BANDWIDTH_C1_TOTAL:
     case NVML_FI_DEV_NVLINK_ECC_DATA_ERROR_COUNT_TOTAL:
-    case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY:
-    case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY:
-    case NVML_FI_DEV_NVLINK_ERROR_DL_CRC:
         if (have_links) {
             set_ull(v, 0);
         } else {
@@ -256,22 +320,32 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         }
         return;
+    case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY:
+    case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY:
+    case NVML_FI_DEV_NVLINK_ERROR_DL_CRC:
+        if (!scoped_link_refused(d, v)) {
+            nvmlNvLinkErrorCounter_t c = v->fieldId == NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY     ? NVML_NVLINK_ERROR_DL_REPLAY
+                                         : v->fieldId == NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY ? NVML_NVLINK_ERROR_DL_RECOVERY
+                                                                                              : NVML_NVLINK_ERROR_DL_CRC_FLIT;
+            set_ull(v, mock_nvlink_errors(d, v->scopeId, c));
+        }
+        return;
     case NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
-    case NVML_FI_DEV_NVLINK_GET_SPEED:
         if (have_links) {
             set_uint(v, nvlink_speed_mbps(d->s.nvlink_version));
         } else {
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         }
         return;
-    case NVML_FI_DEV_NVLINK_LINK_COUNT: set_uint(v, d->s.nvlink_count); return;
+    case NVML_FI_DEV_NVLINK_GET_SPEED:
+        if (!scoped_link_refused(d, v)) {
+            set_uint(v, (unsigned int)link_value(d, v->scopeId, LINK_SPEED));
+        }
+        return;
+    case NVML_FI_DEV_NVLINK_LINK_COUNT: set_uint(v, links_up(d)); return;
     case NVML_FI_DEV_NVLINK_GET_STATE:
-        if (!have_links) {
-            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-        } else if (v->scopeId >= d->s.nvlink_count) {
-            v->nvmlReturn = NVML_ERROR_INVALID_ARGUMENT;
-        } else {
-            set_uint(v, NVML_FEATURE_ENABLED);
+        if (!scoped_link_refused(d, v)) {
+            set_uint(v, mock_nvlink_is_down(d, v->scopeId) ? NVML_NVLINK_STATE_INACTIVE : NVML_NVLINK_STATE_ACTIVE);
         }
         return;
     case NVML_FI_DEV_NVLINK_GET_VERSION:
@@ -283,7 +357,7 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
         return;
     case NVML_FI_DEV_NVSWITCH_CONNECTED_LINK_COUNT:
         if (have_links) {
-            set_uint(v, d->s.nvlink_remote_count > 0 ? d->s.nvlink_count : 0);
+            set_uint(v, d->s.nvlink_remote_count > 0 ? links_up(d) : 0);
         } else {
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         }
@@ -328,7 +402,7 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_PCIE_COUNT_TX_BYTES: set_ull(v, tele_pcie_tx_bytes(d)); return;
     case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: set_ull(v, tele_pcie_rx_bytes(d)); return;
     case NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED: set_uint(v, 0); return;
-    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: set_uint(v, NVML_GPU_RECOVERY_ACTION_NONE); return;
+    case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: set_uint(v, (unsigned int)live_recovery_action(d)); return;
     case NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE: set_uint(v, d->s.mig_capable); return;
     case NVML_FI_DEV_C2C_LINK_COUNT:
         if (d->s.c2c_enabled) {

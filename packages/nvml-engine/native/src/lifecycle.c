@@ -35,6 +35,7 @@ struct state_system mock_system;
 unsigned int mock_device_count;
 unsigned int mock_driver_branch;
 atomic_int mock_live;
+_Atomic(const unsigned char *) mock_live_header;
 
 static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int init_refcount;
@@ -309,6 +310,7 @@ static int live_path(const char *state, char *out, size_t cap)
 static void attach_live(const char *state)
 {
     static const unsigned char *recs[STATE_MAX_GPUS];
+    const unsigned char *header = NULL;
     char path[4096];
     char why[200];
     live_problem[0] = '\0';
@@ -316,12 +318,13 @@ static void attach_live(const char *state)
     for (unsigned int i = 0; i < mock_device_count; i++) {
         mock_devices[i].live = NULL;
     }
+    atomic_store_explicit(&mock_live_header, NULL, memory_order_release);
     if (live_path(state, path, sizeof(path)) != 0) {
         snprintf(live_problem, sizeof(live_problem), "live layer path too long (set %s)", ENV_LIVE);
         return;
     }
-    if (mock_live_attach(path, mock_device_count, mock_devices[0].s.uuid, sizeof(struct nvmlDevice_st), recs, why,
-                         sizeof(why)) != 0) {
+    if (mock_live_attach(path, mock_device_count, mock_devices[0].s.uuid, sizeof(struct nvmlDevice_st), recs, &header,
+                         why, sizeof(why)) != 0) {
         snprintf(live_problem, sizeof(live_problem), "live layer %.240s ignored (board values stand): %s", path, why);
         fprintf(stderr, "nvml-mock: %s\n", live_problem);
         return;
@@ -329,6 +332,7 @@ static void attach_live(const char *state)
     for (unsigned int i = 0; i < mock_device_count; i++) {
         mock_devices[i].live = recs[i];
     }
+    atomic_store_explicit(&mock_live_header, header, memory_order_release);
 }
 
 /* Caller holds lifecycle_lock and init_refcount == 0. */

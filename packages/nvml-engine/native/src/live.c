@@ -186,11 +186,12 @@ static void *map_file(int fd, const struct stat *st)
 }
 
 int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
-                     const unsigned char **recs, char *why, size_t why_len)
+                     const unsigned char **recs, const unsigned char **header, char *why, size_t why_len)
 {
     for (unsigned int i = 0; i < count; i++) {
         recs[i] = NULL;
     }
+    *header = NULL;
     /* O_NONBLOCK: a FIFO or device put in the file's place must not block init. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
@@ -241,6 +242,7 @@ int mock_live_attach(const char *path, unsigned int count, const char *uuids, si
     for (unsigned int i = 0; i < count; i++) {
         recs[i] = base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES;
     }
+    *header = base;
     return 0;
 }
 

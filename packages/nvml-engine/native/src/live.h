@@ -26,7 +26,7 @@ int mock_live_trigger_fired(const unsigned char *rec);
 /* Read `n` slots of one record in one consistent snapshot. Returns a bit per slot that is
  * set (bit i for slots[i]) and stores those values in out[i]; 0 when none is set or the
  * record could not be read consistently. */
-static inline unsigned int mock_live_load_n(const unsigned char *rec, unsigned int n, const unsigned int *slots,
+static inline __attribute__((always_inline)) unsigned int mock_live_load_n(const unsigned char *rec, unsigned int n, const unsigned int *slots,
                                             uint64_t *out)
 {
     const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_RECORD_SEQ);
@@ -70,6 +70,14 @@ static inline unsigned int mock_live_load_n(const unsigned char *rec, unsigned i
     return 0;
 }
 
+/* Whether `slot` of the record is set: one relaxed load of its mask word, for the checks
+ * every call makes (the value, when set, is read with mock_live_load). */
+static inline int mock_live_is_set(const unsigned char *rec, unsigned int slot)
+{
+    const uint64_t *mask = (const uint64_t *)(const void *)(rec + LIVE_RECORD_MASK);
+    return (int)((__atomic_load_n(&mask[slot / 64u], __ATOMIC_RELAXED) >> (slot % 64u)) & 1u);
+}
+
 static inline int mock_live_load(const unsigned char *rec, unsigned int slot, uint64_t *out)
 {
     return mock_live_load_n(rec, 1, &slot, out) != 0;
@@ -87,11 +95,12 @@ static inline int64_t mock_live_clamp_s(int64_t v, int64_t lo, int64_t hi)
 
 /*
  * Map the live file `path` for `count` devices whose board UUIDs are `uuids` (stride
- * `uuid_stride` bytes), storing each device's record in recs[i]. Returns 0 with recs set
- * (all NULL when there is no file), or -1 with the reason in `why` (the file is ignored
- * as a whole then, and recs are all NULL). Caller serialises calls.
+ * `uuid_stride` bytes), storing each device's record in recs[i] and the file's header (its
+ * event ring) in *header. Returns 0 with recs and *header set (all NULL when there is no
+ * file), or -1 with the reason in `why` (the file is ignored as a whole then, and recs and
+ * *header are NULL). Caller serialises calls.
  */
 int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
-                     const unsigned char **recs, char *why, size_t why_len);
+                     const unsigned char **recs, const unsigned char **header, char *why, size_t why_len);
 
 #endif

@@ -78,8 +78,20 @@ static inline int mock_is_live(void)
     return atomic_load_explicit(&mock_live, memory_order_acquire) != 0;
 }
 
-/* Validate `device`; on success store the device object in *out. */
-static inline nvmlReturn_t mock_device(nvmlDevice_t device, const struct nvmlDevice_st **out)
+/* Whether the GPU is lost (live-only key gpu_lost): every call on it answers
+ * NVML_ERROR_GPU_IS_LOST. Without a live layer one pointer test; with one and the key unset,
+ * one load of the record's mask word. */
+static inline int mock_lost(const struct nvmlDevice_st *d)
+{
+    if (__builtin_expect(d->live == NULL, 1) || __builtin_expect(!mock_live_is_set(d->live, LIVE_SLOT_gpu_lost), 1)) {
+        return 0;
+    }
+    return live_gpu_lost(d) != 0; /* set: its value (and an armed fault's trigger) decides */
+}
+
+/* Validate `device` as a handle of this init cycle, lost or not; on success store the
+ * device object in *out. */
+static inline nvmlReturn_t mock_device_any(nvmlDevice_t device, const struct nvmlDevice_st **out)
 {
     if (!mock_is_live()) {
         return NVML_ERROR_UNINITIALIZED;
@@ -93,6 +105,61 @@ static inline nvmlReturn_t mock_device(nvmlDevice_t device, const struct nvmlDev
     *out = (const struct nvmlDevice_st *)device;
     return NVML_SUCCESS;
 }
+
+/* Validate `device`; on success store the device object in *out. A lost GPU stores it too
+ * and answers NVML_ERROR_GPU_IS_LOST, so every device entry point reports the loss. */
+static inline nvmlReturn_t mock_device(nvmlDevice_t device, const struct nvmlDevice_st **out)
+{
+    nvmlReturn_t rc = mock_device_any(device, out);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    return mock_lost(*out) ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+}
+
+/* A handle lookup's answer for the device it found: the handle is filled either way, and a
+ * lost GPU answers NVML_ERROR_GPU_IS_LOST (the real driver's "Unable to determine the
+ * device handle for GPU <bus id>: GPU is lost"). */
+static inline nvmlReturn_t mock_found(const struct nvmlDevice_st *d, nvmlDevice_t *device)
+{
+    *device = (nvmlDevice_t)(uintptr_t)d;
+    return mock_lost(d) ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+}
+
+/* The board's NVLinks that are down (live-only nvlink_down_mask; bits past the board's links
+ * are ignored). Links that are up answer as the board; a down link is inactive and its error
+ * counters answer the live nvlink_*_errors keys. */
+static inline uint64_t mock_nvlink_down(const struct nvmlDevice_st *d)
+{
+    unsigned int n = d->s.nvlink_count;
+    uint64_t m = live_nvlink_down_mask(d);
+    return n >= 64u ? m : m & ((1ull << n) - 1u);
+}
+
+static inline int mock_nvlink_is_down(const struct nvmlDevice_st *d, unsigned int link)
+{
+    return link < 64u && ((mock_nvlink_down(d) >> link) & 1u) != 0;
+}
+
+/* The live error counter of a link that is down, by nvmlNvLinkErrorCounter_t (0 for a link
+ * that is up, and for the ECC counter, which no fault raises). */
+static inline uint64_t mock_nvlink_errors(const struct nvmlDevice_st *d, unsigned int link,
+                                          nvmlNvLinkErrorCounter_t counter)
+{
+    if (!mock_nvlink_is_down(d, link)) {
+        return 0;
+    }
+    switch (counter) {
+    case NVML_NVLINK_ERROR_DL_REPLAY: return live_nvlink_replay_errors(d);
+    case NVML_NVLINK_ERROR_DL_RECOVERY: return live_nvlink_recovery_errors(d);
+    case NVML_NVLINK_ERROR_DL_CRC_FLIT:
+    case NVML_NVLINK_ERROR_DL_CRC_DATA: return live_nvlink_crc_errors(d);
+    default: return 0;
+    }
+}
+
+/* The live layer's header (its event ring) bound at the last init; NULL without one. */
+extern _Atomic(const unsigned char *) mock_live_header;
 
 /* Answer UNINITIALIZED unless an init is outstanding (entry points that take no device). */
 #define REQUIRE_LIVE()                           \

@@ -213,7 +213,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned 
     REQUIRE_ARG(isActive);
     nvmlReturn_t rc = check_link(d, link);
     if (rc == NVML_SUCCESS) {
-        *isActive = NVML_FEATURE_ENABLED;
+        *isActive = mock_nvlink_is_down(d, link) ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
     }
     return rc;
 }
@@ -340,7 +340,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, un
     if ((unsigned int)counter >= NVML_NVLINK_ERROR_COUNT) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *counterValue = 0;
+    *counterValue = mock_nvlink_errors(d, link, counter);
     return NVML_SUCCESS;
 }
 

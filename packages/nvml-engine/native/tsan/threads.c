@@ -17,12 +17,21 @@
  *   phase 4  (run before 3) a live layer with a utilization pattern (busy) on every GPU, on the real clock,
  *            while the main thread keeps rewriting the pattern's seed and temperature lag:
  *            every utilization must be busy's and each thread's energy reading only grow.
+ *   live     (after 4, before 3; phase 5 in reports) with a fresh live layer beside the state:
+ *            12 threads each wait on their own set for every Xid the main thread writes to
+ *            the event ring (in order, fields filled),
+ *            4 share one set (each event reaches one of them) until the main thread frees it
+ *            under them, and one thread reads a GPU whose gpu_lost key the main thread
+ *            toggles (SUCCESS or GPU_IS_LOST, nothing else).
  *
  * Every answer is compared with a snapshot taken single-threaded before the threads
  * start (and with MOCK_FABRIC_CLUSTER_UUID / MOCK_FABRIC_CLIQUE_ID when they are set).
  * The last line is a summary the tests read:
  *
  *   ok threads=16 rounds=R gpus=N calls=C timeouts=T mismatches=0
+ *
+ * preceded by one line on the live phase: live events=E delivered=D reads=R lost=L (R reads of
+ * the GPU lost and found, L of them answered lost)
  *
  *   threads STATE [ROUNDS]      (exit 0 clean, 1 a wrong answer, 2 usage or setup)
  */
@@ -48,9 +57,10 @@
 
 #include "live_layout.h"
 
-/* The library's writer primitive (live.c), as the Python writer calls it. */
+/* The live layer's writer primitives (live.c; exported by the library). */
 int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n, const unsigned int *slots,
                          const uint64_t *values, const unsigned char *set);
+uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t type, uint64_t data);
 
 #define THREADS 16
 #define MAX_GPUS 64
@@ -316,12 +326,7 @@ static int free_under_waiters(void)
     return 0;
 }
 
-/* Phase 4: the live layer and its patterned GPUs. */
-#define SLOT_UTIL_PATTERN 70u
-#define SLOT_UTIL_PATTERN_SEED 73u
-#define SLOT_UTIL_PATTERN_EPOCH 74u
-#define SLOT_TEMPERATURE_LAG 90u
-static void *live_base;
+/* --- the live layer both live phases write: one file each, as the Python writer lays it out -- */
 
 static void put32(unsigned char *b, unsigned int off, uint32_t v)
 {
@@ -333,48 +338,69 @@ static void put64(unsigned char *b, unsigned int off, uint64_t v)
     memcpy(b + off, &v, sizeof(v));
 }
 
-/* A live file for the state's GPUs (header and record UUIDs), every value unset. */
-static int write_live(const char *path)
+/* A live layer for the snapshot's GPUs (layout from live_layout.h, every value unset) at
+ * DIR/nvml-mock-threads-WHAT-PID (into PATH), mapped for writing and named by MOCK_NVML_LIVE.
+ * Called while no other thread runs; NULL (said on stderr) when it cannot be written. */
+static unsigned char *live_open(const char *dir, const char *what, char *path, size_t size)
 {
+    snprintf(path, size, "%s/nvml-mock-threads-%s-%d", dir, what, (int)getpid());
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || ftruncate(fd, (off_t)LIVE_TOTAL_BYTES) != 0) {
-        return -1;
+        fprintf(stderr, "cannot write the live layer %s\n", path);
+        return NULL;
     }
-    unsigned char *b = mmap(NULL, LIVE_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    unsigned char *base = mmap(NULL, LIVE_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (b == MAP_FAILED) {
-        return -1;
+    if (base == MAP_FAILED) {
+        fprintf(stderr, "cannot map the live layer %s\n", path);
+        return NULL;
     }
-    memcpy(b + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));
-    put32(b, LIVE_HDR_FORMAT, LIVE_FORMAT);
-    put32(b, LIVE_HDR_HEADER_BYTES, LIVE_HEADER_BYTES);
-    put64(b, LIVE_HDR_TOTAL_BYTES, LIVE_TOTAL_BYTES);
-    put32(b, LIVE_HDR_GPU_SLOTS, LIVE_GPU_SLOTS);
-    put32(b, LIVE_HDR_GPU_COUNT, gpu_count);
-    put32(b, LIVE_HDR_KEY_SLOTS, LIVE_KEY_SLOTS);
-    put32(b, LIVE_HDR_RECORD_BYTES, LIVE_RECORD_BYTES);
-    put64(b, LIVE_HDR_RECORDS_OFFSET, LIVE_RECORDS_OFFSET);
-    put64(b, LIVE_HDR_PROCESSES_OFFSET, LIVE_PROCESSES_OFFSET);
-    put32(b, LIVE_HDR_PROCESS_SLOTS, LIVE_PROCESS_SLOTS);
-    put32(b, LIVE_HDR_PROCESS_RECORD_BYTES, LIVE_PROCESS_RECORD_BYTES);
-    put64(b, LIVE_HDR_MIG_OFFSET, LIVE_MIG_OFFSET);
-    put32(b, LIVE_HDR_MIG_BYTES_PER_GPU, LIVE_MIG_BYTES_PER_GPU);
-    put64(b, LIVE_HDR_EVENTS_OFFSET, LIVE_EVENTS_OFFSET);
-    put32(b, LIVE_HDR_EVENT_SLOTS, LIVE_EVENT_SLOTS);
-    put32(b, LIVE_HDR_EVENT_RECORD_BYTES, LIVE_EVENT_RECORD_BYTES);
+    memcpy(base + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));
+    put32(base, LIVE_HDR_FORMAT, LIVE_FORMAT);
+    put32(base, LIVE_HDR_HEADER_BYTES, LIVE_HEADER_BYTES);
+    put64(base, LIVE_HDR_TOTAL_BYTES, LIVE_TOTAL_BYTES);
+    put32(base, LIVE_HDR_GPU_SLOTS, LIVE_GPU_SLOTS);
+    put32(base, LIVE_HDR_GPU_COUNT, gpu_count);
+    put32(base, LIVE_HDR_KEY_SLOTS, LIVE_KEY_SLOTS);
+    put32(base, LIVE_HDR_RECORD_BYTES, LIVE_RECORD_BYTES);
+    put64(base, LIVE_HDR_RECORDS_OFFSET, LIVE_RECORDS_OFFSET);
+    put64(base, LIVE_HDR_PROCESSES_OFFSET, LIVE_PROCESSES_OFFSET);
+    put32(base, LIVE_HDR_PROCESS_SLOTS, LIVE_PROCESS_SLOTS);
+    put32(base, LIVE_HDR_PROCESS_RECORD_BYTES, LIVE_PROCESS_RECORD_BYTES);
+    put64(base, LIVE_HDR_MIG_OFFSET, LIVE_MIG_OFFSET);
+    put32(base, LIVE_HDR_MIG_BYTES_PER_GPU, LIVE_MIG_BYTES_PER_GPU);
+    put64(base, LIVE_HDR_EVENTS_OFFSET, LIVE_EVENTS_OFFSET);
+    put32(base, LIVE_HDR_EVENT_SLOTS, LIVE_EVENT_SLOTS);
+    put32(base, LIVE_HDR_EVENT_RECORD_BYTES, LIVE_EVENT_RECORD_BYTES);
     for (unsigned int i = 0; i < gpu_count; i++) {
-        snprintf((char *)b + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES + LIVE_RECORD_UUID,
+        snprintf((char *)base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES + LIVE_RECORD_UUID,
                  LIVE_RECORD_UUID_BYTES, "%s", expected[i].uuid);
     }
-    live_base = b;
-    return 0;
+    setenv("MOCK_NVML_LIVE", path, 1);
+    return base;
 }
 
-static int live_set(unsigned int gpu, unsigned int slot, uint64_t value)
+/* The end of a live phase: the library no longer finds the layer; the file goes. */
+static void live_close(unsigned char *base, const char *path)
+{
+    unsetenv("MOCK_NVML_LIVE");
+    munmap(base, LIVE_TOTAL_BYTES);
+    unlink(path);
+}
+
+/* One key of one GPU, through the library's writer primitive. */
+static int live_set(unsigned char *base, unsigned int gpu, unsigned int slot, uint64_t value)
 {
     unsigned char set = 1;
-    return nvml_mock_live_write(live_base, LIVE_TOTAL_BYTES, gpu, 1, &slot, &value, &set);
+    return nvml_mock_live_write(base, LIVE_TOTAL_BYTES, gpu, 1, &slot, &value, &set);
 }
+
+/* --- phase 4: the live layer and its patterned GPUs ----------------------------------------- */
+
+#define SLOT_UTIL_PATTERN 70u
+#define SLOT_UTIL_PATTERN_SEED 73u
+#define SLOT_UTIL_PATTERN_EPOCH 74u
+#define SLOT_TEMPERATURE_LAG 90u
 
 static void *pattern_worker(void *arg)
 {
@@ -406,23 +432,20 @@ static void *pattern_worker(void *arg)
     return NULL;
 }
 
-static int pattern_phase(const char *state)
+static int pattern_phase(const char *dir)
 {
     long id = -1;
-    char path[4096];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(path, sizeof(path), "%s/nvml-mock-threads-live-%ld", tmp != NULL && tmp[0] ? tmp : "/tmp", (long)getpid());
-    if (write_live(path) != 0) {
+    char path[4200];
+    unsigned char *rw = live_open(dir, "pattern", path, sizeof(path));
+    if (rw == NULL) {
         return -1;
     }
-    setenv("MOCK_NVML_CONFIG", state, 1);
-    setenv("MOCK_NVML_LIVE", path, 1);
     struct timespec wall;
     clock_gettime(CLOCK_REALTIME, &wall);
     uint64_t now_ms = (uint64_t)wall.tv_sec * 1000u + (uint64_t)wall.tv_nsec / 1000000u;
     for (unsigned int i = 0; i < gpu_count; i++) {
-        EXPECT(live_set(i, SLOT_UTIL_PATTERN_EPOCH, now_ms - 10000) == 0, NVML_SUCCESS);
-        EXPECT(live_set(i, SLOT_UTIL_PATTERN, 2) == 0, NVML_SUCCESS);
+        EXPECT(live_set(rw, i, SLOT_UTIL_PATTERN_EPOCH, now_ms - 10000) == 0, NVML_SUCCESS);
+        EXPECT(live_set(rw, i, SLOT_UTIL_PATTERN, 2) == 0, NVML_SUCCESS);
     }
     pthread_t tid[THREADS];
     phase = 4;
@@ -434,15 +457,152 @@ static int pattern_phase(const char *state)
     /* rewrite what does not move energy while the readers run */
     for (uint64_t k = 1; k <= (uint64_t)rounds * 4; k++) {
         unsigned int i = (unsigned int)(k % gpu_count);
-        EXPECT(live_set(i, k % 2 ? SLOT_UTIL_PATTERN_SEED : SLOT_TEMPERATURE_LAG, k) == 0, NVML_SUCCESS);
+        EXPECT(live_set(rw, i, k % 2 ? SLOT_UTIL_PATTERN_SEED : SLOT_TEMPERATURE_LAG, k) == 0, NVML_SUCCESS);
         struct timespec pause = {0, 200000};
         nanosleep(&pause, NULL);
     }
     for (int t = 0; t < THREADS; t++) {
         pthread_join(tid[t], NULL);
     }
-    unlink(path);
-    unsetenv("MOCK_NVML_LIVE");
+    live_close(rw, path);
+    return 0;
+}
+
+/* --- the live phase: events through the ring, a GPU lost and found under a reader ---------- */
+
+#define LIVE_EVENTS 200
+#define OWN_WAITERS 12
+#define SHARED_WAITERS 4
+#define SLOT_GPU_LOST 64u /* keys.toml: gpu_lost */
+
+static nvmlDevice_t live_device;
+static nvmlDevice_t lost_device;
+static nvmlEventSet_t live_shared;
+static pthread_barrier_t live_ready;
+static atomic_ulong delivered;
+static atomic_ulong lost_answers;
+static atomic_ulong lost_reads;
+static atomic_int writer_done;
+
+static int event_is(const nvmlEventData_t *e, unsigned long long xid)
+{
+    return e->device == live_device && e->eventType == nvmlEventTypeXidCriticalError && e->eventData == xid &&
+           e->gpuInstanceId == 0xFFFFFFFFu && e->computeInstanceId == 0xFFFFFFFFu;
+}
+
+/* Its own set: every event, in the order written. */
+static void *own_waiter(void *arg)
+{
+    long id = (long)arg;
+    nvmlEventSet_t own = NULL;
+    nvmlReturn_t rc = nvmlEventSetCreate(&own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceRegisterEvents(live_device, nvmlEventTypeXidCriticalError, own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    pthread_barrier_wait(&live_ready);
+    for (unsigned long long k = 1; k <= LIVE_EVENTS; k++) {
+        nvmlEventData_t e;
+        rc = nvmlEventSetWait_v2(own, &e, 60000);
+        EXPECT(rc == NVML_SUCCESS && event_is(&e, k), rc);
+    }
+    rc = nvmlEventSetFree(own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    return NULL;
+}
+
+/* One set shared by several threads: each event reaches one of them; the free ends them. */
+static void *shared_waiter(void *arg)
+{
+    long id = (long)arg;
+    pthread_barrier_wait(&live_ready);
+    for (;;) {
+        nvmlEventData_t e;
+        nvmlReturn_t rc = nvmlEventSetWait_v2(live_shared, &e, 60000);
+        if (rc == NVML_ERROR_TIMEOUT) {
+            EXPECT(rc == NVML_ERROR_TIMEOUT, rc);
+            atomic_fetch_add(&timeouts, 1);
+            return NULL;
+        }
+        EXPECT(rc == NVML_SUCCESS && e.device == live_device && e.eventData >= 1 && e.eventData <= LIVE_EVENTS, rc);
+        atomic_fetch_add(&delivered, 1);
+    }
+}
+
+/* Reads the GPU whose gpu_lost key the writer toggles, until the writer is done (so the
+ * number of reads varies: they are counted apart from `calls`). */
+static void *lost_reader(void *arg)
+{
+    long id = (long)arg;
+    pthread_barrier_wait(&live_ready);
+    while (!atomic_load(&writer_done)) {
+        nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
+        nvmlReturn_t rc = nvmlDeviceGetMemoryInfo_v2(lost_device, &mem);
+        if (rc != NVML_SUCCESS && rc != NVML_ERROR_GPU_IS_LOST) {
+            mismatch(id, __LINE__, "GetMemoryInfo_v2 on a GPU lost and found", rc);
+        }
+        atomic_fetch_add(&lost_reads, 1);
+        atomic_fetch_add(&lost_answers, rc == NVML_ERROR_GPU_IS_LOST);
+    }
+    return NULL;
+}
+
+static int live_phase(const char *dir)
+{
+    long id = -2;
+    char path[4200];
+    unsigned char *rw = live_open(dir, "events", path, sizeof(path));
+    if (rw == NULL) {
+        return -1;
+    }
+    phase = 5; /* "live" in the header; only mismatch reports show it */
+    nvmlReturn_t rc = nvmlInit_v2();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceGetHandleByIndex_v2(0, &live_device);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceGetHandleByIndex_v2(gpu_count - 1, &lost_device);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlEventSetCreate(&live_shared);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceRegisterEvents(live_device, nvmlEventTypeXidCriticalError, live_shared);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    pthread_t tid[OWN_WAITERS + SHARED_WAITERS + 1];
+    unsigned int n = 0;
+    if (pthread_barrier_init(&live_ready, NULL, OWN_WAITERS + SHARED_WAITERS + 2) != 0) {
+        return -1;
+    }
+    for (long t = 0; t < OWN_WAITERS; t++) {
+        pthread_create(&tid[n++], NULL, own_waiter, (void *)t);
+    }
+    for (long t = 0; t < SHARED_WAITERS; t++) {
+        pthread_create(&tid[n++], NULL, shared_waiter, (void *)(OWN_WAITERS + t));
+    }
+    pthread_create(&tid[n++], NULL, lost_reader, (void *)(long)(OWN_WAITERS + SHARED_WAITERS));
+    pthread_barrier_wait(&live_ready);
+    for (unsigned long long k = 1; k <= LIVE_EVENTS; k++) {
+        EXPECT(nvml_mock_live_event(rw, LIVE_TOTAL_BYTES, 0, nvmlEventTypeXidCriticalError, k) != 0, NVML_SUCCESS);
+        EXPECT(live_set(rw, gpu_count - 1, SLOT_GPU_LOST, k % 2) == 0, NVML_SUCCESS);
+        if (k % 8 < 2) {
+            /* let the waiters reach FUTEX_WAIT now and then, with the GPU lost or found */
+            struct timespec pause = {0, 1000000};
+            nanosleep(&pause, NULL);
+        }
+    }
+    atomic_store(&writer_done, 1);
+    while (atomic_load(&delivered) < LIVE_EVENTS) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    rc = nvmlEventSetFree(live_shared); /* wakes the shared waiters through the ring's futex */
+    EXPECT(rc == NVML_SUCCESS, rc);
+    for (unsigned int t = 0; t < n; t++) {
+        pthread_join(tid[t], NULL);
+    }
+    pthread_barrier_destroy(&live_ready);
+    rc = nvmlShutdown();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    live_close(rw, path);
+    printf("live events=%d delivered=%lu reads=%lu lost=%lu\n", LIVE_EVENTS, atomic_load(&delivered),
+           atomic_load(&lost_reads), atomic_load(&lost_answers));
     return 0;
 }
 
@@ -503,14 +663,14 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    if (pattern_phase(argv[1]) != 0) {
-        fprintf(stderr, "cannot write the live layer\n");
+    const char *tmp = getenv("TMPDIR");
+    const char *dir = tmp != NULL && tmp[0] ? tmp : "/tmp";
+    if (pattern_phase(dir) != 0 || live_phase(dir) != 0) {
         return 2;
     }
 
     /* phase 3 reads a corrupt copy: the magic line, then a line that is no key=value */
-    const char *tmp = getenv("TMPDIR");
-    snprintf(corrupt_path, sizeof(corrupt_path), "%s/nvml-mock-threads-XXXXXX", tmp != NULL && tmp[0] ? tmp : "/tmp");
+    snprintf(corrupt_path, sizeof(corrupt_path), "%s/nvml-mock-threads-XXXXXX", dir);
     int fd = mkstemp(corrupt_path);
     static const char corrupt[] = "nvml-mock-state 1\nnot a key\n";
     if (fd < 0 || write(fd, corrupt, sizeof(corrupt) - 1) != (ssize_t)(sizeof(corrupt) - 1) || close(fd) != 0) {
