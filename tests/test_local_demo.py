@@ -62,6 +62,12 @@ def test_compute_domain_scenario(tmp_path: Path) -> None:
     assert len(down) == 4 and {row[3] for row in down} == {"99"}
     stopped = [row for row in rows if row[0] == "plugin stopped"]
     assert len(stopped) == 1 and stopped[0][2] == "0" and stopped[0][-1] == "FAIL-OPEN"
+    xid = {row[1]: row for row in rows if row[0] == "xid 79"}
+    assert len(xid) == 4
+    assert [xid[node][-1] for node in sorted(xid)] == ["LOST", "PASS", "PASS", "PASS"]
+    assert [xid[node][2] for node in sorted(xid)] == ["3", "4", "4", "4"]
+    reset = [row for row in rows if row[0] == "xid 79: reset"]
+    assert len(reset) == 4 and {row[2] for row in reset} == {"4"}
 
 
 def test_plain_injection_on_a_non_fabric_profile(tmp_path: Path) -> None:

@@ -32,14 +32,31 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster import Node, TopologyService, wait_until
+from nvml_mock_engine import live
 from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
+from nvml_mock_engine.runtime import loader_name
+from nvml_mock_protocol import names
 from workload import Isolation, Outcome, create_and_run, recheck
 
 REPO = Path(__file__).resolve().parents[2]
 DOMAIN = ("node-wide-domain", "00000000-0000-0000-0000-0000000000cd")
 REBIND = ("rebinder", "00000000-0000-0000-0000-0000000000ff", 99)
 MARKER = ".nvml-mock-demo"
+XID_FALLEN_OFF_BUS = 79
+EVENT_WAITER = """\
+import pynvml
+pynvml.nvmlInit()
+events = pynvml.nvmlEventSetCreate()
+handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+for handle in handles:
+    pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, events)
+print("waiting", flush=True)
+event = pynvml.nvmlEventSetWait_v2(events, 60000)
+index = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(len(handles))].index(event.device)
+print(f"xid {event.eventData} gpu {index}", flush=True)
+"""
+"""The event waiter a monitoring agent runs: nvidia-ml-py blocked in nvmlEventSetWait."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +185,7 @@ class Demo:
             first = await self.act_inject()
             if self.knobs.compute_domain:
                 await self.act_rebind(first)
+            await self.act_xid()
             await self.act_fault()
         finally:
             await self.teardown()
@@ -377,6 +395,125 @@ class Demo:
             )
         say("  running workloads (created before the rebind):")
         self.record("rebind: running", kept, verdicts)
+
+    async def ctl(self, node: Node, *args: str) -> tuple[int, str]:
+        """``nvml-mock-ctl`` on *node*, as its operator runs it (``kubectl exec`` into the
+        staging pod on a real cluster)."""
+        argv = [
+            sys.executable,
+            "-m",
+            "nvml_mock_engine.ctl",
+            "--live-file",
+            str(self.live_of(node)),
+        ]
+        argv += ["--state-file", str(self.overlay / "config" / "state.nvmlmock"), *args]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await proc.communicate()
+        say(f"  $ nvml-mock-ctl {' '.join(args)}   (on {node.name})")
+        for line in out.decode(errors="replace").splitlines():
+            say(f"      {_clip(line, 100)}")
+        return int(proc.returncode or 0), out.decode(errors="replace")
+
+    def live_of(self, node: Node) -> Path:
+        """The node's own live layer. The demo's nodes share one staged overlay, where a real
+        cluster's each have their own: each node gets its own live file, and its act's
+        workloads point the library at it (MOCK_NVML_LIVE, as a pod author could)."""
+        return node.workdir / live.LIVE_FILE_NAME
+
+    async def node_workloads(self) -> list[Outcome]:
+        return list(
+            await asyncio.gather(
+                *(
+                    create_and_run(
+                        node.runtime,  # type: ignore[arg-type]
+                        node.name,
+                        self.isolation,
+                        self.overlay,
+                        extra_env={"MOCK_NVML_LIVE": str(self.live_of(node))},
+                    )
+                    for node in self.nodes
+                )
+            )
+        )
+
+    async def act_xid(self) -> None:
+        victim = self.nodes[0]
+        self.act(f"an Xid {XID_FALLEN_OFF_BUS} on {victim.name}'s GPU 0, while workloads run")
+        board = live.read_board(self.overlay / "config" / "state.nvmlmock")
+        for node in self.nodes:
+            live.create(self.live_of(node), board)
+        gpus = len(board)
+        mount = names.OVERLAY_MOUNT_PATH
+        runtime = f"{mount}/runtime"
+        loader = loader_name(self.overlay / "runtime")
+        script = self.work / "event-waiter.py"
+        script.write_text(EVENT_WAITER)
+        log = victim.workdir / "event-waiter.log"
+        waiter = await create_and_run(
+            victim.runtime,  # type: ignore[arg-type]
+            victim.name,
+            self.isolation,
+            self.overlay,
+            name="event-waiter",
+            started=self.workloads,
+            extra_env={"MOCK_NVML_LIVE": str(self.live_of(victim))},
+            command=f'exec {runtime}/lib/{loader} --library-path "{runtime}/lib:{mount}/lib" '
+            f"{runtime}/bin/python3 -I {script}",
+            log=log,
+        )
+        await wait_until(
+            "the event waiter to block in nvmlEventSetWait",
+            lambda: "waiting" in log.read_text(errors="replace"),
+            20,
+        )
+        say(f"  {victim.name}: {waiter.pod} (nvidia-ml-py) blocks in nvmlEventSetWait")
+        rc, _ = await self.ctl(victim, "fail", "fallen-off-bus", "-i", "0")
+        self.verdicts.check(rc == 0, f"{victim.name}: nvml-mock-ctl fail fallen-off-bus exits {rc}")
+        want = f"xid {XID_FALLEN_OFF_BUS} gpu 0"
+        with contextlib.suppress(TimeoutError):
+            await wait_until(
+                "the event waiter to wake", lambda: want in log.read_text(errors="replace"), 10
+            )
+        seen = log.read_text(errors="replace").strip().splitlines()
+        self.verdicts.check(
+            want in seen,
+            f"{victim.name}: the running waiter woke with '{want}' (saw {seen[-1:]})",
+        )
+        after = await self.node_workloads()
+        verdicts = []
+        for i, outcome in enumerate(after):
+            if i == 0:
+                lost = "GPU is lost" in outcome.output
+                ok = self.verdicts.check(
+                    lost and len(outcome.gpus) == gpus - 1,
+                    f"{outcome.node}: a new workload's nvidia-smi -L shows GPU 0 lost and "
+                    f"{len(outcome.gpus)} GPU(s)",
+                )
+                verdicts.append("LOST" if ok else "FAIL")
+            else:
+                ok = self.verdicts.check(
+                    "GPU is lost" not in outcome.output and outcome.gpus != [],
+                    f"{outcome.node}: its GPUs are untouched ({len(outcome.gpus)} listed)",
+                )
+                verdicts.append("PASS" if ok else "FAIL")
+        say("  new workloads after the Xid:")
+        self.record("xid 79", after, verdicts)
+        rc, _ = await self.ctl(victim, "reset", "-i", "0")
+        self.verdicts.check(rc == 0, f"{victim.name}: nvml-mock-ctl reset exits {rc}")
+        cleared = await self.node_workloads()
+        verdicts = [
+            "PASS"
+            if self.verdicts.check(
+                "GPU is lost" not in o.output and len(o.gpus) == gpus,
+                f"{o.node}: after reset nvidia-smi -L lists {len(o.gpus)} GPU(s)",
+            )
+            else "FAIL"
+            for o in cleared
+        ]
+        say("  new workloads after reset:")
+        self.record("xid 79: reset", cleared, verdicts)
 
     async def act_fault(self) -> None:
         self.act("faults")

@@ -102,8 +102,11 @@ class Outcome:
         return str((self.fabric or {}).get("verdict", "-"))
 
 
-def describe_pod(node: str, name: str) -> tuple[api.PodSandbox, api.Container]:
-    """An ordinary pod: no GPU request, no MOCK_* env, no mounts, no annotations."""
+def describe_pod(
+    node: str, name: str, extra_env: Mapping[str, str] | None = None
+) -> tuple[api.PodSandbox, api.Container]:
+    """An ordinary pod: no GPU request, no mounts, no annotations; no MOCK_* env unless the
+    act gives some (*extra_env*, as a pod author would write it in the spec)."""
     serial = next(_ids)
     pod = api.PodSandbox(
         id=f"pod-{serial:04d}",
@@ -117,7 +120,11 @@ def describe_pod(node: str, name: str) -> tuple[api.PodSandbox, api.Container]:
         pod_sandbox_id=pod.id,
         name=name,
         args=["sh", "-c", "gpu-agent"],
-        env=[*BASE_ENV, f"HOSTNAME={pod.name}"],
+        env=[
+            *BASE_ENV,
+            f"HOSTNAME={pod.name}",
+            *(f"{k}={v}" for k, v in (extra_env or {}).items()),
+        ],
     )
     return pod, container
 
@@ -185,20 +192,26 @@ async def create_and_run(
     keep_running: bool = False,
     started: list[int] | None = None,
     mount_path: str = names.OVERLAY_MOUNT_PATH,
+    extra_env: Mapping[str, str] | None = None,
+    command: str | None = None,
+    log: Path | None = None,
 ) -> Outcome:
     """Create the workload through NRI, apply the adjustment, run the check.
 
     With ``keep_running`` the workload stays alive afterwards (its namespace and its
     environment fixed at creation), for ``recheck`` after the topology changes; its pid
     goes into ``started`` the moment it exists, so an interrupted demo can stop it.
+    *command* replaces the gpu-agent check (shell text; the overlay's mount path in it is
+    rewritten where no mount namespace is permitted); with *log*, the workload runs in the
+    background, its output going to that file (the act reads it while it runs).
     """
-    pod, container = describe_pod(node, name)
+    pod, container = describe_pod(node, name, extra_env)
     runtime.add_pod(pod)
     result = await runtime.create_container(pod, container)
     env = result.env()
     injected = any(m.destination == mount_path for m in result.container.mounts)
     outcome = Outcome(node=node, pod=pod.name, injected=injected, env=env)
-    check = gpu_agent_check(mount_path)
+    check = command if command is not None else gpu_agent_check(mount_path)
     tail = "exec sleep 600" if keep_running else check
     if isolation.unshare is not None:
         script = _mount_script(result.container.mounts) + "\n" + tail
@@ -208,6 +221,15 @@ async def create_and_run(
         # Only an injected workload has the overlay; the others look where it would be.
         argv = ["sh", "-c", tail.replace(mount_path, str(overlay_host)) if injected else tail]
         run_env = _rewrite(env, mount_path, overlay_host) if injected else env
+    if log is not None:
+        with log.open("wb") as out:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, env=dict(run_env), stdout=out, stderr=out, start_new_session=True
+            )
+        outcome.pid = proc.pid
+        if started is not None:
+            started.append(proc.pid)
+        return outcome
     if keep_running:
         proc = await asyncio.create_subprocess_exec(
             *argv,
