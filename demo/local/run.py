@@ -45,6 +45,7 @@ REBIND = ("rebinder", "00000000-0000-0000-0000-0000000000ff", 99)
 MARKER = ".nvml-mock-demo"
 XID_FALLEN_OFF_BUS = 79
 EVENT_WAITER = """\
+import ctypes
 import pynvml
 pynvml.nvmlInit()
 events = pynvml.nvmlEventSetCreate()
@@ -53,7 +54,8 @@ for handle in handles:
     pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, events)
 print("waiting", flush=True)
 event = pynvml.nvmlEventSetWait_v2(events, 60000)
-index = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(len(handles))].index(event.device)
+address = ctypes.cast(event.device, ctypes.c_void_p).value
+index = [ctypes.cast(h, ctypes.c_void_p).value for h in handles].index(address)
 print(f"xid {event.eventData} gpu {index}", flush=True)
 """
 """The event waiter a monitoring agent runs: nvidia-ml-py blocked in nvmlEventSetWait."""
