@@ -406,3 +406,45 @@ def test_an_xid_wakes_a_waiter_that_maps_the_layer_through_a_read_only_bind_moun
     answer = _xid_reaches_a_blocked_waiter(proc, host / live.LIVE_FILE_NAME)
     assert (answer.get("type"), answer.get("data")) == (XID, 79), answer
     assert answer["after_write"] < 5 and answer["waited"] < 25, answer
+
+
+IDLE_WAITER = textwrap.dedent(
+    """
+    import ctypes, resource, sys
+    ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+    import pynvml
+    pynvml.nvmlInit()
+    events = pynvml.nvmlEventSetCreate()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    pynvml.nvmlDeviceRegisterEvents(handle, pynvml.nvmlEventTypeXidCriticalError, events)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    try:
+        pynvml.nvmlEventSetWait_v2(events, 3000)
+        print("event")
+    except pynvml.NVMLError_Timeout:
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        print(f"timeout cpu={used:.4f}")
+    """
+)
+
+
+def test_a_waiter_blocked_for_seconds_uses_no_cpu(
+    library_file: Path, live_state: Path, tmp_path: Path
+) -> None:
+    """A device plugin's health loop sits in nvmlEventSetWait all day: it must sleep on the
+    futex, not poll. Three seconds of waiting may cost at most a few milliseconds of CPU."""
+    script = tmp_path / "idle_waiter.py"
+    script.write_text(IDLE_WAITER)
+    done = subprocess.run(
+        [sys.executable, str(script), str(library_file)],
+        env=dict(os.environ, MOCK_NVML_CONFIG=str(live_state)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    verdict, _, cpu = done.stdout.strip().partition(" cpu=")
+    assert verdict == "timeout"
+    assert float(cpu) < 0.05, f"the waiter used {cpu} s of CPU in 3 s"
