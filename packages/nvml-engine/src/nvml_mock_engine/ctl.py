@@ -33,7 +33,7 @@ from nvml_mock_protocol.logs import configure_logging
 
 from nvml_mock_engine import faults
 from nvml_mock_engine._version import __version__
-from nvml_mock_engine.errors import LiveLayerError, LiveValueError, NvmlEngineError
+from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
 from nvml_mock_engine.live import LiveLayer
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
@@ -92,10 +92,6 @@ _EVENT_NAMES: Final[Mapping[int, str]] = {
 logger = logging.getLogger(__name__)
 
 
-class UsageError(NvmlEngineError):
-    """A verb was given arguments it cannot use (exit 2)."""
-
-
 @dataclass
 class Change:
     """What one command does to one GPU: values set now, values armed for its trigger, keys
@@ -123,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.settings.log_level, args.settings.log_format)
     try:
         result: int = args.handler(args)
-    except UsageError as exc:
+    except CtlUsageError as exc:
         logger.error("%s", exc)
         return EXIT_USAGE
     except LiveValueError as exc:
@@ -300,7 +296,7 @@ def _trigger(args: argparse.Namespace) -> dict[str, object] | None:
             "fault_trigger_seed": _int_arg("seed", args.seed or "0"),
         }
     if getattr(args, "seed", None) is not None:
-        raise UsageError("--seed goes with --probability")
+        raise CtlUsageError("--seed goes with --probability")
     if getattr(args, "at", None) is not None:
         return {
             "fault_trigger": TRIGGER_AT,
@@ -344,7 +340,7 @@ def _build_set(args: argparse.Namespace, gpu: GpuView) -> Change:
     for item in args.assignments:
         key, eq, text = item.partition("=")
         if not eq or not key:
-            raise UsageError(f"{item!r}: expected KEY=VALUE")
+            raise CtlUsageError(f"{item!r}: expected KEY=VALUE")
         if key in _TRIGGER_KEYS:
             raise LiveValueError(
                 key, text, "is set by the trigger flags (--after-calls, --probability, --at)"
@@ -385,7 +381,7 @@ def _milliwatts(name: str, text: str) -> int:
 
 def _build_power(args: argparse.Namespace, gpu: GpuView) -> Change:
     if args.watts is None and args.limit is None:
-        raise UsageError("power: give a draw (WATTS) and/or --limit WATTS")
+        raise CtlUsageError("power: give a draw (WATTS) and/or --limit WATTS")
     values: dict[str, object] = {}
     if args.watts is not None:
         values["power_usage_mw"] = _milliwatts("power_usage_mw", args.watts)
@@ -402,16 +398,16 @@ def _build_util(args: argparse.Namespace, gpu: GpuView) -> Change:
         values["util_mem_pct"] = parse_value("util_mem_pct", args.memory)
     if first not in UTIL_PATTERNS:
         if len(words) != 1:
-            raise UsageError(
+            raise CtlUsageError(
                 "util: a percentage, or a pattern: "
                 "idle | steady N | busy | burst [PEAK] | sine [PEAK]"
             )
         values["util_gpu_pct"] = parse_value("util_gpu_pct", words[0])
         return Change(values=values, clear=list(_PATTERN_KEYS))
     if first == "steady" and len(words) != 2:
-        raise UsageError("util steady: give the level, e.g. `util steady 60`")
+        raise CtlUsageError("util steady: give the level, e.g. `util steady 60`")
     if (first in ("idle", "busy") and len(words) != 1) or len(words) > 2:
-        raise UsageError(f"util {first}: unexpected {' '.join(words[1:])!r}")
+        raise CtlUsageError(f"util {first}: unexpected {' '.join(words[1:])!r}")
     default_level = {"idle": 0, "busy": 100}.get(first, 100)
     level = parse_value("util_pattern_level", words[1]) if len(words) == 2 else default_level
     values.update(
@@ -448,7 +444,7 @@ def _build_clocks(args: argparse.Namespace, gpu: GpuView) -> Change:
             )
         values[key] = value
     if not values:
-        raise UsageError("clocks: give at least one of --sm, --graphics, --mem, --video (MHz)")
+        raise CtlUsageError("clocks: give at least one of --sm, --graphics, --mem, --video (MHz)")
     return Change(values=values)
 
 
@@ -497,7 +493,7 @@ def _build_ecc(args: argparse.Namespace, gpu: GpuView) -> Change:
         if getattr(args, flag) is not None
     }
     if not values:
-        raise UsageError("ecc: give at least one counter or --mode")
+        raise CtlUsageError("ecc: give at least one counter or --mode")
     return Change(values=values)
 
 
@@ -521,7 +517,9 @@ def _build_nvlink(args: argparse.Namespace, gpu: GpuView) -> Change:
         if text is not None:
             values[key] = parse_value(key, text)
     if not values:
-        raise UsageError("nvlink: give --down/--up LINKS and/or --crc/--replay/--recovery counts")
+        raise CtlUsageError(
+            "nvlink: give --down/--up LINKS and/or --crc/--replay/--recovery counts"
+        )
     return Change(values=values)
 
 

@@ -9,7 +9,12 @@ One base class, so a caller can catch everything this package raises on purpose:
     ├── LiveLayerError     the live layer cannot be opened or written (exit 1); names the file
     │   └── LiveValueError a live value is refused before anything is written (exit 3);
     │                      names the key and the value
+    ├── CtlUsageError      nvml-mock-ctl: a verb was given arguments it cannot use (exit 2)
     └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
+
+The ``nvidia-smi`` work-alike (``nvml_mock_engine.smi``) is a program of its own inside the
+package and draws its own small tree in ``smi._errors`` (its errors end in the real tool's
+exit codes, not these).
 
 Config errors are fatal and never retried: the same input fails the same way. Stage errors
 may be transient (a full disk, a permission) and are worth a retry once the cause is fixed.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "CtlUsageError",
     "LiveLayerError",
     "LiveValueError",
     "NvmlEngineError",
@@ -67,3 +73,7 @@ class LiveValueError(LiveLayerError):
         self.key = key
         self.value = value
         self.message = message
+
+
+class CtlUsageError(NvmlEngineError):
+    """``nvml-mock-ctl``: a verb was given arguments it cannot use (exit 2)."""

@@ -35,6 +35,8 @@ from pathlib import PurePath
 from typing import Any, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
+from nvml_mock_protocol.errors import ProtocolPackageError
+
 __all__ = [
     "TABLE_HEADER",
     "Given",
@@ -74,7 +76,7 @@ _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"0", "false", "no", "off"})
 
 
-class SettingsError(Exception):
+class SettingsError(ProtocolPackageError):
     """A flag or env value a parser refused; names where it came from and why.
 
     ``key`` is the flag (``--port``) or env var (``NVML_MOCK_TOPOLOGY_PORT``) the text

@@ -50,6 +50,8 @@ from pydantic import (
     model_validator,
 )
 
+from nvml_mock_protocol.errors import ProtocolPackageError
+
 __all__ = [
     "CLIQUE_ID_MAX",
     "DESCRIBED_MAX_PROBLEMS",
@@ -408,7 +410,7 @@ class TopologyDocument(_Model):
         return self.model_dump(mode="json")
 
 
-class TopologyError(ValueError):
+class TopologyError(ProtocolPackageError, ValueError):
     """A topology document that cannot be used, with every problem found in it.
 
     ``problems`` holds one line per problem, each starting with where it is;

@@ -1,9 +1,17 @@
-"""Exit codes and the one exception the tool raises for a user-facing failure.
+"""Exit codes and the exceptions of the work-alike, one tree::
+
+    WorkAlikeError
+    ├── SmiError              a user-facing failure: its message and the real tool's exit code
+    ├── NvmlError             (_nvml) an NVML call returned an error code; has the library's
+    │                         own nvmlErrorString text
+    ├── LibraryNotFoundError  (_nvml) no libnvidia-ml.so.1 could be loaded
+    └── NotAvailableError     (_fields) a property with no value here, printed ``[N/A]``
 
 The real ``nvidia-smi`` documents its exit codes in its manual page; scripts test them
 (``nvidia-smi -i 3 ... || ...``), so the work-alike returns the same numbers. Everything that
 ends the run early is an :class:`SmiError` carrying the message and the code; only ``main``
-prints it (on stdout, where the real tool prints its errors too) and returns the code.
+prints it (on stdout, where the real tool prints its errors too) and returns the code. The
+others are caught inside the tool and turned into output or an :class:`SmiError`.
 """
 
 from __future__ import annotations
@@ -33,7 +41,11 @@ LIBRARY_MESSAGE = (
 NO_DEVICES_MESSAGE = "No devices were found"
 
 
-class SmiError(Exception):
+class WorkAlikeError(Exception):
+    """Base class of every exception the work-alike raises on purpose."""
+
+
+class SmiError(WorkAlikeError):
     """A failure to report: ``message`` goes to the output stream, ``exit_code`` is returned."""
 
     def __init__(self, message: str, exit_code: int) -> None:

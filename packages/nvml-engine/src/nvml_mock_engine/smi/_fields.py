@@ -14,6 +14,7 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from ._errors import WorkAlikeError
 from ._nvml import (
     CLOCK_GRAPHICS,
     CLOCK_MEM,
@@ -70,7 +71,7 @@ from ._values import (
 NOT_APPLICABLE = "[N/A]"
 
 
-class NotAvailableError(Exception):
+class NotAvailableError(WorkAlikeError):
     """A property that has no value here (printed ``[N/A]``)."""
 
 

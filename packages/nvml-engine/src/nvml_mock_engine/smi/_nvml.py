@@ -29,6 +29,8 @@ from ctypes import (
     sizeof,
 )
 
+from ._errors import WorkAlikeError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -283,7 +285,7 @@ class FieldValue(Structure):
     ]
 
 
-class NvmlError(Exception):
+class NvmlError(WorkAlikeError):
     """An NVML call returned ``code``; ``text`` is the library's own ``nvmlErrorString``."""
 
     def __init__(self, code: int, text: str) -> None:
@@ -292,7 +294,7 @@ class NvmlError(Exception):
         self.text = text
 
 
-class LibraryNotFoundError(Exception):
+class LibraryNotFoundError(WorkAlikeError):
     """The shared library could not be loaded."""
 
 

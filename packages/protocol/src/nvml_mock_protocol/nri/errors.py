@@ -1,4 +1,4 @@
-"""Exceptions of the NRI wire layer.
+"""Exceptions of the NRI wire layer (a branch of the package's tree: ``nvml_mock_protocol.errors``).
 
 One base class so callers can catch everything this layer raises::
 
@@ -19,8 +19,10 @@ the plugin's connection.
 
 from __future__ import annotations
 
+from nvml_mock_protocol.errors import ProtocolPackageError
 
-class NriError(Exception):
+
+class NriError(ProtocolPackageError):
     """Base class of every error raised by ``nvml_mock_protocol.nri``."""
 
 
