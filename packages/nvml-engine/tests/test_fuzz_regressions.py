@@ -72,6 +72,8 @@ SEED_OUTCOME: dict[str, tuple[int, int]] = {  # name -> (init code, GPU count)
     "empty-uuid": (NVML_ERROR_INVALID_STATE, 0),
     "too-many-nvlink-remotes": (NVML_ERROR_INVALID_STATE, 0),
     "eighteen-nvlink-remotes": (NVML_SUCCESS, 2),
+    "invalid-utf8": (NVML_ERROR_INVALID_STATE, 0),
+    "multibyte-utf8": (NVML_SUCCESS, 2),
 }
 
 # Runs in a child: init on one input, read every GPU, print one JSON line.
