@@ -27,7 +27,6 @@ import mmap
 import os
 import stat
 import struct
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Final
 from nvml_mock_protocol import names
 
 from nvml_mock_engine import _keys
+from nvml_mock_engine._files import gpu_sections, write_atomic
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError
 from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, Kind, validate_value
 
@@ -92,17 +92,7 @@ def read_board(state_path: Path) -> list[BoardGpu]:
         text = state_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LiveLayerError(f"cannot read the board state {state_path}: {exc}") from None
-    gpus: list[dict[str, str]] = []
-    current: dict[str, str] | None = None
-    for line in text.splitlines():
-        if line.startswith("[gpu "):
-            current = {}
-            gpus.append(current)
-        elif line.startswith("["):
-            current = None
-        elif current is not None and "=" in line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            current[key] = value
+    gpus = gpu_sections(text)
     board = [BoardGpu(i, values.get("uuid", ""), values) for i, values in enumerate(gpus)]
     if len(board) > _keys.LIVE_GPU_SLOTS or any(not gpu.uuid for gpu in board):
         raise LiveLayerError(f"{state_path}: not a board state the live layer can follow")
@@ -180,19 +170,7 @@ def create(path: Path, board: Sequence[BoardGpu]) -> Path:
             raise LiveLayerError(f"GPU {gpu.index}: UUID {gpu.uuid!r} is too long")
         start = _record_offset(gpu.index) + _keys.LIVE_RECORD_UUID
         data[start : start + len(raw)] = raw
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        _retire(path)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, bytes(data), before_replace=lambda: _retire(path))
     return path
 
 

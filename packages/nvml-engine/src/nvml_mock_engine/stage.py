@@ -37,6 +37,7 @@ import yaml
 from nvml_mock_protocol import hostgpu, names
 
 from nvml_mock_engine import live
+from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import LiveLayerError, StageError
 from nvml_mock_engine.library import LibraryNotBuiltError, library_path
@@ -132,22 +133,6 @@ def built_library() -> Path:
         return library_path()
     except LibraryNotBuiltError as exc:
         raise StageError(str(exc)) from exc
-
-
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write *data* to *path* through a temporary file and a rename: never a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def cdi_spec(state: RenderedState, host_dev: str | None) -> dict[str, object]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 
+from nvml_mock_engine._files import gpu_sections
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -61,19 +63,10 @@ def board_gpus(state: str | None) -> list[dict[str, str]]:
             text = handle.read()
     except (OSError, UnicodeDecodeError):
         return []
-    gpus: list[dict[str, str]] = []
-    current: dict[str, str] | None = None
-    for line in text.splitlines():
-        if line.startswith("[gpu "):
-            current = {}
-            gpus.append(current)
-        elif line.startswith("["):
-            current = None
-        elif current is not None and "=" in line:
-            key, _, value = line.partition("=")
-            if key in ("uuid", "pci_bus_id"):
-                current[key] = value.strip()
-    return gpus
+    return [
+        {key: value.strip() for key, value in gpu.items() if key in ("uuid", "pci_bus_id")}
+        for gpu in gpu_sections(text)
+    ]
 
 
 def legacy_bus_id(bus_id: str) -> str:
