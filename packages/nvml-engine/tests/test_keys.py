@@ -110,7 +110,7 @@ def test_no_getter_reads_the_board_value_of_a_live_key_directly() -> None:
     as a pattern's idle baseline and resolves live values from its own snapshot of the record."""
     offenders = []
     for source in sorted(SOURCES.glob("*.c")):
-        if source.name in ("lifecycle.c", "state_parse.c", "live.c", "telemetry.c"):
+        if source.name in ("init.c", "state_parse.c", "live.c", "telemetry.c"):
             continue
         for number, line in enumerate(source.read_text().splitlines(), start=1):
             if "live-checked" in line:
