@@ -1,5 +1,6 @@
 /*
- * ECC mode and error counters, retired pages and remapped rows.
+ * Device Queries (nvml.h), the ECC part: ECC mode and error counters, retired pages and
+ * remapped rows.
  *
  * The counters come from the state (all zero on a healthy board). A board without ECC
  * (ecc_supported=0) answers NOT_SUPPORTED everywhere, as a GeForce card would. Retired

@@ -1,5 +1,6 @@
 /*
- * GPU fabric (NVLink domain / ComputeDomain) identity.
+ * Device Queries (nvml.h), the fabric part: GPU fabric (NVLink domain / ComputeDomain)
+ * identity and health.
  *
  * The v1 symbol and the versioned ...V symbol must agree on state, status, clique and
  * cluster UUID, because the DRA driver reads v1 and go-nvlib may read V. ...V writes the

@@ -1,6 +1,10 @@
 /*
- * System versions, enumeration, handle lookup and per-device identity: what discovery code
- * (device plugin, feature discovery, nvidia-ml-py scripts) reads first.
+ * Device Queries (nvml.h), the identity part: device count, handle lookup and per-device
+ * identity (names, serials, PCI, PCIe link, inforom, brand, architecture, platform, modes):
+ * what discovery code (device plugin, feature discovery, nvidia-ml-py scripts) reads first.
+ * Also nvmlDeviceGetCapabilities (newer than the chapters of the nvml.h built against), the
+ * answer of the generated stubs for a device (mock_stub_answer) and the bus id of a lost
+ * GPU's handle (nvml_mock_device_bus_id, not in nvml.h). System versions are system.c's.
  *
  * PCI info is written in each entry point's own layout: the _v3 symbol the 68-byte struct
  * of nvml.h, the unversioned and _v2 symbols the older 52-byte struct, because callers
@@ -15,70 +19,6 @@
 #include <strings.h>
 
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t (v3) is 68 bytes");
-
-MOCK_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
-{
-    REQUIRE_LIVE();
-    return mock_copy_string(version, length, mock_system.driver_version);
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
-{
-    REQUIRE_LIVE();
-    return mock_copy_string(version, length, mock_system.nvml_version);
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
-{
-    REQUIRE_LIVE();
-    REQUIRE_ARG(cudaDriverVersion);
-    *cudaDriverVersion = mock_system.cuda_driver_version;
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
-{
-    return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlSystemGetDriverBranch(nvmlSystemDriverBranchInfo_t *branchInfo, unsigned int length)
-{
-    REQUIRE_LIVE();
-    REQUIRE_ARG(branchInfo);
-    if (branchInfo->version != nvmlSystemDriverBranchInfo_v1) {
-        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    }
-    if (mock_driver_branch == 0) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    char branch[32];
-    snprintf(branch, sizeof(branch), "r%u_00", mock_driver_branch);
-    unsigned int cap = length < sizeof(branchInfo->branch) ? length : (unsigned int)sizeof(branchInfo->branch);
-    return mock_copy_string(branchInfo->branch, cap, branch);
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
-{
-    REQUIRE_LIVE();
-    REQUIRE_ARG(name);
-    if (length == 0) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
-    char path[64];
-    char comm[256];
-    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL) {
-        return NVML_ERROR_NOT_FOUND;
-    }
-    size_t n = fread(comm, 1, sizeof(comm) - 1, f);
-    fclose(f);
-    while (n > 0 && (comm[n - 1] == '\n' || comm[n - 1] == '\0')) {
-        n--;
-    }
-    comm[n] = '\0';
-    return mock_copy_string(name, length, comm);
-}
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
 {
@@ -371,14 +311,6 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device,
     return NVML_SUCCESS;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t *pVirtualMode)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(pVirtualMode);
-    *pVirtualMode = (nvmlGpuVirtualizationMode_t)d->s.virtualization_mode;
-    return NVML_SUCCESS;
-}
-
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node)
 {
     GET_DEVICE(device, d);
@@ -563,56 +495,6 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPlatformInfo(nvmlDevice_t device, nvmlPlat
     return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(currentMode);
-    REQUIRE_ARG(pendingMode);
-    if (!d->s.mig_capable) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    *currentMode = NVML_DEVICE_MIG_DISABLE;
-    *pendingMode = NVML_DEVICE_MIG_DISABLE;
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
-{
-    GET_DEVICE(device, d);
-    (void)d;
-    REQUIRE_ARG(isMigDevice);
-    *isMigDevice = 0;
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(count);
-    if (!d->s.mig_capable) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    *count = 0; /* MIG is disabled, so no MIG device exists */
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
-                                                             nvmlDevice_t *migDevice)
-{
-    GET_DEVICE(device, d);
-    (void)index;
-    REQUIRE_ARG(migDevice);
-    return d->s.mig_capable ? NVML_ERROR_NOT_FOUND : NVML_ERROR_NOT_SUPPORTED;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
-{
-    GET_DEVICE(migDevice, d);
-    (void)d;
-    REQUIRE_ARG(device);
-    return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device handle */
-}
-
 #define ENABLE_GETTER(fn, field)                                              \
     MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, nvmlEnableState_t *out)  \
     {                                                                         \
@@ -646,22 +528,6 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAddressingMode(nvmlDevice_t device, nvmlDe
     }
     /* NONE, HMM (the kernel mirrors host page tables) or ATS (Grace: the CPU's own) */
     mode->value = (unsigned int)d->s.addressing_mode;
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount)
-{
-    REQUIRE_LIVE();
-    REQUIRE_ARG(unitCount);
-    *unitCount = 0; /* S-class units are not part of any modelled system */
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount)
-{
-    REQUIRE_LIVE();
-    REQUIRE_ARG(deviceCount);
-    *deviceCount = 0;
     return NVML_SUCCESS;
 }
 

@@ -1,5 +1,6 @@
 /*
- * Framebuffer and BAR1 memory, and the running-process lists.
+ * Device Queries (nvml.h), the memory part: framebuffer and BAR1 memory, and the
+ * running-process lists.
  *
  * The unversioned nvmlDeviceGetMemoryInfo keeps its 24-byte layout in which `used`
  * includes the reserved memory; _v2 reports reserved separately and checks its version

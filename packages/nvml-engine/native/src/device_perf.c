@@ -1,5 +1,7 @@
 /*
- * Clocks, power, temperatures, fans, utilization and performance state.
+ * Device Queries (nvml.h), the performance part: clocks, power, temperatures, fans,
+ * utilization and performance state; and the two Accounting Statistics queries (accounting
+ * mode and buffer size), answered from the same per-device state.
  *
  * These are the values monitors and `nvidia-smi -q` print. The state holds one steady
  * sample per GPU (an idle board), so every reader sees the same numbers; values a board

@@ -1,18 +1,16 @@
 /*
- * NVLink links and the PCIe/NUMA topology between GPUs.
+ * Device Queries (nvml.h), the topology and affinity part: the PCIe/NUMA path between two
+ * GPUs, the nearest GPUs, P2P status, same-board, CPU and memory affinity, and the NVLink-C2C
+ * mode. The links themselves (NvLink Methods) are nvlink.c's; the GPUs near a CPU
+ * (nvmlSystemGetTopologyGpuSet, a System Query) are system.c's, through mock_list_devices.
  *
  * Aligned allocation (go-gpuallocator) needs nvmlDeviceGetTopologyCommonAncestor to
- * succeed for every pair and reads each link's state and remote PCI address; `topo -m`
- * adds CPU and NUMA affinity. The state gives each GPU a `gpu_group` (GPUs behind one
- * switch complex or board) and a NUMA node; the levels follow from those: same group ->
+ * succeed for every pair (and reads each link's state and remote PCI address, nvlink.c);
+ * `topo -m` adds CPU and NUMA affinity. The state gives each GPU a `gpu_group` (GPUs behind
+ * one switch complex or board) and a NUMA node; the levels follow from those: same group ->
  * PXB (MULTIPLE), same NUMA node -> NODE, otherwise SYS.
  */
 #include "mock.h"
-
-#include <string.h>
-
-/* NVSwitch PCI ids reported for remote switch ports (device << 16 | vendor). */
-#define NVSWITCH_PCI_DEVICE_ID 0x22A310DEu
 
 static nvmlGpuTopologyLevel_t level_between(const struct nvmlDevice_st *a, const struct nvmlDevice_st *b)
 {
@@ -38,11 +36,10 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device
     return NVML_SUCCESS;
 }
 
-/* Fill `out` (capacity *count) with devices matching `pred`, NVML's count/size protocol: a
- * zero count with no array asks for the size; an array of NULL with a non-zero count is refused. */
-static nvmlReturn_t list_devices(unsigned int *count, nvmlDevice_t *out, const struct nvmlDevice_st *self,
-                                 int (*pred)(const struct nvmlDevice_st *, const struct nvmlDevice_st *, unsigned long),
-                                 unsigned long arg)
+/* NVML's count/size protocol for a list of devices (mock.h); system.c lists by CPU. */
+nvmlReturn_t mock_list_devices(unsigned int *count, nvmlDevice_t *out, const struct nvmlDevice_st *self,
+                               int (*pred)(const struct nvmlDevice_st *, const struct nvmlDevice_st *, unsigned long),
+                               unsigned long arg)
 {
     if (out == NULL && *count != 0) {
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -90,24 +87,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, n
     case NVML_TOPOLOGY_SYSTEM: break;
     default: return NVML_ERROR_INVALID_ARGUMENT;
     }
-    return list_devices(count, deviceArray, d, within_level, (unsigned long)level);
-}
-
-static int has_cpu(const struct nvmlDevice_st *self, const struct nvmlDevice_st *other, unsigned long cpu)
-{
-    (void)self;
-    return (other->s.cpu_affinity[cpu / 64] >> (cpu % 64)) & 1u;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpuNumber, unsigned int *count,
-                                                     nvmlDevice_t *deviceArray)
-{
-    REQUIRE_LIVE();
-    REQUIRE_ARG(count);
-    if (cpuNumber >= STATE_MAX_CPUS) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
-    return list_devices(count, deviceArray, NULL, has_cpu, cpuNumber);
+    return mock_list_devices(count, deviceArray, d, within_level, (unsigned long)level);
 }
 
 static void copy_mask(const uint64_t *src, unsigned int words, unsigned long *dst, unsigned int size)
@@ -195,155 +175,6 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice
     return NVML_SUCCESS;
 }
 
-/* Validate a link index against the device's active links. */
-static nvmlReturn_t check_link(const struct nvmlDevice_st *d, unsigned int link)
-{
-    if (d->s.nvlink_count == 0) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    if (link >= d->s.nvlink_count) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(isActive);
-    nvmlReturn_t rc = check_link(d, link);
-    if (rc == NVML_SUCCESS) {
-        *isActive = mock_nvlink_is_down(d, link) ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
-    }
-    return rc;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link, unsigned int *version)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(version);
-    nvmlReturn_t rc = check_link(d, link);
-    if (rc == NVML_SUCCESS) {
-        *version = d->s.nvlink_version;
-    }
-    return rc;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link,
-                                                       nvmlNvLinkCapability_t capability, unsigned int *capResult)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(capResult);
-    nvmlReturn_t rc = check_link(d, link);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
-    switch (capability) {
-    case NVML_NVLINK_CAP_P2P_SUPPORTED:
-    case NVML_NVLINK_CAP_P2P_ATOMICS:
-    case NVML_NVLINK_CAP_VALID: *capResult = 1; break;
-    case NVML_NVLINK_CAP_SYSMEM_ACCESS:
-    case NVML_NVLINK_CAP_SYSMEM_ATOMICS:
-    case NVML_NVLINK_CAP_SLI_BRIDGE: *capResult = 0; break;
-    default: return NVML_ERROR_INVALID_ARGUMENT;
-    }
-    return NVML_SUCCESS;
-}
-
-/* The remote end of `link`: the state's list, its last entry repeated for later links. */
-static const struct state_pci_addr *remote_of(const struct nvmlDevice_st *d, unsigned int link)
-{
-    if (d->s.nvlink_remote_count == 0) {
-        return NULL;
-    }
-    unsigned int i = link < d->s.nvlink_remote_count ? link : d->s.nvlink_remote_count - 1;
-    return &d->s.nvlink_remote[i];
-}
-
-static const struct nvmlDevice_st *gpu_at(const struct state_pci_addr *a)
-{
-    for (unsigned int i = 0; i < mock_device_count; i++) {
-        if (memcmp(&mock_devices[i].s.pci, a, sizeof(*a)) == 0) {
-            return &mock_devices[i];
-        }
-    }
-    return NULL;
-}
-
-static nvmlReturn_t remote_pci(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(pci);
-    nvmlReturn_t rc = check_link(d, link);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
-    const struct state_pci_addr *remote = remote_of(d, link);
-    if (remote == NULL) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    const struct nvmlDevice_st *peer = gpu_at(remote);
-    if (peer != NULL) {
-        mock_fill_pci_v3(peer, pci);
-    } else {
-        mock_fill_pci_addr(remote, pci);
-        pci->pciDeviceId = NVSWITCH_PCI_DEVICE_ID;
-    }
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
-{
-    return remote_pci(device, link, pci);
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
-{
-    /* The unversioned symbol predates the 68-byte layout. A NULL `pci` goes through to
-     * remote_pci, so it is refused in the same order as by the _v2 symbol. */
-    nvmlPciInfo_t full;
-    nvmlReturn_t rc = remote_pci(device, link, pci != NULL ? &full : NULL);
-    if (rc == NVML_SUCCESS) {
-        mock_pci_to_v2(&full, pci);
-    }
-    return rc;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
-                                                             nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(pNvLinkDeviceType);
-    nvmlReturn_t rc = check_link(d, link);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
-    const struct state_pci_addr *remote = remote_of(d, link);
-    if (remote == NULL) {
-        *pNvLinkDeviceType = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
-    } else {
-        *pNvLinkDeviceType = gpu_at(remote) != NULL ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
-    }
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
-                                                         nvmlNvLinkErrorCounter_t counter,
-                                                         unsigned long long *counterValue)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(counterValue);
-    nvmlReturn_t rc = check_link(d, link);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
-    if ((unsigned int)counter >= NVML_NVLINK_ERROR_COUNT) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
-    *counterValue = mock_nvlink_errors(d, link, counter);
-    return NVML_SUCCESS;
-}
-
 /* NVLink-C2C exists from Hopper on (disabled unless the GPU sits beside a Grace CPU); older
  * boards (A100, L40S, T4) answer NOT_SUPPORTED, as their nvidia-smi reports show. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cModeInfo_v1_t *c2cModeInfo)
@@ -354,27 +185,5 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetC2cModeInfoV(nvmlDevice_t device, nvmlC2cM
         return NVML_ERROR_NOT_SUPPORTED;
     }
     c2cModeInfo->isC2cEnabled = d->s.c2c_enabled;
-    return NVML_SUCCESS;
-}
-
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkInfo(nvmlDevice_t device, nvmlNvLinkInfo_t *info)
-{
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(info);
-    if (info->version != nvmlNvLinkInfo_v1 && info->version != nvmlNvLinkInfo_v2) {
-        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    }
-    if (d->s.nvlink_count == 0) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    if (info->version == nvmlNvLinkInfo_v1) {
-        nvmlNvLinkInfo_v1_t *v1 = (nvmlNvLinkInfo_v1_t *)(void *)info;
-        v1->isNvleEnabled = 0;
-        return NVML_SUCCESS;
-    }
-    unsigned int version = info->version;
-    memset(info, 0, sizeof(*info));
-    info->version = version;
-    info->isNvleEnabled = 0; /* NVLink encryption off, no firmware entries reported */
     return NVML_SUCCESS;
 }

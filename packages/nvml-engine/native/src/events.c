@@ -1,5 +1,5 @@
 /*
- * Event sets: create, register, wait, free.
+ * Event Handling Methods (nvml.h): event sets, create, register, wait, free.
  *
  * Events come from the live layer's ring (STATE-FORMAT.md, "The live layer"): a writer on the
  * node appends a record (GPU, nvmlEventType* bit, data) and wakes every waiter through a

@@ -1,7 +1,7 @@
 /*
- * nvmlDeviceGetFieldValues: the batched counters `nvidia-smi -q` and DCGM read (ECC,
- * retired pages, remapped rows, NVLink speeds and error counters, power, energy, memory
- * temperature, thresholds, PCIe counters).
+ * Field Value Queries (nvml.h): nvmlDeviceGetFieldValues, the batched counters that
+ * `nvidia-smi -q` and DCGM read (ECC, retired pages, remapped rows, NVLink speeds and error
+ * counters, power, energy, memory temperature, thresholds, PCIe counters).
  *
  * Each requested field gets its own nvmlReturn; fields the board does not have answer
  * NOT_SUPPORTED while the call itself succeeds, as NVML does.

@@ -1,5 +1,9 @@
 /*
- * Init, shutdown and error strings: the only entry points that write process state.
+ * Initialization and Cleanup (nvml.h): nvmlInit*, nvmlShutdown, the only entry points that
+ * write process state. Error reporting (nvmlErrorString) is answered here too, because the
+ * detail of a failed init that it returns is written here and shares its locking. Also the
+ * library's one string helper (mock_copy_string) and nvmlInternalGetExportTable (not in
+ * nvml.h).
  *
  * nvmlInit* is reference-counted. The first call reads the rendered state (path from
  * MOCK_NVML_CONFIG, else <dir of this library>/../config/state.nvmlmock), applies the

@@ -1,9 +1,9 @@
 /*
- * The live layer's file: mapping and checking it at init (reader side), and the write,
- * snapshot and retire primitives the Python writer (nvml_mock_engine.live) calls through
- * ctypes, so that readers and writers share one implementation of the sequence-lock
- * protocol with real atomics on every architecture (plain Python stores into a mapping
- * carry no ordering guarantee on weakly ordered CPUs).
+ * The live layer's file (answers no nvml.h function): mapping and checking it at init
+ * (reader side), and the write, snapshot and retire primitives that the Python writer
+ * (nvml_mock_engine.live) calls through ctypes, so that readers and writers share one
+ * implementation of the sequence-lock protocol with real atomics on every architecture
+ * (plain Python stores into a mapping carry no ordering guarantee on weakly ordered CPUs).
  */
 #define _GNU_SOURCE
 #include "live.h"

@@ -197,6 +197,13 @@ void mock_fill_pci_addr(const struct state_pci_addr *a, nvmlPciInfo_t *pci);
  * fill, because callers built against old headers pass the smaller buffer. */
 void mock_pci_to_v2(const nvmlPciInfo_t *pci, void *out);
 
+/* Fill `out` (capacity *count) with the devices for which pred(self, device, arg) holds, in
+ * NVML's count/size protocol: a zero count with no array asks for the size; no array with a
+ * non-zero count is refused; a short array answers INSUFFICIENT_SIZE with the count needed. */
+nvmlReturn_t mock_list_devices(unsigned int *count, nvmlDevice_t *out, const struct nvmlDevice_st *self,
+                               int (*pred)(const struct nvmlDevice_st *, const struct nvmlDevice_st *, unsigned long),
+                               unsigned long arg);
+
 /* Fabric health summary derived from a health mask. */
 unsigned char mock_fabric_health_summary(unsigned int mask);
 

@@ -1,5 +1,6 @@
 /*
- * Bounded parser for the rendered GPU state (STATE-FORMAT.md, format 1).
+ * Answers no nvml.h function (init.c calls it). Bounded parser for the rendered GPU state
+ * (STATE-FORMAT.md, format 1).
  *
  * Every limit of the format is enforced here, with fixed-size destinations, so that a
  * hostile or truncated file can only ever produce an error message: the parser never

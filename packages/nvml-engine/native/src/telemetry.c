@@ -1,6 +1,7 @@
 /*
  * Moving telemetry (telemetry.h): utilization patterns and the values that follow load,
- * computed by the reader from the live keys and the wall clock.
+ * computed by the reader from the live keys and the wall clock. Answers no nvml.h function;
+ * getters in device_identity.c, device_perf.c and field_values.c ask it.
  *
  * The model, per GPU (u = utilization in percent, at the start of the current quantum):
  *   steady   u = util_pattern_level

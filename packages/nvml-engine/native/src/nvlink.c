@@ -1,0 +1,187 @@
+/*
+ * NvLink Methods (nvml.h): each link's state, version, capabilities, remote end (PCI info and
+ * device type), error counters, and the NVLink info of the whole device.
+ *
+ * Aligned allocation (go-gpuallocator) reads each link's state and remote PCI address. The
+ * state gives a GPU nvlink_count active links and the PCI address of each link's far end (the
+ * last one repeated for later links): a modelled GPU at that address answers as a GPU peer,
+ * any other address as an NVSwitch port. The unversioned remote-PCI symbol writes the older
+ * 52-byte nvmlPciInfo_t (device_identity.c's layouts), as callers built on old headers pass.
+ */
+#include "mock.h"
+
+#include <string.h>
+
+/* NVSwitch PCI ids reported for remote switch ports (device << 16 | vendor). */
+#define NVSWITCH_PCI_DEVICE_ID 0x22A310DEu
+
+/* Validate a link index against the device's active links. */
+static nvmlReturn_t check_link(const struct nvmlDevice_st *d, unsigned int link)
+{
+    if (d->s.nvlink_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (link >= d->s.nvlink_count) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(isActive);
+    nvmlReturn_t rc = check_link(d, link);
+    if (rc == NVML_SUCCESS) {
+        *isActive = mock_nvlink_is_down(d, link) ? NVML_FEATURE_DISABLED : NVML_FEATURE_ENABLED;
+    }
+    return rc;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link, unsigned int *version)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(version);
+    nvmlReturn_t rc = check_link(d, link);
+    if (rc == NVML_SUCCESS) {
+        *version = d->s.nvlink_version;
+    }
+    return rc;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link,
+                                                       nvmlNvLinkCapability_t capability, unsigned int *capResult)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(capResult);
+    nvmlReturn_t rc = check_link(d, link);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    switch (capability) {
+    case NVML_NVLINK_CAP_P2P_SUPPORTED:
+    case NVML_NVLINK_CAP_P2P_ATOMICS:
+    case NVML_NVLINK_CAP_VALID: *capResult = 1; break;
+    case NVML_NVLINK_CAP_SYSMEM_ACCESS:
+    case NVML_NVLINK_CAP_SYSMEM_ATOMICS:
+    case NVML_NVLINK_CAP_SLI_BRIDGE: *capResult = 0; break;
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return NVML_SUCCESS;
+}
+
+/* The remote end of `link`: the state's list, its last entry repeated for later links. */
+static const struct state_pci_addr *remote_of(const struct nvmlDevice_st *d, unsigned int link)
+{
+    if (d->s.nvlink_remote_count == 0) {
+        return NULL;
+    }
+    unsigned int i = link < d->s.nvlink_remote_count ? link : d->s.nvlink_remote_count - 1;
+    return &d->s.nvlink_remote[i];
+}
+
+static const struct nvmlDevice_st *gpu_at(const struct state_pci_addr *a)
+{
+    for (unsigned int i = 0; i < mock_device_count; i++) {
+        if (memcmp(&mock_devices[i].s.pci, a, sizeof(*a)) == 0) {
+            return &mock_devices[i];
+        }
+    }
+    return NULL;
+}
+
+static nvmlReturn_t remote_pci(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pci);
+    nvmlReturn_t rc = check_link(d, link);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    const struct state_pci_addr *remote = remote_of(d, link);
+    if (remote == NULL) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    const struct nvmlDevice_st *peer = gpu_at(remote);
+    if (peer != NULL) {
+        mock_fill_pci_v3(peer, pci);
+    } else {
+        mock_fill_pci_addr(remote, pci);
+        pci->pciDeviceId = NVSWITCH_PCI_DEVICE_ID;
+    }
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
+{
+    return remote_pci(device, link, pci);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
+{
+    /* The unversioned symbol predates the 68-byte layout. A NULL `pci` goes through to
+     * remote_pci, so it is refused in the same order as by the _v2 symbol. */
+    nvmlPciInfo_t full;
+    nvmlReturn_t rc = remote_pci(device, link, pci != NULL ? &full : NULL);
+    if (rc == NVML_SUCCESS) {
+        mock_pci_to_v2(&full, pci);
+    }
+    return rc;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                             nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(pNvLinkDeviceType);
+    nvmlReturn_t rc = check_link(d, link);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    const struct state_pci_addr *remote = remote_of(d, link);
+    if (remote == NULL) {
+        *pNvLinkDeviceType = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+    } else {
+        *pNvLinkDeviceType = gpu_at(remote) != NULL ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
+    }
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                                         nvmlNvLinkErrorCounter_t counter,
+                                                         unsigned long long *counterValue)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(counterValue);
+    nvmlReturn_t rc = check_link(d, link);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if ((unsigned int)counter >= NVML_NVLINK_ERROR_COUNT) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *counterValue = mock_nvlink_errors(d, link, counter);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkInfo(nvmlDevice_t device, nvmlNvLinkInfo_t *info)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(info);
+    if (info->version != nvmlNvLinkInfo_v1 && info->version != nvmlNvLinkInfo_v2) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (d->s.nvlink_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (info->version == nvmlNvLinkInfo_v1) {
+        nvmlNvLinkInfo_v1_t *v1 = (nvmlNvLinkInfo_v1_t *)(void *)info;
+        v1->isNvleEnabled = 0;
+        return NVML_SUCCESS;
+    }
+    unsigned int version = info->version;
+    memset(info, 0, sizeof(*info));
+    info->version = version;
+    info->isNvleEnabled = 0; /* NVLink encryption off, no firmware entries reported */
+    return NVML_SUCCESS;
+}
