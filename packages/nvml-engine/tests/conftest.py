@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -210,3 +211,42 @@ def nvml(pynvml: Any, write_state: StateWriter) -> Any:
     write_state()
     pynvml.nvmlInit()
     return pynvml
+
+
+def can_unshare_mounts() -> bool:
+    """Whether this test run may make private mount namespaces (root and ``unshare -m``)."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        return False
+    return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
+
+
+needs_mount_namespaces = pytest.mark.skipif(
+    not can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
+)
+"""For the tests that see the overlay as a container does: through a read-only bind mount."""
+
+
+def read_only_bind(host: Path, mount: Path) -> str:
+    """Shell text (run under ``unshare -m``) that shows *host* read-only at *mount*, as the NRI
+    plugin's overlay mount does in a container; a command follows it."""
+    return f"mount --bind {host} {mount} && mount -o remount,bind,ro {mount} && "
+
+
+@pytest.fixture
+def live_state(write_state: StateWriter) -> Path:
+    """A two-GPU state with a fresh live layer beside it."""
+    from nvml_mock_engine import live
+
+    state = write_state()
+    live.create(state.parent / live.LIVE_FILE_NAME, live.read_board(state))
+    return state
+
+
+@pytest.fixture
+def layer(live_state: Path) -> Iterator[Any]:
+    """The live layer of ``live_state``, open for writing."""
+    from nvml_mock_engine import live
+
+    with live.LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME) as opened:
+        yield opened

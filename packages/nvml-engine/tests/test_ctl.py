@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import StateWriter, gpu_entry
+from conftest import StateWriter, gpu_entry, needs_mount_namespaces, read_only_bind
 from nvml_mock_engine import ctl, faults, live
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
 from nvml_mock_protocol import names
@@ -370,16 +370,7 @@ def test_a_live_layer_without_write_permission_exits_1(
     assert run(live_file, "status") == 0
 
 
-def _can_unshare_mounts() -> bool:
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        return False
-    return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
-
-
-@pytest.mark.skipif(
-    not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
-)
+@needs_mount_namespaces
 def test_a_read_only_overlay_exits_1_saying_it_is_written_on_the_node(
     write_state: StateWriter, tmp_path: Path
 ) -> None:
@@ -393,9 +384,7 @@ def test_a_read_only_overlay_exits_1_saying_it_is_written_on_the_node(
         command = " ".join(
             [sys.executable, "-m", "nvml_mock_engine.ctl", "--overlay-path", str(mount), *argv]
         )
-        script = (
-            f"mount --bind {overlay} {mount} && mount -o remount,bind,ro {mount} && exec {command}"
-        )
+        script = read_only_bind(overlay, mount) + f"exec {command}"
         return subprocess.run(
             ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
             capture_output=True,

@@ -11,18 +11,16 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import StateWriter
+from conftest import StateWriter, needs_mount_namespaces, read_only_bind
 from nvml_mock_engine import _keys, live
 
 XID = 0x8
@@ -34,19 +32,6 @@ MIG_CONFIG = 0x100
 RECOVERY_ACTION = 0x8000
 NO_INSTANCE = 0xFFFFFFFF
 NVML_ERROR_TIMEOUT = 10
-
-
-@pytest.fixture
-def live_state(write_state: StateWriter) -> Path:
-    state = write_state()
-    live.create(state.parent / live.LIVE_FILE_NAME, live.read_board(state))
-    return state
-
-
-@pytest.fixture
-def layer(live_state: Path) -> Iterator[live.LiveLayer]:
-    with live.LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME) as opened:
-        yield opened
 
 
 def _address(handle: Any) -> int | None:
@@ -377,16 +362,7 @@ def test_an_xid_wakes_a_waiter_blocked_in_another_process_at_once(
     assert answer["after_write"] < 5 and answer["waited"] < 25, answer
 
 
-def _can_unshare_mounts() -> bool:
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        return False
-    return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
-
-
-@pytest.mark.skipif(
-    not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
-)
+@needs_mount_namespaces
 def test_an_xid_wakes_a_waiter_that_maps_the_layer_through_a_read_only_bind_mount(
     library_file: Path, live_state: Path, tmp_path: Path
 ) -> None:
@@ -397,10 +373,7 @@ def test_an_xid_wakes_a_waiter_that_maps_the_layer_through_a_read_only_bind_moun
     mount = tmp_path / "mnt"
     mount.mkdir()
     host = live_state.parent
-    inner = (
-        f"mount --bind {host} {mount} && mount -o remount,bind,ro {mount} && "
-        f"exec {sys.executable} {script} {library_file} 1"
-    )
+    inner = read_only_bind(host, mount) + f"exec {sys.executable} {script} {library_file} 1"
     env = dict(os.environ, MOCK_NVML_CONFIG=str(mount / live_state.name))
     proc = _start_waiter(["unshare", "-m", "--propagation", "private", "sh", "-c", inner], env)
     answer = _xid_reaches_a_blocked_waiter(proc, host / live.LIVE_FILE_NAME)

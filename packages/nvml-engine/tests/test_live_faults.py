@@ -15,30 +15,15 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import StateWriter
 from nvml_mock_engine import live
 
 NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_GPU_IS_LOST = 15
-
-
-@pytest.fixture
-def live_state(write_state: StateWriter) -> Path:
-    state = write_state()
-    live.create(state.parent / live.LIVE_FILE_NAME, live.read_board(state))
-    return state
-
-
-@pytest.fixture
-def layer(live_state: Path) -> Iterator[live.LiveLayer]:
-    with live.LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME) as opened:
-        yield opened
 
 
 def _address(handle: Any) -> int:

@@ -8,7 +8,6 @@ private mount namespace (as containers see the overlay).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import StateWriter
+from conftest import StateWriter, needs_mount_namespaces, read_only_bind
 from nvml_mock_engine import _keys, live
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
@@ -26,13 +25,6 @@ NVML_ERROR_INVALID_STATE = 29
 
 def make_live(state: Path) -> Path:
     return live.create(state.parent / live.LIVE_FILE_NAME, live.read_board(state))
-
-
-@pytest.fixture
-def live_state(write_state: StateWriter) -> Path:
-    state = write_state()
-    make_live(state)
-    return state
 
 
 def detail(pynvml: Any) -> str:
@@ -313,16 +305,7 @@ def test_a_change_reaches_a_process_that_initialised_before_it(
         proc.communicate()
 
 
-def _can_unshare_mounts() -> bool:
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        return False
-    return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
-
-
-@pytest.mark.skipif(
-    not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
-)
+@needs_mount_namespaces
 def test_a_change_reaches_a_reader_through_a_read_only_bind_mount(
     library_file: Path, live_state: Path, tmp_path: Path
 ) -> None:
@@ -334,10 +317,7 @@ def test_a_change_reaches_a_reader_through_a_read_only_bind_mount(
     mount = tmp_path / "mnt"
     mount.mkdir()
     host = live_state.parent
-    inner = (
-        f"mount --bind {host} {mount} && mount -o remount,bind,ro {mount} && "
-        f"exec {sys.executable} {script} {library_file}"
-    )
+    inner = read_only_bind(host, mount) + f"exec {sys.executable} {script} {library_file}"
     env = dict(os.environ, MOCK_NVML_CONFIG=str(mount / live_state.name))
     proc = _reader(["unshare", "-m", "--propagation", "private", "sh", "-c", inner], env)
     try:
@@ -358,8 +338,8 @@ def test_a_change_reaches_a_reader_through_a_read_only_bind_mount(
             "private",
             "sh",
             "-c",
-            f"mount --bind {host} {mount} && mount -o remount,bind,ro {mount} && "
-            f'exec {sys.executable} -c "from nvml_mock_engine import live; '
+            read_only_bind(host, mount)
+            + f'exec {sys.executable} -c "from nvml_mock_engine import live; '
             f"live.LiveLayer.open('{mount}/{live.LIVE_FILE_NAME}')\"",
         ],
         capture_output=True,

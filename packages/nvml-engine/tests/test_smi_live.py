@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import StateWriter
+from conftest import StateWriter, needs_mount_namespaces, read_only_bind
 from nvml_mock_engine import live
 from smi_fixtures.helpers import smi
 
@@ -137,16 +136,7 @@ def test_reset_without_a_live_layer_is_not_supported(
     )
 
 
-def _can_unshare_mounts() -> bool:
-    unshare = shutil.which("unshare")
-    if unshare is None or os.geteuid() != 0:
-        return False
-    return subprocess.run([unshare, "-m", "true"], capture_output=True, check=False).returncode == 0
-
-
-@pytest.mark.skipif(
-    not _can_unshare_mounts(), reason="needs root and mount namespaces (unshare -m)"
-)
+@needs_mount_namespaces
 def test_reset_from_a_read_only_overlay_fails_for_permission(
     library_file: Path, live_file: Path, tmp_path: Path
 ) -> None:
@@ -157,7 +147,7 @@ def test_reset_from_a_read_only_overlay_fails_for_permission(
     mount.mkdir()
     host = live_file.parent
     command = f"{sys.executable} -m nvml_mock_engine.smi -r -i 0 --nvml-lib {library_file}"
-    script = f"mount --bind {host} {mount} && mount -o remount,bind,ro {mount} && exec {command}"
+    script = read_only_bind(host, mount) + f"exec {command}"
     env = dict(os.environ, MOCK_NVML_CONFIG=str(mount / "state.nvmlmock"))
     proc = subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
