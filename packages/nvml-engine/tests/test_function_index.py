@@ -36,3 +36,30 @@ def test_every_modelled_function_is_listed_with_its_unit() -> None:
     for row in rows:
         unit = row.rsplit("`", 2)[-2]
         assert (NATIVE / "src" / unit).is_file(), row
+
+
+def _header_comment(unit: Path) -> str:
+    text = unit.read_text()
+    assert text.startswith("/*"), f"{unit.name} opens without a header comment"
+    return text[: text.index("*/")]
+
+
+def test_each_unit_answers_the_chapters_its_header_names() -> None:
+    """A unit is named for the nvml.h chapter it answers and says so at its top, so that a
+    function's home follows from its chapter. A function outside every chapter is named in
+    its unit's header instead; a unit that answers no function says that."""
+    answering: dict[str, list[str]] = {}
+    offenders = []
+    for line in (NATIVE / "FUNCTIONS.md").read_text().splitlines():
+        if not line.startswith("| `nvml"):
+            continue
+        function, chapter, unit = (cell.strip().strip("`") for cell in line.strip("|").split("|"))
+        answering.setdefault(unit, []).append(function)
+        header = _header_comment(NATIVE / "src" / unit)
+        wanted = function if chapter.startswith("(") else chapter
+        if wanted not in header:
+            offenders.append(f"{unit}: {function} ({chapter})")
+    for unit in sorted((NATIVE / "src").glob("*.c")):
+        if unit.name not in answering:
+            assert "answers no nvml.h function" in _header_comment(unit).lower(), unit.name
+    assert offenders == []

@@ -2,7 +2,7 @@
  * Device Queries (nvml.h), the identity part: device count, handle lookup and per-device
  * identity (names, serials, PCI, PCIe link, inforom, brand, architecture, platform, modes):
  * what discovery code (device plugin, feature discovery, nvidia-ml-py scripts) reads first.
- * Also nvmlDeviceGetCapabilities (newer than the chapters of the nvml.h built against), the
+ * Also nvmlDeviceGetCapabilities (which nvml.h declares outside any chapter), the
  * answer of the generated stubs for a device (mock_stub_answer) and the bus id of a lost
  * GPU's handle (nvml_mock_device_bus_id, not in nvml.h). System versions are system.c's.
  *
