@@ -71,7 +71,8 @@ def test_every_exception_descends_from_the_base_and_is_drawn(package: str) -> No
         if home is not None:
             sub, sub_base = subtrees[home]
             assert issubclass(cls, getattr(sub, sub_base)), qualified
-            assert cls.__name__ in (sub.__doc__ or ""), f"{qualified} is not drawn in {sub.__name__}"
+            drawn = sub.__doc__ or ""
+            assert cls.__name__ in drawn, f"{qualified} is not drawn in {sub.__name__}"
             continue
         assert issubclass(cls, base), f"{qualified} does not descend from {base_name}"
         assert cls.__name__ in tree, f"{qualified} is not drawn in {errors_name}'s tree"
@@ -80,7 +81,7 @@ def test_every_exception_descends_from_the_base_and_is_drawn(package: str) -> No
 def test_no_name_means_two_things_across_packages() -> None:
     owners: dict[str, set[str]] = {}
     for package in PACKAGES:
-        for qualified, cls in _exceptions(package).items():
+        for cls in _exceptions(package).values():
             owners.setdefault(cls.__name__, set()).add(package)
     shared = {name: sorted(pkgs) for name, pkgs in owners.items() if len(pkgs) > 1}
     assert set(shared) <= set(SAME_MEANING), shared
