@@ -351,6 +351,38 @@ def render_keys_h(keys: Sequence[Key]) -> str:
     return "\n".join(out)
 
 
+HEADER_VALUES: Mapping[str, str] = {
+    # header field -> the C expression it holds in a fresh file (fields not named start at 0)
+    "format": "LIVE_FORMAT",
+    "header_bytes": "LIVE_HEADER_BYTES",
+    "total_bytes": "LIVE_TOTAL_BYTES",
+    "gpu_slots": "LIVE_GPU_SLOTS",
+    "gpu_count": "gpu_count",
+    "key_slots": "LIVE_KEY_SLOTS",
+    "record_bytes": "LIVE_RECORD_BYTES",
+    "records_offset": "LIVE_RECORDS_OFFSET",
+    "processes_offset": "LIVE_PROCESSES_OFFSET",
+    "process_slots": "LIVE_PROCESS_SLOTS",
+    "process_record_bytes": "LIVE_PROCESS_RECORD_BYTES",
+    "mig_offset": "LIVE_MIG_OFFSET",
+    "mig_bytes_per_gpu": "LIVE_MIG_BYTES_PER_GPU",
+    "events_offset": "LIVE_EVENTS_OFFSET",
+    "event_slots": "LIVE_EVENT_SLOTS",
+    "event_record_bytes": "LIVE_EVENT_RECORD_BYTES",
+}
+
+
+def _header_init_lines() -> list[str]:
+    lines = []
+    for name, ctype, _offset in HEADER_FIELDS:
+        if name not in HEADER_VALUES:
+            continue
+        var = "u32" if ctype == "uint32_t" else "u64"
+        lines.append(f"    {var} = {HEADER_VALUES[name]};")
+        lines.append(f"    memcpy(base + LIVE_HDR_{name.upper()}, &{var}, sizeof({var}));")
+    return lines
+
+
 def render_live_h(keys: Sequence[Key], layout: Layout) -> str:
     live = sorted((k for k in keys if k.live is not None), key=lambda k: k.live or 0)
     out = [
@@ -362,6 +394,9 @@ def render_live_h(keys: Sequence[Key], layout: Layout) -> str:
         " */",
         "#ifndef NVML_MOCK_LIVE_LAYOUT_H",
         "#define NVML_MOCK_LIVE_LAYOUT_H",
+        "",
+        "#include <stdint.h>",
+        "#include <string.h>",
         "",
         f'#define LIVE_MAGIC "{LIVE_MAGIC}"',
         f"#define LIVE_FORMAT {layout.format}u",
@@ -395,6 +430,19 @@ def render_live_h(keys: Sequence[Key], layout: Layout) -> str:
         f"#define LIVE_EVENT_RECORD_BYTES {layout.event_record_bytes}u",
         f"#define LIVE_EVENTS_OFFSET {layout.events_offset}ULL",
         f"#define LIVE_TOTAL_BYTES {layout.total_bytes}ULL",
+        "",
+        "/*",
+        " * Lay out an empty live file's header in `base` (LIVE_TOTAL_BYTES bytes, zeroed): every",
+        " * layout field, as nvml_mock_engine.live writes it; the records' UUIDs are the caller's.",
+        " * For the C test drivers and the benchmark; the library itself only reads the layout.",
+        " */",
+        "static inline void live_layout_init(unsigned char *base, uint32_t gpu_count)",
+        "{",
+        "    uint32_t u32;",
+        "    uint64_t u64;",
+        "    memcpy(base + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));",
+        *_header_init_lines(),
+        "}",
         "",
         "/* X(name, slot, is_signed, min, max): every live key with a board value, by slot. */",
         "#define LIVE_GPU_KEYS(X) \\",

@@ -137,7 +137,6 @@ static size_t live_len = (size_t)-1;
 static unsigned char tmpl[LIVE_TOTAL_BYTES];
 static unsigned char file[LIVE_TOTAL_BYTES + EXTRA];
 
-static void put32(unsigned char *p, unsigned int off, uint32_t v) { memcpy(p + off, &v, sizeof(v)); }
 static void put64(unsigned char *p, unsigned int off, uint64_t v) { memcpy(p + off, &v, sizeof(v)); }
 static uint32_t get32(const unsigned char *p, size_t off) { uint32_t v; memcpy(&v, p + off, sizeof(v)); return v; }
 static uint64_t get64(const unsigned char *p, size_t off) { uint64_t v; memcpy(&v, p + off, sizeof(v)); return v; }
@@ -150,23 +149,7 @@ static unsigned char *record(unsigned char *base, unsigned int gpu)
 static void build_template(void)
 {
     memset(tmpl, 0, sizeof(tmpl));
-    memcpy(tmpl + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));
-    put32(tmpl, LIVE_HDR_FORMAT, LIVE_FORMAT);
-    put32(tmpl, LIVE_HDR_HEADER_BYTES, LIVE_HEADER_BYTES);
-    put64(tmpl, LIVE_HDR_TOTAL_BYTES, LIVE_TOTAL_BYTES);
-    put32(tmpl, LIVE_HDR_GPU_SLOTS, LIVE_GPU_SLOTS);
-    put32(tmpl, LIVE_HDR_GPU_COUNT, GPUS);
-    put32(tmpl, LIVE_HDR_KEY_SLOTS, LIVE_KEY_SLOTS);
-    put32(tmpl, LIVE_HDR_RECORD_BYTES, LIVE_RECORD_BYTES);
-    put64(tmpl, LIVE_HDR_RECORDS_OFFSET, LIVE_RECORDS_OFFSET);
-    put64(tmpl, LIVE_HDR_PROCESSES_OFFSET, LIVE_PROCESSES_OFFSET);
-    put32(tmpl, LIVE_HDR_PROCESS_SLOTS, LIVE_PROCESS_SLOTS);
-    put32(tmpl, LIVE_HDR_PROCESS_RECORD_BYTES, LIVE_PROCESS_RECORD_BYTES);
-    put64(tmpl, LIVE_HDR_MIG_OFFSET, LIVE_MIG_OFFSET);
-    put32(tmpl, LIVE_HDR_MIG_BYTES_PER_GPU, LIVE_MIG_BYTES_PER_GPU);
-    put64(tmpl, LIVE_HDR_EVENTS_OFFSET, LIVE_EVENTS_OFFSET);
-    put32(tmpl, LIVE_HDR_EVENT_SLOTS, LIVE_EVENT_SLOTS);
-    put32(tmpl, LIVE_HDR_EVENT_RECORD_BYTES, LIVE_EVENT_RECORD_BYTES);
+    live_layout_init(tmpl, GPUS);
     for (unsigned int g = 0; g < GPUS; g++) {
         memcpy(record(tmpl, g) + LIVE_RECORD_UUID, uuid[g], strlen(uuid[g]) + 1);
     }

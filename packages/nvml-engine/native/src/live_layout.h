@@ -7,6 +7,9 @@
 #ifndef NVML_MOCK_LIVE_LAYOUT_H
 #define NVML_MOCK_LIVE_LAYOUT_H
 
+#include <stdint.h>
+#include <string.h>
+
 #define LIVE_MAGIC "nvml-mock-live"
 #define LIVE_FORMAT 1u
 #define LIVE_HEADER_BYTES 4096u
@@ -56,6 +59,50 @@
 #define LIVE_EVENT_RECORD_BYTES 32u
 #define LIVE_EVENTS_OFFSET 471040ULL
 #define LIVE_TOTAL_BYTES 503808ULL
+
+/*
+ * Lay out an empty live file's header in `base` (LIVE_TOTAL_BYTES bytes, zeroed): every
+ * layout field, as nvml_mock_engine.live writes it; the records' UUIDs are the caller's.
+ * For the C test drivers and the benchmark; the library itself only reads the layout.
+ */
+static inline void live_layout_init(unsigned char *base, uint32_t gpu_count)
+{
+    uint32_t u32;
+    uint64_t u64;
+    memcpy(base + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));
+    u32 = LIVE_FORMAT;
+    memcpy(base + LIVE_HDR_FORMAT, &u32, sizeof(u32));
+    u32 = LIVE_HEADER_BYTES;
+    memcpy(base + LIVE_HDR_HEADER_BYTES, &u32, sizeof(u32));
+    u64 = LIVE_TOTAL_BYTES;
+    memcpy(base + LIVE_HDR_TOTAL_BYTES, &u64, sizeof(u64));
+    u32 = LIVE_GPU_SLOTS;
+    memcpy(base + LIVE_HDR_GPU_SLOTS, &u32, sizeof(u32));
+    u32 = gpu_count;
+    memcpy(base + LIVE_HDR_GPU_COUNT, &u32, sizeof(u32));
+    u32 = LIVE_KEY_SLOTS;
+    memcpy(base + LIVE_HDR_KEY_SLOTS, &u32, sizeof(u32));
+    u32 = LIVE_RECORD_BYTES;
+    memcpy(base + LIVE_HDR_RECORD_BYTES, &u32, sizeof(u32));
+    u64 = LIVE_RECORDS_OFFSET;
+    memcpy(base + LIVE_HDR_RECORDS_OFFSET, &u64, sizeof(u64));
+    u64 = LIVE_PROCESSES_OFFSET;
+    memcpy(base + LIVE_HDR_PROCESSES_OFFSET, &u64, sizeof(u64));
+    u32 = LIVE_PROCESS_SLOTS;
+    memcpy(base + LIVE_HDR_PROCESS_SLOTS, &u32, sizeof(u32));
+    u32 = LIVE_PROCESS_RECORD_BYTES;
+    memcpy(base + LIVE_HDR_PROCESS_RECORD_BYTES, &u32, sizeof(u32));
+    u64 = LIVE_MIG_OFFSET;
+    memcpy(base + LIVE_HDR_MIG_OFFSET, &u64, sizeof(u64));
+    u32 = LIVE_MIG_BYTES_PER_GPU;
+    memcpy(base + LIVE_HDR_MIG_BYTES_PER_GPU, &u32, sizeof(u32));
+    u64 = LIVE_EVENTS_OFFSET;
+    memcpy(base + LIVE_HDR_EVENTS_OFFSET, &u64, sizeof(u64));
+    u32 = LIVE_EVENT_SLOTS;
+    memcpy(base + LIVE_HDR_EVENT_SLOTS, &u32, sizeof(u32));
+    u32 = LIVE_EVENT_RECORD_BYTES;
+    memcpy(base + LIVE_HDR_EVENT_RECORD_BYTES, &u32, sizeof(u32));
+}
 
 /* X(name, slot, is_signed, min, max): every live key with a board value, by slot. */
 #define LIVE_GPU_KEYS(X) \

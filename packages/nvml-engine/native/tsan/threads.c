@@ -328,16 +328,6 @@ static int free_under_waiters(void)
 
 /* --- the live layer both live phases write: one file each, as the Python writer lays it out -- */
 
-static void put32(unsigned char *b, unsigned int off, uint32_t v)
-{
-    memcpy(b + off, &v, sizeof(v));
-}
-
-static void put64(unsigned char *b, unsigned int off, uint64_t v)
-{
-    memcpy(b + off, &v, sizeof(v));
-}
-
 /* A live layer for the snapshot's GPUs (layout from live_layout.h, every value unset) at
  * DIR/nvml-mock-threads-WHAT-PID (into PATH), mapped for writing and named by MOCK_NVML_LIVE.
  * Called while no other thread runs; NULL (said on stderr) when it cannot be written. */
@@ -355,23 +345,7 @@ static unsigned char *live_open(const char *dir, const char *what, char *path, s
         fprintf(stderr, "cannot map the live layer %s\n", path);
         return NULL;
     }
-    memcpy(base + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC));
-    put32(base, LIVE_HDR_FORMAT, LIVE_FORMAT);
-    put32(base, LIVE_HDR_HEADER_BYTES, LIVE_HEADER_BYTES);
-    put64(base, LIVE_HDR_TOTAL_BYTES, LIVE_TOTAL_BYTES);
-    put32(base, LIVE_HDR_GPU_SLOTS, LIVE_GPU_SLOTS);
-    put32(base, LIVE_HDR_GPU_COUNT, gpu_count);
-    put32(base, LIVE_HDR_KEY_SLOTS, LIVE_KEY_SLOTS);
-    put32(base, LIVE_HDR_RECORD_BYTES, LIVE_RECORD_BYTES);
-    put64(base, LIVE_HDR_RECORDS_OFFSET, LIVE_RECORDS_OFFSET);
-    put64(base, LIVE_HDR_PROCESSES_OFFSET, LIVE_PROCESSES_OFFSET);
-    put32(base, LIVE_HDR_PROCESS_SLOTS, LIVE_PROCESS_SLOTS);
-    put32(base, LIVE_HDR_PROCESS_RECORD_BYTES, LIVE_PROCESS_RECORD_BYTES);
-    put64(base, LIVE_HDR_MIG_OFFSET, LIVE_MIG_OFFSET);
-    put32(base, LIVE_HDR_MIG_BYTES_PER_GPU, LIVE_MIG_BYTES_PER_GPU);
-    put64(base, LIVE_HDR_EVENTS_OFFSET, LIVE_EVENTS_OFFSET);
-    put32(base, LIVE_HDR_EVENT_SLOTS, LIVE_EVENT_SLOTS);
-    put32(base, LIVE_HDR_EVENT_RECORD_BYTES, LIVE_EVENT_RECORD_BYTES);
+    live_layout_init(base, gpu_count);
     for (unsigned int i = 0; i < gpu_count; i++) {
         snprintf((char *)base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES + LIVE_RECORD_UUID,
                  LIVE_RECORD_UUID_BYTES, "%s", expected[i].uuid);
