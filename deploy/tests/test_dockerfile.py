@@ -192,7 +192,8 @@ def _engine_cli() -> Any:
 def test_the_stage_step_is_the_engines_command_line(stages: dict[str, Stage]) -> None:
     calls = [c for run in stages["engine"].runs() for c in shell_commands(run)]
     (stage_call,) = [c for c in calls if c[:2] == ["nvml-mock-engine", "stage"]]
-    parsed = _engine_cli()._parser({}).parse_args(stage_call[1:])
+    cli = _engine_cli()
+    parsed = cli._settings(cli._parser().parse_args(stage_call[1:]), {})
     # Staged where workloads see it, so the launchers' paths are the real ones.
     assert str(parsed.dir) == names.OVERLAY_MOUNT_PATH
     assert parsed.mount_path == names.OVERLAY_MOUNT_PATH

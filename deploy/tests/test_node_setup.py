@@ -338,7 +338,7 @@ def test_json_logs_are_one_object_per_line(env: dict[str, str]) -> None:
     assert "NVML_MOCK_GPU_COUNT" in lines[-1]["msg"]
 
 
-def _engine_parser() -> Any:
+def _engine_cli_module() -> Any:
     sys.path.insert(0, str(ENGINE_SRC))
     try:
         from nvml_mock_engine import cli
@@ -346,7 +346,7 @@ def _engine_parser() -> Any:
         pytest.skip(f"the engine's CLI does not import here: {exc}")
     finally:
         sys.path.remove(str(ENGINE_SRC))
-    return cli._parser({})
+    return cli
 
 
 def test_the_stage_command_line_is_the_engines(env: dict[str, str], tmp_path: Path) -> None:
@@ -355,11 +355,14 @@ def test_the_stage_command_line_is_the_engines(env: dict[str, str], tmp_path: Pa
     _wait_ready(env, proc)
     _stop(proc)
     (argv,) = [json.loads(line) for line in Path(env["STAND_IN_LOG"]).read_text().splitlines()]
-    parsed = _engine_parser().parse_args(argv)
+    cli = _engine_cli_module()
+    parsed = cli._parser().parse_args(argv)
     assert parsed.command == "stage"
-    assert str(parsed.dir) == env["NVML_MOCK_OVERLAY_HOST_PATH"]
-    assert (parsed.profile, parsed.count, parsed.node) == ("gb200", "4", "worker-7")
-    assert parsed.mount_path == names.OVERLAY_MOUNT_PATH
+    # resolved as the engine resolves it (flags only: the stager passes no env of its own here)
+    settings = cli._settings(parsed, {})
+    assert str(settings.dir) == env["NVML_MOCK_OVERLAY_HOST_PATH"]
+    assert (settings.profile, settings.count, settings.node) == ("gb200", 4, "worker-7")
+    assert settings.mount_path == names.OVERLAY_MOUNT_PATH
 
 
 @pytest.fixture(scope="module")
