@@ -216,8 +216,8 @@ async def test_no_devices_on_a_node_with_a_real_driver(
     ready = await plugin.get("/readyz")
     assert ready.status_code == 200
     assert ready.text.startswith(
-        f"ok (device nodes refused: a real NVIDIA driver is loaded on this node "
-        f"({fake_host.proc}/driver/nvidia/version: NVRM version"
+        "ok (device nodes and IMEX channels refused: a real NVIDIA driver is loaded on "
+        f"this node ({fake_host.proc}/driver/nvidia/version: NVRM version"
     ), ready.text
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(m.startswith("device opt-in disabled on this node: a real NVIDIA") for m in messages)
@@ -235,7 +235,7 @@ async def test_a_driver_loaded_after_start_closes_the_door(
     after = await runtime.create_container(pod(annotations=OPT_IN), container())
     assert list(after.container.linux.devices) == []
     assert await plugin.metric("nvml_mock_nri_real_driver_present") == 1
-    assert "device nodes refused" in (await plugin.get("/readyz")).text
+    assert "device nodes and IMEX channels refused" in (await plugin.get("/readyz")).text
 
 
 async def test_only_allowed_namespaces_may_opt_in(

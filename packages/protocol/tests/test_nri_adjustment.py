@@ -135,3 +135,21 @@ def test_cdi_devices_rlimits_and_args() -> None:
     assert [d.name for d in merger.container.CDI_devices] == ["nvml-mock.nvidia.com/gpu=all"]
     assert [(r.type, r.hard) for r in merger.container.rlimits] == [("RLIMIT_NOFILE", 1024)]
     assert list(merger.container.args) == ["sleep", "1"]
+
+
+def test_created_allows_plugin_added_devices_in_the_device_cgroup() -> None:
+    merger = AdjustmentMerger(base())
+    adjust = api.ContainerAdjustment()
+    adjust.linux.devices.add(
+        path="/dev/nvidia-caps-imex-channels/channel1", type="c", major=242, minor=1
+    )
+    adjust.linux.devices.add(path="/dev/loop9", type="b", major=7, minor=9)
+    merger.apply("10-a", adjust)
+    rules = [
+        (r.allow, r.type, r.major.value, r.minor.value, r.access)
+        for r in merger.created().linux.resources.devices
+    ]
+    assert rules == [(True, "c", 242, 1, "rw"), (True, "b", 7, 9, "rwm")], (
+        "one allow rule per added device; /dev/null was the container's own"
+    )
+    assert len(merger.created().linux.resources.devices) == 2, "idempotent"

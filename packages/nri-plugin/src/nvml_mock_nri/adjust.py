@@ -49,7 +49,8 @@ GPU_CDI_PREFIX: Final = "nvidia.com/"
 
 
 class DeviceRefusal(enum.Enum):
-    """Why an opted-in container gets no device nodes; the value is the metric label."""
+    """Why an opted-in container gets no device nodes (GPU devices or IMEX channels);
+    the value is the metric label."""
 
     NAMESPACE_NOT_ALLOWED = "namespace_not_allowed"
     """The pod's namespace is not in ``--device-namespaces``."""
@@ -105,6 +106,8 @@ class Policy:
     device_host_path: str
     cdi_device_name: str
     cdi_spec_host_path: str
+    imex_annotation: str
+    imex_host_path: str
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Policy:
@@ -126,6 +129,8 @@ class Policy:
             device_host_path=settings.effective_device_host_path,
             cdi_device_name=settings.cdi_device_name,
             cdi_spec_host_path=settings.cdi_spec_host_path,
+            imex_annotation=settings.imex_channel_annotation,
+            imex_host_path=settings.effective_imex_channel_host_path,
         )
 
 
@@ -142,6 +147,10 @@ class Decision:
     """The pod opted in, but a device plugin already gave the container NVIDIA devices."""
     devices_refused: DeviceRefusal | None = None
     """The pod opted in, but the trust boundary forbids device nodes here."""
+    imex_channels: list[DeviceNode] = field(default_factory=list)
+    """IMEX channel devices, always raw (also in cdi mode)."""
+    imex_refused: DeviceRefusal | None = None
+    """The pod opted in to IMEX channels, but the trust boundary forbids them here."""
     warnings: list[str] = field(default_factory=list)
     """Things the operator should hear about (logged at WARNING by the caller)."""
     notes: list[str] = field(default_factory=list)
@@ -237,6 +246,35 @@ def wants_devices(policy: Policy, pod_annotations: Mapping[str, str]) -> bool:
     return pod_annotations.get(policy.device_annotation, "").strip().lower() == "true"
 
 
+def wants_imex_channels(policy: Policy, pod_annotations: Mapping[str, str]) -> bool:
+    """Whether the pod opted in to the IMEX channel devices."""
+    return pod_annotations.get(policy.imex_annotation, "").strip().lower() == "true"
+
+
+def _refusal(
+    policy: Policy,
+    namespace: str,
+    host_driver: Callable[[], HostDriver],
+    what: str,
+    reached: str,
+) -> tuple[DeviceRefusal, str] | None:
+    """The trust boundary of every pod-authored device opt-in: the namespace allow-list,
+    then the real-driver check (in that order, so a refused namespace costs no I/O)."""
+    if namespace not in policy.device_namespaces:
+        return DeviceRefusal.NAMESPACE_NOT_ALLOWED, (
+            f"{what} refused: namespace {namespace!r} is not allowed to opt in "
+            "(--device-namespaces / NVML_MOCK_DEVICE_NAMESPACES); the overlay and env are "
+            "still injected"
+        )
+    driver = host_driver()
+    if driver.present:
+        return DeviceRefusal.REAL_DRIVER, (
+            f"{what} refused: {driver.reason}, so the mock's device numbers would "
+            f"open {reached}; the overlay and env are still injected"
+        )
+    return None
+
+
 def plan_devices(
     policy: Policy,
     decision: Decision,
@@ -263,21 +301,10 @@ def plan_devices(
             "adding no mock devices (the overlay and env are still injected)"
         )
         return
-    if namespace not in policy.device_namespaces:
-        decision.devices_refused = DeviceRefusal.NAMESPACE_NOT_ALLOWED
-        decision.warnings.append(
-            f"device nodes refused: namespace {namespace!r} is not allowed to opt in "
-            "(--device-namespaces / NVML_MOCK_DEVICE_NAMESPACES); the overlay and env are "
-            "still injected"
-        )
-        return
-    driver = host_driver()
-    if driver.present:
-        decision.devices_refused = DeviceRefusal.REAL_DRIVER
-        decision.warnings.append(
-            f"device nodes refused: {driver.reason}, so the mock's device numbers would "
-            "open the real GPUs; the overlay and env are still injected"
-        )
+    refusal = _refusal(policy, namespace, host_driver, "device nodes", "the real GPUs")
+    if refusal is not None:
+        decision.devices_refused, message = refusal
+        decision.warnings.append(message)
         return
     if policy.device_mode == "cdi":
         if cdi_spec_exists(policy.cdi_spec_host_path):
@@ -290,6 +317,45 @@ def plan_devices(
     result = scan(policy.device_host_path)
     decision.devices.extend(result.nodes)
     decision.warnings.extend(result.problems)
+
+
+def plan_imex_channels(
+    policy: Policy,
+    decision: Decision,
+    *,
+    namespace: str,
+    device_paths: Sequence[str],
+    host_driver: Callable[[], HostDriver],
+    scan: Callable[[str], DeviceScan],
+) -> None:
+    """Fill ``decision`` with the IMEX channels of an opted-in container.
+
+    Channels are raw device nodes in both device modes (no CDI spec describes them),
+    independent of the GPU device opt-in, and never suppressed by a device plugin's
+    GPU allocation: a workload that was given real or allocated GPUs still needs its
+    channels. Only a channel path the container already has is left as it is (the
+    runtime, a DRA driver or an earlier plugin put it there). The trust boundary is
+    the device opt-in's: ``--device-namespaces``, and no channels on a node with a real
+    NVIDIA driver, whose own channel major may be the staged one (the kernel hands out
+    dynamic character majors from 254 downwards, where the stage picks its major).
+    """
+    refusal = _refusal(
+        policy, namespace, host_driver, "IMEX channels", "the real driver's IMEX channels"
+    )
+    if refusal is not None:
+        decision.imex_refused, message = refusal
+        decision.warnings.append(message)
+        return
+    result = scan(policy.imex_host_path)
+    decision.warnings.extend(result.problems)
+    present = set(device_paths)
+    for node in result.nodes:
+        if node.path in present:
+            decision.notes.append(
+                f"container already has {node.path}; leaving that IMEX channel as it is"
+            )
+            continue
+        decision.imex_channels.append(node)
 
 
 def decide(

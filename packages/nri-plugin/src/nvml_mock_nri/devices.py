@@ -10,6 +10,10 @@ node that vanished between listing and stat) is reported and skipped, and the
 others are kept. A missing or empty tree is reported and yields no devices: the
 overlay and env are still injected (fail open), because failing the call would
 fail the user's container.
+
+IMEX channels (:func:`scan_imex_channels`) follow the same rules in their own
+directory: every ``channel*`` character device, to appear at
+``/dev/nvidia-caps-imex-channels/<name>``, in channel order.
 """
 
 from __future__ import annotations
@@ -19,8 +23,12 @@ import stat
 from dataclasses import dataclass, field
 from typing import Final
 
+from nvml_mock_protocol import names as shared_names
+
 DEVICE_NAME_PREFIX: Final = "nvidia"
 CONTAINER_DEV_DIR: Final = "/dev"
+CHANNEL_NAME_PREFIX: Final = "channel"
+CONTAINER_CHANNEL_DIR: Final = f"{CONTAINER_DEV_DIR}/{shared_names.IMEX_CHANNELS_DIR}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +102,48 @@ def scan_device_nodes(host_dir: str) -> DeviceScan:
             scan.problems.append(f"skipping device {name}: {exc}")
         except OSError as exc:
             scan.problems.append(f"skipping device {name}: cannot stat {host_path}: {exc.strerror}")
+    return scan
+
+
+def _channel_order(name: str) -> tuple[int, str]:
+    # channel2 before channel10; a name without a number after the prefix sorts last.
+    suffix = name[len(CHANNEL_NAME_PREFIX) :]
+    return (int(suffix), name) if suffix.isdigit() else (1 << 62, name)
+
+
+def scan_imex_channels(host_dir: str) -> DeviceScan:
+    """Every staged ``channel*`` character device under ``host_dir``, in channel order.
+
+    Anything else named ``channel*`` (a directory, a regular file, a node that vanished)
+    is reported and skipped. A directory that cannot be read is one problem and no
+    channels: the stage may not have made any (``--imex-channels 0``, or refused on a
+    node with a real driver), and the container still gets the overlay.
+    """
+    scan = DeviceScan()
+    try:
+        found = [e.name for e in os.scandir(host_dir) if e.name.startswith(CHANNEL_NAME_PREFIX)]
+    except OSError as exc:
+        scan.problems.append(
+            f"cannot read the IMEX channel directory {host_dir} ({exc.strerror}); "
+            "injecting the overlay without IMEX channels"
+        )
+        return scan
+    if not found:
+        scan.problems.append(
+            f"the IMEX channel directory {host_dir} holds no channel devices; injecting the "
+            "overlay without IMEX channels"
+        )
+        return scan
+    for name in sorted(found, key=_channel_order):
+        host_path = os.path.join(host_dir, name)
+        try:
+            scan.nodes.append(device_node(host_path, f"{CONTAINER_CHANNEL_DIR}/{name}"))
+        except ValueError as exc:
+            scan.problems.append(f"skipping IMEX channel {name}: {exc}")
+        except OSError as exc:
+            scan.problems.append(
+                f"skipping IMEX channel {name}: cannot stat {host_path}: {exc.strerror}"
+            )
     return scan
 
 

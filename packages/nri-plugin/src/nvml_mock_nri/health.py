@@ -173,13 +173,14 @@ class PluginState:
         """The /readyz verdict, first failing condition first, with the device-boundary note.
 
         A real driver does not make the plugin unready (the overlay is still injected);
-        it is named in the body so that an operator sees why opted-in pods get no devices.
+        it is named in the body so that an operator sees why opted-in pods get no devices
+        or IMEX channels.
         """
         verdict = self._readiness()
         driver = self.host_driver
         if driver is None or not driver.present:
             return verdict
-        note = f"device nodes refused: {driver.reason}"
+        note = f"device nodes and IMEX channels refused: {driver.reason}"
         if verdict.reason == "ok":
             return Verdict(verdict.ok, f"ok ({note})")
         return Verdict(verdict.ok, f"{verdict.reason}; {note}")

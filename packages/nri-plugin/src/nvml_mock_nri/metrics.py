@@ -73,9 +73,22 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self.imex_channel_injections = Counter(
+            f"{PREFIX}_imex_channel_injections",
+            "Containers opted in to IMEX channels that received them.",
+            registry=self.registry,
+        )
+        self.imex_channels_refused = Counter(
+            f"{PREFIX}_imex_channels_refused",
+            "Containers opted in to IMEX channels that got none, by reason "
+            "(namespace_not_allowed, real_driver).",
+            ["reason"],
+            registry=self.registry,
+        )
         self.real_driver = Gauge(
             f"{PREFIX}_real_driver_present",
-            "1 while a real NVIDIA driver is seen on the node (device nodes are refused).",
+            "1 while a real NVIDIA driver is seen on the node (device nodes and IMEX channels "
+            "are refused).",
             registry=self.registry,
         )
         self.errors = Counter(
@@ -139,6 +152,7 @@ class Metrics:
             self.device_injections.labels(mode)
         for refusal in DeviceRefusal:
             self.devices_refused.labels(refusal.value)
+            self.imex_channels_refused.labels(refusal.value)
         self.identity_revision.set(-1)
 
     def skip(self, reason: SkipReason) -> None:

@@ -5,8 +5,9 @@ the rules of :mod:`nvml_mock_nri.adjust`, keeps the probe state and metrics, and
 logs one line per skipped container. It knows nothing about sockets; the
 connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
 
-A container without the device opt-in costs no I/O at all: the identity is read
-from the in-memory cache and the mount and env are computed from strings.
+A container without a device or IMEX channel opt-in costs no I/O at all: the
+identity is read from the in-memory cache and the mount and env are computed
+from strings.
 
 The one wait is at start. Registration and the first identity request start
 together, and containers created in the first moments would race the answer and
@@ -41,7 +42,9 @@ from nvml_mock_nri.adjust import (
     Policy,
     decide,
     plan_devices,
+    plan_imex_channels,
     wants_devices,
+    wants_imex_channels,
 )
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.health import PluginState
@@ -72,6 +75,7 @@ class Injector:
         scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
         cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
         host_driver: Callable[[], HostDriver] | None = None,
+        scan_channels: Callable[[str], DeviceScan] = devices_mod.scan_imex_channels,
     ) -> None:
         self.base_settings = settings
         """Flags, env and defaults; runtime config is applied on top of these."""
@@ -81,6 +85,7 @@ class Injector:
         self.state = state or PluginState()
         self.identity = identity
         self._scan = scan
+        self._scan_channels = scan_channels
         self._cdi_spec_exists = cdi_spec_exists
         self._detect_driver = host_driver or (
             lambda: hostgpu.detect(settings.host_proc_root, settings.host_sys_root)
@@ -100,8 +105,9 @@ class Injector:
     def check_host_driver(self) -> HostDriver:
         """Detect a real NVIDIA driver; record it for the probes, metric and log on change.
 
-        Run at start and again for every device opt-in, so a driver loaded after the
-        plugin started still closes the door (the check costs a few stats and one read).
+        Run at start and again for every container with a device or IMEX channel opt-in
+        (once per container), so a driver loaded after the plugin started still closes the
+        door (the check costs a few stats and one read).
         """
         driver = self._detect_driver()
         previous = self.state.host_driver
@@ -111,7 +117,7 @@ class Injector:
             if driver.present:
                 logger.warning(
                     "device opt-in disabled on this node: %s; opted-in pods get the overlay "
-                    "and env without device nodes",
+                    "and env without device nodes or IMEX channels",
                     driver.reason,
                     extra={"node": self._node},
                 )
@@ -273,18 +279,33 @@ class Injector:
                 extra={**self._context(pod, container), "reason": decision.skip.value},
             )
             return api_pb2.CreateContainerResponse()
-        if wants_devices(policy, pod.annotations):
-            plan_devices(
-                policy,
-                decision,
-                namespace=pod.namespace,
-                device_paths=[d.path for d in container.linux.devices],
-                cdi_devices=[d.name for d in container.CDI_devices],
-                host_driver=self.check_host_driver,
-                cdi_spec_exists=self._cdi_spec_exists,
-                scan=self._scan,
-            )
-            self._count_devices(decision)
+        wants_gpus = wants_devices(policy, pod.annotations)
+        wants_channels = wants_imex_channels(policy, pod.annotations)
+        if wants_gpus or wants_channels:
+            device_paths = [d.path for d in container.linux.devices]
+            host_driver = _once(self.check_host_driver)
+            if wants_gpus:
+                plan_devices(
+                    policy,
+                    decision,
+                    namespace=pod.namespace,
+                    device_paths=device_paths,
+                    cdi_devices=[d.name for d in container.CDI_devices],
+                    host_driver=host_driver,
+                    cdi_spec_exists=self._cdi_spec_exists,
+                    scan=self._scan,
+                )
+                self._count_devices(decision)
+            if wants_channels:
+                plan_imex_channels(
+                    policy,
+                    decision,
+                    namespace=pod.namespace,
+                    device_paths=device_paths,
+                    host_driver=host_driver,
+                    scan=self._scan_channels,
+                )
+                self._count_imex_channels(decision)
         self._report(decision, pod, container)
         self.metrics.injections.inc()
         return _response(decision)
@@ -299,6 +320,12 @@ class Injector:
         elif decision.devices_refused is not None:
             self.metrics.devices_refused.labels(decision.devices_refused.value).inc()
 
+    def _count_imex_channels(self, decision: Decision) -> None:
+        if decision.imex_channels:
+            self.metrics.imex_channel_injections.inc()
+        elif decision.imex_refused is not None:
+            self.metrics.imex_channels_refused.labels(decision.imex_refused.value).inc()
+
     def _report(
         self, decision: Decision, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> None:
@@ -310,10 +337,11 @@ class Injector:
                 logger.info("%s", message, extra=context)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
-                "injecting: %d env, %d devices, %d CDI devices",
+                "injecting: %d env, %d devices, %d CDI devices, %d IMEX channels",
                 len(decision.env),
                 len(decision.devices),
                 len(decision.cdi_devices),
+                len(decision.imex_channels),
                 extra=self._context(pod, container),
             )
 
@@ -324,6 +352,18 @@ class Injector:
             "pod": pod.name,
             "container": container.name,
         }
+
+
+def _once(check: Callable[[], HostDriver]) -> Callable[[], HostDriver]:
+    """``check`` run at most once: one real-driver look-up per container, not per opt-in."""
+    found: list[HostDriver] = []
+
+    def cached() -> HostDriver:
+        if not found:
+            found.append(check())
+        return found[0]
+
+    return cached
 
 
 def _response(decision: Decision) -> api_pb2.CreateContainerResponse:
@@ -339,7 +379,9 @@ def _response(decision: Decision) -> api_pb2.CreateContainerResponse:
         )
     for key, value in decision.env:
         adjust.env.add(key=key, value=value)
-    for node in decision.devices:
+    # The runtime allows each added device in the container's device cgroup (containerd's
+    # NRI spec generator adds the rule; rules in an adjustment's resources are not applied).
+    for node in (*decision.devices, *decision.imex_channels):
         device = adjust.linux.devices.add(
             path=node.path, type=node.type, major=node.major, minor=node.minor
         )

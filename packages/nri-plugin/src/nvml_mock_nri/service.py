@@ -112,6 +112,7 @@ class PluginService:
         scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
         cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
         host_driver: Callable[[], HostDriver] | None = None,
+        scan_channels: Callable[[str], DeviceScan] = devices_mod.scan_imex_channels,
     ) -> None:
         self.settings = settings
         self._environ = os.environ if environ is None else environ
@@ -129,6 +130,7 @@ class PluginService:
             scan=scan,
             cdi_spec_exists=cdi_spec_exists,
             host_driver=host_driver,
+            scan_channels=scan_channels,
         )
         self.adapter = NriAdapter(self.injector, self.stop)
         self.health: HealthServer | None = None

@@ -81,6 +81,11 @@ class Settings:
     """Pod annotation whose value ``false`` opts the pod out."""
     device_annotation: str = names.ANNOTATION_DEVICES
     """Pod annotation whose value ``true`` opts the pod in to device nodes."""
+    imex_channel_annotation: str = names.ANNOTATION_IMEX_CHANNELS
+    """Pod annotation whose value ``true`` opts the pod in to the IMEX channel devices."""
+    imex_channel_host_path: str = ""
+    """Directory of staged IMEX channels; empty means
+    ``<overlay-host-path>/dev/nvidia-caps-imex-channels``."""
     topology_watch_seconds: float = 30.0
     """Seconds one identity watch request waits for a change."""
     topology_timeout: float = 5.0
@@ -108,6 +113,13 @@ class Settings:
         """The device directory, derived from the overlay when not set."""
         return self.device_host_path or (
             self.overlay_host_path.rstrip("/") + "/" + names.OVERLAY_DEV_DIR
+        )
+
+    @property
+    def effective_imex_channel_host_path(self) -> str:
+        """The IMEX channel directory, derived from the overlay when not set."""
+        return self.imex_channel_host_path or "/".join(
+            (self.overlay_host_path.rstrip("/"), names.OVERLAY_DEV_DIR, names.IMEX_CHANNELS_DIR)
         )
 
     @property
@@ -385,6 +397,22 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _name,
         "pod annotation; value true opts in to devices",
         "deviceAnnotation",
+    ),
+    Option(
+        "imex_channel_annotation",
+        "--imex-channel-annotation",
+        "NVML_MOCK_IMEX_CHANNEL_ANNOTATION",
+        _name,
+        "pod annotation; value true opts in to the IMEX channels",
+        "imexChannelAnnotation",
+    ),
+    Option(
+        "imex_channel_host_path",
+        "--imex-channel-host-path",
+        "NVML_MOCK_IMEX_CHANNEL_HOST_PATH",
+        _optional_abs_path,
+        "staged IMEX channels (default <overlay-host-path>/dev/nvidia-caps-imex-channels)",
+        "imexChannelHostPath",
     ),
     Option(
         "topology_watch_seconds",

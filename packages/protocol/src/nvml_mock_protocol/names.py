@@ -19,6 +19,9 @@ OVERLAY_CONFIG_DIR: Final = "config"
 OVERLAY_DEV_DIR: Final = "dev"
 OVERLAY_CDI_DIR: Final = "cdi"
 OVERLAY_RUNTIME_DIR: Final = "runtime"
+IMEX_CHANNELS_DIR: Final = "nvidia-caps-imex-channels"
+"""IMEX channel device nodes: ``dev/nvidia-caps-imex-channels/channelN`` in the overlay,
+``/dev/nvidia-caps-imex-channels/channelN`` in containers."""
 LIBRARY_NAME: Final = "libnvidia-ml.so.1"
 STATE_FILE_NAME: Final = "state.nvmlmock"
 """Rendered GPU state inside ``config/``; the library's fallback when MOCK_NVML_CONFIG is unset."""
@@ -53,6 +56,8 @@ ANNOTATION_INJECT: Final = "nvml-mock.nvidia.com/inject"
 """``"false"`` (case-insensitive) opts a pod out of injection."""
 ANNOTATION_DEVICES: Final = "nvml-mock.nvidia.com/devices"
 """``"true"`` (case-insensitive) opts a pod in to mock device nodes."""
+ANNOTATION_IMEX_CHANNELS: Final = "nvml-mock.nvidia.com/imex-channels"
+"""``"true"`` (case-insensitive) opts a pod in to the staged IMEX channel device nodes."""
 
 # CDI.
 CDI_KIND: Final = "nvml-mock.nvidia.com/gpu"

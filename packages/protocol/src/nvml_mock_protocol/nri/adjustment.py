@@ -10,6 +10,13 @@ second plugin setting an owned entry fails the whole creation. A leading
 plugin may take an entry over by removing and setting it in one adjustment.
 Hooks accumulate without conflict. Resource adjustments are merged without
 ownership tracking (nvml-mock does not adjust resources).
+
+When the runtime turns the result into the OCI spec, every device a plugin added
+also gets a device cgroup rule that allows it (containerd's NRI spec generator
+does this; an adjustment's own ``resources.devices`` rules are not carried over by
+its adaptation). :func:`allow_rule` is that rule, and :meth:`AdjustmentMerger.created`
+the container with the rules in ``linux.resources.devices``, as the container would
+be created.
 """
 
 from __future__ import annotations
@@ -29,6 +36,20 @@ _Entry = TypeVar("_Entry", bound=Message)
 def removal_target(key: str) -> str | None:
     """The key a removal marker (``-KEY``) names, or ``None`` for a plain key."""
     return key[1:] if key.startswith("-") else None
+
+
+def allow_rule(device: api.LinuxDevice) -> api.LinuxDeviceCgroup:
+    """The device cgroup rule the runtime adds for a device a plugin added.
+
+    The access is ``rw`` (``rwm`` for a block device) whatever the node's file mode, as
+    containerd's NRI generator writes it.
+    """
+    rule = api.LinuxDeviceCgroup(
+        allow=True, type=device.type, access="rwm" if device.type == "b" else "rw"
+    )
+    rule.major.value = device.major
+    rule.minor.value = device.minor
+    return rule
 
 
 class AdjustmentMerger:
@@ -102,6 +123,21 @@ class AdjustmentMerger:
             linux.CopyFrom(adjust.linux)
             del linux.devices[:]
             self.adjustment.linux.MergeFrom(linux)
+
+    def created(self) -> api.Container:
+        """The container as the runtime creates it: plugin-added devices are allowed in
+        its device cgroup (``linux.resources.devices``)."""
+        added = {
+            device.path
+            for device in self.adjustment.linux.devices
+            if removal_target(device.path) is None
+        }
+        rules = self.container.linux.resources.devices
+        for device in self.container.linux.devices:
+            rule = allow_rule(device)
+            if device.path in added and rule not in rules:
+                rules.append(rule)
+        return self.container
 
     def _annotations(self, plugin: str, adjust: api.ContainerAdjustment) -> None:
         items = sorted(adjust.annotations.items(), key=lambda kv: removal_target(kv[0]) is None)

@@ -407,7 +407,7 @@ class RuntimeDouble:
                 updates.extend(reply.update)
                 evictions.extend(reply.evict)
                 consulted.append(plugin.id)
-            created = merger.container
+            created = merger.created()
             created.state = api.CONTAINER_CREATED
             self.pods.setdefault(pod.id, pod)
             self.containers[created.id] = created
