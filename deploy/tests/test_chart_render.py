@@ -39,6 +39,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "topology": {"topology": DEMO_TOPOLOGY},
     "topology-empty": {"topology": {"enabled": True, "domains": []}},
     "nri-off": {"nri": {"enabled": False}, "nodeLabels": {"gpuPresent": False}},
+    "imex": {"imex": {"channels": {"enabled": True, "count": 2048, "major": 254}}},
     "trust-tuned": {
         "affinity": {
             "nodeAffinity": {

@@ -98,8 +98,10 @@ def run_check(library_dir: Path) -> RunCheck:
         command: Sequence[str] | None = None,
         lib_dir: Path | None = None,
         stdout: int = subprocess.PIPE,
+        preexec_fn: Callable[[], object] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """``stdout`` may be a file descriptor to write the report to instead of capturing it."""
+        """``stdout`` may be a file descriptor to write the report to instead of capturing it;
+        ``preexec_fn`` runs in the child before the exec (to drop a privilege)."""
         environ = dict(os.environ)
         environ["LD_LIBRARY_PATH"] = str(lib_dir or library_dir)
         if state is not None:
@@ -109,6 +111,7 @@ def run_check(library_dir: Path) -> RunCheck:
         return subprocess.run(
             argv,
             env=environ,
+            preexec_fn=preexec_fn,
             stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,

@@ -2,7 +2,9 @@
 
 This is the one place where failures become exit codes: every ``CheckFabricError``
 (usage, config, NVML, topology) is 1; otherwise the verdict of the checks
-decides (0 ok, 2 fabric not supported or no GPU at all, 3 mismatch). An interrupt is 130, as for
+decides (0 ok, 2 fabric not supported or no GPU at all, 3 mismatch), and with
+``--imex`` the worse of it and the IMEX channel check's (0, 2 no channel, 1 a
+channel present but unusable). An interrupt is 130, as for
 any shell command; a reader that closed stdout ends the run quietly with 1, and
 a defect in check-fabric itself is 1 with one line and no traceback. NVML is
 read before the topology service is asked, so a report of the GPUs comes out
@@ -23,9 +25,10 @@ from nvml_mock_protocol.logs import configure_logging
 from check_fabric import topology
 from check_fabric.checks import Expectations, Verdict, evaluate
 from check_fabric.errors import CheckFabricError, UsageError
+from check_fabric.imex import check_channels
 from check_fabric.model import ExitCode, GpuFabric, TopologyAnswer
 from check_fabric.nvml import FabricReader
-from check_fabric.render import TextReport, report_doc
+from check_fabric.render import TextReport, exit_code, report_doc
 from check_fabric.settings import ENV_JSON, Settings, load_settings
 
 logger = logging.getLogger(__name__)
@@ -37,7 +40,12 @@ def _print_json(out: TextIO, doc: object) -> None:
 
 
 def run(settings: Settings, out: TextIO, err: TextIO) -> int:
-    """One check: NVML, then the topology service if configured, then the verdict."""
+    """One check: NVML, then the topology service if configured, then the verdict.
+
+    With ``--imex`` the IMEX channels are checked after the GPUs (also when NVML failed:
+    the two are independent), and the exit status is the worse of the two; with
+    ``--imex-only`` they are the only check.
+    """
     text = None if settings.json else TextReport(out, err)
     gpus: list[GpuFabric] = []
     count: int | None = None
@@ -45,44 +53,56 @@ def run(settings: Settings, out: TextIO, err: TextIO) -> int:
     answer: TopologyAnswer | None = None
     verdict: Verdict | None = None
     error: CheckFabricError | None = None
-    try:
-        with FabricReader() as reader:
-            count = reader.device_count()
-            if text:
-                text.discovered(count)
-                if reader.no_gpu is not None:
-                    text.note(str(reader.no_gpu))
-            for index in range(count):
-                gpu = reader.read(index)
-                gpus.append(gpu)
+    if not settings.imex_only:
+        try:
+            with FabricReader() as reader:
+                count = reader.device_count()
                 if text:
-                    text.gpu(gpu)
-            api = reader.api
-        if settings.topology_url is not None and settings.node_name is not None:
-            answer = topology.lookup(
-                settings.topology_url, settings.node_name, settings.topology_timeout
+                    text.discovered(count)
+                    if reader.no_gpu is not None:
+                        text.note(str(reader.no_gpu))
+                for index in range(count):
+                    gpu = reader.read(index)
+                    gpus.append(gpu)
+                    if text:
+                        text.gpu(gpu)
+                api = reader.api
+            if settings.topology_url is not None and settings.node_name is not None:
+                answer = topology.lookup(
+                    settings.topology_url, settings.node_name, settings.topology_timeout
+                )
+            verdict = evaluate(
+                gpus,
+                Expectations(
+                    clique_id=settings.expect_clique,
+                    cluster_uuid=settings.expect_cluster_uuid,
+                    require_completed=settings.require_completed,
+                    topology=answer,
+                ),
             )
-        verdict = evaluate(
-            gpus,
-            Expectations(
-                clique_id=settings.expect_clique,
-                cluster_uuid=settings.expect_cluster_uuid,
-                require_completed=settings.require_completed,
-                topology=answer,
-            ),
-        )
-    except CheckFabricError as exc:
-        error = exc
+        except CheckFabricError as exc:
+            error = exc
+    channels = check_channels(settings.imex_dir, settings.proc_devices) if settings.imex else None
     if text is None:
         doc = report_doc(
-            gpu_count=count, gpus=gpus, verdict=verdict, topology=answer, error=error, api=api
+            gpu_count=count,
+            gpus=gpus,
+            verdict=verdict,
+            topology=answer,
+            error=error,
+            api=api,
+            imex=channels,
+            fabric=not settings.imex_only,
         )
         _print_json(out, doc)
-    elif error is not None:
-        text.fail(error)
-    elif verdict is not None:
-        text.finish(verdict)
-    return int(ExitCode.ERROR if verdict is None else verdict.exit_code)
+    else:
+        if error is not None:
+            text.fail(error)
+        elif verdict is not None:
+            text.finish(verdict)
+        if channels is not None:
+            text.imex(channels)
+    return int(exit_code(verdict, error, channels, fabric=not settings.imex_only))
 
 
 def _wants_json(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
@@ -103,7 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CheckFabricError as error:
         if _wants_json(args, os.environ):
             doc = report_doc(
-                gpu_count=None, gpus=[], verdict=None, topology=None, error=error, api=None
+                gpu_count=None,
+                gpus=[],
+                verdict=None,
+                topology=None,
+                error=error,
+                api=None,
+                imex=None,
+                fabric=True,
             )
             _print_json(sys.stdout, doc)
         else:

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from check_fabric._version import __version__
 from check_fabric.checks import CheckResult, Verdict
 from check_fabric.errors import CheckFabricError, ConfigError, IdentityLookupError, NvmlCallError
+from check_fabric.imex import Channel, ImexReport, combine
 from check_fabric.model import (
     ExitCode,
     GpuFabric,
@@ -49,6 +50,22 @@ def check_line(check: CheckResult) -> str:
     return f"{check.name}: {status}: {check.detail}"
 
 
+def imex_check(report: ImexReport) -> CheckResult:
+    """The channel check as one entry of the check list (``imex``)."""
+    return CheckResult("imex", report.passed, report.detail())
+
+
+def imex_lines(report: ImexReport) -> list[str]:
+    """The channel block on stdout: a count, then one line per ``channel<N>``."""
+    lines = [f"Discovered {len(report.channels)} IMEX channel(s) in {report.directory}"]
+    return lines + [f"IMEX channel {c.number}: {c.describe()}" for c in report.channels]
+
+
+def imex_status_line(report: ImexReport) -> str:
+    status = {True: "ok", False: "FAILED", None: "not supported"}[report.passed]
+    return f"imex: {status}: {report.detail()}"
+
+
 def verdict_lines(verdict: Verdict) -> list[str]:
     """What stderr says after the report: failed checks always, the rest when asked for."""
     return [check_line(c) for c in verdict.checks if c.requested or c.passed is False]
@@ -69,6 +86,11 @@ class TextReport:
 
     def finish(self, verdict: Verdict) -> None:
         self._write(self._err, verdict_lines(verdict))
+
+    def imex(self, report: ImexReport) -> None:
+        """The channel block on stdout, its outcome on stderr."""
+        self._write(self._out, imex_lines(report))
+        self._write(self._err, [imex_status_line(report)])
 
     def note(self, line: str) -> None:
         """One line on stderr that explains the report, such as why no GPU was found."""
@@ -125,6 +147,32 @@ def topology_doc(answer: TopologyAnswer) -> dict[str, Any]:
     }
 
 
+def channel_doc(channel: Channel) -> dict[str, Any]:
+    return {
+        "channel": channel.number,
+        "path": channel.path,
+        "type": channel.kind,
+        "major": channel.major,
+        "minor": channel.minor,
+        "open": channel.open,
+        "usable": channel.usable,
+        "problems": list(channel.problems),
+    }
+
+
+def imex_doc(report: ImexReport) -> dict[str, Any]:
+    return {
+        "directory": report.directory,
+        "passed": report.passed,
+        "channelsFound": len(report.channels),
+        "major": report.major,
+        "majorSource": report.major_source,
+        "notSupported": report.not_supported,
+        "problems": list(report.problems),
+        "channels": [channel_doc(c) for c in report.channels],
+    }
+
+
 def error_doc(error: CheckFabricError) -> dict[str, Any]:
     doc: dict[str, Any] = {"message": str(error)}
     if isinstance(error, NvmlCallError):
@@ -153,6 +201,22 @@ _VERDICT_NAMES = {
 }
 
 
+def exit_code(
+    verdict: Verdict | None,
+    error: CheckFabricError | None,
+    imex: ImexReport | None,
+    *,
+    fabric: bool,
+) -> ExitCode:
+    """The exit status: the fabric check's (when it ran), combined with the channel check's."""
+    code = ExitCode.OK
+    if fabric:
+        code = ExitCode.ERROR if error is not None or verdict is None else verdict.exit_code
+    elif error is not None:
+        code = ExitCode.ERROR
+    return code if imex is None else combine(code, imex.exit_code)
+
+
 def report_doc(
     *,
     gpu_count: int | None,
@@ -161,9 +225,25 @@ def report_doc(
     topology: TopologyAnswer | None,
     error: CheckFabricError | None,
     api: str | None,
+    imex: ImexReport | None = None,
+    fabric: bool = True,
 ) -> dict[str, Any]:
-    """The ``--json`` document (schema in the README)."""
-    code = ExitCode.ERROR if error is not None or verdict is None else verdict.exit_code
+    """The ``--json`` document (schema in the README).
+
+    ``fabric`` is False for ``--imex-only``: no GPU was read, so the fabric fields stay empty.
+    """
+    code = exit_code(verdict, error, imex, fabric=fabric)
+    checks = list(verdict.checks if verdict else ())
+    if imex is not None:
+        checks.append(imex_check(imex))
+    if error is None and imex is not None and imex.passed is False:
+        error_out: dict[str, Any] | None = {
+            "kind": "imex",
+            "message": f"imex: {imex.detail()}",
+            "problems": list(imex.problems),
+        }
+    else:
+        error_out = error_doc(error) if error is not None else None
     return {
         "schemaVersion": JSON_SCHEMA_VERSION,
         "tool": "check-fabric",
@@ -175,10 +255,8 @@ def report_doc(
         "identity": _identity_doc(verdict.identity) if verdict else None,
         "gpus": [gpu_doc(g) for g in gpus],
         "unsupported": list(verdict.unsupported) if verdict else [],
-        "checks": [
-            {"name": c.name, "passed": c.passed, "detail": c.detail}
-            for c in (verdict.checks if verdict else ())
-        ],
+        "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in checks],
         "topology": topology_doc(topology) if topology is not None else None,
-        "error": error_doc(error) if error is not None else None,
+        "imex": imex_doc(imex) if imex is not None else None,
+        "error": error_out,
     }

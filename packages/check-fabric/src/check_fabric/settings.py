@@ -11,6 +11,7 @@ naming the key and value before NVML is touched.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, NoReturn
@@ -21,6 +22,7 @@ from nvml_mock_protocol.names import ENV_NODE_NAME
 
 from check_fabric._version import __version__
 from check_fabric.errors import ConfigError, UsageError
+from check_fabric.imex import DEFAULT_IMEX_DIR, PROC_DEVICES, SUBSTITUTE_PROC_DEVICES
 from check_fabric.model import UINT32_MAX, normalize_cluster_uuid
 
 ENV_JSON = "CHECK_FABRIC_JSON"
@@ -29,6 +31,10 @@ ENV_EXPECT_CLUSTER_UUID = "CHECK_FABRIC_EXPECT_CLUSTER_UUID"
 ENV_REQUIRE_COMPLETED = "CHECK_FABRIC_REQUIRE_COMPLETED"
 ENV_TOPOLOGY_URL = "CHECK_FABRIC_TOPOLOGY_URL"
 ENV_TOPOLOGY_TIMEOUT = "CHECK_FABRIC_TOPOLOGY_TIMEOUT"
+ENV_IMEX = "CHECK_FABRIC_IMEX"
+ENV_IMEX_ONLY = "CHECK_FABRIC_IMEX_ONLY"
+ENV_IMEX_DIR = "CHECK_FABRIC_IMEX_DIR"
+ENV_PROC_DEVICES = "CHECK_FABRIC_PROC_DEVICES"
 
 DEFAULT_TOPOLOGY_TIMEOUT = 5.0
 
@@ -51,6 +57,14 @@ class Settings:
     """The node to ask the topology service about (the downward API's ``NODE_NAME``)."""
     topology_timeout: float = DEFAULT_TOPOLOGY_TIMEOUT
     """Seconds to wait for the topology service (connect and read)."""
+    imex: bool = False
+    """Also check the IMEX channel device nodes (``--imex``); the exit reflects both checks."""
+    imex_only: bool = False
+    """Check only the IMEX channels; NVML is not loaded (``--imex-only``, implies ``imex``)."""
+    imex_dir: str = DEFAULT_IMEX_DIR
+    """The directory holding ``channel<N>``."""
+    proc_devices: str | None = None
+    """The file that names the channels' major; None = the substitute, then ``/proc/devices``."""
     log_format: str = "text"
     """``text`` or ``json``; logs go to stderr."""
     log_level: str = "warning"
@@ -136,6 +150,43 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
         metavar="SECONDS",
     ),
     s.Option(
+        "imex",
+        "--imex",
+        ENV_IMEX,
+        s.boolean,
+        "also check the IMEX channel device nodes; the exit status reflects both checks",
+        action="toggle",
+        doc="also check the IMEX channel device nodes (see below); "
+        "the exit status reflects both checks",
+    ),
+    s.Option(
+        "imex_only",
+        "--imex-only",
+        ENV_IMEX_ONLY,
+        s.boolean,
+        "check only the IMEX channels, without NVML or the topology service",
+        action="toggle",
+    ),
+    s.Option(
+        "imex_dir",
+        "--imex-dir",
+        ENV_IMEX_DIR,
+        s.abs_path,
+        "the directory of the IMEX channel device nodes (channel<N>)",
+        metavar="PATH",
+        doc="the directory of the IMEX channel device nodes (`channel<N>`)",
+    ),
+    s.Option(
+        "proc_devices",
+        "--proc-devices",
+        ENV_PROC_DEVICES,
+        s.optional(s.abs_path),
+        "the /proc/devices-format file naming the channels' major",
+        metavar="PATH",
+        doc="the `/proc/devices`-format file that names the `nvidia-caps-imex-channels` major",
+        default_doc=f"`{SUBSTITUTE_PROC_DEVICES}`, then `{PROC_DEVICES}`",
+    ),
+    s.Option(
         "log_format",
         "--log-format",
         ENV_LOG_FORMAT,
@@ -173,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "exit codes: 0 all good; 1 error (bad flag or env value, NVML error, topology "
-            "service unusable); 2 fabric not supported on at least one GPU; 3 mismatch"
+            "service unusable, an IMEX channel present but unusable); 2 fabric not supported "
+            "on at least one GPU, or no IMEX channel; 3 mismatch"
         ),
     )
     s.add_options(parser, OPTIONS, Settings())
@@ -189,6 +241,16 @@ def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
     except s.SettingsError as exc:
         raise ConfigError(exc.key, exc.value, exc.reason) from None
     settings = Settings(**{field: found.value for field, found in given.items()})
+    if settings.imex_only:
+        # Nothing of the fabric check runs, so an expectation of it would go unchecked.
+        for name in ("expect_clique", "expect_cluster_uuid", "require_completed", "topology_url"):
+            if name in given and getattr(settings, name) not in (None, False):
+                raise ConfigError(
+                    given[name].key,
+                    given[name].text,
+                    f"checks the GPUs' fabric, which {given['imex_only'].key} does not read",
+                )
+        settings = dataclasses.replace(settings, imex=True)
     if settings.topology_url is not None and settings.node_name is None:
         node = given.get("node_name")
         raise ConfigError(
