@@ -19,6 +19,14 @@ OVERLAY_CONFIG_DIR: Final = "config"
 OVERLAY_DEV_DIR: Final = "dev"
 OVERLAY_CDI_DIR: Final = "cdi"
 OVERLAY_RUNTIME_DIR: Final = "runtime"
+OVERLAY_IMEX_DIR: Final = "imex"
+"""What NVIDIA's DRA driver reads about IMEX on the node, beside the overlay's ``dev/``."""
+IMEX_PROC_DEVICES_FILE: Final = "proc-devices"
+"""The substitute ``/proc/devices`` in ``imex/``: the driver's alternative proc-devices path,
+listing ``nvidia-caps-imex-channels`` under the major the mock channel nodes carry."""
+IMEX_CHANNELS_DIR: Final = "nvidia-caps-imex-channels"
+"""The IMEX channel nodes' directory: ``dev/<it>/channel<N>`` in the overlay,
+``/dev/<it>/channel<N>`` in containers; also the channels' name in ``proc-devices``."""
 LIBRARY_NAME: Final = "libnvidia-ml.so.1"
 STATE_FILE_NAME: Final = "state.nvmlmock"
 """Rendered GPU state inside ``config/``; the library's fallback when MOCK_NVML_CONFIG is unset."""
@@ -53,6 +61,8 @@ ANNOTATION_INJECT: Final = "nvml-mock.nvidia.com/inject"
 """``"false"`` (case-insensitive) opts a pod out of injection."""
 ANNOTATION_DEVICES: Final = "nvml-mock.nvidia.com/devices"
 """``"true"`` (case-insensitive) opts a pod in to mock device nodes."""
+ANNOTATION_IMEX_CHANNELS: Final = "nvml-mock.nvidia.com/imex-channels"
+"""``"true"`` (case-insensitive) opts a pod in to the IMEX channel nodes (any device mode)."""
 
 # CDI.
 CDI_KIND: Final = "nvml-mock.nvidia.com/gpu"
