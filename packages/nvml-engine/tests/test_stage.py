@@ -14,7 +14,7 @@ from nvml_mock_engine.render import render, render_text
 from nvml_mock_engine.stage import StageOptions, cdi_spec, stage
 from nvml_mock_protocol import hostgpu
 
-ENTRIES = ("lib", "bin", "config", "dev", "cdi", "runtime")
+ENTRIES = ("lib", "bin", "config", "dev", "cdi", "imex", "runtime")
 
 
 def _can_mknod(tmp_path: Path) -> bool:
@@ -83,7 +83,10 @@ def test_device_nodes_when_permitted(
 ) -> None:
     fake_host(tmp_path, monkeypatch, driver=False)
     config = resolve_config(profile="h100", count=3, node="n")
-    options = StageOptions(runtime=False, library=library, host_path="/var/lib/nvml-mock")
+    # The GPU and control nodes alone; the IMEX channels beside them: test_stage_imex.py.
+    options = StageOptions(
+        runtime=False, library=library, host_path="/var/lib/nvml-mock", imex_channels=0
+    )
     report = stage(tmp_path / "o", config, options)
     dev = tmp_path / "o" / "dev"
     spec = yaml.safe_load((tmp_path / "o" / "cdi" / "nvml-mock.yaml").read_text())

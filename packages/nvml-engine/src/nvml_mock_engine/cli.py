@@ -184,6 +184,8 @@ def _cmd_stage(settings: StageSettings) -> int:
         devices=not settings.no_devices,
         mount_path=settings.mount_path,
         host_path=settings.host_path,
+        imex_channels=settings.imex_channels,
+        imex_major=settings.imex_major,
     )
     report = stage(settings.dir, config, options)
     logger.info(
@@ -195,12 +197,21 @@ def _cmd_stage(settings: StageSettings) -> int:
         "reused" if report.runtime_reused else "built",
         report.seconds,
     )
+    if report.imex_major is not None:
+        logger.info(
+            "IMEX channels: %d node(s) of %d, major %d in %s/%s",
+            report.imex_channels_created,
+            settings.imex_channels,
+            report.imex_major,
+            names.OVERLAY_IMEX_DIR,
+            names.IMEX_PROC_DEVICES_FILE,
+        )
     for warning in report.warnings:
         logger.warning("%s", warning)
-    if report.devices_refused is not None:
-        logger.error("%s", report.devices_refused)
-        return EXIT_FAILURE
-    return EXIT_OK
+    refusals = [r for r in (report.devices_refused, report.imex_refused) if r is not None]
+    for refusal in refusals:
+        logger.error("%s", refusal)
+    return EXIT_FAILURE if refusals else EXIT_OK
 
 
 def _cmd_lib_path(settings: CommandSettings) -> int:

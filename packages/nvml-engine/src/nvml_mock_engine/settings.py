@@ -30,15 +30,20 @@ from nvml_mock_engine.errors import ConfigError
 from nvml_mock_engine.schema import MAX_GPUS
 
 __all__ = [
+    "CHAR_MAJOR_MAX",
     "CTL_OPTIONS",
     "ENV_CONFIG_FILE",
     "ENV_DRIVER_VERSION",
     "ENV_GPU_COUNT",
     "ENV_HOST_PATH",
+    "ENV_IMEX_CHANNELS",
+    "ENV_IMEX_MAJOR",
     "ENV_LIVE_FILE",
     "ENV_MOUNT_PATH",
     "ENV_PROFILE",
     "ENV_STATE_FILE",
+    "IMEX_CHANNELS_DEFAULT",
+    "IMEX_CHANNELS_MAX",
     "LOG_OPTIONS",
     "NODE_OPTIONS",
     "PROFILES_OPTIONS",
@@ -63,6 +68,14 @@ ENV_HOST_PATH: Final = names.ENV_OVERLAY_HOST_PATH
 ENV_LIVE_FILE: Final = names.ENV_MOCK_NVML_LIVE
 """The variable that points the library at a live file points ``nvml-mock-ctl`` at it too."""
 ENV_STATE_FILE: Final = names.ENV_MOCK_NVML_CONFIG
+ENV_IMEX_CHANNELS: Final = "NVML_MOCK_IMEX_CHANNELS"
+ENV_IMEX_MAJOR: Final = "NVML_MOCK_IMEX_MAJOR"
+IMEX_CHANNELS_DEFAULT: Final = 8
+"""IMEX channel nodes staged unless told otherwise (as many as the reference system stages)."""
+IMEX_CHANNELS_MAX: Final = 2048
+"""The most IMEX channels NVIDIA's driver offers (``NVreg_ImexChannelCount``'s default)."""
+CHAR_MAJOR_MAX: Final = 4095
+"""The largest character major Linux has (12 bits)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +124,10 @@ class StageSettings(NodeSettings):
     """Where containers see the overlay; the launchers fall back to it."""
     host_path: str | None = None
     """Where the host sees ``DIR``, for the CDI spec's device ``hostPath``; None means ``DIR``."""
+    imex_channels: int = IMEX_CHANNELS_DEFAULT
+    """IMEX channel nodes under ``dev/nvidia-caps-imex-channels/``; 0 stages none."""
+    imex_major: int | None = None
+    """The channels' character major; None picks the first free one in 240..254."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +148,13 @@ def _count(value: str) -> int:
 
 def _path(value: str) -> Path:
     return Path(s.name(value))
+
+
+def _imex_major(value: str) -> int | None:
+    # "auto" (or blank, as an env twin a chart renders empty) leaves the choice to stage time.
+    if value.strip().lower() in ("", "auto"):
+        return None
+    return s.int_range(1, CHAR_MAJOR_MAX)(value)
 
 
 LOG_OPTIONS: Final[tuple[s.Option, ...]] = (
@@ -234,6 +258,28 @@ STAGE_OPTIONS: Final[tuple[s.Option, ...]] = (
         "where the host sees DIR, for the CDI spec's device hostPath",
         default_doc="`DIR`",
         doc="where the host sees `DIR`, for the CDI spec's device `hostPath`",
+    ),
+    s.Option(
+        "imex_channels",
+        "--imex-channels",
+        ENV_IMEX_CHANNELS,
+        s.int_range(0, IMEX_CHANNELS_MAX),
+        f"IMEX channel nodes to create, 0..{IMEX_CHANNELS_MAX} (0: none)",
+        metavar="N",
+        doc=f"IMEX channel nodes `dev/{names.IMEX_CHANNELS_DIR}/channel0..N-1` and "
+        f"`{names.OVERLAY_IMEX_DIR}/{names.IMEX_PROC_DEVICES_FILE}`, 0..{IMEX_CHANNELS_MAX}; "
+        "0 stages neither",
+    ),
+    s.Option(
+        "imex_major",
+        "--imex-major",
+        ENV_IMEX_MAJOR,
+        _imex_major,
+        f"the IMEX channels' character major, 1..{CHAR_MAJOR_MAX}, or auto",
+        metavar="M",
+        default_doc="`auto`: the first major in 240..254 the node's `/proc/devices` lacks",
+        doc=f"the IMEX channels' character major, 1..{CHAR_MAJOR_MAX}; refused if the "
+        "node's `/proc/devices` lists it",
     ),
 )
 

@@ -6,10 +6,10 @@ of a change; renaming the directory would leave running containers on the old on
 the overlay works like a Kubernetes atomic writer: each staging builds a complete
 generation under ``.nvml-mock/``, then one ``rename`` of the ``current`` symlink switches
 every entry at once, and the top-level entries (``lib``, ``bin``, ``config``, ``dev``,
-``cdi``, ``runtime``) are relative symlinks through ``current``::
+``cdi``, ``imex``, ``runtime``) are relative symlinks through ``current``::
 
     DIR/lib -> .nvml-mock/current/lib          DIR/.nvml-mock/current -> gen-<id>
-    DIR/.nvml-mock/gen-<id>/{lib,bin,config,dev,cdi,runtime -> ../runtime-<fingerprint>}
+    DIR/.nvml-mock/gen-<id>/{lib,bin,config,dev,cdi,imex,runtime -> ../runtime-<fingerprint>}
     DIR/.nvml-mock/runtime-<fingerprint>/{bin/python3,lib/...}
 
 The Python runtime is the one large part; it is named by a fingerprint of what it is
@@ -43,16 +43,19 @@ from nvml_mock_engine.errors import LiveLayerError, StageError
 from nvml_mock_engine.library import LibraryNotBuiltError, library_path
 from nvml_mock_engine.render import RenderedState, render
 from nvml_mock_engine.schema import GPU_KEYS, format_value
+from nvml_mock_engine.settings import CHAR_MAJOR_MAX, IMEX_CHANNELS_DEFAULT, IMEX_CHANNELS_MAX
 
 __all__ = [
     "CDI_SPEC_NAME",
     "DEVICE_SOURCE_ENV",
+    "IMEX_AUTO_MAJORS",
     "TOOLS",
     "StageOptions",
     "StageReport",
     "built_library",
     "cdi_spec",
     "launcher_script",
+    "proc_devices",
     "stage",
     "write_atomic",
 ]
@@ -72,6 +75,12 @@ CONTROL_DEVICES: Final = (
     ("nvidia-uvm-tools", UVM_MAJOR, 1),
 )
 """The driver's control nodes ``(name, major, minor)``, beside one ``nvidia<i>`` per GPU."""
+IMEX_AUTO_MAJORS: Final = range(240, 255)
+"""Where the IMEX channels' major is chosen: Linux's character majors for local and
+experimental use, which no in-tree driver claims. The kernel hands out dynamic majors
+from 254 downwards, so the lowest free one is the least likely to be taken later."""
+PROC_DEVICES_NAMES: Final = ((NVIDIA_MAJOR, "nvidia-frontend"), (UVM_MAJOR, "nvidia-uvm"))
+"""The driver majors ``imex/proc-devices`` lists beside the channels'."""
 TOOLS: Final = {"nvidia-smi": "nvml_mock_engine.smi", "check-fabric": "check_fabric"}
 """Launchers in ``bin/`` and the module each runs."""
 ENTRIES: Final = (
@@ -80,6 +89,7 @@ ENTRIES: Final = (
     names.OVERLAY_CONFIG_DIR,
     names.OVERLAY_DEV_DIR,
     names.OVERLAY_CDI_DIR,
+    names.OVERLAY_IMEX_DIR,
     names.OVERLAY_RUNTIME_DIR,
 )
 
@@ -109,6 +119,16 @@ class StageOptions:
     """The mock library to install (default: the one built into this package)."""
     runtime: bool = True
     """Build or reuse the Python runtime (tests of the other parts may skip it)."""
+    imex_channels: int = IMEX_CHANNELS_DEFAULT
+    """IMEX channel nodes ``dev/nvidia-caps-imex-channels/channel0..N-1`` and the
+    substitute ``imex/proc-devices`` naming their major; 0 stages neither.
+
+    Device nodes like the GPUs': none with ``devices=False``, refused on a node with a
+    real driver (:attr:`StageReport.imex_refused`), and without CAP_MKNOD the nodes are
+    skipped with a warning while ``proc-devices`` is still written."""
+    imex_major: int | None = None
+    """The channels' character major; None takes the first major in :data:`IMEX_AUTO_MAJORS`
+    that the node's ``/proc/devices`` does not list. A listed major is refused."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +145,12 @@ class StageReport:
     warnings: tuple[str, ...] = field(default=())
     devices_refused: str | None = None
     """Why device nodes were asked for and not created (a real driver); the CLI exits 1."""
+    imex_channels_created: int = 0
+    """IMEX channel nodes created under ``dev/nvidia-caps-imex-channels/``."""
+    imex_major: int | None = None
+    """The channels' major, as ``imex/proc-devices`` lists it; None when no file was written."""
+    imex_refused: str | None = None
+    """Why IMEX channels were asked for and not staged (a real driver); the CLI exits 1."""
 
 
 def built_library() -> Path:
@@ -133,6 +159,14 @@ def built_library() -> Path:
         return library_path()
     except LibraryNotBuiltError as exc:
         raise StageError(str(exc)) from exc
+
+
+def proc_devices(imex_major: int) -> str:
+    """The substitute ``/proc/devices`` text: the NVIDIA majors the staging uses, as Linux
+    formats the file (``%3d name`` lines by major, a blank line, an empty block section)."""
+    entries = sorted((*PROC_DEVICES_NAMES, (imex_major, names.IMEX_CHANNELS_DIR)))
+    lines = "".join(f"{major:3d} {name}\n" for major, name in entries)
+    return f"Character devices:\n{lines}\nBlock devices:\n"
 
 
 def cdi_spec(state: RenderedState, host_dev: str | None) -> dict[str, object]:
@@ -187,6 +221,17 @@ def stage(
         raise StageError(f"library {library} does not exist")
     state = render(config)
     state_text = state.text()
+    # Decided before anything is written: a major that cannot be used leaves the overlay as it was.
+    # Channels are device nodes: none without ``devices``, refused where the GPU nodes are.
+    if not 0 <= options.imex_channels <= IMEX_CHANNELS_MAX:
+        raise StageError(
+            f"IMEX channel count {options.imex_channels} is outside 0..{IMEX_CHANNELS_MAX}"
+        )
+    driver = hostgpu.detect_from_environ() if options.devices else None
+    refused = _devices_refused(driver)
+    channels_asked = options.devices and options.imex_channels > 0
+    imex_refused = _imex_refused(driver) if channels_asked else None
+    imex_major = _imex_major(options) if channels_asked and refused is None else None
     directory.mkdir(parents=True, exist_ok=True)
     state_root = directory / STATE_DIR
     state_root.mkdir(exist_ok=True)
@@ -204,12 +249,24 @@ def stage(
                 runtime=state_root / runtime_name if runtime_name else None,
             )
             live_created = _ensure_live(state_root, state)
-            refused = _devices_refused() if options.devices else None
             devices = (
                 options.devices
                 and refused is None
                 and _make_devices(generation / "dev", config.count, warnings)
             )
+            channels = 0
+            if imex_major is not None:
+                text = proc_devices(imex_major)
+                write_atomic(
+                    generation / names.OVERLAY_IMEX_DIR / names.IMEX_PROC_DEVICES_FILE,
+                    text.encode(),
+                )
+                channels = _make_channels(
+                    generation / names.OVERLAY_DEV_DIR / names.IMEX_CHANNELS_DIR,
+                    imex_major,
+                    options.imex_channels,
+                    warnings,
+                )
             host_dev = (
                 f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
             )
@@ -230,18 +287,95 @@ def stage(
         seconds=time.monotonic() - started,
         warnings=tuple(warnings),
         devices_refused=refused,
+        imex_channels_created=channels,
+        imex_major=imex_major,
+        imex_refused=imex_refused,
     )
 
 
-def _devices_refused() -> str | None:
-    driver = hostgpu.detect_from_environ()
-    if not driver.present:
+def _devices_refused(driver: hostgpu.HostDriver | None) -> str | None:
+    if driver is None or not driver.present:
         return None
     return (
         f"mock device nodes refused: {driver.reason}, and the mock's device numbers would be "
         "the real GPUs; the rest of the overlay is staged, dev/ stays empty and the CDI spec "
         "names no hostPath"
     )
+
+
+def _imex_refused(driver: hostgpu.HostDriver | None) -> str | None:
+    if driver is None or not driver.present:
+        return None
+    return (
+        f"IMEX channel nodes refused: {driver.reason}, and a channel major of the mock's "
+        f"could be the real driver's; dev/{names.IMEX_CHANNELS_DIR}/ is not created and "
+        f"{names.OVERLAY_IMEX_DIR}/ holds no {names.IMEX_PROC_DEVICES_FILE}"
+    )
+
+
+def _imex_major(options: StageOptions) -> int:
+    """The IMEX channels' major for *options*, checked against the node's ``/proc/devices``.
+
+    A major the node's kernel lists belongs to a real driver (``1`` is ``mem``: ``channel1``
+    would be ``/dev/mem``), and the mock's own GPU majors would alias its GPU nodes, so
+    both are refused with a :class:`StageError`, as is an auto range with nothing free.
+    """
+    wanted = options.imex_major
+    if wanted is not None and not 1 <= wanted <= CHAR_MAJOR_MAX:
+        raise StageError(f"IMEX channel major {wanted} is outside 1..{CHAR_MAJOR_MAX}")
+    path = os.path.join(
+        os.environ.get(hostgpu.ENV_HOST_PROC_ROOT) or hostgpu.DEFAULT_PROC_ROOT, "devices"
+    )
+    taken = _character_majors(path)
+    own = {major: name for major, name in PROC_DEVICES_NAMES}
+    if wanted is not None:
+        if wanted in own:
+            raise StageError(
+                f"IMEX channel major {wanted} (--imex-major) is the mock's {own[wanted]} major; "
+                "give a major of its own"
+            )
+        if wanted in taken:
+            raise StageError(
+                f"IMEX channel major {wanted} (--imex-major) is listed in {path} as "
+                f"{taken[wanted]!r}: channel nodes with it would reach that driver's devices; "
+                "give a major the node does not list"
+            )
+        return wanted
+    for major in IMEX_AUTO_MAJORS:
+        if major not in taken:
+            return major
+    first, last = IMEX_AUTO_MAJORS[0], IMEX_AUTO_MAJORS[-1]
+    raise StageError(
+        f"no free character major for the IMEX channels: {path} lists every major in "
+        f"{first}..{last}; give one the node does not list with --imex-major, or stage no "
+        "channels with --imex-channels 0"
+    )
+
+
+def _character_majors(path: str) -> dict[int, str]:
+    """The character majors ``/proc/devices`` at *path* lists, with their drivers' names."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StageError(f"cannot choose the IMEX channel major: {path} is not a file")
+            text = os.read(fd, hostgpu.READ_LIMIT).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise StageError(
+            f"cannot choose the IMEX channel major: cannot read {path}: {exc.strerror}"
+        ) from None
+    majors: dict[int, str] = {}
+    in_character = False
+    for line in text.splitlines():
+        if line.endswith(":"):
+            in_character = line.strip().lower() == "character devices:"
+            continue
+        parts = line.split()
+        if in_character and len(parts) == 2 and parts[0].isdigit():
+            majors.setdefault(int(parts[0]), parts[1])
+    return majors
 
 
 def _ensure_live(state_root: Path, state: RenderedState) -> bool:
@@ -321,6 +455,7 @@ def _populate(
     )
     (generation / names.OVERLAY_DEV_DIR).mkdir()
     (generation / names.OVERLAY_CDI_DIR).mkdir()
+    (generation / names.OVERLAY_IMEX_DIR).mkdir()
     bin_dir = generation / names.OVERLAY_BIN_DIR
     bin_dir.mkdir()
     if runtime is None:
@@ -361,6 +496,25 @@ def _make_devices(dev: Path, count: int, warnings: list[str]) -> bool:
             )
             return False
     return True
+
+
+def _make_channels(channels: Path, major: int, count: int, warnings: list[str]) -> int:
+    """Create ``channel0..count-1`` (c *major* i) in *channels*; 0, and no directory, if denied."""
+    channels.mkdir()
+    for minor in range(count):
+        path = channels / f"channel{minor}"
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(major, minor))
+            os.chmod(path, 0o666)
+        except PermissionError as exc:
+            shutil.rmtree(channels)
+            warnings.append(
+                f"IMEX channel nodes not created ({exc.strerror}: creating character devices "
+                f"needs root with CAP_MKNOD); dev/{names.IMEX_CHANNELS_DIR}/ is not created, "
+                f"{names.OVERLAY_IMEX_DIR}/{names.IMEX_PROC_DEVICES_FILE} still names major {major}"
+            )
+            return 0
+    return count
 
 
 def _check_tools(warnings: list[str]) -> None:
