@@ -323,8 +323,11 @@ class Demo:
             )
         return "PASS" if ok else "FAIL"
 
-    async def new_workloads(self, *, keep_running: bool = False) -> list[Outcome]:
-        """One new gpu-agent workload per node, created at once; kept ones are tracked."""
+    async def new_workloads(
+        self, *, keep_running: bool = False, own_live_layer: bool = False
+    ) -> list[Outcome]:
+        """One new gpu-agent workload per node, created at once; kept ones are tracked. With
+        *own_live_layer* each reads its node's own live layer (``live_of``)."""
         return list(
             await asyncio.gather(
                 *(
@@ -335,6 +338,9 @@ class Demo:
                         self.overlay,
                         keep_running=keep_running,
                         started=self.workloads,
+                        extra_env=(
+                            {"MOCK_NVML_LIVE": str(self.live_of(node))} if own_live_layer else None
+                        ),
                     )
                     for node in self.nodes
                 )
@@ -424,22 +430,6 @@ class Demo:
         workloads point the library at it (MOCK_NVML_LIVE, as a pod author could)."""
         return node.workdir / live.LIVE_FILE_NAME
 
-    async def node_workloads(self) -> list[Outcome]:
-        return list(
-            await asyncio.gather(
-                *(
-                    create_and_run(
-                        node.runtime,  # type: ignore[arg-type]
-                        node.name,
-                        self.isolation,
-                        self.overlay,
-                        extra_env={"MOCK_NVML_LIVE": str(self.live_of(node))},
-                    )
-                    for node in self.nodes
-                )
-            )
-        )
-
     async def act_xid(self) -> None:
         victim = self.nodes[0]
         self.act(f"an Xid {XID_FALLEN_OFF_BUS} on {victim.name}'s GPU 0, while workloads run")
@@ -483,7 +473,7 @@ class Demo:
             want in seen,
             f"{victim.name}: the running waiter woke with '{want}' (saw {seen[-1:]})",
         )
-        after = await self.node_workloads()
+        after = await self.new_workloads(own_live_layer=True)
         verdicts = []
         for i, outcome in enumerate(after):
             if i == 0:
@@ -504,7 +494,7 @@ class Demo:
         self.record("xid 79", after, verdicts)
         rc, _ = await self.ctl(victim, "reset", "-i", "0")
         self.verdicts.check(rc == 0, f"{victim.name}: nvml-mock-ctl reset exits {rc}")
-        cleared = await self.node_workloads()
+        cleared = await self.new_workloads(own_live_layer=True)
         verdicts = [
             "PASS"
             if self.verdicts.check(

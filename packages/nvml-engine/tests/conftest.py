@@ -250,3 +250,16 @@ def layer(live_state: Path) -> Iterator[Any]:
 
     with live.LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME) as opened:
         yield opened
+
+
+def require_thread_sanitizer(tsan_dir: Path) -> None:
+    """Skip, saying why, unless a compiler builds and runs ThreadSanitizer programs here."""
+    probe = subprocess.run(
+        ["make", "-s", "-C", str(tsan_dir), "tsan-available", f"PYTHON={sys.executable}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.skip("no compiler with a working ThreadSanitizer runtime (TSAN_CC, default clang)")

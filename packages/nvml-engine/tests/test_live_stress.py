@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SYSTEM, gpu_entry, render_state
+from conftest import SYSTEM, gpu_entry, render_state, require_thread_sanitizer
 
 TSAN_DIR = Path(__file__).resolve().parents[1] / "native" / "tsan"
 GPUS = 8
@@ -87,13 +87,5 @@ def test_live_writer_beside_sixteen_readers_plain_build(
 
 
 def test_live_writer_beside_sixteen_readers_under_thread_sanitizer(state_file: Path) -> None:
-    probe = subprocess.run(
-        ["make", "-s", "-C", str(TSAN_DIR), "tsan-available", f"PYTHON={sys.executable}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if probe.returncode != 0:
-        pytest.skip("no compiler with a working ThreadSanitizer runtime (TSAN_CC, default clang)")
+    require_thread_sanitizer(TSAN_DIR)
     assert_never_torn(make("live-check", state_file))

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SYSTEM, gpu_entry, render_state
+from conftest import SYSTEM, gpu_entry, render_state, require_thread_sanitizer
 
 TSAN_DIR = Path(__file__).resolve().parents[1] / "native" / "tsan"
 THREADS = 16
@@ -137,14 +137,6 @@ def test_sixteen_threads_plain_build(library_file: Path, state_file: Path) -> No
 
 
 def test_sixteen_threads_under_thread_sanitizer(state_file: Path) -> None:
-    probe = subprocess.run(
-        ["make", "-s", "-C", str(TSAN_DIR), "tsan-available", f"PYTHON={sys.executable}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if probe.returncode != 0:
-        pytest.skip("no compiler with a working ThreadSanitizer runtime (TSAN_CC, default clang)")
+    require_thread_sanitizer(TSAN_DIR)
     rounds = 150
     assert_complete_run(make("check", state_file, rounds), rounds)

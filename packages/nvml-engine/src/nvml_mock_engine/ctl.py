@@ -125,10 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LiveValueError as exc:
         logger.error("refused, nothing written: %s", exc)
         return EXIT_VALUE
-    except LiveLayerError as exc:
-        logger.error("%s", exc)
-        return EXIT_FAILURE
-    except (NvmlEngineError, OSError) as exc:
+    except (NvmlEngineError, OSError) as exc:  # LiveLayerError among them: exit 1
         logger.error("%s", exc)
         return EXIT_FAILURE
     return result
