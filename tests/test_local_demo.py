@@ -54,6 +54,11 @@ def test_compute_domain_scenario(tmp_path: Path) -> None:
     assert cliques == ["0", "0", "1", "1"]
     assert {row[4] for row in inject.values()} == {"00000000-0000-0000-0000-0000000000cd"}
     assert all(row[2] == "4" for row in inject.values())
+    if os.geteuid() == 0:
+        # Root stages the IMEX channels: every ComputeDomain workload opted in and found the
+        # staged eight usable, in the first act and in the kept workloads rechecked later.
+        assert {row[5] for row in inject.values()} == {"8/8"}
+        assert {row[5] for row in rows if row[0] == "rebind: running"} == {"8/8"}
     rebound = [row for row in rows if row[0] == "rebind: new"]
     assert len(rebound) == 4 and {row[3] for row in rebound} == {"99"}
     kept = [row for row in rows if row[0] == "rebind: running"]
@@ -75,7 +80,7 @@ def test_plain_injection_on_a_non_fabric_profile(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     inject = [row for row in _summary(done.stdout) if row[0] == "inject"]
     assert len(inject) == 4
-    assert all(row[2] != "0" and row[3] == "-" for row in inject)
+    assert all(row[2] != "0" and row[3] == "-" and row[5] == "-" for row in inject)
 
 
 def test_without_mount_namespaces_the_overlay_host_path_stands_in(tmp_path: Path) -> None:

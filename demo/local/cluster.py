@@ -171,6 +171,8 @@ class Node:
     topology_url: str
     socket_dir: Path | None = None
     """Where the runtime socket lives when ``workdir`` is too deep for AF_UNIX (108 bytes)."""
+    device_namespaces: tuple[str, ...] = ()
+    """Namespaces whose pods may opt in to device nodes and IMEX channels."""
     runtime: RuntimeDouble | None = None
     plugin: Process | None = None
     health_port: int = field(default_factory=free_port)
@@ -214,6 +216,8 @@ class Node:
         ]
         if self.topology_url:
             argv += ["--topology-url", self.topology_url]
+        if self.device_namespaces:
+            argv += ["--device-namespaces", ",".join(self.device_namespaces)]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NRI_", "NVML_MOCK_"))}
         env.pop(names.ENV_NODE_NAME, None)
         self.plugin = await Process.start(

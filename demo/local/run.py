@@ -5,10 +5,12 @@ simulated nodes, each with its own containerd stand-in and its own NRI plugin pr
 topology service, one staged overlay. Ordinary "gpu-agent" workloads (no GPU request, no
 MOCK_* env, no mounts) see GPUs and their node's clique through injection alone.
 
-Three acts, each with assertions: injection; a rebind (the topology file changes: new
-workloads see the new clique, running ones keep what they were given); a fault (the
-topology service stops: new workloads keep the cached identity; a plugin stops: its node's
-new workloads get no GPUs, and its readiness probe is what reveals it).
+Four acts, each with assertions: injection (with a ComputeDomain, the workloads also opt
+in to IMEX channels and check them, where the demo may make device nodes); a rebind (the
+topology file changes: new workloads see the new clique, running ones keep what they were
+given); an Xid on one node's GPU; a fault (the topology service stops: new workloads keep
+the cached identity; a plugin stops: its node's new workloads get no GPUs, and its
+readiness probe is what reveals it).
 
 Knobs (env, or the flags below): GPU_PROFILE, GPU_COUNT, WITH_COMPUTE_DOMAIN, NODE_COUNT.
 Exit status: 0 every assertion held, 1 one did not, 3 bad knobs.
@@ -37,7 +39,7 @@ from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
 from nvml_mock_engine.runtime import loader_name
 from nvml_mock_protocol import names
-from workload import Isolation, Outcome, create_and_run, recheck
+from workload import WORKLOAD_NAMESPACE, Isolation, Outcome, create_and_run, recheck
 
 REPO = Path(__file__).resolve().parents[2]
 DOMAIN = ("node-wide-domain", "00000000-0000-0000-0000-0000000000cd")
@@ -132,11 +134,25 @@ def write_atomically(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def _imex_cell(outcome: Outcome) -> str:
+    """``usable/found`` IMEX channels as check-fabric counted them; ``-`` when not checked."""
+    report = outcome.imex
+    if report is None:
+        return "-"
+    channels = report.get("channels")
+    usable = (
+        sum(1 for c in channels if isinstance(c, dict) and c.get("usable"))
+        if isinstance(channels, list)
+        else 0
+    )
+    return f"{usable}/{report.get('channelsFound', 0)}"
+
+
 def table(
     outcomes: Sequence[Outcome], verdicts: Sequence[str], acts: Sequence[str] | None = None
 ) -> None:
     """Print one row per workload; with ``acts``, a leading ACT column."""
-    head = ("NODE", "GPUS SEEN", "CLIQUEID", "CLUSTERUUID", "VERDICT")
+    head = ("NODE", "GPUS SEEN", "CLIQUEID", "CLUSTERUUID", "IMEX", "VERDICT")
     rows = [(("ACT", *head) if acts else head)]
     for i, (outcome, verdict) in enumerate(zip(outcomes, verdicts, strict=True)):
         rows.append(
@@ -146,6 +162,7 @@ def table(
                 str(len(outcome.gpus)),
                 "-" if outcome.clique is None else str(outcome.clique),
                 outcome.cluster_uuid or "-",
+                _imex_cell(outcome),
                 verdict,
             )
         )
@@ -172,6 +189,8 @@ class Demo:
         self.verdicts = Verdicts()
         self.summary: list[tuple[str, Outcome, str]] = []
         self.acts = 0
+        self.imex = False
+        """Whether IMEX channels were staged, so ComputeDomain workloads opt in and check them."""
 
     def act(self, title: str) -> None:
         self.acts += 1
@@ -255,6 +274,16 @@ class Demo:
         say(
             f"  staged {self.overlay} ({', '.join(sorted(p.name for p in self.overlay.iterdir()))})"
         )
+        channels = self.overlay / names.OVERLAY_DEV_DIR / names.IMEX_CHANNELS_DIR
+        self.imex = k.compute_domain and channels.is_dir() and any(channels.iterdir())
+        if self.imex:
+            count = len(list(channels.iterdir()))
+            say(f"  {count} IMEX channel nodes in dev/{names.IMEX_CHANNELS_DIR}/")
+        elif k.compute_domain:
+            say(
+                "  ! no IMEX channel nodes staged (making device nodes needs root with "
+                "CAP_MKNOD, and no real NVIDIA driver): the channel check is skipped"
+            )
 
         topology_url = ""
         if k.compute_domain:
@@ -274,7 +303,13 @@ class Demo:
             self.socket_root = Path(tempfile.mkdtemp(prefix="nvml-mock-demo-"))
             sockets = self.socket_root
         for i, name in enumerate(self.names):
-            node = Node(name, self.work / "nodes" / name, self.overlay, topology_url)
+            node = Node(
+                name,
+                self.work / "nodes" / name,
+                self.overlay,
+                topology_url,
+                device_namespaces=(WORKLOAD_NAMESPACE,),
+            )
             if self.socket_root is not None:
                 node.socket_dir = sockets / f"n{i + 1}"
             self.nodes.append(node)
@@ -321,7 +356,22 @@ class Demo:
                 f"{outcome.node}: check-fabric sees clique {outcome.clique} of "
                 f"{outcome.cluster_uuid} (want {clique} of {uuid})",
             )
+        if self.imex:
+            report = outcome.imex or {}
+            ok &= v.check(
+                outcome.imex_dir is not None
+                and report.get("passed") is True
+                and report.get("channelsFound") == self.imex_channels,
+                f"{outcome.node}: check-fabric --imex: {report.get('channelsFound', 0)} of "
+                f"{self.imex_channels} IMEX channel(s) usable, major {report.get('major')} from "
+                f"{report.get('majorSource', '-')}",
+            )
         return "PASS" if ok else "FAIL"
+
+    @property
+    def imex_channels(self) -> int:
+        channels = self.overlay / names.OVERLAY_DEV_DIR / names.IMEX_CHANNELS_DIR
+        return len(list(channels.iterdir())) if self.imex else 0
 
     async def new_workloads(
         self, *, keep_running: bool = False, own_live_layer: bool = False
@@ -341,6 +391,10 @@ class Demo:
                         extra_env=(
                             {"MOCK_NVML_LIVE": str(self.live_of(node))} if own_live_layer else None
                         ),
+                        annotations=(
+                            {names.ANNOTATION_IMEX_CHANNELS: "true"} if self.imex else None
+                        ),
+                        devices_dir=node.workdir / "containers" if self.imex else None,
                     )
                     for node in self.nodes
                 )

@@ -5,7 +5,10 @@ CreateContainer through the NRI plugin; what comes back is applied the way conta
 applies it: the final environment becomes the process environment, and each bind mount is
 made in a private mount namespace (so the host sees nothing) before the workload's command
 runs. The command is the seed's gpu-agent check: ``test -d /opt/nvml-mock``,
-``nvidia-smi -L``, ``check-fabric``.
+``nvidia-smi -L``, ``check-fabric``. A workload that opts in to IMEX channels (the pod
+annotation) gets the channel device nodes the plugin added, made the way containerd makes
+them (``mknod`` with the adjustment's numbers) in a ``dev`` directory of its own under the
+demo's work directory, and its check adds ``check-fabric --imex`` on that directory.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import shlex
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +34,19 @@ _MARK = "@@check-fabric@@"
 _ids = itertools.count(1)
 
 
-def gpu_agent_check(mount_path: str) -> str:
-    """The workload's command: what the seed's gpu-agent DaemonSet runs."""
+def gpu_agent_check(mount_path: str, imex_dir: Path | None = None) -> str:
+    """The workload's command: what the seed's gpu-agent DaemonSet runs; with *imex_dir*,
+    ``check-fabric`` checks the IMEX channels there too, against the overlay's substitute
+    ``proc-devices`` (a GPU-less node's ``/proc/devices`` names no NVIDIA major)."""
+    imex = ""
+    if imex_dir is not None:
+        proc_devices = f"{mount_path}/{names.OVERLAY_IMEX_DIR}/{names.IMEX_PROC_DEVICES_FILE}"
+        imex = f" --imex --imex-dir {shlex.quote(str(imex_dir))} --proc-devices {proc_devices}"
     return (
         f"test -d {mount_path} || {{ echo 'gpu-agent: {mount_path} is missing'; exit 10; }}\n"
         "nvidia-smi -L || exit 11\n"
         f"echo {_MARK}\n"
-        "exec check-fabric --json\n"
+        f"exec check-fabric --json{imex}\n"
     )
 
 
@@ -86,6 +96,8 @@ class Outcome:
     exit_code: int | None = None
     output: str = ""
     pid: int | None = None
+    imex_dir: Path | None = None
+    """The workload's own channel directory, when the plugin gave it IMEX channels."""
 
     @property
     def clique(self) -> int | None:
@@ -101,12 +113,21 @@ class Outcome:
     def fabric_verdict(self) -> str:
         return str((self.fabric or {}).get("verdict", "-"))
 
+    @property
+    def imex(self) -> dict[str, object] | None:
+        """check-fabric's IMEX channel report, when the check ran."""
+        report = (self.fabric or {}).get("imex")
+        return report if isinstance(report, dict) else None
+
 
 def describe_pod(
-    node: str, name: str, extra_env: Mapping[str, str] | None = None
+    node: str,
+    name: str,
+    extra_env: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> tuple[api.PodSandbox, api.Container]:
-    """An ordinary pod: no GPU request, no mounts, no annotations; no MOCK_* env unless the
-    act gives some (*extra_env*, as a pod author would write it in the spec)."""
+    """An ordinary pod: no GPU request, no mounts; no annotations and no MOCK_* env unless
+    the act gives some (*annotations*, *extra_env*, as a pod author would write them)."""
     serial = next(_ids)
     pod = api.PodSandbox(
         id=f"pod-{serial:04d}",
@@ -114,6 +135,7 @@ def describe_pod(
         uid=f"00000000-0000-4000-8000-{serial:012d}",
         namespace=WORKLOAD_NAMESPACE,
         labels={"app": name},
+        annotations=dict(annotations or {}),
     )
     container = api.Container(
         id=f"ctr-{serial:04d}",
@@ -163,6 +185,24 @@ def _parse(outcome: Outcome, stdout: str) -> None:
             outcome.fabric = {"verdict": "unparsable", "raw": after[:200]}
 
 
+def make_channels(container: api.Container, workdir: Path) -> Path | None:
+    """Make the IMEX channel nodes the adjustment added, as containerd makes a container's
+    device nodes, in ``<workdir>/<container id>/dev/nvidia-caps-imex-channels``; None when
+    it added none. The numbers are the plugin's; the demo only carries them out."""
+    prefix = f"/dev/{names.IMEX_CHANNELS_DIR}/"
+    channels = [d for d in container.linux.devices if d.path.startswith(prefix)]
+    if not channels:
+        return None
+    target = workdir / container.id / "dev" / names.IMEX_CHANNELS_DIR
+    target.mkdir(parents=True)
+    for device in channels:
+        mode = device.file_mode.value if device.HasField("file_mode") else 0o666
+        path = target / device.path.removeprefix(prefix)
+        os.mknod(path, stat.S_IFCHR | mode, os.makedev(device.major, device.minor))
+        os.chmod(path, mode)
+    return target
+
+
 def _rewrite(env: Mapping[str, str], mount_path: str, overlay_host: Path) -> dict[str, str]:
     return {k: v.replace(mount_path, str(overlay_host)) for k, v in env.items()}
 
@@ -193,6 +233,8 @@ async def create_and_run(
     started: list[int] | None = None,
     mount_path: str = names.OVERLAY_MOUNT_PATH,
     extra_env: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    devices_dir: Path | None = None,
     command: str | None = None,
     log: Path | None = None,
 ) -> Outcome:
@@ -203,15 +245,19 @@ async def create_and_run(
     goes into ``started`` the moment it exists, so an interrupted demo can stop it.
     *command* replaces the gpu-agent check (shell text; the overlay's mount path in it is
     rewritten where no mount namespace is permitted); with *log*, the workload runs in the
-    background, its output going to that file (the act reads it while it runs).
+    background, its output going to that file (the act reads it while it runs). With
+    *devices_dir*, IMEX channels the plugin added are made there (``make_channels``) and
+    checked.
     """
-    pod, container = describe_pod(node, name, extra_env)
+    pod, container = describe_pod(node, name, extra_env, annotations)
     runtime.add_pod(pod)
     result = await runtime.create_container(pod, container)
     env = result.env()
     injected = any(m.destination == mount_path for m in result.container.mounts)
     outcome = Outcome(node=node, pod=pod.name, injected=injected, env=env)
-    check = command if command is not None else gpu_agent_check(mount_path)
+    if devices_dir is not None:
+        outcome.imex_dir = make_channels(result.container, devices_dir)
+    check = command if command is not None else gpu_agent_check(mount_path, outcome.imex_dir)
     tail = "exec sleep 600" if keep_running else check
     if isolation.unshare is not None:
         script = _mount_script(result.container.mounts) + "\n" + tail
@@ -259,7 +305,7 @@ async def recheck(
     assert outcome.pid is not None
     environ = Path(f"/proc/{outcome.pid}/environ").read_bytes()
     env = dict(e.partition("=")[::2] for e in environ.decode().split("\0") if "=" in e)
-    check = gpu_agent_check(mount_path)
+    check = gpu_agent_check(mount_path, outcome.imex_dir)
     if isolation.unshare is not None:
         argv = ["nsenter", "-t", str(outcome.pid), "-m", *(["-U"] if os.geteuid() else [])]
         argv += ["sh", "-c", check]
@@ -271,6 +317,7 @@ async def recheck(
         ]
     again = Outcome(node=outcome.node, pod=outcome.pod, injected=outcome.injected, env=env)
     again.pid = outcome.pid
+    again.imex_dir = outcome.imex_dir
     again.exit_code, again.output = await _run(argv, env, 60)
     _parse(again, again.output)
     return again
