@@ -527,6 +527,9 @@ unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint6
 {
     uint64_t q = now_quantum();
     uint64_t now_ms = q * TELE_QUANTUM_MS;
+    /* the epoch's own quantum already runs the pattern: a process shows its load from the
+     * first call after it started, not one quantum later */
+    epoch_ms = epoch_ms / TELE_QUANTUM_MS * TELE_QUANTUM_MS;
     if (kind == PATTERN_NONE || kind > PATTERN_LAST || now_ms < epoch_ms) {
         return 0;
     }

@@ -45,8 +45,13 @@ __all__ = [
     "UTIL_PATTERNS",
     "header_bytes",
     "header_problem",
+    "BoardSummary",
     "load_library",
+    "parse_memory",
+    "parse_utilization",
+    "read_board_summary",
     "record_uuid",
+    "resolve_gpus",
 ]
 
 SIZE: Final = L.LIVE_TOTAL_BYTES
@@ -168,6 +173,165 @@ def _unpack(data: bytes) -> Allocation:
         util_seed=number("util_seed"),
         start_time_ms=number("start_time_ms"),
     )
+
+
+# --- the annotations' values -----------------------------------------------------------------
+
+_MEMORY_UNITS: Final = {
+    "": 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 1 << 10,
+    "Mi": 1 << 20,
+    "Gi": 1 << 30,
+    "Ti": 1 << 40,
+}
+
+
+def parse_memory(text: str) -> int:
+    """A memory size as Kubernetes writes quantities: bytes, or a number with a decimal
+    (``k``, ``M``, ``G``, ``T``) or binary (``Ki``, ``Mi``, ``Gi``, ``Ti``) suffix, e.g.
+    ``20Gi``, ``512Mi``, ``1.5G``. Raises ValueError naming the value."""
+    stripped = text.strip()
+    number = stripped.rstrip("kMGTi")
+    unit = stripped[len(number) :]
+    if unit not in _MEMORY_UNITS or not number:
+        raise ValueError(f"{text!r} is not a size such as 20Gi, 512Mi or 1073741824")
+    try:
+        value = float(number) if "." in number else int(number)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a size such as 20Gi, 512Mi or 1073741824") from None
+    size = int(value * _MEMORY_UNITS[unit])
+    if not 0 <= size <= _U64 or value != value:
+        raise ValueError(f"{text!r} is outside 0..{_U64} bytes")
+    return size
+
+
+def _duration_ms(text: str) -> int:
+    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix):
+            number, scale = text[: -len(suffix)], units[suffix]
+            break
+    else:
+        number, scale = text, 1000
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"period {text!r} is not a duration such as 500ms, 30s or 2m") from None
+    if not 0 < value * scale <= _U32:
+        raise ValueError(f"period {text!r} must be a positive duration")
+    return max(1, round(value * scale))
+
+
+def parse_utilization(text: str) -> tuple[int, int, int, int]:
+    """A utilization pattern in the live layer's words, as ``nvml-mock-ctl util`` takes it:
+    ``N`` (a steady N %), ``idle``, ``steady N``, ``busy``, ``burst [PEAK]``, ``sine [PEAK]``,
+    optionally followed by ``period=30s`` and ``seed=N``. Returns (pattern, level, period_ms,
+    seed) as the record stores them; raises ValueError naming what is wrong."""
+    words = text.split()
+    options = {w.partition("=")[0]: w.partition("=")[2] for w in words if "=" in w}
+    words = [w for w in words if "=" not in w]
+    unknown = set(options) - {"period", "seed"}
+    if unknown:
+        raise ValueError(f"unknown option {sorted(unknown)[0]}= (period=, seed=)")
+    if not words or len(words) > 2:
+        raise ValueError("a percentage, or idle | steady N | busy | burst [PEAK] | sine [PEAK]")
+    first = words[0].lower()
+
+    def percent(word: str) -> int:
+        if not word.isdigit() or not 0 <= int(word) <= 100:
+            raise ValueError(f"{word!r} is not a percentage 0..100")
+        return int(word)
+
+    if first not in ("idle", "steady", "busy", "burst", "sine"):
+        if len(words) != 1:
+            raise ValueError(f"unexpected {words[1]!r} after a percentage")
+        pattern, level = UTIL_PATTERNS["steady"], percent(first)
+    elif first in ("idle", "busy"):
+        if len(words) != 1:
+            raise ValueError(f"{first} takes no level")
+        pattern, level = UTIL_PATTERNS["steady" if first == "idle" else "busy"], 0 if first == "idle" else 100
+    elif first == "steady":
+        if len(words) != 2:
+            raise ValueError("steady needs a level, e.g. `steady 60`")
+        pattern, level = UTIL_PATTERNS["steady"], percent(words[1])
+    else:
+        pattern, level = UTIL_PATTERNS[first], percent(words[1]) if len(words) == 2 else 100
+    period = _duration_ms(options["period"]) if options.get("period") else 0
+    seed_text = options.get("seed", "0") or "0"
+    if not seed_text.isdigit() or int(seed_text) > _U64:
+        raise ValueError(f"seed {seed_text!r} is not an unsigned 64-bit integer")
+    return pattern, level, period, int(seed_text)
+
+
+@dataclass(frozen=True, slots=True)
+class BoardSummary:
+    """What an allocation writer needs of one board GPU: to resolve a device name to it and
+    to size a default share of its memory."""
+
+    index: int
+    uuid: str
+    bus_id: str
+    memory_total_bytes: int
+
+
+def read_board_summary(state_path: Path | str) -> list[BoardSummary]:
+    """The GPUs of a rendered state file, leniently (the library's parser is the strict one).
+    Raises :class:`LiveFileError` naming the file when it cannot be read."""
+    try:
+        text = Path(state_path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LiveFileError(f"cannot read the board state {state_path}: {exc}") from None
+    gpus: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    for line in text.splitlines():
+        if line.startswith("[gpu "):
+            current = {}
+            gpus.append(current)
+        elif line.startswith("["):
+            current = None
+        elif current is not None and "=" in line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            current[key.strip()] = value.strip()
+    board: list[BoardSummary] = []
+    for index, values in enumerate(gpus):
+        try:
+            total = int(values.get("memory_total_bytes", "0"), 0)
+        except ValueError:
+            total = 0
+        board.append(BoardSummary(index, values.get("uuid", ""), values.get("pci_bus_id", ""), total))
+    return board
+
+
+def _bus_key(bus_id: str) -> str:
+    """A PCI bus id without its domain's width: ``0000:3b:00.0`` = ``00000000:3B:00.0``."""
+    domain, _, rest = bus_id.strip().lower().partition(":")
+    return f"{int(domain, 16) if domain and all(c in '0123456789abcdef' for c in domain) else domain}:{rest}"
+
+
+def resolve_gpus(tokens: Iterable[str], board: Sequence[BoardSummary]) -> tuple[tuple[int, ...], list[str]]:
+    """The board indices *tokens* name (indices, ``GPU-`` UUIDs in full or a unique prefix,
+    case-insensitive, or PCI bus ids), in order and without repeats, and the tokens that name
+    no GPU of *board* (the caller reports them)."""
+    found: list[int] = []
+    unknown: list[str] = []
+    for token in tokens:
+        text = token.strip()
+        match: list[int] = []
+        if text.isdigit():
+            match = [int(text)] if int(text) < len(board) else []
+        elif text.lower().startswith("gpu-"):
+            match = [g.index for g in board if g.uuid.lower().startswith(text.lower())]
+        elif ":" in text:
+            match = [g.index for g in board if g.bus_id and _bus_key(g.bus_id) == _bus_key(text)]
+        if len(match) != 1:
+            unknown.append(text)
+        elif match[0] not in found:
+            found.append(match[0])
+    return tuple(found), unknown
 
 
 def header_bytes(gpu_count: int) -> bytearray:
