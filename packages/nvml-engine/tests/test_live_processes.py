@@ -7,6 +7,7 @@ library, in this process and in child processes.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -196,3 +197,28 @@ def test_a_writer_in_one_process_reaches_a_reader_in_another(
         [sys.executable, "-c", reader], check=True, capture_output=True, text=True, env=env
     )
     assert done.stdout.strip() == f"[(999, {3 * GiB})]"
+
+
+def test_the_work_alike_shows_the_records_in_its_process_table_and_query(
+    library_file: Path, live_state: Path
+) -> None:
+    from smi_fixtures.helpers import smi
+
+    pid = os.getpid()
+    uuid = live.read_board(live_state)[1].uuid
+    with LiveFile.open(live_state.parent / live.LIVE_FILE_NAME, library=library_file) as records:
+        records.put(Allocation("c1", pid=pid, gpus=(1,), used_memory_bytes=2 * GiB))
+        rc, out = smi(library_file, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv")
+        assert rc == 0
+        assert out.splitlines() == [
+            "pid, used_gpu_memory [MiB], gpu_uuid",
+            f"{pid}, 2048 MiB, {uuid}",
+        ]
+        rc, out = smi(library_file)
+        assert rc == 0
+        rows = [line for line in out.splitlines() if f" {pid} " in line]
+        assert len(rows) == 1 and " C " in rows[0] and "2048MiB" in rows[0], out
+        assert "No running processes found" not in out
+        records.remove("c1")
+    rc, out = smi(library_file, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv")
+    assert out.splitlines() == ["pid, used_gpu_memory [MiB], gpu_uuid"]
