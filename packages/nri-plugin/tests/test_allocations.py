@@ -79,13 +79,19 @@ def nvml_view(overlay: Path) -> dict[str, object]:
         "PATH": "/usr/bin:/bin",
     }
     done = subprocess.run(
-        [sys.executable, "-c", script, str(library)], check=True, capture_output=True, text=True, env=env
+        [sys.executable, "-c", script, str(library)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
     )
     view: dict[str, object] = json.loads(done.stdout)
     return view
 
 
-def allocated(name: str, sandbox: api.PodSandbox, *, gpus: str | None = None, cdi: list[str] | None = None) -> api.Container:
+def allocated(
+    name: str, sandbox: api.PodSandbox, *, gpus: str | None = None, cdi: list[str] | None = None
+) -> api.Container:
     env = ["PATH=/usr/bin:/bin"]
     if gpus is not None:
         env.append(f"NVIDIA_VISIBLE_DEVICES={gpus}")
@@ -94,7 +100,9 @@ def allocated(name: str, sandbox: api.PodSandbox, *, gpus: str | None = None, cd
     return made
 
 
-async def run(runtime: RuntimeDouble, sandbox: api.PodSandbox, made: api.Container, pid: int) -> str:
+async def run(
+    runtime: RuntimeDouble, sandbox: api.PodSandbox, made: api.Container, pid: int
+) -> str:
     result = await runtime.create_container(sandbox, made)
     await runtime.start_container(sandbox, result.container.id, pid)
     return result.container.id
@@ -146,10 +154,16 @@ async def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
     runtime: RuntimeDouble, start_plugin: Start, overlay: Path
 ) -> None:
     await start_plugin("--overlay-host-path", str(overlay))
-    a = pod("a", annotations={names.ANNOTATION_GPU_MEMORY: "4Gi", names.ANNOTATION_GPU_UTILIZATION: "30"})
+    a = pod(
+        "a",
+        annotations={names.ANNOTATION_GPU_MEMORY: "4Gi", names.ANNOTATION_GPU_UTILIZATION: "30"},
+    )
     b = pod(
         "b",
-        annotations={names.ANNOTATION_GPU_MEMORY: "6Gi", names.ANNOTATION_GPU_UTILIZATION: "steady 50"},
+        annotations={
+            names.ANNOTATION_GPU_MEMORY: "6Gi",
+            names.ANNOTATION_GPU_UTILIZATION: "steady 50",
+        },
     )
     await run(runtime, a, allocated("main", a, gpus="3"), 100)
     await run(runtime, b, allocated("main", b, cdi=["nvidia.com/gpu=3"]), 101)

@@ -80,10 +80,14 @@ def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
     gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
     board = used(pynvml, gpu)
     records.put(
-        Allocation("a", pid=10, gpus=(0,), used_memory_bytes=4 * GiB, util_pattern=STEADY, util_level=30)
+        Allocation(
+            "a", pid=10, gpus=(0,), used_memory_bytes=4 * GiB, util_pattern=STEADY, util_level=30
+        )
     )
     records.put(
-        Allocation("b", pid=11, gpus=(0, 1), used_memory_bytes=6 * GiB, util_pattern=STEADY, util_level=50)
+        Allocation(
+            "b", pid=11, gpus=(0, 1), used_memory_bytes=6 * GiB, util_pattern=STEADY, util_level=50
+        )
     )
     assert sorted(p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)) == [10, 11]
     assert used(pynvml, gpu) == board + 10 * GiB
@@ -94,7 +98,9 @@ def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
     assert sorted((s.pid, s.smUtil) for s in info) == [(10, 30), (11, 50)]
     # the sum is capped at 100
     records.put(
-        Allocation("a", pid=10, gpus=(0,), used_memory_bytes=4 * GiB, util_pattern=STEADY, util_level=90)
+        Allocation(
+            "a", pid=10, gpus=(0,), used_memory_bytes=4 * GiB, util_pattern=STEADY, util_level=90
+        )
     )
     assert pynvml.nvmlDeviceGetUtilizationRates(gpu).gpu == 100
     assert [a.container_id for a in records.list()] == ["a", "b"]

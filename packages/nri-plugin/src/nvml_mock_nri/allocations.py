@@ -198,7 +198,9 @@ class AllocationRecorder:
 
     # -- the life cycle --------------------------------------------------------
 
-    def started(self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
+    def started(
+        self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> None:
         """StartContainer / PostStartContainer: record what the container holds."""
         if not self.holds_gpus(policy, pod, container):
             return
@@ -235,7 +237,10 @@ class AllocationRecorder:
             self.metrics.allocations_removed.inc()
 
     def synchronize(
-        self, policy: Policy, pods: Iterable[api_pb2.PodSandbox], containers: Iterable[api_pb2.Container]
+        self,
+        policy: Policy,
+        pods: Iterable[api_pb2.PodSandbox],
+        containers: Iterable[api_pb2.Container],
     ) -> int:
         """Synchronize: the records become exactly the running containers' allocations.
         Returns how many were recorded."""

@@ -40,7 +40,6 @@ from nvml_mock_protocol.hostgpu import HostDriver
 from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri import devices as devices_mod
-from nvml_mock_nri.allocations import AllocationRecorder
 from nvml_mock_nri.adjust import (
     Decision,
     FabricIdentity,
@@ -51,6 +50,7 @@ from nvml_mock_nri.adjust import (
     wants_devices,
     wants_imex_channels,
 )
+from nvml_mock_nri.allocations import AllocationRecorder
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache, Status

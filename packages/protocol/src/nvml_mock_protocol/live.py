@@ -19,10 +19,12 @@ container holds which GPUs, its PID, memory and utilization pattern. Typical use
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import errno
 import fcntl
 import functools
+import math
 import mmap
 import os
 import stat
@@ -34,18 +36,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from nvml_mock_protocol import _live_layout as L
+from nvml_mock_protocol import _live_layout as layout
 from nvml_mock_protocol.errors import ProtocolPackageError
 
 __all__ = [
+    "UTIL_PATTERNS",
     "Allocation",
     "AllocationError",
+    "BoardSummary",
     "LiveFile",
     "LiveFileError",
-    "UTIL_PATTERNS",
     "header_bytes",
     "header_problem",
-    "BoardSummary",
     "load_library",
     "parse_memory",
     "parse_utilization",
@@ -54,7 +56,7 @@ __all__ = [
     "resolve_gpus",
 ]
 
-SIZE: Final = L.LIVE_TOTAL_BYTES
+SIZE: Final = layout.LIVE_TOTAL_BYTES
 _FIELD_FORMATS: Final = {"uint32_t": "<I", "uint64_t": "<Q"}
 _DYNAMIC_HEADER_FIELDS: Final = frozenset(
     {"magic", "gpu_count", "generation", "event_head", "event_futex", "retired", "process_high"}
@@ -97,7 +99,7 @@ class Allocation:
 
 
 def _field(name: str) -> tuple[str, int, int]:
-    kind, offset, size = L.LIVE_PROCESS_FIELDS[name]
+    kind, offset, size = layout.LIVE_PROCESS_FIELDS[name]
     return kind, offset, size
 
 
@@ -107,7 +109,7 @@ def _pack(alloc: Allocation, gpu_count: int) -> bytes:
     def bad(field: str, value: object, why: str) -> AllocationError:
         return AllocationError(f"allocation {alloc.container_id!r}: {field}={value!r}: {why}")
 
-    data = bytearray(L.LIVE_PROCESS_RECORD_BYTES)
+    data = bytearray(layout.LIVE_PROCESS_RECORD_BYTES)
     if not alloc.container_id:
         raise bad("container_id", alloc.container_id, "must not be empty")
     if not alloc.gpus:
@@ -204,7 +206,7 @@ def parse_memory(text: str) -> int:
     except ValueError:
         raise ValueError(f"{text!r} is not a size such as 20Gi, 512Mi or 1073741824") from None
     size = int(value * _MEMORY_UNITS[unit])
-    if not 0 <= size <= _U64 or value != value:
+    if not 0 <= size <= _U64 or math.isnan(value):
         raise ValueError(f"{text!r} is outside 0..{_U64} bytes")
     return size
 
@@ -253,7 +255,10 @@ def parse_utilization(text: str) -> tuple[int, int, int, int]:
     elif first in ("idle", "busy"):
         if len(words) != 1:
             raise ValueError(f"{first} takes no level")
-        pattern, level = UTIL_PATTERNS["steady" if first == "idle" else "busy"], 0 if first == "idle" else 100
+        pattern, level = (
+            UTIL_PATTERNS["steady" if first == "idle" else "busy"],
+            0 if first == "idle" else 100,
+        )
     elif first == "steady":
         if len(words) != 2:
             raise ValueError("steady needs a level, e.g. `steady 60`")
@@ -302,17 +307,23 @@ def read_board_summary(state_path: Path | str) -> list[BoardSummary]:
             total = int(values.get("memory_total_bytes", "0"), 0)
         except ValueError:
             total = 0
-        board.append(BoardSummary(index, values.get("uuid", ""), values.get("pci_bus_id", ""), total))
+        board.append(
+            BoardSummary(index, values.get("uuid", ""), values.get("pci_bus_id", ""), total)
+        )
     return board
 
 
 def _bus_key(bus_id: str) -> str:
     """A PCI bus id without its domain's width: ``0000:3b:00.0`` = ``00000000:3B:00.0``."""
     domain, _, rest = bus_id.strip().lower().partition(":")
-    return f"{int(domain, 16) if domain and all(c in '0123456789abcdef' for c in domain) else domain}:{rest}"
+    if domain and all(c in "0123456789abcdef" for c in domain):
+        domain = str(int(domain, 16))
+    return f"{domain}:{rest}"
 
 
-def resolve_gpus(tokens: Iterable[str], board: Sequence[BoardSummary]) -> tuple[tuple[int, ...], list[str]]:
+def resolve_gpus(
+    tokens: Iterable[str], board: Sequence[BoardSummary]
+) -> tuple[tuple[int, ...], list[str]]:
     """The board indices *tokens* name (indices, ``GPU-`` UUIDs in full or a unique prefix,
     case-insensitive, or PCI bus ids), in order and without repeats, and the tokens that name
     no GPU of *board* (the caller reports them)."""
@@ -338,27 +349,27 @@ def header_bytes(gpu_count: int) -> bytearray:
     """A fresh live file (every value unset, no record) for *gpu_count* GPUs, less the
     records' UUIDs, which are the caller's."""
     data = bytearray(SIZE)
-    data[0 : len(L.LIVE_MAGIC)] = L.LIVE_MAGIC
+    data[0 : len(layout.LIVE_MAGIC)] = layout.LIVE_MAGIC
     values = {
-        "format": L.LIVE_FORMAT,
-        "header_bytes": L.LIVE_HEADER_BYTES,
-        "total_bytes": L.LIVE_TOTAL_BYTES,
-        "gpu_slots": L.LIVE_GPU_SLOTS,
+        "format": layout.LIVE_FORMAT,
+        "header_bytes": layout.LIVE_HEADER_BYTES,
+        "total_bytes": layout.LIVE_TOTAL_BYTES,
+        "gpu_slots": layout.LIVE_GPU_SLOTS,
         "gpu_count": gpu_count,
-        "key_slots": L.LIVE_KEY_SLOTS,
-        "record_bytes": L.LIVE_RECORD_BYTES,
-        "records_offset": L.LIVE_RECORDS_OFFSET,
-        "processes_offset": L.LIVE_PROCESSES_OFFSET,
-        "process_slots": L.LIVE_PROCESS_SLOTS,
-        "process_record_bytes": L.LIVE_PROCESS_RECORD_BYTES,
-        "mig_offset": L.LIVE_MIG_OFFSET,
-        "mig_bytes_per_gpu": L.LIVE_MIG_BYTES_PER_GPU,
-        "events_offset": L.LIVE_EVENTS_OFFSET,
-        "event_slots": L.LIVE_EVENT_SLOTS,
-        "event_record_bytes": L.LIVE_EVENT_RECORD_BYTES,
+        "key_slots": layout.LIVE_KEY_SLOTS,
+        "record_bytes": layout.LIVE_RECORD_BYTES,
+        "records_offset": layout.LIVE_RECORDS_OFFSET,
+        "processes_offset": layout.LIVE_PROCESSES_OFFSET,
+        "process_slots": layout.LIVE_PROCESS_SLOTS,
+        "process_record_bytes": layout.LIVE_PROCESS_RECORD_BYTES,
+        "mig_offset": layout.LIVE_MIG_OFFSET,
+        "mig_bytes_per_gpu": layout.LIVE_MIG_BYTES_PER_GPU,
+        "events_offset": layout.LIVE_EVENTS_OFFSET,
+        "event_slots": layout.LIVE_EVENT_SLOTS,
+        "event_record_bytes": layout.LIVE_EVENT_RECORD_BYTES,
     }
     for name, value in values.items():
-        ctype, offset = L.LIVE_HEADER_FIELDS[name]
+        ctype, offset = layout.LIVE_HEADER_FIELDS[name]
         struct.pack_into(_FIELD_FORMATS[ctype], data, offset, value)
     return data
 
@@ -367,10 +378,10 @@ def header_problem(data: bytes | mmap.mmap) -> str | None:
     """Why *data* is not a live file of this layout (None when it is)."""
     if len(data) != SIZE:
         return f"size {len(data)} bytes, the layout needs {SIZE}"
-    if bytes(data[0:16]).rstrip(b"\0") != L.LIVE_MAGIC:
+    if bytes(data[0:16]).rstrip(b"\0") != layout.LIVE_MAGIC:
         return "not a live layer file (bad magic)"
     want = header_bytes(0)
-    for name, (ctype, offset) in L.LIVE_HEADER_FIELDS.items():
+    for name, (ctype, offset) in layout.LIVE_HEADER_FIELDS.items():
         if name in _DYNAMIC_HEADER_FIELDS:
             continue
         size = struct.calcsize(_FIELD_FORMATS[ctype])
@@ -381,8 +392,8 @@ def header_problem(data: bytes | mmap.mmap) -> str | None:
 
 def record_uuid(data: bytes | mmap.mmap, gpu: int) -> str:
     """The board UUID GPU record *gpu* is bound to."""
-    start = L.LIVE_RECORDS_OFFSET + gpu * L.LIVE_RECORD_BYTES + L.LIVE_RECORD_UUID
-    raw = bytes(data[start : start + L.LIVE_RECORD_UUID_BYTES])
+    start = layout.LIVE_RECORDS_OFFSET + gpu * layout.LIVE_RECORD_BYTES + layout.LIVE_RECORD_UUID
+    raw = bytes(data[start : start + layout.LIVE_RECORD_UUID_BYTES])
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
@@ -417,12 +428,22 @@ def _load(path: str) -> ctypes.CDLL:
             ctypes.c_int,
         ),
         "nvml_mock_live_snapshot": (
-            [c_void, c_size, c_uint, ctypes.POINTER(c_u64), ctypes.POINTER(c_u64), ctypes.POINTER(c_u64)],
+            [
+                c_void,
+                c_size,
+                c_uint,
+                ctypes.POINTER(c_u64),
+                ctypes.POINTER(c_u64),
+                ctypes.POINTER(c_u64),
+            ],
             ctypes.c_int,
         ),
         "nvml_mock_live_retire": ([c_void, c_size], ctypes.c_int),
         "nvml_mock_live_event": ([c_void, c_size, c_uint, c_u64, c_u64], c_u64),
-        "nvml_mock_live_proc_write": ([c_void, c_size, c_uint, ctypes.c_char_p, c_size], ctypes.c_int),
+        "nvml_mock_live_proc_write": (
+            [c_void, c_size, c_uint, ctypes.c_char_p, c_size],
+            ctypes.c_int,
+        ),
         "nvml_mock_live_proc_read": ([c_void, c_size, c_uint, c_void, c_size], ctypes.c_int),
         "nvml_mock_live_layout_bytes": ([], ctypes.c_ulonglong),
     }
@@ -483,7 +504,9 @@ class LiveFile:
                 )
             elif exc.errno == errno.ENOENT:
                 hint = " (stage the overlay with this version of nvml-mock-engine to create it)"
-            raise LiveFileError(f"cannot open the live layer {path}: {exc.strerror}{hint}") from None
+            raise LiveFileError(
+                f"cannot open the live layer {path}: {exc.strerror}{hint}"
+            ) from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -522,7 +545,7 @@ class LiveFile:
 
     def u32(self, field: str) -> int:
         """A 32-bit header field."""
-        value: int = struct.unpack_from("<I", self._map, L.LIVE_HEADER_FIELDS[field][1])[0]
+        value: int = struct.unpack_from("<I", self._map, layout.LIVE_HEADER_FIELDS[field][1])[0]
         return value
 
     def address(self) -> int:
@@ -544,17 +567,18 @@ class LiveFile:
 
     def _read_slot(self, slot: int, out: ctypes.Array[ctypes.c_char]) -> Allocation | None:
         rc = self.lib.nvml_mock_live_proc_read(
-            self.address(), SIZE, slot, ctypes.addressof(out), L.LIVE_PROCESS_RECORD_BYTES
+            self.address(), SIZE, slot, ctypes.addressof(out), layout.LIVE_PROCESS_RECORD_BYTES
         )
         if rc < 0:
             raise LiveFileError(
-                f"process record {slot}: no consistent read of {self.path} (a writer died mid-write?)"
+                f"process record {slot}: no consistent read of {self.path}"
+                " (a writer died mid-write?)"
             )
         return _unpack(out.raw) if rc == 1 else None
 
     def _slots(self) -> dict[int, Allocation]:
-        out = ctypes.create_string_buffer(L.LIVE_PROCESS_RECORD_BYTES)
-        high = min(self.u32("process_high"), L.LIVE_PROCESS_SLOTS)
+        out = ctypes.create_string_buffer(layout.LIVE_PROCESS_RECORD_BYTES)
+        high = min(self.u32("process_high"), layout.LIVE_PROCESS_SLOTS)
         found: dict[int, Allocation] = {}
         for slot in range(high):
             alloc = self._read_slot(slot, out)
@@ -564,10 +588,12 @@ class LiveFile:
 
     def _write_slot(self, slot: int, record: bytes) -> None:
         rc = self.lib.nvml_mock_live_proc_write(
-            self.address(), SIZE, slot, record, L.LIVE_PROCESS_RECORD_BYTES
+            self.address(), SIZE, slot, record, layout.LIVE_PROCESS_RECORD_BYTES
         )
         if rc != 0:
-            raise LiveFileError(f"process record {slot}: the library refused the write to {self.path}")
+            raise LiveFileError(
+                f"process record {slot}: the library refused the write to {self.path}"
+            )
 
     def list(self) -> list[Allocation]:
         """Every allocation recorded, in slot order."""
@@ -610,18 +636,23 @@ class LiveFile:
             self._apply(slots, list(slots), records)
 
     def _apply(
-        self, slots: dict[int, Allocation], old: list[int], records: list[tuple[str, bytes]]
+        self,
+        slots: dict[int, Allocation],
+        old: builtins.list[int],
+        records: builtins.list[tuple[str, bytes]],
     ) -> None:
         """Write *records*: a container's own slot in *old* is rewritten in place, the others
         take the rest of *old*, then free slots; what is left of *old* is freed. Capacity is
         checked before anything is written."""
         by_id = {slots[s].container_id: s for s in old}
         plan = [(by_id.pop(cid, None), record) for cid, record in records]
-        pool = sorted(by_id.values()) + [s for s in range(L.LIVE_PROCESS_SLOTS) if s not in slots]
+        pool = sorted(by_id.values()) + [
+            s for s in range(layout.LIVE_PROCESS_SLOTS) if s not in slots
+        ]
         if sum(1 for slot, _ in plan if slot is None) > len(pool):
             raise AllocationError(
                 f"the live layer {self.path} has no free process record "
-                f"({L.LIVE_PROCESS_SLOTS} slots, all in use); nothing was written"
+                f"({layout.LIVE_PROCESS_SLOTS} slots, all in use); nothing was written"
             )
         spare = iter(pool)
         written: set[int] = set()
@@ -629,7 +660,7 @@ class LiveFile:
             target = slot if slot is not None else next(spare)
             written.add(target)
             self._write_slot(target, record)
-        empty = bytes(L.LIVE_PROCESS_RECORD_BYTES)
+        empty = bytes(layout.LIVE_PROCESS_RECORD_BYTES)
         for slot in old:
             if slot not in written:
                 self._write_slot(slot, empty)
