@@ -228,3 +228,30 @@ def test_the_work_alike_shows_the_records_in_its_process_table_and_query(
         records.remove("c1")
     rc, out = smi(library_file, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv")
     assert out.splitlines() == ["pid, used_gpu_memory [MiB], gpu_uuid"]
+
+
+def test_inside_a_visible_view_a_record_shows_on_its_board_gpu(
+    live_state: Path, library_file: Path
+) -> None:
+    """A container that sees only board GPU 1 (as its index 0) sees that GPU's processes."""
+    path = live_state.parent / live.LIVE_FILE_NAME
+    with LiveFile.open(path, library=library_file) as records:
+        records.put(Allocation("x", pid=31, gpus=(1,), used_memory_bytes=GiB))
+    reader = textwrap.dedent(
+        f"""
+        import ctypes, pynvml
+        ctypes.CDLL({str(library_file)!r}, mode=ctypes.RTLD_GLOBAL)
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        print(pynvml.nvmlDeviceGetCount(), [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)])
+        """
+    )
+    env = {
+        "MOCK_NVML_CONFIG": str(live_state),
+        "NVIDIA_VISIBLE_DEVICES": "1",
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", reader], check=True, capture_output=True, text=True, env=env
+    )
+    assert done.stdout.strip() == "1 [31]"

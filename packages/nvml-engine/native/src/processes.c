@@ -7,14 +7,14 @@
 
 #include "telemetry.h"
 
-/* The board GPU behind `d`: the position of its live record (records follow the board). */
+/* The board GPU behind `d` (records hold board GPUs, whatever the visible view); -1 without
+ * a live layer. */
 static int board_gpu(const struct nvmlDevice_st *d, const unsigned char *header)
 {
     if (d->live == NULL || header == NULL) {
         return -1;
     }
-    size_t at = (size_t)(d->live - (header + LIVE_RECORDS_OFFSET));
-    return (int)(at / LIVE_RECORD_BYTES);
+    return (int)d->board;
 }
 
 static uint64_t ld64(const unsigned char *rec, unsigned int off)
