@@ -86,6 +86,7 @@ class Outcome:
     exit_code: int | None = None
     output: str = ""
     pid: int | None = None
+    container_id: str = ""
 
     @property
     def clique(self) -> int | None:
@@ -211,6 +212,7 @@ async def create_and_run(
     env = result.env()
     injected = any(m.destination == mount_path for m in result.container.mounts)
     outcome = Outcome(node=node, pod=pod.name, injected=injected, env=env)
+    outcome.container_id = result.container.id
     check = command if command is not None else gpu_agent_check(mount_path)
     tail = "exec sleep 600" if keep_running else check
     if isolation.unshare is not None:
@@ -271,6 +273,7 @@ async def recheck(
         ]
     again = Outcome(node=outcome.node, pod=outcome.pod, injected=outcome.injected, env=env)
     again.pid = outcome.pid
+    again.container_id = outcome.container_id
     again.exit_code, again.output = await _run(argv, env, 60)
     _parse(again, again.output)
     return again

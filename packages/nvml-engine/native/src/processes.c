@@ -1,7 +1,7 @@
 /*
- * Processes on a GPU (processes.h): the readers of the live layer's process records. Answers
- * no nvml.h function itself; device_memory.c and device_perf.c ask it. The writer's
- * primitives (nvml_mock_live_proc_write/read) are in live.c beside the GPU record's.
+ * Processes on a GPU (processes.h): the readers of the live layer's process records. This
+ * unit answers no nvml.h function itself; device_memory.c and device_perf.c ask it. The
+ * writer's primitives (nvml_mock_live_proc_write/read) are in live.c beside the GPU record's.
  */
 #include "processes.h"
 
