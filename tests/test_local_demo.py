@@ -70,7 +70,6 @@ def test_compute_domain_scenario(tmp_path: Path) -> None:
     assert len(reset) == 4 and {row[2] for row in reset} == {"4"}
     allocated = [row for row in rows if row[0] == "allocated"]
     assert len(allocated) == 1 and allocated[0][2] == "1" and allocated[0][-1] == "PASS"
-    assert "node-level nvidia-smi" not in done.stdout.split("DEMO PASSED")[0].split("FAILED")[0]
 
 
 def test_plain_injection_on_a_non_fabric_profile(tmp_path: Path) -> None:

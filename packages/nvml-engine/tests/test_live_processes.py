@@ -243,7 +243,8 @@ def test_inside_a_visible_view_a_record_shows_on_its_board_gpu(
         ctypes.CDLL({str(library_file)!r}, mode=ctypes.RTLD_GLOBAL)
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        print(pynvml.nvmlDeviceGetCount(), [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)])
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+        print(pynvml.nvmlDeviceGetCount(), [p.pid for p in procs])
         """
     )
     env = {
