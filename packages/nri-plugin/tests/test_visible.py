@@ -94,6 +94,8 @@ async def test_no_allocation_keeps_the_ambient_view(
     result = await runtime.create_container(pod(), created)
     assert VISIBLE not in result.env()
     assert VISIBLE not in adjusted_keys(result.adjustment)
+    allocated = await runtime.create_container(pod(), container(cdi=["nvidia.com/gpu=1"]))
+    assert allocated.env()[VISIBLE] == "1"  # while an allocated one beside it gets its GPUs
 
 
 @pytest.mark.parametrize("own", ["1", "none", "all", "", "void"])
@@ -107,6 +109,8 @@ async def test_a_value_the_pod_set_is_never_overwritten(
     result = await runtime.create_container(pod(), created)
     assert result.env()[VISIBLE] == own
     assert VISIBLE not in adjusted_keys(result.adjustment)
+    unset = await runtime.create_container(pod(), container(devices=["/dev/nvidia0"]))
+    assert unset.env()[VISIBLE] == "0"  # the same devices without a value of its own
 
 
 async def test_a_skipped_container_gets_no_visible_devices(
@@ -118,6 +122,8 @@ async def test_a_skipped_container_gets_no_visible_devices(
         container(cdi=["nvidia.com/gpu=0"]),
     )
     assert VISIBLE not in result.env()
+    injected = await runtime.create_container(pod(), container(cdi=["nvidia.com/gpu=0"]))
+    assert injected.env()[VISIBLE] == "0"
 
 
 @pytest.mark.parametrize(

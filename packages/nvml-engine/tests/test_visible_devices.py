@@ -6,6 +6,7 @@ nvmlInit, as in a container, through unmodified nvidia-ml-py bound to the built 
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -273,8 +274,10 @@ def test_topology_follows_the_view(library_file: Path, board: list[dict[str, Any
 
 
 def test_live_values_and_events_follow_the_board_gpu(
-    library_file: Path, board: list[dict[str, Any]], tmp_path: Path
+    library_file: Path, cnvml: ctypes.CDLL, board: list[dict[str, Any]]
 ) -> None:
+    # cnvml: the library under test holds the soname in this process before the live
+    # writer loads the packaged one, as the in-process library tests expect.
     state = Path(os.environ["MOCK_NVML_CONFIG"])
     path = state.parent / live.LIVE_FILE_NAME
     live.create(path, live.read_board(state))
@@ -350,3 +353,31 @@ def test_the_work_alike_reports_an_invalid_value(
     bad = smi_process(library_file, ["-L"], {"NVIDIA_VISIBLE_DEVICES": "7"})
     assert bad.returncode != 0
     assert "NVIDIA_VISIBLE_DEVICES='7': 7: unknown device" in bad.stdout + bad.stderr
+
+
+def test_no_gpus_flag_accepts_an_empty_view_and_an_empty_node_names_itself(
+    library_file: Path, board: list[dict[str, Any]], write_state: StateWriter
+) -> None:
+    script = textwrap.dedent(
+        """
+        import ctypes, sys
+        ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+        import pynvml as n
+        n.nvmlInitWithFlags(n.NVML_INIT_FLAG_NO_GPUS)
+        print(n.nvmlDeviceGetCount())
+        """
+    )
+    env = dict(os.environ, NVIDIA_VISIBLE_DEVICES="none")
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(library_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout.strip()) == (0, "0"), proc.stderr
+    write_state(count=0)
+    result = probe(library_file, [], "0")
+    assert result["init"] == NVML_ERROR_INVALID_STATE
+    assert result["text"].endswith("0: unknown device (the node has no GPUs)")

@@ -142,8 +142,12 @@ static int select_entry(const char *tok, size_t n, const struct state *st, uint6
             *chosen |= 1ull << idx;
             return 0;
         }
-        snprintf(why, why_len, "%.*s: unknown device (the node has %u GPUs, indices 0-%u)", shown, tok,
-                 (unsigned)st->gpu_count, st->gpu_count > 0 ? (unsigned)st->gpu_count - 1u : 0u);
+        if (st->gpu_count == 0) {
+            snprintf(why, why_len, "%.*s: unknown device (the node has no GPUs)", shown, tok);
+        } else {
+            snprintf(why, why_len, "%.*s: unknown device (the node has %u GPUs, indices 0-%u)", shown, tok,
+                     (unsigned)st->gpu_count, (unsigned)st->gpu_count - 1u);
+        }
         return -1;
     }
     const char *colon = memchr(tok, ':', n);
