@@ -73,6 +73,8 @@ def test_compute_domain_scenario(tmp_path: Path) -> None:
     assert [xid[node][2] for node in sorted(xid)] == ["3", "4", "4", "4"]
     reset = [row for row in rows if row[0] == "xid 79: reset"]
     assert len(reset) == 4 and {row[2] for row in reset} == {"4"}
+    allocated = [row for row in rows if row[0] == "allocated"]
+    assert len(allocated) == 1 and allocated[0][2] == "1" and allocated[0][-1] == "PASS"
 
 
 def test_plain_injection_on_a_non_fabric_profile(tmp_path: Path) -> None:

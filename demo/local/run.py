@@ -5,12 +5,13 @@ simulated nodes, each with its own containerd stand-in and its own NRI plugin pr
 topology service, one staged overlay. Ordinary "gpu-agent" workloads (no GPU request, no
 MOCK_* env, no mounts) see GPUs and their node's clique through injection alone.
 
-Four acts, each with assertions: injection (with a ComputeDomain, the workloads also opt
-in to IMEX channels and check them, where the demo may make device nodes); a rebind (the
-topology file changes: new workloads see the new clique, running ones keep what they were
-given); an Xid on one node's GPU; a fault (the topology service stops: new workloads keep
-the cached identity; a plugin stops: its node's new workloads get no GPUs, and its
-readiness probe is what reveals it).
+Acts, each with assertions: injection (with a ComputeDomain, the workloads also opt in to
+IMEX channels and check them, where the demo may make device nodes); a rebind (the topology
+file changes: new workloads see the new clique, running ones keep what they were given); an
+Xid; an allocation (a workload given GPU 2 by NVIDIA_VISIBLE_DEVICES sees exactly that GPU,
+and the node's nvidia-smi shows its process and memory while it runs, and not after); a
+fault (the topology service stops: new workloads keep the cached identity; a plugin stops:
+its node's new workloads get no GPUs, and its readiness probe is what reveals it).
 
 Knobs (env, or the flags below): GPU_PROFILE, GPU_COUNT, WITH_COMPUTE_DOMAIN, NODE_COUNT.
 Exit status: 0 every assertion held, 1 one did not, 3 bad knobs.
@@ -207,6 +208,7 @@ class Demo:
             if self.knobs.compute_domain:
                 await self.act_rebind(first)
             await self.act_xid()
+            await self.act_allocation()
             await self.act_fault()
         finally:
             await self.teardown()
@@ -560,6 +562,92 @@ class Demo:
         ]
         say("  new workloads after reset:")
         self.record("xid 79: reset", cleared, verdicts)
+
+    async def node_smi(self, *args: str) -> list[str]:
+        """The node's own ``nvidia-smi`` (the work-alike over the staged overlay's library and
+        live layer, as a node-level monitor runs it); its output lines."""
+        env = {
+            **os.environ,
+            names.ENV_LD_LIBRARY_PATH: str(self.overlay / names.OVERLAY_LIB_DIR),
+            names.ENV_MOCK_NVML_CONFIG: str(
+                self.overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME
+            ),
+        }
+        env.pop(names.ENV_MOCK_NVML_LIVE, None)
+        env.pop(names.ENV_NVIDIA_VISIBLE_DEVICES, None)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "nvml_mock_engine.smi",
+            *args,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await proc.communicate()
+        lines = out.decode(errors="replace").strip().splitlines()
+        say(f"  $ nvidia-smi {' '.join(args)}   (on the node)")
+        for line in lines or ["(no output)"]:
+            say(f"      {_clip(line, 100)}")
+        return lines
+
+    async def act_allocation(self) -> None:
+        node = self.nodes[0]
+        assert node.runtime is not None
+        board = live.read_board(self.overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME)
+        gpu = min(2, len(board) - 1)
+        uuid = board[gpu].uuid
+        self.act(f"a workload allocated GPU {gpu} by NVIDIA_VISIBLE_DEVICES={gpu} on {node.name}")
+        outcome = await create_and_run(
+            node.runtime,
+            node.name,
+            self.isolation,
+            self.overlay,
+            name="trainer",
+            keep_running=True,
+            started=self.workloads,
+            extra_env={names.ENV_NVIDIA_VISIBLE_DEVICES: str(gpu)},
+        )
+        v = self.verdicts
+        ok = v.check(
+            len(outcome.gpus) == 1 and uuid in outcome.gpus[0],
+            f"{node.name}: the allocated workload's nvidia-smi -L lists exactly GPU {gpu} "
+            f"({uuid}); saw {outcome.gpus}",
+        )
+        runtime = node.runtime
+        stored = runtime.containers[outcome.container_id]
+        pod = runtime.pods[stored.pod_sandbox_id]
+        assert outcome.pid is not None
+        await runtime.start_container(pod, outcome.container_id, outcome.pid)
+        say(f"  {node.name}: the runtime starts it (host PID {outcome.pid}); the plugin records it")
+        query = ("--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader")
+        memory = ("--query-gpu=index,memory.used", "--format=csv,noheader,nounits")
+        apps = await self.node_smi(*query)
+        used = await self.node_smi(*memory)
+        ok &= v.check(
+            len(apps) == 1 and apps[0].startswith(f"{outcome.pid}, ") and apps[0].endswith(uuid),
+            f"{node.name}: node-level nvidia-smi shows the workload's process on GPU {gpu}: {apps}",
+        )
+        by_gpu = dict(line.split(", ", 1) for line in used)
+        busy = int(by_gpu.get(str(gpu), "0"))
+        idle = [int(m) for i, m in by_gpu.items() if i != str(gpu)]
+        ok &= v.check(
+            bool(idle) and busy > max(idle),
+            f"{node.name}: GPU {gpu} shows {busy} MiB used, the others {idle}",
+        )
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(outcome.pid, signal.SIGKILL)
+        await runtime.stop_container(pod, stored)
+        await runtime.remove_container(pod, outcome.container_id)
+        say(f"  {node.name}: the workload stops and is removed")
+        after = await self.node_smi(*query)
+        used_after = dict(line.split(", ", 1) for line in await self.node_smi(*memory))
+        ok &= v.check(
+            after == [] and int(used_after.get(str(gpu), "0")) <= max(idle),
+            f"{node.name}: afterwards no process and GPU {gpu} back to "
+            f"{used_after.get(str(gpu))} MiB ({after})",
+        )
+        self.record("allocated", [outcome], ["PASS" if ok else "FAIL"])
 
     async def act_fault(self) -> None:
         self.act("faults")

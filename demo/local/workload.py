@@ -98,6 +98,7 @@ class Outcome:
     pid: int | None = None
     imex_dir: Path | None = None
     """The workload's own channel directory, when the plugin gave it IMEX channels."""
+    container_id: str = ""
 
     @property
     def clique(self) -> int | None:
@@ -255,6 +256,7 @@ async def create_and_run(
     env = result.env()
     injected = any(m.destination == mount_path for m in result.container.mounts)
     outcome = Outcome(node=node, pod=pod.name, injected=injected, env=env)
+    outcome.container_id = result.container.id
     if devices_dir is not None:
         outcome.imex_dir = make_channels(result.container, devices_dir)
     check = command if command is not None else gpu_agent_check(mount_path, outcome.imex_dir)
@@ -318,6 +320,7 @@ async def recheck(
     again = Outcome(node=outcome.node, pod=outcome.pod, injected=outcome.injected, env=env)
     again.pid = outcome.pid
     again.imex_dir = outcome.imex_dir
+    again.container_id = outcome.container_id
     again.exit_code, again.output = await _run(argv, env, 60)
     _parse(again, again.output)
     return again

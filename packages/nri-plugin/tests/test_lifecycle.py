@@ -36,7 +36,7 @@ async def test_ready_once_registered_and_synchronized(
     assert await plugin.metric("nvml_mock_nri_synchronized") == 1
     assert (await plugin.get("/nope")).status_code == 404
     handle = runtime.plugins[0]
-    assert handle.events == 0x8, "subscribes to CreateContainer only"
+    assert handle.events == 0x668, "CreateContainer, Start, PostStart, Stop, RemoveContainer"
     assert handle.nri_version == NRI_API_VERSION, "containerd 2.3 logs it instead of 'unknown'"
 
 
@@ -361,7 +361,7 @@ async def test_request_timeout_from_the_runtime_else_from_the_flag(
     messages = [r.getMessage() for r in caplog.records]
     line = (
         f"configured by containerd v1.7.25: request timeout {expected:.3f}s ({source}), "
-        f"wedged after {2 * expected:.3f}s, events 0x8"
+        f"wedged after {2 * expected:.3f}s, events 0x668"
     )
     assert line in messages, messages
     assert not any("Nones" in m for m in messages), messages

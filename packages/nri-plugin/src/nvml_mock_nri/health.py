@@ -89,6 +89,9 @@ class PluginState:
         """Set when a topology service is configured: whether the identity is known."""
         self.host_driver: HostDriver | None = None
         """The last real-driver check; a driver found is a detail of /readyz, not a failure."""
+        self.allocation_problem: str | None = None
+        """Why allocation records cannot be written now; a note on /readyz, not a failure
+        (containers still get the overlay)."""
 
     def begin(self) -> int:
         """Record the start of a call; pass the token to :meth:`end`."""
@@ -177,10 +180,15 @@ class PluginState:
         or IMEX channels.
         """
         verdict = self._readiness()
+        notes = []
         driver = self.host_driver
-        if driver is None or not driver.present:
+        if driver is not None and driver.present:
+            notes.append(f"device nodes and IMEX channels refused: {driver.reason}")
+        if self.allocation_problem:
+            notes.append(self.allocation_problem)
+        if not notes:
             return verdict
-        note = f"device nodes and IMEX channels refused: {driver.reason}"
+        note = "; ".join(notes)
         if verdict.reason == "ok":
             return Verdict(verdict.ok, f"ok ({note})")
         return Verdict(verdict.ok, f"{verdict.reason}; {note}")

@@ -139,6 +139,22 @@ class Metrics:
             "1 once the runtime's Synchronize has been answered on this connection.",
             registry=self.registry,
         )
+        self.allocations_recorded = Counter(
+            f"{PREFIX}_allocations_recorded",
+            "Running containers whose GPU allocation was recorded in the live layer.",
+            registry=self.registry,
+        )
+        self.allocations_removed = Counter(
+            f"{PREFIX}_allocations_removed",
+            "Allocation records removed when their container stopped or was removed.",
+            registry=self.registry,
+        )
+        self.allocation_errors = Counter(
+            f"{PREFIX}_allocation_errors",
+            "Life-cycle events whose allocation record could not be written (the live layer "
+            "was missing, unusable or full); the container was not affected.",
+            registry=self.registry,
+        )
         self.loop_lag = Gauge(
             f"{PREFIX}_event_loop_lag_seconds",
             "Seconds since the event loop last ran its heartbeat.",

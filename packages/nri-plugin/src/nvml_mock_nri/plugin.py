@@ -1,4 +1,4 @@
-"""The plugin's NRI behaviour: Configure, Synchronize and CreateContainer.
+"""The plugin's NRI behaviour: Configure, Synchronize, CreateContainer and the life cycle.
 
 :class:`Injector` turns a CreateContainerRequest into a ContainerAdjustment with
 the rules of :mod:`nvml_mock_nri.adjust`, keeps the probe state and metrics, and
@@ -22,6 +22,10 @@ does (measured: p90 from 0.2 ms to 4 ms through containerd's NRI code). If that
 file system ever hangs, the loop stops, the runtime drops the plugin after its
 timeout, and ``/healthz`` (served from its own thread) reports the wedge so that
 kubelet restarts the pod.
+
+Start, stop and removal of containers (and Synchronize) keep the live layer's allocation
+records (:mod:`nvml_mock_nri.allocations`): a few writes to a mapped file, inline, after the
+container's own answer is settled; none of it can fail a container.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from nvml_mock_nri.adjust import (
     wants_devices,
     wants_imex_channels,
 )
+from nvml_mock_nri.allocations import AllocationRecorder
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache, Status
@@ -57,8 +62,15 @@ __all__ = ["EVENT_MASK", "Injector"]
 
 logger = logging.getLogger(__name__)
 
-EVENT_MASK = 1 << (api_pb2.CREATE_CONTAINER - 1)
-"""Subscribe to CreateContainer only (NRI mask bit ``1 << (event - 1)``, i.e. 0x8)."""
+LIFECYCLE_EVENTS: Final = (
+    api_pb2.START_CONTAINER,
+    api_pb2.POST_START_CONTAINER,
+    api_pb2.STOP_CONTAINER,
+    api_pb2.REMOVE_CONTAINER,
+)
+"""The events that keep the allocation records (every supported containerd offers them)."""
+EVENT_MASK = sum(1 << (e - 1) for e in (api_pb2.CREATE_CONTAINER, *LIFECYCLE_EVENTS))
+"""CreateContainer and the life-cycle events (NRI mask bit ``1 << (event - 1)``: 0x668)."""
 HOLD_SHARE: Final = 0.25
 """The start-up hold is at most this share of the runtime's request timeout."""
 
@@ -77,6 +89,7 @@ class Injector:
         cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
         host_driver: Callable[[], HostDriver] | None = None,
         scan_channels: Callable[[str], DeviceScan] = devices_mod.scan_imex_channels,
+        recorder: AllocationRecorder | None = None,
     ) -> None:
         self.base_settings = settings
         """Flags, env and defaults; runtime config is applied on top of these."""
@@ -85,6 +98,7 @@ class Injector:
         self.metrics = metrics or Metrics()
         self.state = state or PluginState()
         self.identity = identity
+        self.recorder = recorder or AllocationRecorder(settings, self.metrics, self.state)
         self._scan = scan
         self._scan_channels = scan_channels
         self._cdi_spec_exists = cdi_spec_exists
@@ -217,6 +231,23 @@ class Injector:
                 remaining,
                 extra=self._context(pod, container),
             )
+
+    def synchronize(
+        self, pods: list[api_pb2.PodSandbox], containers: list[api_pb2.Container]
+    ) -> None:
+        """Synchronize: rebuild the allocation records from the running containers, then
+        record the end of it (the plugin never changes existing containers)."""
+        recorded = self.recorder.synchronize(self.policy, pods, containers)
+        logger.debug("allocation records rebuilt: %d running containers hold GPUs", recorded)
+        self.synchronized(len(pods), len(containers))
+
+    def container_started(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
+        """StartContainer and PostStartContainer (which has the PID): record the allocation."""
+        self.recorder.started(self.policy, pod, container)
+
+    def container_stopped(self, container: api_pb2.Container) -> None:
+        """StopContainer and RemoveContainer: drop the allocation record."""
+        self.recorder.stopped(container)
 
     def synchronized(self, pods: int, containers: int) -> None:
         """Record the end of Synchronize (the plugin never changes existing containers)."""

@@ -65,7 +65,15 @@ async def _heartbeat(state: PluginState) -> None:
 class NriAdapter(Plugin):
     """The stub's view of the plugin: NRI calls delegated to an :class:`Injector`."""
 
-    events = frozenset({Event.CREATE_CONTAINER})
+    events = frozenset(
+        {
+            Event.CREATE_CONTAINER,
+            Event.START_CONTAINER,
+            Event.POST_START_CONTAINER,
+            Event.STOP_CONTAINER,
+            Event.REMOVE_CONTAINER,
+        }
+    )
 
     def __init__(self, injector: Injector, on_config_error: Callable[[], None]) -> None:
         self.injector = injector
@@ -92,8 +100,24 @@ class NriAdapter(Plugin):
     async def synchronize(
         self, pods: list[api_pb2.PodSandbox], containers: list[api_pb2.Container]
     ) -> Iterable[api_pb2.ContainerUpdate] | None:
-        self.injector.synchronized(len(pods), len(containers))
+        self.injector.synchronize(pods, containers)
         return None
+
+    async def stop_container(
+        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> Iterable[api_pb2.ContainerUpdate] | None:
+        self.injector.container_stopped(container)
+        return None
+
+    async def state_change(
+        self, event: Event, pod: api_pb2.PodSandbox, container: api_pb2.Container | None
+    ) -> None:
+        if container is None:
+            return
+        if event in (Event.START_CONTAINER, Event.POST_START_CONTAINER):
+            self.injector.container_started(pod, container)
+        elif event is Event.REMOVE_CONTAINER:
+            self.injector.container_stopped(container)
 
     async def create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container

@@ -101,6 +101,9 @@ class Settings:
     wedge_threshold: float = 0.0
     """Seconds of a stuck call or a stopped event loop before the probes report a wedge;
     0 means twice the runtime's request timeout."""
+    gpu_memory_share: float = 0.5
+    """Share (0..1) of each held GPU's memory a container uses when its pod has no
+    ``nvml-mock.nvidia.com/gpu-memory`` annotation."""
     log_format: LogFormat = "text"
     """``text`` or ``json`` (one object per line)."""
     log_level: str = "info"
@@ -252,6 +255,16 @@ def _non_negative_seconds(value: str) -> float:
 
 def _optional_positive_seconds(value: str) -> float:
     return _positive_seconds(value) if value.strip() else 0.0
+
+
+def _share(value: str) -> float:
+    try:
+        share = float(value)
+    except ValueError:
+        raise ValueError("must be a number from 0 to 1") from None
+    if not 0.0 <= share <= 1.0:
+        raise ValueError("must be a number from 0 to 1")
+    return share
 
 
 def _log_format(value: str) -> str:
@@ -455,6 +468,14 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "NVML_MOCK_WEDGE_THRESHOLD",
         _optional_positive_seconds,
         "seconds of a stuck call or event loop before /healthz fails (empty: 2 x request timeout)",
+    ),
+    Option(
+        "gpu_memory_share",
+        "--gpu-memory-share",
+        names.ENV_GPU_MEMORY_SHARE,
+        _share,
+        "share (0..1) of a held GPU's memory a container uses without the gpu-memory annotation",
+        "gpuMemoryShare",
     ),
     Option("log_format", "--log-format", logs.ENV_LOG_FORMAT, _log_format, "text or json"),
     Option("log_level", "--log-level", logs.ENV_LOG_LEVEL, _log_level, "log level"),

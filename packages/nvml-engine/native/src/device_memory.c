@@ -4,22 +4,30 @@
  *
  * The unversioned nvmlDeviceGetMemoryInfo keeps its 24-byte layout in which `used`
  * includes the reserved memory; _v2 reports reserved separately and checks its version
- * word. Process lists follow NVML's two-call protocol: a mock GPU runs no process, so
- * every call answers SUCCESS with a count of zero, which callers read as "no processes".
+ * word. Used memory is the board's (or its live value) plus what the live layer's process
+ * records use on the GPU, capped at what the board leaves free. Process lists follow NVML's
+ * two-call protocol and come from those records (processes.h): every record is a compute
+ * process (type C, no MIG instance: both instance ids 0xFFFFFFFF); graphics and MPS lists
+ * stay empty.
  * Confidential computing is off on every modelled board, so no memory is protected.
  */
 #include "mock.h"
 
 #include <string.h>
 
+#include "processes.h"
+
 _Static_assert(sizeof(nvmlMemory_t) == 24, "nvmlMemory_t (v1) is 24 bytes");
 _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t is 40 bytes");
 
-/* Used framebuffer memory, live where set, never more than what the board leaves free
- * (the parser checks the board's own values; the live value is clamped here). */
+/* Used framebuffer memory: live where set, plus the process records' use, never more than
+ * what the board leaves free (the parser checks the board's own values; the rest is
+ * clamped here). */
 static uint64_t used_bytes(const struct nvmlDevice_st *d)
 {
     uint64_t used = live_memory_used_bytes(d);
+    uint64_t procs = mock_procs_used_bytes(d);
+    used = used + procs < used ? UINT64_MAX : used + procs;
     uint64_t room = d->s.memory_total_bytes - d->s.memory_reserved_bytes;
     return used > room ? room : used;
 }
@@ -70,7 +78,69 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsign
     return NVML_SUCCESS;
 }
 
-/* No process runs on a mock GPU: report an empty list under the two-call protocol. */
+#define NO_INSTANCE 0xFFFFFFFFu /* gpuInstanceId / computeInstanceId without MIG */
+
+/* The two-call protocol over the records holding `d`: *count in, the capacity of `infos`;
+ * out, the processes there are. Every caller's layout is filled through `fill`, straight into
+ * the caller's buffer (no copy of the records is kept). */
+struct list_fill {
+    void *infos;
+    unsigned int cap;
+    unsigned int n;
+    void (*fill)(void *infos, unsigned int i, const struct mock_proc *p);
+};
+
+static void list_one(const struct mock_proc *p, void *arg)
+{
+    struct list_fill *f = arg;
+    if (f->infos != NULL && f->n < f->cap) {
+        f->fill(f->infos, f->n, p);
+    }
+    f->n++;
+}
+
+static nvmlReturn_t process_list(const struct nvmlDevice_st *d, unsigned int *count, void *infos,
+                                 void (*fill)(void *infos, unsigned int i, const struct mock_proc *p))
+{
+    struct list_fill f = {infos, *count, 0, fill};
+    if (mock_procs_any()) {
+        mock_procs_each(d, list_one, &f);
+    }
+    unsigned int n = f.n;
+    *count = n;
+    if (n > 0 && (infos == NULL || n > f.cap)) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    return NVML_SUCCESS;
+}
+
+static void fill_v1(void *infos, unsigned int i, const struct mock_proc *p)
+{
+    nvmlProcessInfo_v1_t *out = (nvmlProcessInfo_v1_t *)infos + i;
+    out->pid = p->pid;
+    out->usedGpuMemory = p->used_bytes;
+}
+
+static void fill_v2(void *infos, unsigned int i, const struct mock_proc *p)
+{
+    nvmlProcessInfo_v2_t *out = (nvmlProcessInfo_v2_t *)infos + i;
+    out->pid = p->pid;
+    out->usedGpuMemory = p->used_bytes;
+    out->gpuInstanceId = NO_INSTANCE;
+    out->computeInstanceId = NO_INSTANCE;
+}
+
+static void fill_detail(void *infos, unsigned int i, const struct mock_proc *p)
+{
+    nvmlProcessDetail_v1_t *out = (nvmlProcessDetail_v1_t *)infos + i;
+    out->pid = p->pid;
+    out->usedGpuMemory = p->used_bytes;
+    out->gpuInstanceId = NO_INSTANCE;
+    out->computeInstanceId = NO_INSTANCE;
+    out->usedGpuCcProtectedMemory = 0;
+}
+
+/* Graphics and MPS processes: none runs on a mock GPU. */
 static nvmlReturn_t empty_process_list(nvmlDevice_t device, unsigned int *infoCount, const void *infos)
 {
     GET_DEVICE(device, d);
@@ -81,15 +151,25 @@ static nvmlReturn_t empty_process_list(nvmlDevice_t device, unsigned int *infoCo
     return NVML_SUCCESS;
 }
 
+#define COMPUTE_LIST(fn, type, filler)                                                    \
+    MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *infoCount, type *infos) \
+    {                                                                                     \
+        GET_DEVICE(device, d);                                                            \
+        REQUIRE_ARG(infoCount);                                                           \
+        return process_list(d, infoCount, infos, filler);                                 \
+    }
+
 #define PROCESS_LIST(fn, type)                                                            \
     MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *infoCount, type *infos) \
     {                                                                                     \
         return empty_process_list(device, infoCount, infos);                              \
     }
 
-PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t)
-PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
-PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v3, nvmlProcessInfo_t)
+_Static_assert(sizeof(nvmlProcessInfo_t) == sizeof(nvmlProcessInfo_v2_t), "v3 entries use the v2 layout");
+
+COMPUTE_LIST(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t, fill_v1)
+COMPUTE_LIST(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_v2_t, fill_v2)
+COMPUTE_LIST(nvmlDeviceGetComputeRunningProcesses_v3, nvmlProcessInfo_t, fill_v2)
 PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t)
 PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_v2_t)
 PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t)
@@ -97,42 +177,85 @@ PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t)
 PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
 PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t)
 
+/* Compute mode (and "all") lists the records; graphics and MPS modes list none. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProcessDetailList_t *plist)
 {
     GET_DEVICE(device, d);
-    (void)d;
     REQUIRE_ARG(plist);
     if (plist->version != nvmlProcessDetailList_v1) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    plist->numProcArrayEntries = 0;
-    return NVML_SUCCESS;
+    if (plist->mode >= NVML_PROCESS_MODE_MAX) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (plist->mode == NVML_PROCESS_MODE_GRAPHICS || plist->mode == NVML_PROCESS_MODE_MPS) {
+        plist->numProcArrayEntries = 0;
+        return NVML_SUCCESS;
+    }
+    return process_list(d, &plist->numProcArrayEntries, plist->procArray, fill_detail);
 }
 
+/* Process utilization samples, filled straight into the caller's buffer (see list_one). */
+struct util_fill {
+    nvmlProcessUtilizationSample_t *v0;
+    nvmlProcessUtilizationInfo_v1_t *v1;
+    unsigned int cap;
+    unsigned int n;
+    uint64_t now;
+};
+
+static void util_one(const struct mock_proc *p, void *arg)
+{
+    struct util_fill *f = arg;
+    if (f->n < f->cap) {
+        unsigned int u = mock_proc_util(p);
+        unsigned int mem = mock_proc_mem_util(u);
+        if (f->v0 != NULL) {
+            f->v0[f->n] = (nvmlProcessUtilizationSample_t){.pid = p->pid, .timeStamp = f->now, .smUtil = u, .memUtil = mem};
+        } else if (f->v1 != NULL) {
+            f->v1[f->n] = (nvmlProcessUtilizationInfo_v1_t){.timeStamp = f->now, .pid = p->pid, .smUtil = u, .memUtil = mem};
+        }
+    }
+    f->n++;
+}
+
+/* One sample per process, stamped with the current quantum: NOT_FOUND when there is none or
+ * none newer than `lastSeenTimeStamp` (NVML's answer), INSUFFICIENT_SIZE with the count for a
+ * NULL or short buffer. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
                                                          unsigned int *processSamplesCount,
                                                          unsigned long long lastSeenTimeStamp)
 {
     GET_DEVICE(device, d);
-    (void)d;
-    (void)utilization;
-    (void)lastSeenTimeStamp;
     REQUIRE_ARG(processSamplesCount);
-    *processSamplesCount = 0;
-    return NVML_ERROR_NOT_FOUND; /* NVML's answer when no sample is newer than the timestamp */
+    struct util_fill f = {utilization, NULL, utilization == NULL ? 0 : *processSamplesCount, 0, mock_procs_now_us()};
+    if (mock_procs_any() && f.now > lastSeenTimeStamp) {
+        mock_procs_each(d, util_one, &f);
+    }
+    *processSamplesCount = f.n;
+    if (f.n == 0) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    return f.n > f.cap ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }
 
+/* The versioned form: no sample newer than lastSeenTimeStamp is a count of 0 and SUCCESS. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
                                                                nvmlProcessesUtilizationInfo_t *procesesUtilInfo)
 {
     GET_DEVICE(device, d);
-    (void)d;
     REQUIRE_ARG(procesesUtilInfo);
     if (procesesUtilInfo->version != nvmlProcessesUtilizationInfo_v1) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    procesesUtilInfo->processSamplesCount = 0;
-    return NVML_SUCCESS;
+    nvmlProcessesUtilizationInfo_t *info = procesesUtilInfo;
+    struct util_fill f = {NULL, info->procUtilArray, info->procUtilArray == NULL ? 0 : info->processSamplesCount, 0,
+                          mock_procs_now_us()};
+    if (mock_procs_any() && f.now > info->lastSeenTimeStamp) {
+        mock_procs_each(d, util_one, &f);
+    }
+    info->processSamplesCount = f.n;
+    return f.n > f.cap ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }
 
 /* From Ampere on (as nvml.h documents); with confidential computing off, nothing is protected. */

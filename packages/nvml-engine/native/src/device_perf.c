@@ -9,6 +9,7 @@
  * NVML_ERROR_NOT_SUPPORTED as real hardware does.
  */
 #include "mock.h"
+#include "processes.h"
 #include "telemetry.h"
 
 #include <string.h>
@@ -417,6 +418,15 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
         if (set & 2u) {
             utilization->memory = (unsigned int)mock_live_clamp_u(v[1], 0, 100);
         }
+    }
+    /* processes from the live layer's records: their sum (capped at 100) where it is above
+     * what the GPU itself reports */
+    unsigned int procs = mock_procs_util(d);
+    if (procs > utilization->gpu) {
+        utilization->gpu = procs;
+    }
+    if (mock_proc_mem_util(procs) > utilization->memory) {
+        utilization->memory = mock_proc_mem_util(procs);
     }
     return NVML_SUCCESS;
 }

@@ -329,6 +329,102 @@ int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int 
     return 0;
 }
 
+/* --- process (allocation) records --------------------------------------------------------- */
+
+MOCK_EXPORT int nvml_mock_live_proc_write(void *base, size_t len, unsigned int slot, const unsigned char *record,
+                                          size_t record_len);
+MOCK_EXPORT int nvml_mock_live_proc_read(const void *base, size_t len, unsigned int slot, unsigned char *out,
+                                         size_t out_len);
+
+_Static_assert(LIVE_PROCESS_RECORD_BYTES % 8u == 0, "a process record is whole 64-bit words");
+_Static_assert(LIVE_PROC_SEQ == 0, "a process record starts with its sequence lock");
+
+static unsigned char *proc_of(void *base, size_t len, unsigned int slot)
+{
+    if (base == NULL || len != LIVE_TOTAL_BYTES || slot >= LIVE_PROCESS_SLOTS) {
+        return NULL;
+    }
+    return (unsigned char *)base + LIVE_PROCESSES_OFFSET + (size_t)slot * LIVE_PROCESS_RECORD_BYTES;
+}
+
+static uint32_t proc_in_use(const unsigned char *rec)
+{
+    return __atomic_load_n((const uint32_t *)(const void *)(rec + LIVE_PROC_IN_USE), __ATOMIC_RELAXED);
+}
+
+/*
+ * Write process record `slot` from `record` (LIVE_PROCESS_RECORD_BYTES bytes, its seq word
+ * ignored) in one sequence-locked step; a record whose in_use is 0 frees the slot. The
+ * header's process_high (slots a reader scans) is raised before a record past it appears
+ * and lowered after the last one goes, so a reader never misses a record. Returns 0, or -1
+ * for a bad argument (nothing is written then). Writers are serialised by the caller (flock).
+ */
+int nvml_mock_live_proc_write(void *base, size_t len, unsigned int slot, const unsigned char *record, size_t record_len)
+{
+    unsigned char *rec = proc_of(base, len, slot);
+    if (rec == NULL || record == NULL || record_len != LIVE_PROCESS_RECORD_BYTES) {
+        return -1;
+    }
+    uint32_t in_use;
+    memcpy(&in_use, record + LIVE_PROC_IN_USE, sizeof(in_use));
+    if (in_use > 1) {
+        return -1;
+    }
+    uint32_t *high = (uint32_t *)(void *)((unsigned char *)base + LIVE_HDR_PROCESS_HIGH);
+    if (in_use && __atomic_load_n(high, __ATOMIC_RELAXED) <= slot) {
+        __atomic_store_n(high, slot + 1u, __ATOMIC_RELEASE);
+    }
+    uint64_t odd = begin_write((uint64_t *)(void *)(rec + LIVE_PROC_SEQ));
+    for (unsigned int off = 8; off < LIVE_PROCESS_RECORD_BYTES; off += 8) {
+        uint64_t word;
+        memcpy(&word, record + off, sizeof(word));
+        __atomic_store_n((uint64_t *)(void *)(rec + off), in_use ? word : 0u, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n((uint64_t *)(void *)(rec + LIVE_PROC_SEQ), odd + 1u, __ATOMIC_RELEASE);
+    if (!in_use) {
+        uint32_t h = __atomic_load_n(high, __ATOMIC_RELAXED);
+        if (h > LIVE_PROCESS_SLOTS) {
+            h = LIVE_PROCESS_SLOTS;
+        }
+        while (h > 0 && proc_in_use(proc_of(base, len, h - 1u)) == 0) {
+            h--;
+        }
+        __atomic_store_n(high, h, __ATOMIC_RELEASE);
+    }
+    __atomic_fetch_add((uint64_t *)(void *)((unsigned char *)base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* A consistent copy of process record `slot` into `out` (LIVE_PROCESS_RECORD_BYTES bytes).
+ * Returns 1 when the slot holds a record, 0 when it is free, -1 for a bad argument or when
+ * no consistent copy could be taken (a writer died mid-write). */
+int nvml_mock_live_proc_read(const void *base, size_t len, unsigned int slot, unsigned char *out, size_t out_len)
+{
+    const unsigned char *rec = proc_of((void *)(uintptr_t)base, len, slot);
+    if (rec == NULL || out == NULL || out_len != LIVE_PROCESS_RECORD_BYTES) {
+        return -1;
+    }
+    const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_PROC_SEQ);
+    for (unsigned int attempt = 0; attempt < LIVE_READ_TRIES * 16u; attempt++) {
+        uint64_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1u) {
+            mock_live_pause(attempt);
+            continue;
+        }
+        for (unsigned int off = 0; off < LIVE_PROCESS_RECORD_BYTES; off += 8) {
+            uint64_t word = __atomic_load_n((const uint64_t *)(const void *)(rec + off), __ATOMIC_RELAXED);
+            memcpy(out + off, &word, sizeof(word));
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
+            uint32_t in_use;
+            memcpy(&in_use, out + LIVE_PROC_IN_USE, sizeof(in_use));
+            return in_use == 1 ? 1 : 0;
+        }
+    }
+    return -1;
+}
+
 /* A consistent copy of one record: mask[LIVE_MASK_WORDS], values[LIVE_KEY_SLOTS] and its
  * write count. Returns 0, or -1 when the arguments are bad or no consistent copy could be
  * taken (a writer died mid-write). */
@@ -379,6 +475,8 @@ int nvml_mock_live_retire(void *base, size_t len)
         }
         end_write(base, rec, odd);
     }
+    /* and no process record is read any more (scanning stops at the high-water mark) */
+    __atomic_store_n((uint32_t *)(void *)((unsigned char *)base + LIVE_HDR_PROCESS_HIGH), 0u, __ATOMIC_RELEASE);
     __atomic_store_n((uint32_t *)(void *)((unsigned char *)base + LIVE_HDR_RETIRED), 1u, __ATOMIC_RELEASE);
     return 0;
 }

@@ -519,3 +519,36 @@ uint64_t mock_telemetry_value(const struct nvmlDevice_st *d, enum mock_tele_fiel
     }
     return v;
 }
+
+/* ---- a process's pattern (processes.c) ---- */
+
+unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint64_t period_ms, uint64_t seed,
+                                    uint64_t epoch_ms)
+{
+    uint64_t q = now_quantum();
+    uint64_t now_ms = q * TELE_QUANTUM_MS;
+    /* the epoch's own quantum already runs the pattern: a process shows its load from the
+     * first call after it started, not one quantum later */
+    epoch_ms = epoch_ms / TELE_QUANTUM_MS * TELE_QUANTUM_MS;
+    if (kind == PATTERN_NONE || kind > PATTERN_LAST || now_ms < epoch_ms) {
+        return 0;
+    }
+    struct pattern p = {kind, level > 100 ? 100 : level, period_ms, seed};
+    if (p.period_ms == 0) {
+        p.period_ms = p.kind == PATTERN_SINE ? SINE_PERIOD_MS : BURST_PERIOD_MS;
+    }
+    if ((p.kind == PATTERN_BURST || p.kind == PATTERN_SINE) && p.level == 0) {
+        p.level = 100;
+    }
+    return pattern_util(&p, now_ms - epoch_ms, q);
+}
+
+unsigned int mock_tele_mem_util(unsigned int u)
+{
+    return (u * MEM_UTIL_PCT + 50u) / 100u;
+}
+
+uint64_t mock_tele_now_us(void)
+{
+    return now_quantum() * TELE_QUANTUM_MS * 1000u;
+}

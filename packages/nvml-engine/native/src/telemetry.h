@@ -63,6 +63,17 @@ static inline int mock_tele_on(const struct nvmlDevice_st *d)
 void mock_telemetry_values(const struct nvmlDevice_st *d, unsigned int n, const enum mock_tele_field *fields,
                            uint64_t *out);
 
+/* A utilization pattern (kind and parameters as the util_pattern* keys) at the current
+ * quantum, for a process record's own pattern; 0 before `epoch_ms` or without a pattern. */
+unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint64_t period_ms, uint64_t seed,
+                                    uint64_t epoch_ms);
+
+/* Memory utilization under SM utilization `u`, as a pattern computes it. */
+unsigned int mock_tele_mem_util(unsigned int u);
+
+/* The current quantum's start in microseconds (MOCK_NVML_NOW_MS pins it). */
+uint64_t mock_tele_now_us(void);
+
 /* One field of the current sample. Only for a device with mock_tele_on(). */
 uint64_t mock_telemetry_value(const struct nvmlDevice_st *d, enum mock_tele_field field);
 

@@ -185,6 +185,7 @@ LIVE_HEADER_FIELDS: Final = {
     'events_offset': ('uint64_t', 88),
     'event_slots': ('uint32_t', 96),
     'event_record_bytes': ('uint32_t', 100),
+    'process_high': ('uint32_t', 104),
     'generation': ('uint64_t', 128),
     'event_head': ('uint64_t', 192),
     'event_futex': ('uint32_t', 256),
@@ -205,11 +206,28 @@ LIVE_EVENT_TYPE: Final = 16
 LIVE_EVENT_DATA: Final = 24
 LIVE_RECORDS_OFFSET: Final = 4096
 LIVE_PROCESS_SLOTS: Final = 1024
-LIVE_PROCESS_RECORD_BYTES: Final = 128
+LIVE_PROCESS_RECORD_BYTES: Final = 512
 LIVE_PROCESSES_OFFSET: Final = 77824
+# name: (type, offset, bytes) of a process record's fields
+LIVE_PROCESS_FIELDS: Final = {
+    'seq': ('u64', 0, 8),
+    'in_use': ('u32', 8, 4),
+    'pid': ('u32', 12, 4),
+    'gpu_mask': ('u64', 16, 8),
+    'used_memory_bytes': ('u64', 24, 8),
+    'start_time_ms': ('u64', 32, 8),
+    'util_pattern': ('u32', 40, 4),
+    'util_level': ('u32', 44, 4),
+    'util_period_ms': ('u32', 48, 4),
+    'util_seed': ('u64', 56, 8),
+    'container_id': ('str', 64, 72),
+    'namespace': ('str', 136, 64),
+    'container_name': ('str', 200, 64),
+    'pod': ('str', 264, 248),
+}
 LIVE_MIG_BYTES_PER_GPU: Final = 4096
-LIVE_MIG_OFFSET: Final = 208896
+LIVE_MIG_OFFSET: Final = 602112
 LIVE_EVENT_SLOTS: Final = 1024
 LIVE_EVENT_RECORD_BYTES: Final = 32
-LIVE_EVENTS_OFFSET: Final = 471040
-LIVE_TOTAL_BYTES: Final = 503808
+LIVE_EVENTS_OFFSET: Final = 864256
+LIVE_TOTAL_BYTES: Final = 897024

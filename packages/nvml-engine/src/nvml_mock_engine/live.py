@@ -8,7 +8,10 @@ read-only bind mount, on its next call. Every command that changes a GPU at run 
 through :class:`LiveLayer`: it validates against the bounds declared in ``keys.toml``
 before anything is written, serialises writers with an exclusive ``flock``, and writes
 with the library's own sequence-lock primitives (called through ctypes), so readers and
-the writer share one implementation of the protocol, with real atomics on every CPU.
+the writer share one implementation of the protocol, with real atomics on every CPU. The
+file handling itself (open, map, check, lock, the ctypes binding) is the protocol package's
+writer core (:mod:`nvml_mock_protocol.live`), which the NRI plugin uses for allocations;
+:attr:`LiveLayer.allocations` gives the same API here.
 
 Typical use::
 
@@ -20,20 +23,17 @@ Typical use::
 from __future__ import annotations
 
 import ctypes
-import errno
-import fcntl
 import functools
 import mmap
 import os
-import stat
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from nvml_mock_protocol import live as core
 from nvml_mock_protocol import names
 
 from nvml_mock_engine import _keys
@@ -100,31 +100,7 @@ def read_board(state_path: Path) -> list[BoardGpu]:
 
 
 def _header_bytes(gpu_count: int) -> bytearray:
-    data = bytearray(_SIZE)
-    fields = _keys.LIVE_HEADER_FIELDS
-    data[0 : len(_keys.LIVE_MAGIC)] = _keys.LIVE_MAGIC
-    values = {
-        "format": _keys.LIVE_FORMAT,
-        "header_bytes": _keys.LIVE_HEADER_BYTES,
-        "total_bytes": _keys.LIVE_TOTAL_BYTES,
-        "gpu_slots": _keys.LIVE_GPU_SLOTS,
-        "gpu_count": gpu_count,
-        "key_slots": _keys.LIVE_KEY_SLOTS,
-        "record_bytes": _keys.LIVE_RECORD_BYTES,
-        "records_offset": _keys.LIVE_RECORDS_OFFSET,
-        "processes_offset": _keys.LIVE_PROCESSES_OFFSET,
-        "process_slots": _keys.LIVE_PROCESS_SLOTS,
-        "process_record_bytes": _keys.LIVE_PROCESS_RECORD_BYTES,
-        "mig_offset": _keys.LIVE_MIG_OFFSET,
-        "mig_bytes_per_gpu": _keys.LIVE_MIG_BYTES_PER_GPU,
-        "events_offset": _keys.LIVE_EVENTS_OFFSET,
-        "event_slots": _keys.LIVE_EVENT_SLOTS,
-        "event_record_bytes": _keys.LIVE_EVENT_RECORD_BYTES,
-    }
-    for name, value in values.items():
-        ctype, offset = fields[name]
-        struct.pack_into(_FIELD_FORMATS[ctype], data, offset, value)
-    return data
+    return core.header_bytes(gpu_count)
 
 
 def _record_offset(gpu: int) -> int:
@@ -133,24 +109,11 @@ def _record_offset(gpu: int) -> int:
 
 def _header_problem(data: bytes | mmap.mmap) -> str | None:
     """Why *data* is not a live file of this layout (None when it is)."""
-    if len(data) != _SIZE:
-        return f"size {len(data)} bytes, the layout needs {_SIZE}"
-    if bytes(data[0:16]).rstrip(b"\0") != _keys.LIVE_MAGIC:
-        return "not a live layer file (bad magic)"
-    want = _header_bytes(0)
-    for name, (ctype, offset) in _keys.LIVE_HEADER_FIELDS.items():
-        if name in ("magic", "gpu_count", "generation", "event_head", "event_futex", "retired"):
-            continue
-        size = struct.calcsize(_FIELD_FORMATS[ctype])
-        if bytes(data[offset : offset + size]) != bytes(want[offset : offset + size]):
-            return f"layout field {name} differs from this version's"
-    return None
+    return core.header_problem(data)
 
 
 def _record_uuid(data: bytes | mmap.mmap, gpu: int) -> str:
-    start = _record_offset(gpu) + _keys.LIVE_RECORD_UUID
-    raw = bytes(data[start : start + _keys.LIVE_RECORD_UUID_BYTES])
-    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+    return core.record_uuid(data, gpu)
 
 
 def create(path: Path, board: Sequence[BoardGpu]) -> Path:
@@ -221,13 +184,7 @@ def _retire(path: Path) -> None:
         os.close(fd)
 
 
-@contextmanager
-def _flock(fd: int) -> Iterator[None]:
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+_flock = core.flock
 
 
 @functools.cache
@@ -235,43 +192,16 @@ def _library() -> ctypes.CDLL:
     """The mock library, for its live-layer primitives (loaded once; no ``nvmlInit``)."""
     from nvml_mock_engine.library import library_path
 
-    lib = ctypes.CDLL(str(library_path()))
-    lib.nvml_mock_live_write.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_uint,
-        ctypes.c_uint,
-        ctypes.POINTER(ctypes.c_uint),
-        ctypes.POINTER(ctypes.c_uint64),
-        ctypes.POINTER(ctypes.c_ubyte),
-    ]
-    lib.nvml_mock_live_write.restype = ctypes.c_int
-    lib.nvml_mock_live_snapshot.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_uint,
-        ctypes.POINTER(ctypes.c_uint64),
-        ctypes.POINTER(ctypes.c_uint64),
-        ctypes.POINTER(ctypes.c_uint64),
-    ]
-    lib.nvml_mock_live_snapshot.restype = ctypes.c_int
-    lib.nvml_mock_live_retire.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    lib.nvml_mock_live_retire.restype = ctypes.c_int
-    lib.nvml_mock_live_event.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_uint,
-        ctypes.c_uint64,
-        ctypes.c_uint64,
-    ]
-    lib.nvml_mock_live_event.restype = ctypes.c_uint64
-    lib.nvml_mock_live_layout_bytes.restype = ctypes.c_ulonglong
-    if lib.nvml_mock_live_layout_bytes() != _SIZE:
-        raise LiveLayerError(
-            "the mock library was built from another key declaration than this package "
-            f"(live layout {lib.nvml_mock_live_layout_bytes()} bytes, expected {_SIZE}); rebuild it"
-        )
-    return lib
+    try:
+        return core.load_library(library_path())
+    except core.LiveFileError as exc:
+        raise LiveLayerError(str(exc)) from None
+
+
+def _library_path() -> Path:
+    from nvml_mock_engine.library import library_path
+
+    return Path(library_path())
 
 
 class LiveLayer:
@@ -291,6 +221,7 @@ class LiveLayer:
         self._buffer: ctypes.Array[ctypes.c_char] | None = None
         self._board = list(board)
         self.writable = writable
+        self._file: core.LiveFile | None = None
 
     @classmethod
     def open(
@@ -301,35 +232,12 @@ class LiveLayer:
         path = Path(path)
         state_path = Path(state) if state is not None else path.parent / names.STATE_FILE_NAME
         board = read_board(state_path)
-        flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            fd = os.open(path, flags)
-        except OSError as exc:
-            hint = ""
-            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                hint = (
-                    " (the live layer is written on the node, as root: inside a container the"
-                    " overlay is read-only)"
-                )
-            elif exc.errno == errno.ENOENT:
-                hint = " (stage the overlay with this version of nvml-mock-engine to create it)"
-            raise LiveLayerError(
-                f"cannot open the live layer {path}: {exc.strerror}{hint}"
-            ) from None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise LiveLayerError(f"the live layer {path} is not a regular file")
-            if info.st_size != _SIZE:
-                raise LiveLayerError(
-                    f"the live layer {path} is {info.st_size} bytes, the layout needs {_SIZE}"
-                )
-            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-            mapped = mmap.mmap(fd, _SIZE, access=access)
-        except BaseException:
-            os.close(fd)
-            raise
-        layer = cls(path, fd, mapped, board, writable)
+            opened = core.LiveFile.open(path, library=_library_path(), writable=writable)
+        except core.LiveFileError as exc:
+            raise LiveLayerError(str(exc)) from None
+        layer = cls(path, opened.fd, opened.mapping, board, writable)
+        layer._file = opened
         try:
             layer._check()
         except BaseException:
@@ -365,6 +273,13 @@ class LiveLayer:
                 # its address is not offered by mmap, so snapshots read a private copy instead
                 raise LiveLayerError("internal: no address for a read-only mapping")
         return ctypes.addressof(self._buffer)
+
+    @property
+    def allocations(self) -> core.LiveFile:
+        """The file's allocation records (put, remove, replace_all, list)."""
+        if self._file is None:
+            raise LiveLayerError(f"the live layer {self.path} was not opened through open()")
+        return self._file
 
     @property
     def gpu_count(self) -> int:
@@ -540,6 +455,11 @@ class LiveLayer:
         if self._buffer is not None:
             del self._buffer
             self._buffer = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._fd = -1
+            return
         if not self._map.closed:
             self._map.close()
         if self._fd >= 0:

@@ -13,6 +13,10 @@ holds their root and draws the whole tree::
     │   ├── RegistrationError         the runtime refused RegisterPlugin
     │   ├── PluginError               (runtime double) a plugin failed an event
     │   └── AdjustmentConflictError   (runtime double) two plugins set the same entry
+    ├── LiveFileError                 (live) the live layer cannot be opened, checked or
+    │   │                             written; names the file
+    │   └── AllocationError           an allocation record refused (bad field, no free slot);
+    │                                 nothing was written
     ├── TopologyError                 (topology) an invalid topology document, every problem
     │                                 listed (also a ValueError)
     └── SettingsError                 (settings) a flag or env value a parser refused, naming

@@ -65,6 +65,13 @@ ANNOTATION_DEVICES: Final = "nvml-mock.nvidia.com/devices"
 """``"true"`` (case-insensitive) opts a pod in to mock device nodes."""
 ANNOTATION_IMEX_CHANNELS: Final = "nvml-mock.nvidia.com/imex-channels"
 """``"true"`` (case-insensitive) opts a pod in to the IMEX channel device nodes."""
+ANNOTATION_GPU_MEMORY: Final = "nvml-mock.nvidia.com/gpu-memory"
+"""Framebuffer memory a pod's container uses on each GPU it holds (``20Gi``, ``512Mi``, bytes)."""
+ANNOTATION_GPU_UTILIZATION: Final = "nvml-mock.nvidia.com/gpu-utilization"
+"""Utilization pattern of a pod's container on its GPUs (``60``, ``steady 60``, ``busy``,
+``burst 80 period=10s``, ``sine``)."""
+ENV_GPU_MEMORY_SHARE: Final = "NVML_MOCK_GPU_MEMORY_SHARE"
+"""The NRI plugin's default share of a GPU's memory a container uses without the annotation."""
 
 # CDI.
 CDI_KIND: Final = "nvml-mock.nvidia.com/gpu"

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from os import PathLike
@@ -450,6 +451,25 @@ class RuntimeDouble:
             if stored is not None:
                 stored.state = api.CONTAINER_STOPPED
             return updates
+
+    async def start_container(
+        self, pod: api.PodSandbox, container_id: str, pid: int, started_at_ns: int | None = None
+    ) -> api.Container:
+        """Start a created container as containerd does: StartContainer (before the task
+        runs), then, running with its ``pid``, PostStartContainer; returns the container."""
+        stored = self.containers[container_id]
+        await self.state_change(Event.START_CONTAINER, pod, stored)
+        stored.state = api.CONTAINER_RUNNING
+        stored.pid = pid
+        stored.started_at = time.time_ns() if started_at_ns is None else started_at_ns
+        await self.state_change(Event.POST_START_CONTAINER, pod, stored)
+        return stored
+
+    async def remove_container(self, pod: api.PodSandbox, container_id: str) -> None:
+        """Remove a container: RemoveContainer, and the runtime forgets it (later
+        Synchronizes no longer list it)."""
+        stored = self.containers.pop(container_id)
+        await self.state_change(Event.REMOVE_CONTAINER, pod, stored)
 
     async def state_change(
         self, event: Event, pod: api.PodSandbox, container: api.Container | None = None

@@ -1,0 +1,279 @@
+"""Allocation records: which running container holds which GPUs, in the node's live layer.
+
+While a container that was given GPUs runs (a device plugin's or DRA driver's CDI names,
+``/dev/nvidiaN`` nodes, or its own ``NVIDIA_VISIBLE_DEVICES``: :func:`visible_gpus`), the
+live layer holds a record of it: host PID, pod, namespace, container name, the GPUs, the
+memory it uses on each (annotation ``nvml-mock.nvidia.com/gpu-memory``, else
+``--gpu-memory-share`` of the GPU) and its utilization pattern (annotation
+``nvml-mock.nvidia.com/gpu-utilization``). Every NVML client on the node then sees a compute
+process, used memory and utilization on those GPUs. The record goes when the container
+stops or is removed; Synchronize (at every (re)connection) replaces every record by the
+runtime's running containers, so a plugin restart leaves nothing behind and loses nothing.
+
+A container without an allocation (the ambient, all-GPUs case) records nothing. Excluded
+namespaces and opted-out pods get no overlay and so no record.
+
+Nothing here ever fails a container: a live layer that cannot be written (not staged yet,
+a re-stage in progress, a library of another version) is logged once per cause, counted
+(``nvml_mock_nri_allocation_errors_total``) and shown on ``/readyz`` as a note; the next
+event tries again (and reopens a file a re-stage replaced).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from nvml_mock_protocol import names
+from nvml_mock_protocol.live import (
+    Allocation,
+    BoardSummary,
+    LiveFile,
+    LiveFileError,
+    parse_memory,
+    parse_utilization,
+    read_board_summary,
+    resolve_gpus,
+)
+from nvml_mock_protocol.nri import api_pb2
+
+from nvml_mock_nri.adjust import Policy, skip_reason
+from nvml_mock_nri.health import PluginState
+from nvml_mock_nri.metrics import Metrics
+from nvml_mock_nri.settings import Settings
+from nvml_mock_nri.visible import Visibility, visible_gpus
+
+__all__ = ["AllocationRecorder"]
+
+logger = logging.getLogger(__name__)
+
+
+class AllocationRecorder:
+    """Writes the live layer's allocation records from the container life cycle."""
+
+    def __init__(self, settings: Settings, metrics: Metrics, state: PluginState) -> None:
+        overlay = Path(settings.overlay_host_path)
+        config = overlay / names.OVERLAY_CONFIG_DIR
+        self.live_path = config / names.LIVE_FILE_NAME
+        self.state_path = config / names.STATE_FILE_NAME
+        self.library_path = overlay / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME
+        self.settings = settings
+        self.metrics = metrics
+        self.state = state
+        self._live: LiveFile | None = None
+        self._board: list[BoardSummary] = []
+        self._problem: str | None = None
+
+    # -- the file ------------------------------------------------------------
+
+    def _open(self) -> LiveFile:
+        """The live file, reopened when a re-stage retired or replaced the one held."""
+        live = self._live
+        if live is not None and live.u32("retired") == 0:
+            return live
+        if live is not None:
+            live.close()
+            self._live = None
+        opened = LiveFile.open(self.live_path, library=self.library_path)
+        try:
+            self._board = read_board_summary(self.state_path)
+        except LiveFileError:
+            opened.close()
+            raise
+        self._live = opened
+        return opened
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        self.metrics.allocation_errors.inc()
+        problem = f"allocation records not written: {exc}"
+        if problem != self._problem:
+            logger.warning("%s: %s; containers run without GPU activity records", what, exc)
+        self._problem = problem
+        self.state.allocation_problem = problem
+
+    def _ok(self) -> None:
+        if self._problem is not None:
+            logger.info("allocation records are written again")
+        self._problem = None
+        self.state.allocation_problem = None
+
+    def close(self) -> None:
+        """Close the live file (records stay: they describe running containers)."""
+        if self._live is not None:
+            self._live.close()
+            self._live = None
+
+    # -- what a container holds ----------------------------------------------
+
+    @staticmethod
+    def holds_gpus(policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bool:
+        """Whether *container* may hold GPUs (decided from strings, before any I/O): the
+        ambient case, opted-out pods and excluded namespaces never touch the live layer."""
+        if skip_reason(policy, pod.namespace, pod.annotations, ()) is not None:
+            return False
+        selection = visible_gpus(container)
+        return selection.allocated and selection.kind is not Visibility.NONE
+
+    def allocation(
+        self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> Allocation | None:
+        """The record for a running *container*, or None when it holds no GPU (or gets no
+        overlay). Annotation values that cannot be used are logged and replaced by the
+        defaults; they never keep the record from being written."""
+        if not self.holds_gpus(policy, pod, container):
+            return None
+        selection = visible_gpus(container)
+        board = self._board
+        if selection.kind is Visibility.ALL:
+            gpus = tuple(g.index for g in board)
+        else:
+            gpus, unknown = resolve_gpus(selection.tokens, board)
+            if unknown:
+                logger.warning(
+                    "allocation names no GPU of this node: %s",
+                    ", ".join(unknown),
+                    extra=_context(pod, container),
+                )
+        if not gpus:
+            return None
+        annotations: Mapping[str, str] = pod.annotations
+        memory = self._memory(annotations, gpus, pod, container)
+        pattern, level, period, seed = self._utilization(annotations, pod, container)
+        started = container.started_at // 1_000_000 if container.started_at > 0 else 0
+        return Allocation(
+            container_id=container.id,
+            pid=container.pid,
+            gpus=gpus,
+            used_memory_bytes=memory,
+            pod=_fit(pod.name, 247),
+            namespace=_fit(pod.namespace, 63),
+            container_name=_fit(container.name, 63),
+            util_pattern=pattern,
+            util_level=level,
+            util_period_ms=period,
+            util_seed=seed,
+            start_time_ms=started or time.time_ns() // 1_000_000,
+        )
+
+    def _memory(
+        self,
+        annotations: Mapping[str, str],
+        gpus: tuple[int, ...],
+        pod: api_pb2.PodSandbox,
+        container: api_pb2.Container,
+    ) -> int:
+        text = annotations.get(names.ANNOTATION_GPU_MEMORY)
+        if text is not None:
+            try:
+                return parse_memory(text)
+            except ValueError as exc:
+                logger.warning(
+                    "annotation %s ignored: %s; using --gpu-memory-share",
+                    names.ANNOTATION_GPU_MEMORY,
+                    exc,
+                    extra=_context(pod, container),
+                )
+        smallest = min(self._board[g].memory_total_bytes for g in gpus)
+        return int(smallest * self.settings.gpu_memory_share)
+
+    def _utilization(
+        self, annotations: Mapping[str, str], pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> tuple[int, int, int, int]:
+        text = annotations.get(names.ANNOTATION_GPU_UTILIZATION)
+        if text is None:
+            return 0, 0, 0, 0
+        try:
+            return parse_utilization(text)
+        except ValueError as exc:
+            logger.warning(
+                "annotation %s=%r ignored: %s; no utilization recorded",
+                names.ANNOTATION_GPU_UTILIZATION,
+                text,
+                exc,
+                extra=_context(pod, container),
+            )
+            return 0, 0, 0, 0
+
+    # -- the life cycle --------------------------------------------------------
+
+    def started(
+        self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> None:
+        """StartContainer / PostStartContainer: record what the container holds."""
+        if not self.holds_gpus(policy, pod, container):
+            return
+        try:
+            live = self._open()
+            alloc = self.allocation(policy, pod, container)
+            if alloc is None:
+                return
+            live.put(alloc)
+        except LiveFileError as exc:
+            self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
+            return
+        self.metrics.allocations_recorded.inc()
+        self._ok()
+        logger.debug(
+            "recorded GPUs %s, pid %d, %d bytes",
+            ",".join(map(str, alloc.gpus)),
+            alloc.pid,
+            alloc.used_memory_bytes,
+            extra=_context(pod, container),
+        )
+
+    def stopped(self, container: api_pb2.Container) -> None:
+        """StopContainer / RemoveContainer: the container holds nothing any more."""
+        if not visible_gpus(container).allocated:
+            return  # never recorded
+        try:
+            removed = self._open().remove(container.id)
+        except LiveFileError as exc:
+            self._failed(f"container {container.id}", exc)
+            return
+        self._ok()
+        if removed:
+            self.metrics.allocations_removed.inc()
+
+    def synchronize(
+        self,
+        policy: Policy,
+        pods: Iterable[api_pb2.PodSandbox],
+        containers: Iterable[api_pb2.Container],
+    ) -> int:
+        """Synchronize: the records become exactly the running containers' allocations.
+        Returns how many were recorded."""
+        by_id = {p.id: p for p in pods}
+        running = [
+            (by_id[c.pod_sandbox_id], c)
+            for c in containers
+            if c.state == api_pb2.CONTAINER_RUNNING
+            and c.pod_sandbox_id in by_id
+            and self.holds_gpus(policy, by_id[c.pod_sandbox_id], c)
+        ]
+        if not running and self._live is None and not self.live_path.exists():
+            return 0  # nothing to record and nothing recorded: no live layer needed
+        try:
+            live = self._open()
+            wanted: list[Allocation] = []
+            for pod, container in running:
+                alloc = self.allocation(policy, pod, container)
+                if alloc is not None:
+                    wanted.append(alloc)
+            live.replace_all(wanted)
+        except LiveFileError as exc:
+            self._failed("synchronize", exc)
+            return 0
+        self._ok()
+        return len(wanted)
+
+
+def _fit(text: str, limit: int) -> str:
+    """*text* cut to *limit* UTF-8 bytes (names are display only; the id is the key)."""
+    raw = text.encode("utf-8")
+    return text if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
+
+
+def _context(pod: api_pb2.PodSandbox, container: api_pb2.Container) -> dict[str, object]:
+    return {"namespace": pod.namespace, "pod": pod.name, "container": container.name}

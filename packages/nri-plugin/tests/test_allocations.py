@@ -1,0 +1,219 @@
+"""Allocation records from the container life cycle, through the runtime double over a real
+unix socket, into a real staged overlay's live layer, read back through the real library
+(nvidia-ml-py in a child process, as a node-level monitor reads it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import Start, container, pod
+from nvml_mock_engine.config import resolve_config
+from nvml_mock_engine.stage import StageOptions, stage
+from nvml_mock_protocol import names
+from nvml_mock_protocol.live import Allocation, LiveFile
+from nvml_mock_protocol.nri import api_pb2 as api
+from nvml_mock_protocol.nri.runtime import RuntimeDouble
+
+GiB = 1 << 30
+
+
+@pytest.fixture
+def overlay(short_tmp: Path) -> Path:
+    """A staged four-GPU H100 overlay (library, state, live layer)."""
+    root = short_tmp / "overlay"
+    stage(root, resolve_config(profile="h100", node="node-a", count=4), StageOptions(runtime=False))
+    return root
+
+
+def live_records(overlay: Path) -> list[Allocation]:
+    config = overlay / names.OVERLAY_CONFIG_DIR
+    library = overlay / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME
+    with LiveFile.open(config / names.LIVE_FILE_NAME, library=library, writable=False) as live:
+        return live.list()
+
+
+def nvml_view(overlay: Path) -> dict[str, object]:
+    """Per GPU: its compute processes (pid, used memory) and used memory, through NVML."""
+    # plain ctypes on the library's own entry points (this environment has no NVML binding)
+    script = textwrap.dedent(
+        """
+        import ctypes, json, sys
+        lib = ctypes.CDLL(sys.argv[1])
+        class Proc(ctypes.Structure):
+            _fields_ = [("pid", ctypes.c_uint), ("used", ctypes.c_ulonglong),
+                        ("gi", ctypes.c_uint), ("ci", ctypes.c_uint)]
+        class Mem(ctypes.Structure):
+            _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong),
+                        ("used", ctypes.c_ulonglong)]
+        class Util(ctypes.Structure):
+            _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+        assert lib.nvmlInit_v2() == 0
+        count = ctypes.c_uint()
+        assert lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0
+        out = {}
+        for i in range(count.value):
+            h = ctypes.c_void_p()
+            assert lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h)) == 0
+            procs = (Proc * 64)()
+            n = ctypes.c_uint(64)
+            assert lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), procs) == 0
+            mem, util = Mem(), Util()
+            assert lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(mem)) == 0
+            assert lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(util)) == 0
+            out[str(i)] = {
+                "procs": sorted([p.pid, p.used] for p in procs[: n.value]),
+                "used": mem.used,
+                "util": util.gpu,
+            }
+        print(json.dumps(out))
+        """
+    )
+    library = overlay / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME
+    env = {
+        names.ENV_MOCK_NVML_CONFIG: str(overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME),
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(library)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    view: dict[str, object] = json.loads(done.stdout)
+    return view
+
+
+def allocated(
+    name: str, sandbox: api.PodSandbox, *, gpus: str | None = None, cdi: list[str] | None = None
+) -> api.Container:
+    env = ["PATH=/usr/bin:/bin"]
+    if gpus is not None:
+        env.append(f"NVIDIA_VISIBLE_DEVICES={gpus}")
+    made = container(name, env=env, cdi=cdi)
+    made.pod_sandbox_id = sandbox.id
+    return made
+
+
+async def run(
+    runtime: RuntimeDouble, sandbox: api.PodSandbox, made: api.Container, pid: int
+) -> str:
+    result = await runtime.create_container(sandbox, made)
+    await runtime.start_container(sandbox, result.container.id, pid)
+    return result.container.id
+
+
+async def test_start_records_stop_and_remove_clear(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    await start_plugin("--overlay-host-path", str(overlay))
+    sandbox = pod("train", annotations={names.ANNOTATION_GPU_MEMORY: "20Gi"})
+    cid = await run(runtime, sandbox, allocated("main", sandbox, cdi=["nvidia.com/gpu=2"]), 4242)
+    records = live_records(overlay)
+    assert [(r.container_id, r.pid, r.gpus, r.used_memory_bytes) for r in records] == [
+        (cid, 4242, (2,), 20 * GiB)
+    ]
+    assert (records[0].pod, records[0].namespace, records[0].container_name) == (
+        "train",
+        "default",
+        "main",
+    )
+    view = nvml_view(overlay)
+    assert view["2"]["procs"] == [[4242, 20 * GiB]]  # type: ignore[index]
+    assert view["1"]["procs"] == []  # type: ignore[index]
+    assert view["2"]["used"] - view["1"]["used"] == 20 * GiB  # type: ignore[index, operator]
+    await runtime.stop_container(sandbox, runtime.containers[cid])
+    assert live_records(overlay) == []
+    assert nvml_view(overlay)["2"]["procs"] == []  # type: ignore[index]
+    # a record that a stop missed goes at removal
+    cid2 = await run(runtime, sandbox, allocated("again", sandbox, gpus="1"), 77)
+    assert [r.gpus for r in live_records(overlay)] == [(1,)]
+    await runtime.remove_container(sandbox, cid2)
+    assert live_records(overlay) == []
+
+
+async def test_ambient_containers_and_excluded_pods_record_nothing(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    await start_plugin("--overlay-host-path", str(overlay), "--excluded-namespaces", "batch")
+    plain = pod("plain")
+    await run(runtime, plain, allocated("main", plain), 10)
+    opted_out = pod("out", annotations={names.ANNOTATION_INJECT: "false"})
+    await run(runtime, opted_out, allocated("main", opted_out, gpus="0"), 11)
+    excluded = pod("job", namespace="batch")
+    await run(runtime, excluded, allocated("main", excluded, gpus="0"), 12)
+    assert live_records(overlay) == []
+
+
+async def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    await start_plugin("--overlay-host-path", str(overlay))
+    a = pod(
+        "a",
+        annotations={names.ANNOTATION_GPU_MEMORY: "4Gi", names.ANNOTATION_GPU_UTILIZATION: "30"},
+    )
+    b = pod(
+        "b",
+        annotations={
+            names.ANNOTATION_GPU_MEMORY: "6Gi",
+            names.ANNOTATION_GPU_UTILIZATION: "steady 50",
+        },
+    )
+    await run(runtime, a, allocated("main", a, gpus="3"), 100)
+    await run(runtime, b, allocated("main", b, cdi=["nvidia.com/gpu=3"]), 101)
+    view = nvml_view(overlay)
+    assert view["3"]["procs"] == [[100, 4 * GiB], [101, 6 * GiB]]  # type: ignore[index]
+    assert view["3"]["used"] - view["0"]["used"] == 10 * GiB  # type: ignore[index, operator]
+    assert view["3"]["util"] == 80  # type: ignore[index]
+
+
+async def test_the_default_memory_is_the_configured_share_of_the_gpu(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    await start_plugin("--overlay-host-path", str(overlay), "--gpu-memory-share", "0.25")
+    bad = pod("p", annotations={names.ANNOTATION_GPU_MEMORY: "lots"})
+    await run(runtime, bad, allocated("main", bad, gpus="0"), 5)
+    (record,) = live_records(overlay)
+    total = 81559 * (1 << 20)  # the H100 profile's framebuffer
+    assert record.used_memory_bytes == pytest.approx(total // 4, rel=0.01)
+
+
+async def test_a_plugin_restart_mid_run_leaves_nothing_behind_and_loses_nothing(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    first = await start_plugin("--overlay-host-path", str(overlay))
+    sandbox = pod("keep")
+    kept = await run(runtime, sandbox, allocated("kept", sandbox, gpus="0"), 1)
+    gone = await run(runtime, sandbox, allocated("gone", sandbox, gpus="1"), 2)
+    first.service.stop()
+    await first.exit_code()
+    # while the plugin is away, one container stops and is removed, another starts
+    runtime.containers.pop(gone)
+    late = allocated("late", sandbox, gpus="2")
+    late.state = api.CONTAINER_RUNNING
+    late.pid = 3
+    runtime.add_container(late)
+    runtime.add_pod(sandbox)
+    assert {r.container_id for r in live_records(overlay)} == {kept, gone}
+    await start_plugin("--overlay-host-path", str(overlay))
+    records = {r.container_id: (r.pid, r.gpus) for r in live_records(overlay)}
+    assert records == {kept: (1, (0,)), late.id: (3, (2,))}
+
+
+async def test_a_live_layer_that_cannot_be_written_never_fails_a_container(
+    runtime: RuntimeDouble, start_plugin: Start, short_tmp: Path
+) -> None:
+    plugin = await start_plugin("--overlay-host-path", str(short_tmp / "not-staged"))
+    sandbox = pod("p")
+    cid = await run(runtime, sandbox, allocated("main", sandbox, gpus="0"), 9)
+    assert runtime.containers[cid].state == api.CONTAINER_RUNNING
+    ready = await plugin.get("/readyz")
+    assert "allocation records not written" in ready.text
+    assert "not-staged" in ready.text
+    assert await plugin.metric("nvml_mock_nri_allocation_errors_total") >= 1

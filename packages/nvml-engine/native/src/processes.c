@@ -1,0 +1,158 @@
+/*
+ * Processes on a GPU (processes.h): the readers of the live layer's process records. This
+ * unit answers no nvml.h function itself; device_memory.c and device_perf.c ask it. The
+ * writer's primitives (nvml_mock_live_proc_write/read) are in live.c beside the GPU record's.
+ */
+#include "processes.h"
+
+#include "telemetry.h"
+
+/* The board GPU behind `d` (records hold board GPUs, whatever the visible view); -1 without
+ * a live layer. */
+static int board_gpu(const struct nvmlDevice_st *d, const unsigned char *header)
+{
+    if (d->live == NULL || header == NULL) {
+        return -1;
+    }
+    return (int)d->board;
+}
+
+static uint64_t ld64(const unsigned char *rec, unsigned int off)
+{
+    return __atomic_load_n((const uint64_t *)(const void *)(rec + off), __ATOMIC_RELAXED);
+}
+
+static uint32_t ld32(const unsigned char *rec, unsigned int off)
+{
+    return __atomic_load_n((const uint32_t *)(const void *)(rec + off), __ATOMIC_RELAXED);
+}
+
+/* One consistent read of record `rec`: 1 when it is in use and holds GPU `gpu` (and *p is
+ * filled), 0 when not (or when no consistent read could be taken: a writer died mid-write). */
+static int read_proc(const unsigned char *rec, unsigned int gpu, struct mock_proc *p)
+{
+    const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_PROC_SEQ);
+    /* fast path: a free slot, or one not holding this GPU, answers without the lock */
+    if (ld32(rec, LIVE_PROC_IN_USE) == 0 && (__atomic_load_n(seq, __ATOMIC_RELAXED) & 1u) == 0) {
+        return 0;
+    }
+    for (unsigned int attempt = 0; attempt < LIVE_READ_TRIES; attempt++) {
+        uint64_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1u) {
+            mock_live_pause(attempt);
+            continue;
+        }
+        uint32_t in_use = ld32(rec, LIVE_PROC_IN_USE);
+        uint64_t mask = ld64(rec, LIVE_PROC_GPU_MASK);
+        struct mock_proc got = {
+            .pid = ld32(rec, LIVE_PROC_PID),
+            .used_bytes = ld64(rec, LIVE_PROC_USED_MEMORY_BYTES),
+            .start_ms = ld64(rec, LIVE_PROC_START_TIME_MS),
+            .pattern = ld32(rec, LIVE_PROC_UTIL_PATTERN),
+            .level = ld32(rec, LIVE_PROC_UTIL_LEVEL),
+            .period_ms = ld32(rec, LIVE_PROC_UTIL_PERIOD_MS),
+            .seed = ld64(rec, LIVE_PROC_UTIL_SEED),
+        };
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
+            if (in_use != 1 || gpu >= 64 || ((mask >> gpu) & 1u) == 0) {
+                return 0;
+            }
+            *p = got;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const struct mock_proc *, void *), void *arg)
+{
+    const unsigned char *h = atomic_load_explicit(&mock_live_header, memory_order_acquire);
+    int gpu = board_gpu(d, h);
+    if (gpu < 0) {
+        return 0;
+    }
+    uint32_t high = __atomic_load_n((const uint32_t *)(const void *)(h + LIVE_HDR_PROCESS_HIGH), __ATOMIC_ACQUIRE);
+    if (high > LIVE_PROCESS_SLOTS) {
+        high = LIVE_PROCESS_SLOTS; /* a damaged or hostile header: never read past the region */
+    }
+    unsigned int n = 0;
+    for (uint32_t slot = 0; slot < high; slot++) {
+        const unsigned char *rec = h + LIVE_PROCESSES_OFFSET + (size_t)slot * LIVE_PROCESS_RECORD_BYTES;
+        struct mock_proc p;
+        if (read_proc(rec, (unsigned int)gpu, &p)) {
+            fn(&p, arg);
+            n++;
+        }
+    }
+    return n;
+}
+
+struct collect {
+    struct mock_proc *out;
+    unsigned int max;
+    unsigned int n;
+};
+
+static void collect_one(const struct mock_proc *p, void *arg)
+{
+    struct collect *c = arg;
+    if (c->n < c->max && c->out != NULL) {
+        c->out[c->n] = *p;
+    }
+    c->n++;
+}
+
+unsigned int mock_procs_of(const struct nvmlDevice_st *d, struct mock_proc *out, unsigned int max)
+{
+    struct collect c = {out, max, 0};
+    return mock_procs_each(d, collect_one, &c);
+}
+
+static void add_used(const struct mock_proc *p, void *arg)
+{
+    uint64_t *sum = arg;
+    uint64_t next = *sum + p->used_bytes;
+    *sum = next < *sum ? UINT64_MAX : next; /* saturate: the caller caps at the board's room */
+}
+
+uint64_t mock_procs_used_bytes(const struct nvmlDevice_st *d)
+{
+    uint64_t sum = 0;
+    if (mock_procs_any()) {
+        mock_procs_each(d, add_used, &sum);
+    }
+    return sum;
+}
+
+unsigned int mock_proc_util(const struct mock_proc *p)
+{
+    return mock_tele_pattern_util(p->pattern, p->level, p->period_ms, p->seed, p->start_ms);
+}
+
+unsigned int mock_proc_mem_util(unsigned int u)
+{
+    return mock_tele_mem_util(u);
+}
+
+static void add_util(const struct mock_proc *p, void *arg)
+{
+    unsigned int *sum = arg;
+    if (*sum < 100u) {
+        *sum += mock_proc_util(p);
+    }
+}
+
+unsigned int mock_procs_util(const struct nvmlDevice_st *d)
+{
+    unsigned int sum = 0;
+    if (mock_procs_any()) {
+        mock_procs_each(d, add_util, &sum);
+    }
+    return sum > 100u ? 100u : sum;
+}
+
+uint64_t mock_procs_now_us(void)
+{
+    return mock_tele_now_us();
+}

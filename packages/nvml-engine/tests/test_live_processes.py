@@ -1,0 +1,258 @@
+"""Allocation records in the live layer: processes, used memory and utilization per GPU.
+
+Written through the protocol package's writer core (as the NRI plugin writes them) and
+through :attr:`LiveLayer.allocations`, read through unmodified nvidia-ml-py bound to the real
+library, in this process and in child processes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nvml_mock_engine import live
+from nvml_mock_protocol import _live_layout
+from nvml_mock_protocol.live import Allocation, AllocationError, LiveFile, LiveFileError
+
+GiB = 1 << 30
+NO_INSTANCE = 0xFFFFFFFF
+NVML_PROCESS_MODE_COMPUTE = 0
+NVML_PROCESS_MODE_GRAPHICS = 1
+STEADY = 1
+
+
+@pytest.fixture
+def records(live_state: Path, library_file: Path) -> Any:
+    with LiveFile.open(live_state.parent / live.LIVE_FILE_NAME, library=library_file) as opened:
+        yield opened
+
+
+def used(pynvml: Any, handle: Any) -> int:
+    info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+    assert info.free == info.total - info.used - info.reserved
+    value: int = info.used
+    return value
+
+
+def test_a_record_is_a_compute_process_with_its_memory_on_its_gpu_only(
+    pynvml: Any, records: LiveFile
+) -> None:
+    pynvml.nvmlInit()
+    held, other = pynvml.nvmlDeviceGetHandleByIndex(1), pynvml.nvmlDeviceGetHandleByIndex(0)
+    board = used(pynvml, held)
+    assert pynvml.nvmlDeviceGetComputeRunningProcesses(held) == []
+    records.put(Allocation("c1", pid=4242, gpus=(1,), used_memory_bytes=20 * GiB, pod="train"))
+    procs = pynvml.nvmlDeviceGetComputeRunningProcesses(held)
+    assert [(p.pid, p.usedGpuMemory, p.gpuInstanceId, p.computeInstanceId) for p in procs] == [
+        (4242, 20 * GiB, NO_INSTANCE, NO_INSTANCE)
+    ]
+    assert pynvml.nvmlDeviceGetComputeRunningProcesses(other) == []
+    assert pynvml.nvmlDeviceGetGraphicsRunningProcesses(held) == []
+    assert used(pynvml, held) == board + 20 * GiB
+    assert used(pynvml, other) == board
+    v1 = pynvml.nvmlDeviceGetMemoryInfo(held)
+    assert v1.used + v1.free == v1.total
+    detail = pynvml.nvmlDeviceGetRunningProcessDetailList(
+        held, pynvml.nvmlProcessDetailList_v1, NVML_PROCESS_MODE_COMPUTE
+    )
+    assert [(p.pid, p.usedGpuMemory, p.gpuInstanceId) for p in detail] == [
+        (4242, 20 * GiB, NO_INSTANCE)
+    ]
+    graphics = pynvml.nvmlDeviceGetRunningProcessDetailList(
+        held, pynvml.nvmlProcessDetailList_v1, NVML_PROCESS_MODE_GRAPHICS
+    )
+    assert graphics == []
+    assert records.remove("c1") is True
+    assert pynvml.nvmlDeviceGetComputeRunningProcesses(held) == []
+    assert used(pynvml, held) == board
+    assert records.remove("c1") is False
+
+
+def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
+    pynvml: Any, records: LiveFile
+) -> None:
+    pynvml.nvmlInit()
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+    board = used(pynvml, gpu)
+    records.put(
+        Allocation(
+            "a", pid=10, gpus=(0,), used_memory_bytes=4 * GiB, util_pattern=STEADY, util_level=30
+        )
+    )
+    records.put(
+        Allocation(
+            "b", pid=11, gpus=(0, 1), used_memory_bytes=6 * GiB, util_pattern=STEADY, util_level=50
+        )
+    )
+    assert sorted(p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)) == [10, 11]
+    assert used(pynvml, gpu) == board + 10 * GiB
+    assert pynvml.nvmlDeviceGetUtilizationRates(gpu).gpu == 80
+    samples = pynvml.nvmlDeviceGetProcessUtilization(gpu, 0)
+    assert sorted((s.pid, s.smUtil) for s in samples) == [(10, 30), (11, 50)]
+    info = pynvml.nvmlDeviceGetProcessesUtilizationInfo(gpu, 0)
+    assert sorted((s.pid, s.smUtil) for s in info) == [(10, 30), (11, 50)]
+    # the sum is capped at 100
+    records.put(
+        Allocation(
+            "a", pid=10, gpus=(0,), used_memory_bytes=4 * GiB, util_pattern=STEADY, util_level=90
+        )
+    )
+    assert pynvml.nvmlDeviceGetUtilizationRates(gpu).gpu == 100
+    assert [a.container_id for a in records.list()] == ["a", "b"]
+
+
+def test_used_memory_is_capped_at_what_the_board_leaves_free(
+    pynvml: Any, records: LiveFile
+) -> None:
+    pynvml.nvmlInit()
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+    records.put(Allocation("big", pid=1, gpus=(0,), used_memory_bytes=(1 << 64) - 1))
+    records.put(Allocation("more", pid=2, gpus=(0,), used_memory_bytes=1 << 63))
+    info = pynvml.nvmlDeviceGetMemoryInfo(gpu, version=pynvml.nvmlMemory_v2)
+    assert info.used == info.total - info.reserved
+    assert info.free == 0
+
+
+def test_replace_all_keeps_exactly_the_given_records(pynvml: Any, records: LiveFile) -> None:
+    pynvml.nvmlInit()
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(1)
+    records.put(Allocation("gone", pid=1, gpus=(1,), used_memory_bytes=GiB))
+    records.put(Allocation("kept", pid=2, gpus=(1,), used_memory_bytes=GiB))
+    records.replace_all(
+        [
+            Allocation("kept", pid=2, gpus=(1,), used_memory_bytes=2 * GiB),
+            Allocation("new", pid=3, gpus=(1,), used_memory_bytes=GiB),
+        ]
+    )
+    procs = {p.pid: p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)}
+    assert procs == {2: 2 * GiB, 3: GiB}
+    records.replace_all([])
+    assert pynvml.nvmlDeviceGetComputeRunningProcesses(gpu) == []
+    assert records.list() == []
+
+
+@pytest.mark.parametrize(
+    ("alloc", "message"),
+    [
+        (Allocation("", pid=1, gpus=(0,)), "container_id=''"),
+        (Allocation("x", pid=1, gpus=()), "at least one GPU"),
+        (Allocation("x", pid=1, gpus=(2,)), "GPU 2 is not one of this node's 0..1"),
+        (Allocation("x", pid=-1, gpus=(0,)), "pid=-1"),
+        (Allocation("x", pid=1, gpus=(0,), util_level=101), "util_level=101"),
+        (Allocation("x", pid=1, gpus=(0,), pod="p" * 248), "at most 247 bytes"),
+    ],
+)
+def test_a_bad_allocation_is_refused_naming_the_field_and_nothing_is_written(
+    records: LiveFile, alloc: Allocation, message: str
+) -> None:
+    with pytest.raises(AllocationError, match=message):
+        records.put(alloc)
+    assert records.list() == []
+
+
+def test_a_full_region_is_an_error_not_a_silent_drop(records: LiveFile) -> None:
+    slots = _live_layout.LIVE_PROCESS_SLOTS
+    records.replace_all(Allocation(f"c{i}", pid=i, gpus=(0,)) for i in range(slots))
+    with pytest.raises(AllocationError, match=f"no free process record \\({slots} slots"):
+        records.put(Allocation("one-more", pid=1, gpus=(0,)))
+    assert len(records.list()) == slots
+    records.put(Allocation("c7", pid=77, gpus=(1,)))  # replacing one needs no free slot
+    assert [a.pid for a in records.list() if a.container_id == "c7"] == [77]
+
+
+def test_a_library_of_another_layout_or_missing_is_named(live_state: Path, tmp_path: Path) -> None:
+    with pytest.raises(LiveFileError, match="cannot load the mock library"):
+        LiveFile.open(live_state.parent / live.LIVE_FILE_NAME, library=tmp_path / "nope.so")
+
+
+def test_the_engine_layer_offers_the_same_records(pynvml: Any, layer: live.LiveLayer) -> None:
+    pynvml.nvmlInit()
+    layer.allocations.put(Allocation("e", pid=5, gpus=(0,), used_memory_bytes=GiB))
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+    assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)] == [5]
+
+
+def test_a_writer_in_one_process_reaches_a_reader_in_another(
+    live_state: Path, library_file: Path
+) -> None:
+    path = live_state.parent / live.LIVE_FILE_NAME
+    writer = textwrap.dedent(
+        f"""
+        from nvml_mock_protocol.live import Allocation, LiveFile
+        with LiveFile.open({str(path)!r}, library={str(library_file)!r}) as f:
+            f.put(Allocation("x", pid=999, gpus=(1,), used_memory_bytes={3 * GiB}))
+        """
+    )
+    subprocess.run([sys.executable, "-c", writer], check=True)
+    reader = textwrap.dedent(
+        f"""
+        import ctypes, pynvml
+        ctypes.CDLL({str(library_file)!r}, mode=ctypes.RTLD_GLOBAL)
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(1)
+        print([(p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)])
+        """
+    )
+    env = {"MOCK_NVML_CONFIG": str(live_state), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", reader], check=True, capture_output=True, text=True, env=env
+    )
+    assert done.stdout.strip() == f"[(999, {3 * GiB})]"
+
+
+def test_the_work_alike_shows_the_records_in_its_process_table_and_query(
+    library_file: Path, live_state: Path
+) -> None:
+    from smi_fixtures.helpers import smi
+
+    pid = os.getpid()
+    uuid = live.read_board(live_state)[1].uuid
+    with LiveFile.open(live_state.parent / live.LIVE_FILE_NAME, library=library_file) as records:
+        records.put(Allocation("c1", pid=pid, gpus=(1,), used_memory_bytes=2 * GiB))
+        rc, out = smi(library_file, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv")
+        assert rc == 0
+        assert out.splitlines() == [
+            "pid, used_gpu_memory [MiB], gpu_uuid",
+            f"{pid}, 2048 MiB, {uuid}",
+        ]
+        rc, out = smi(library_file)
+        assert rc == 0
+        rows = [line for line in out.splitlines() if f" {pid} " in line]
+        assert len(rows) == 1 and " C " in rows[0] and "2048MiB" in rows[0], out
+        assert "No running processes found" not in out
+        records.remove("c1")
+    rc, out = smi(library_file, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv")
+    assert out.splitlines() == ["pid, used_gpu_memory [MiB], gpu_uuid"]
+
+
+def test_inside_a_visible_view_a_record_shows_on_its_board_gpu(
+    live_state: Path, library_file: Path
+) -> None:
+    """A container that sees only board GPU 1 (as its index 0) sees that GPU's processes."""
+    path = live_state.parent / live.LIVE_FILE_NAME
+    with LiveFile.open(path, library=library_file) as records:
+        records.put(Allocation("x", pid=31, gpus=(1,), used_memory_bytes=GiB))
+    reader = textwrap.dedent(
+        f"""
+        import ctypes, pynvml
+        ctypes.CDLL({str(library_file)!r}, mode=ctypes.RTLD_GLOBAL)
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+        print(pynvml.nvmlDeviceGetCount(), [p.pid for p in procs])
+        """
+    )
+    env = {
+        "MOCK_NVML_CONFIG": str(live_state),
+        "NVIDIA_VISIBLE_DEVICES": "1",
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", reader], check=True, capture_output=True, text=True, env=env
+    )
+    assert done.stdout.strip() == "1 [31]"
