@@ -18,12 +18,14 @@ bootstrap: $(TOX)
 ## The exit status is tox's.
 test: $(TOX)
 	@start=$$(date +%s); \
+	$(TOX) run -q -e native && \
 	$(TOX) run-parallel --parallel-no-spinner -p auto; status=$$?; \
 	$(PYTHON) scripts/test_summary.py --since "$$start" || true; \
 	exit $$status
 
 ## make demo: the local demo (no Kubernetes, no Docker).
 demo: $(TOX)
+	$(TOX) run -q -e native
 	$(TOX) run -e demo
 
 lint: $(TOX)
