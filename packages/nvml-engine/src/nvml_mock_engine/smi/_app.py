@@ -240,9 +240,10 @@ def _once(nvml: Nvml, options: Options, write: Callable[[str], None]) -> int:
         write(_list(devices))
         return EXIT_GPU_LOST if lost else 0
     if mode == "query-gpu":
-        from ._fields import Ctx, lookup
+        from ._fields import Ctx, lookup, refuse_newer
 
         fields = [lookup(n) for n in options.query_fields]
+        refuse_newer(nvml, options.query_fields)
         rows = []
         if options.csv_header:
             rows.append(", ".join(f.header(options.csv_units) for f in fields if f is not None))
