@@ -47,7 +47,9 @@ def real_csv(capture: Path) -> tuple[str, list[str], list[str]]:
     start = text.index("# idle :: query-gpu")
     command = text[start:].splitlines()[1]
     query = command.split("--query-gpu=", 1)[1].split(" ", 1)[0]
-    rows = list(csv.reader(io.StringIO(section(capture, f"--query-gpu={query}")), skipinitialspace=True))
+    rows = list(
+        csv.reader(io.StringIO(section(capture, f"--query-gpu={query}")), skipinitialspace=True)
+    )
     return query, rows[0], rows[1]
 
 
@@ -62,9 +64,7 @@ def driver_state(tmp_path: Path, profile: str, driver: str, write: Path) -> Path
 
 
 @pytest.fixture
-def use_driver(
-    library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> object:
+def use_driver(library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
     def use(profile: str, driver: str) -> None:
         state = driver_state(tmp_path, profile, driver, tmp_path / f"{profile}-{driver}.nvmlmock")
         monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
@@ -73,7 +73,8 @@ def use_driver(
 
 
 @pytest.mark.parametrize(
-    ("capture", "driver"), [(H100_590, (590, 48, 1)), (L40S_595, (595, 80)), (RTX_610, (610, 57, 4))]
+    ("capture", "driver"),
+    [(H100_590, (590, 48, 1)), (L40S_595, (595, 80)), (RTX_610, (610, 57, 4))],
 )
 def test_every_real_name_and_alias_is_accepted_for_its_driver(
     capture: Path, driver: tuple[int, ...]
@@ -89,7 +90,12 @@ def test_every_real_name_and_alias_is_accepted_for_its_driver(
 
 
 def test_no_name_is_accepted_that_no_driver_knows() -> None:
-    known = {name.lower() for capture in (H100_590, L40S_595, RTX_610) for g in help_names(capture) for name in g}
+    known = {
+        name.lower()
+        for capture in (H100_590, L40S_595, RTX_610)
+        for g in help_names(capture)
+        for name in g
+    }
     # reset_status.* is what drivers before 590 accepted; 590 dropped it for gpu_recovery_action
     assert set(BY_NAME) - known == {
         "reset_status.reset_required",
@@ -126,7 +132,9 @@ def test_headers_and_answer_kinds_match_the_real_run(
         assert real[name] == mine[name] == deprecated
     # what no modelled board has reads [N/A], as on the real boards
     for name, value in real.items():
-        if name.startswith(("power_smoothing.", "vgpu_", "gpu.base.", "bbx.", "module.", "hostname")):
+        if name.startswith(
+            ("power_smoothing.", "vgpu_", "gpu.base.", "bbx.", "module.", "hostname")
+        ):
             assert value == mine[name] == "[N/A]", name
     assert mine["gpu_recovery_action"] == real["gpu_recovery_action"] == "None"
     assert mine["clocks_event_reasons_counters.hw_power_brake_slowdown [us]"].endswith(" us")
@@ -179,7 +187,9 @@ def test_names_the_emulated_driver_lacks_are_refused(
     assert (rc, out) == (2, f'Field "{name}" is not a valid field to query.\n')
 
 
-def test_580_still_reports_the_values_590_deprecated(use_driver: object, library_file: Path) -> None:
+def test_580_still_reports_the_values_590_deprecated(
+    use_driver: object, library_file: Path
+) -> None:
     use_driver("h100", "580.105.08")  # type: ignore[operator]
     rc, out = smi(
         library_file,

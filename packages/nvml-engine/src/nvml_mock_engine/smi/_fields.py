@@ -371,9 +371,15 @@ _SMOOTHING_PROFILE: list[tuple[str, str, tuple[int, ...], str]] = [
 def _smoothing_fields() -> list[Field]:
     """Power smoothing: no modelled board has it, so every property answers ``[N/A]``."""
     out = [F((f"power_smoothing.{n}",), u, _na, h, since) for n, u, since, h in _SMOOTHING]
-    for part, whose in (("curr_profile", "The current profile's"), (None, ""), ("admin_override", "The administrator override's")):
+    for part, whose in (
+        ("curr_profile", "The current profile's"),
+        (None, ""),
+        ("admin_override", "The administrator override's"),
+    ):
         if part is None:
-            out.append(F(("power_smoothing.active_profile",), "", _na, "The active preset profile.", V610))
+            out.append(
+                F(("power_smoothing.active_profile",), "", _na, "The active preset profile.", V610)
+            )
             continue
         out += [
             F((f"power_smoothing.{part}.{n}",), u, _na, f"{whose} {h}.", since)
@@ -1048,8 +1054,18 @@ FIELDS: list[Field] = [
         "Module (GPU, CPU and memory) power averaged over one second, in watts.",
     ),
     F(("module.power.draw.instant",), "W", _na, "Module power at this instant, in watts."),
-    F(("module.power.limit", "module.power.requested_limit"), "W", _na, "The module's software power limit, in watts."),
-    F(("module.enforced.power.limit", "module.power.current_limit"), "W", _na, "The module power limit in force, in watts."),
+    F(
+        ("module.power.limit", "module.power.requested_limit"),
+        "W",
+        _na,
+        "The module's software power limit, in watts.",
+    ),
+    F(
+        ("module.enforced.power.limit", "module.power.current_limit"),
+        "W",
+        _na,
+        "The module power limit in force, in watts.",
+    ),
     F(("module.power.default_limit",), "W", _na, "The module power limit after a reset, in watts."),
     F(
         ("module.power.min_limit",),
