@@ -20,12 +20,34 @@
      nvmlClocksEventReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown |                \
      nvmlClocksThrottleReasonHwPowerBrakeSlowdown | nvmlClocksEventReasonDisplayClockSetting)
 
+/* A clock lock (`nvidia-smi -lgc` / `-lmc`, live-only keys) holds the current clock inside
+ * [lo, hi] whatever the load asks for; hi = 0 means no lock. */
+static unsigned int locked(unsigned int mhz, uint64_t lo, uint64_t hi)
+{
+    if (hi == 0) {
+        return mhz;
+    }
+    if (lo > hi) {
+        lo = hi;
+    }
+    return mhz < lo ? (unsigned int)lo : mhz > hi ? (unsigned int)hi : mhz;
+}
+
 static int clock_of(const struct nvmlDevice_st *d, nvmlClockType_t type, int max, unsigned int *out)
 {
     switch (type) {
-    case NVML_CLOCK_GRAPHICS: *out = max ? d->s.max_clock_graphics_mhz : tele_clock_graphics_mhz(d); return 0;
-    case NVML_CLOCK_SM: *out = max ? d->s.max_clock_sm_mhz : tele_clock_sm_mhz(d); return 0;
-    case NVML_CLOCK_MEM: *out = max ? d->s.max_clock_mem_mhz : live_clock_mem_mhz(d); return 0;
+    case NVML_CLOCK_GRAPHICS:
+        *out = max ? d->s.max_clock_graphics_mhz
+                   : locked(tele_clock_graphics_mhz(d), live_locked_gpu_clock_min_mhz(d), live_locked_gpu_clock_max_mhz(d));
+        return 0;
+    case NVML_CLOCK_SM:
+        *out = max ? d->s.max_clock_sm_mhz
+                   : locked(tele_clock_sm_mhz(d), live_locked_gpu_clock_min_mhz(d), live_locked_gpu_clock_max_mhz(d));
+        return 0;
+    case NVML_CLOCK_MEM:
+        *out = max ? d->s.max_clock_mem_mhz
+                   : locked(live_clock_mem_mhz(d), live_locked_mem_clock_min_mhz(d), live_locked_mem_clock_max_mhz(d));
+        return 0;
     case NVML_CLOCK_VIDEO: *out = max ? d->s.max_clock_video_mhz : live_clock_video_mhz(d); return 0;
     default: return -1;
     }

@@ -53,6 +53,7 @@ COMMAND_MODULES = (
     "query",
     "report",
     "reset",
+    "setters",
     "table",
     "topo",
     "version",
