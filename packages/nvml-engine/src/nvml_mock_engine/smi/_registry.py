@@ -47,9 +47,11 @@ if TYPE_CHECKING:
     Run = Callable[[Options, Callable[[str], None]], int]
 
 COMMAND_MODULES = (
+    "dmon",
     "help",
     "list",
     "nvlink",
+    "pmon",
     "query",
     "report",
     "reset",
