@@ -14,7 +14,7 @@ What a board supports is read from NVML, as the real tool does: an answer of
 
 from __future__ import annotations
 
-from ctypes import byref, c_uint, c_ulong, c_ulonglong
+from ctypes import byref, c_ulong, c_ulonglong
 from functools import partial
 
 from ._layout import REASONS
@@ -741,9 +741,8 @@ class Readings:
         ]
 
     def _egm(self) -> str:
-        caps = (c_uint * 2)(8 | (1 << 24), 0)
         try:
-            self.d.nvml.call("nvmlDeviceGetCapabilities", self.d.handle, caps)
+            mask = self.d.capabilities()
         except NvmlError as exc:
             return err(exc)
-        return "enabled" if caps[1] & 1 else "disabled"
+        return "enabled" if mask & 1 else "disabled"
