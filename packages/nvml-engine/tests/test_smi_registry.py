@@ -3,9 +3,10 @@ the runner read nothing else."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from nvml_mock_engine.smi import _registry, main
 from nvml_mock_engine.smi._errors import SmiError
 from nvml_mock_engine.smi._options import Options, common_fields, parse
 from nvml_mock_engine.smi._registry import Command, Option
+from smi_fixtures.helpers import render_profile
 
 
 def test_every_module_declares_commands() -> None:
@@ -75,8 +77,30 @@ def test_loading_the_registry_imports_no_renderer() -> None:
     assert ctypes_loaded == "False"
 
 
+def test_list_loads_the_modes_but_no_sub_command(library_file: Path, tmp_path: Path) -> None:
+    state = render_profile("t4", 1, tmp_path / "t4.nvmlmock")
+    script = (
+        "import sys\n"
+        "from nvml_mock_engine.smi import main\n"
+        f"rc = main(['-L', '--nvml-lib', {str(library_file)!r}])\n"
+        "print(rc, *sorted(m for m in sys.modules if '._commands.' in m))\n"
+    )
+    env = {**os.environ, "MOCK_NVML_CONFIG": str(state)}
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rc, *modules = proc.stdout.splitlines()[-1].split()
+    assert rc == "0"
+    assert {m.rsplit(".", 1)[1] for m in modules} == set(_registry.MODE_MODULES)
+
+
 @pytest.fixture
-def extra_command() -> Iterator[list[Options]]:
+def extra_command(monkeypatch: pytest.MonkeyPatch) -> list[Options]:
     """A sub-command registered the way a new module would be, removed afterwards."""
     ran: list[Options] = []
 
@@ -89,13 +113,12 @@ def extra_command() -> Iterator[list[Options]]:
         return 7
 
     count = Option(("-c", "--count"), "count", value=True)
-    loaded = _registry.commands()
     command = Command("probe", word="probe", options=(count, _registry.ID), build=build, run=run)
-    loaded.append(command)
-    try:
-        yield ran
-    finally:
-        loaded.remove(command)
+    # what adding "probe" to SUBCOMMAND_MODULES and writing _commands/probe.py would do
+    words = (*_registry.SUBCOMMAND_MODULES, "probe")
+    monkeypatch.setattr(_registry, "SUBCOMMAND_MODULES", words)
+    monkeypatch.setitem(_registry._loaded, "probe", (command,))
+    return ran
 
 
 def test_a_registered_sub_command_parses_and_runs_with_no_other_change(

@@ -14,7 +14,7 @@ samples, ``-d N`` waits N seconds between them (default 1).
 from __future__ import annotations
 
 import time
-from ctypes import Structure, byref, c_uint, c_ulonglong
+from ctypes import byref, c_uint, c_ulonglong
 
 from ._errors import EXIT_INVALID_ARGUMENT, SmiError
 from ._nvml import (
@@ -28,6 +28,8 @@ from ._nvml import (
     VALUE_NOT_AVAILABLE_ULL,
     Device,
     NvmlError,
+    ProcessUtilizationSample,
+    ViolationTime,
 )
 
 TYPE_CHECKING = False
@@ -41,21 +43,6 @@ NONE = "-"
 FI_MEMORY_TEMP = 82
 PERF_POLICY_POWER, PERF_POLICY_THERMAL = 0, 1
 MIB = 1024 * 1024
-
-
-class ViolationTime(Structure):
-    _fields_ = [("referenceTime", c_ulonglong), ("violationTime", c_ulonglong)]
-
-
-class ProcessUtilizationSample(Structure):
-    _fields_ = [
-        ("pid", c_uint),
-        ("timeStamp", c_ulonglong),
-        ("smUtil", c_uint),
-        ("memUtil", c_uint),
-        ("encUtil", c_uint),
-        ("decUtil", c_uint),
-    ]
 
 
 def _read(fn: Callable[[], object]) -> str:

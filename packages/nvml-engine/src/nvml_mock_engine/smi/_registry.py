@@ -22,12 +22,13 @@ How to add a command
    the fixed fields do not hold goes in ``extra``.
 3. ``run(options, write)`` does the work and returns the exit code; it raises
    :class:`~._errors.SmiError` for a failure the real tool reports (message and exit code).
-4. Add the module's name to :data:`COMMAND_MODULES`.
+4. Add the module's name to :data:`MODE_MODULES` (a mode) or :data:`SUBCOMMAND_MODULES` (a
+   sub-command; the module is named as its word, and only that word loads it).
 
 Rules the tests check (``tests/test_smi_registry.py``): two top-level commands that share
 a flag declare it with the same :class:`Option`; no flag selects two commands; a command
 module imports nothing but this module and :mod:`._options`/:mod:`._errors` at import time
-(``-L`` loads every module here on each run, so the renderers are imported inside ``run``).
+(``-L`` loads every mode module on each run, so the renderers are imported inside ``run``).
 A top-level command with an empty ``select`` is the default (the table); there is one.
 
 Why not ``argparse``: the real tool answers any bad combination with one fixed message and
@@ -46,21 +47,29 @@ if TYPE_CHECKING:
     Build = Callable[[Mapping[str, str], Mapping[str, str]], Options]
     Run = Callable[[Options, Callable[[str], None]], int]
 
-COMMAND_MODULES = (
-    "dmon",
+MODE_MODULES = (
     "help",
     "list",
-    "nvlink",
-    "pmon",
     "query",
     "report",
     "reset",
     "setters",
     "table",
-    "topo",
     "version",
 )
-"""The modules of :mod:`._commands`, one per command; the parser reads them in this order."""
+"""The modules of :mod:`._commands` that declare top-level modes; every run loads them all,
+since any of their flags may pick the mode."""
+
+SUBCOMMAND_MODULES = (
+    "dmon",
+    "nvlink",
+    "pmon",
+    "topo",
+)
+"""The modules of :mod:`._commands` that declare sub-commands, each named as its first word;
+one is loaded only when the first word names it, so they cost the other commands nothing."""
+
+COMMAND_MODULES = MODE_MODULES + SUBCOMMAND_MODULES
 
 
 class Option:
@@ -134,21 +143,31 @@ FILENAME = Option(("-f", "--filename"), "filename", value=True)
 LOOP = Option(("-l", "--loop"), "loop", default="5")
 LOOP_MS = Option(("-lms", "--loop-ms"), "loop-ms", value=True)
 
-_loaded: list[Command] = []
+_loaded: dict[str, tuple[Command, ...]] = {}
+
+
+def _module(name: str) -> tuple[Command, ...]:
+    if name not in _loaded:
+        # ``__import__`` rather than ``importlib``: the package costs start-up time
+        module = __import__(f"{__package__}._commands.{name}", fromlist=["COMMANDS"])
+        _loaded[name] = tuple(module.COMMANDS)
+    return _loaded[name]
 
 
 def commands() -> list[Command]:
-    """Every registered command, in :data:`COMMAND_MODULES` order (loaded once per process)."""
-    if not _loaded:
-        for name in COMMAND_MODULES:
-            # ``__import__`` rather than ``importlib``: the package costs start-up time
-            module = __import__(f"{__package__}._commands.{name}", fromlist=["COMMANDS"])
-            _loaded.extend(module.COMMANDS)
-    return _loaded
+    """Every registered command, in :data:`COMMAND_MODULES` order."""
+    return [c for name in COMMAND_MODULES for c in _module(name)]
 
 
 def by_name(name: str) -> Command:
-    """The command called ``name``; ``KeyError`` if none is (a programming error)."""
+    """The command called ``name``; ``KeyError`` if none is (a programming error).
+
+    The loaded modules are searched first: the parser has loaded the one that ran, and the
+    sub-command modules that were not asked for stay unloaded."""
+    for loaded in list(_loaded.values()):
+        for command in loaded:
+            if command.name == name:
+                return command
     for command in commands():
         if command.name == name:
             return command
@@ -157,9 +176,9 @@ def by_name(name: str) -> Command:
 
 def by_word(word: str) -> Command | None:
     """The sub-command named by the first word ``word``, if any."""
-    if not word or word.startswith("-"):
+    if word not in SUBCOMMAND_MODULES:
         return None
-    for command in commands():
+    for command in _module(word):
         if command.word == word:
             return command
     return None
@@ -167,7 +186,7 @@ def by_word(word: str) -> Command | None:
 
 def top_level() -> list[Command]:
     """The modes chosen by a top-level flag, and the default (the table)."""
-    return [c for c in commands() if not c.word]
+    return [c for name in MODE_MODULES for c in _module(name)]
 
 
 def option_table(group: list[Command]) -> dict[str, Option]:

@@ -30,9 +30,8 @@ def _emit(node: Node, indent: int, out: list[str], shown: frozenset[str], width:
         return
     if node.text is not None:
         out.append(line(ind, node.label or "", node.text, width))
-        if node.children and node.tag == "supported_mem_clock":
-            for child in node.children:
-                _emit(child, ind, out, shown, width)
+        for child in node.children or ():
+            _emit(child, ind, out, shown, width)
         return
     if node.children is None:
         out.append(line(ind, node.label or "", node.value or "", width))

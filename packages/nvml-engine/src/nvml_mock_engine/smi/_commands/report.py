@@ -30,7 +30,7 @@ def _build(values: Mapping[str, str], environ: Mapping[str, str]) -> Options:
 
 def _run(options: Options, write: Callable[[str], None]) -> int:
     if options.display:
-        from .._sections import DISPLAY_TYPES
+        from .._layout import DISPLAY_TYPES
 
         if any(d not in DISPLAY_TYPES for d in options.display):
             raise SmiError(INVALID_ARGS_MESSAGE, EXIT_INVALID_ARGUMENT)
