@@ -168,6 +168,9 @@ def recorded(library_file: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         ("nvlink", "-s"),
         ("nvlink", "-c"),
         (f"--query-compute-apps={app_fields}", "--format=csv"),
+        ("nvlink", "-e"),
+        ("nvlink", "-gt", "d"),
+        ("topo", "-p2p", "r"),
         ("dmon", "-s", "pucvmet", "-c", "2", "-d", "1"),
         ("pmon", "-s", "um", "-c", "1"),
     ]
