@@ -78,10 +78,11 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlCloc
     return clock_of(d, type, 1, clock) == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-/* Drivers from 595 on (the first in the captures to show it) answer the applications-clock
- * queries and the old nvmlDeviceGetPowerState with NVML_ERROR_DEPRECATED, which nvidia-smi
- * prints as "Requested functionality has been deprecated". */
-#define DEPRECATING_DRIVER 595u
+/* Drivers from 590 on answer the applications-clock queries, the old nvmlDeviceGetPowerState
+ * and the power management mode with NVML_ERROR_DEPRECATED, which nvidia-smi prints as
+ * "Requested functionality has been deprecated" (in -q; in brackets in CSV). The 595
+ * captures show it in -q; 590's tool prints it for the same queries. */
+#define DEPRECATING_DRIVER 590u
 
 static int deprecated_by_driver(void)
 {
@@ -283,6 +284,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, n
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(mode);
+    if (deprecated_by_driver()) {
+        return NVML_ERROR_DEPRECATED;
+    }
     *mode = live_power_limit_mw(d) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from ._generation import parse_driver_version
-from ._layout import dtd
+from ._layout import dtd, key_width
 from ._nvml import Device, Nvml, NvmlError
 from ._readings import Readings
 from ._report import build
@@ -57,4 +57,5 @@ def render(
         attached,
         gpus,
         shown,
+        key_width(version),
     )

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     Version = tuple[int, ...]
 
 DEPRECATED = "Requested functionality has been deprecated"
+R555 = (555,)
+"""The first driver with the ``Capabilities`` block."""
+R565 = (565,)
+"""The first driver with ``Platform Info`` (under its first labels) and ``GPU Recovery Action``."""
+R570 = (570,)
+"""The first driver of today's text layout: the 55-column key, ``Platform Info``'s current
+labels, separate average and instantaneous power draw, DRAM encryption, power smoothing and
+profiles, the fabric's route health."""
 V13 = (575,)
 """The first driver generation of the v13 DTD (``display_attached``, ``pdi``, counters)."""
 LATE_580 = (580, 106)
@@ -42,6 +50,8 @@ class Entry:
     what the text view prints for a repeated group without items. ``raw``: an XML-only
     element whose inner text sits on its own line. ``indent``: extra text indentation.
     ``text_only_with``: shown in text only when this ``-d`` category is asked for.
+    ``old_labels``: ``((version, label), ...)``, oldest first: drivers before ``version``
+    print ``label`` in text.
     """
 
     __slots__ = (
@@ -53,6 +63,7 @@ class Entry:
         "group",
         "indent",
         "label",
+        "old_labels",
         "raw",
         "section",
         "since",
@@ -83,8 +94,10 @@ class Entry:
         indent: int = 0,
         text_only_with: str | None = None,
         alternatives: tuple[Entry, ...] = (),
+        old_labels: tuple[tuple[Version, str], ...] = (),
     ) -> None:
         self.tag = tag
+        self.old_labels = old_labels
         self.label = label
         self.children = children
         self.group = children is not None
@@ -113,6 +126,14 @@ class Entry:
                 return self.when[1:] not in flags
             return self.when in flags
         return True
+
+    def label_for(self, driver: Version) -> str | None:
+        """The text label the tool of ``driver`` prints: the first of ``old_labels`` (oldest
+        first, each the label of drivers before its version) that applies, else ``label``."""
+        for before, label in self.old_labels:
+            if driver < before:
+                return label
+        return self.label
 
     def __repr__(self) -> str:
         return f"Entry({self.tag!r}, {self.label!r})"
@@ -191,8 +212,9 @@ def _power_readings(tag: str, label: str) -> Entry:
         tag,
         label,
         E("power_state", None),
-        E("average_power_draw", "Average Power Draw"),
-        E("instant_power_draw", "Instantaneous Power Draw"),
+        E("power_draw", "Power Draw", until=R570),
+        E("average_power_draw", "Average Power Draw", since=R570),
+        E("instant_power_draw", "Instantaneous Power Draw", since=R570),
         E("current_power_limit", "Current Power Limit"),
         E("requested_power_limit", "Requested Power Limit"),
         E("default_power_limit", "Default Power Limit"),
@@ -223,7 +245,7 @@ REASON_COUNTERS = (
     ("clocks_event_reasons_counters_hw_power_brake", "HW Power Braking"),
 )
 
-_TLIMIT: dict[str, object] = {"since": V13, "when": "tlimit"}
+_TLIMIT: dict[str, object] = {"when": "tlimit"}
 
 GPU: tuple[Entry, ...] = (
     E("product_name", "Product Name"),
@@ -249,16 +271,22 @@ GPU: tuple[Entry, ...] = (
     E("board_part_number", "Board Part Number"),
     E("gpu_part_number", "GPU Part Number"),
     E("gpu_fru_part_number", "FRU Part Number"),
+    E("module_id", "Module ID", until=R565),
     G(
         "platformInfo",
         "Platform Info",
-        E("chassis_serial_number", "Chassis Serial Number"),
-        E("slot_number", "Slot Number"),
-        E("tray_index", "Tray Index"),
-        E("host_id", "Host ID"),
+        E(
+            "chassis_serial_number",
+            "Chassis Serial Number",
+            old_labels=((R570, "RACK Serial Number"),),
+        ),
+        E("slot_number", "Slot Number", old_labels=((R570, "Chassis Physical Slot Number"),)),
+        E("tray_index", "Tray Index", old_labels=((R570, "Compute Slot Index"),)),
+        E("host_id", "Host ID", old_labels=((R570, "Node Index"),)),
         E("peer_type", "Peer Type"),
         E("module_id", "Module Id"),
-        E("gpu_fabric_guid", "GPU Fabric GUID"),
+        E("gpu_fabric_guid", "GPU Fabric GUID", since=R570),
+        since=R565,
     ),
     G(
         "inforom_version",
@@ -295,7 +323,7 @@ GPU: tuple[Entry, ...] = (
         until=V13,
         section="RESET_STATUS",
     ),
-    E("gpu_recovery_action", "GPU Recovery Action", section="RESET_STATUS"),
+    E("gpu_recovery_action", "GPU Recovery Action", since=R565, section="RESET_STATUS"),
     E("gsp_firmware_version", "GSP Firmware Version", section="GSP_FIRMWARE_VERSION"),
     G("ibmnpu", "IBMNPU", E("relaxed_ordering_mode", "Relaxed Ordering Mode")),
     G(
@@ -338,8 +366,9 @@ GPU: tuple[Entry, ...] = (
         E("replay_rollover_counter", "Replay Number Rollovers"),
         E("tx_util", "Tx Throughput"),
         E("rx_util", "Rx Throughput"),
+        E("atomic_caps_inbound", "Atomic Caps Inbound", until=R565),
         E("atomic_caps_outbound", "Atomic Caps Outbound"),
-        E("atomic_caps_inbound", "Atomic Caps Inbound"),
+        E("atomic_caps_inbound", "Atomic Caps Inbound", since=R565),
         section="PCIE",
     ),
     E("fan_speed", "Fan Speed"),
@@ -373,7 +402,7 @@ GPU: tuple[Entry, ...] = (
     G(
         "utilization",
         "Utilization",
-        E("gpu_util", "GPU"),
+        E("gpu_util", "GPU", old_labels=((R570, "Gpu"),)),
         E("memory_util", "Memory"),
         E("encoder_util", "Encoder"),
         E("decoder_util", "Decoder"),
@@ -388,6 +417,7 @@ GPU: tuple[Entry, ...] = (
         "DRAM Encryption Mode",
         "current_dram_encryption",
         "pending_dram_encryption",
+        since=R570,
     ),
     _current_pending("ecc_mode", "ECC Mode", "current_ecc", "pending_ecc", section="ECC"),
     G(
@@ -488,17 +518,19 @@ GPU: tuple[Entry, ...] = (
     G(
         "gpu_memory_power_readings",
         "GPU Memory Power Readings ",
-        E("average_power_draw", "Average Power Draw"),
-        E("instant_power_draw", "Instantaneous Power Draw"),
+        E("power_draw", "Power Draw", until=R570),
+        E("average_power_draw", "Average Power Draw", since=R570),
+        E("instant_power_draw", "Instantaneous Power Draw", since=R570),
         section="POWER",
     ),
     _power_readings("module_power_readings", "Module Power Readings"),
-    E("power_smoothing", "Power Smoothing", section="POWER_SMOOTHING"),
+    E("power_smoothing", "Power Smoothing", since=R570, section="POWER_SMOOTHING"),
     G(
         "power_profiles",
         "Workload Power Profiles",
         E("power_profile_requested_profiles", "Requested Profiles"),
         E("power_profile_enforced_profiles", "Enforced Profiles"),
+        since=R570,
         section="POWER_PROFILES",
     ),
     E("edpp_multiplier", "EDPp Multiplier", since=EDPP, section="POWER"),
@@ -533,9 +565,9 @@ GPU: tuple[Entry, ...] = (
             "Health",
             E("summary", "Summary", since=V13),
             E("bandwidth", "Bandwidth"),
-            E("route_recovery_in_progress", "Route Recovery in progress"),
-            E("route_unhealthy", "Route Unhealthy"),
-            E("access_timeout_recovery", "Access Timeout Recovery"),
+            E("route_recovery_in_progress", "Route Recovery in progress", since=R570),
+            E("route_unhealthy", "Route Unhealthy", since=R570),
+            E("access_timeout_recovery", "Access Timeout Recovery", since=R570),
             E("incorrect_configuration", "Incorrect Configuration", since=V13),
             E("partition_assigned", "Partition Assigned", since=LATE_580),
         ),
@@ -573,12 +605,22 @@ GPU: tuple[Entry, ...] = (
         section="PIDS",
     ),
     G("accounted_processes", None, section="ACCOUNTING"),
-    G("capabilities", "Capabilities", E("egm", "EGM")),
+    G("capabilities", "Capabilities", E("egm", "EGM"), since=R555),
 )
 """The children of ``<gpu id=...>``, in the real tool's order."""
 
 DISPLAY_TYPES = frozenset(e.section for e in GPU if e.section)
 """The ``-d`` categories ``-q -d`` accepts."""
+
+KEY_WIDTHS: tuple[tuple[Version, int], ...] = ((R570, 55), ((0,), 42))
+"""The text view's key column (the colon sits there), newest first: the first whose version
+the driver reaches. The process entries keep 42 on every driver."""
+
+
+def key_width(driver: Version) -> int:
+    """The text key column of the tool of ``driver``."""
+    return next(width for since, width in KEY_WIDTHS if driver >= since)
+
 
 DTDS: tuple[tuple[Version, str], ...] = (
     (V13, "nvsmi_device_v13.dtd"),

@@ -249,6 +249,7 @@ class Readings:
             module_id=module,
             gpu_fabric_guid=guid,
         )
+        self.facts["module_id"] = module
 
     def _inforom(self) -> None:
         d = self.d
@@ -606,6 +607,7 @@ class Readings:
             default_power_limit=get(d.default_power_limit, watts),
             min_power_limit=lo,
             max_power_limit=hi,
+            power_draw=instant_s,
         )
 
         def scoped(field: int, scope: int) -> str:
@@ -616,6 +618,7 @@ class Readings:
             "gpu_memory_power_readings",
             average_power_draw=scoped(FI_POWER_AVERAGE, mem),
             instant_power_draw=scoped(FI_POWER_INSTANT, mem),
+            power_draw=scoped(FI_POWER_INSTANT, mem),
         )
         self._set(
             "module_power_readings",
@@ -627,6 +630,7 @@ class Readings:
             default_power_limit=scoped(FI_POWER_DEFAULT_LIMIT, mod),
             min_power_limit=scoped(FI_POWER_MIN_LIMIT, mod),
             max_power_limit=scoped(FI_POWER_MAX_LIMIT, mod),
+            power_draw=scoped(FI_POWER_INSTANT, mod),
         )
         self.facts["power_smoothing"] = NA
         self._set(

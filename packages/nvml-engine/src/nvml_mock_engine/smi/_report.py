@@ -58,7 +58,7 @@ def _nodes(
     path = prefix + entry.tag
     deprecated = deprecated or (entry.deprecated is not None and driver >= entry.deprecated)
     if entry.raw is not None:
-        node = Node(entry.tag, entry.label, raw=entry.raw)
+        node = Node(entry.tag, entry.label_for(driver), raw=entry.raw)
     elif entry.each:
         return [
             _mark(n, entry)
@@ -68,7 +68,7 @@ def _nodes(
         own = facts.get(path)
         if isinstance(own, str):
             # one answer for the whole group: the board has none of it
-            node = leaf(entry.tag, entry.label, own)
+            node = leaf(entry.tag, entry.label_for(driver), own)
         else:
             assert entry.children is not None
             kids = _children(
@@ -77,14 +77,14 @@ def _nodes(
             text = facts[f"{path}/{entry.text_from}"] if entry.text_from else None
             if entry.empty_text is not None and not kids:
                 text = entry.empty_text
-            node = Node(entry.tag, entry.label, children=kids, text=text)
+            node = Node(entry.tag, entry.label_for(driver), children=kids, text=text)
     else:
         value = DEPRECATED if deprecated else facts[path]
         if value is None:
-            node = Node(entry.tag, entry.label, children=[])
+            node = Node(entry.tag, entry.label_for(driver), children=[])
         else:
             text = facts[path + "#text"] if entry.text_variant and not deprecated else None
-            node = leaf(entry.tag, entry.label, value, text=text, indent=entry.indent)
+            node = leaf(entry.tag, entry.label_for(driver), value, text=text, indent=entry.indent)
     return [_mark(node, entry)]
 
 
@@ -97,13 +97,15 @@ def _repeated(
     deprecated: bool,
 ) -> list[Node]:
     if not entry.group:
-        return [leaf(entry.tag, entry.label, value, indent=entry.indent) for value in items]
+        return [
+            leaf(entry.tag, entry.label_for(driver), value, indent=entry.indent) for value in items
+        ]
     assert entry.children is not None
     nodes = []
     for item in items:
         kids = _children(entry.children, item, "", flags, driver, deprecated=deprecated)
         text = item[entry.text_from] if entry.text_from else None
-        nodes.append(Node(entry.tag, entry.label, children=kids, text=text))
+        nodes.append(Node(entry.tag, entry.label_for(driver), children=kids, text=text))
     return nodes
 
 
