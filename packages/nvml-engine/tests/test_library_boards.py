@@ -443,8 +443,10 @@ def test_power_readings_by_scope(pynvml: Any, write_state: StateWriter) -> None:
 NVML_ERROR_DEPRECATED = 26
 
 
-@pytest.mark.parametrize(("driver", "deprecated"), [("580.105.08", False), ("595.91.07", True)])
-def test_drivers_from_595_deprecate_applications_clocks_and_power_state(
+@pytest.mark.parametrize(
+    ("driver", "deprecated"), [("580.173.02", False), ("590.44.01", True), ("595.91.07", True)]
+)
+def test_drivers_from_590_deprecate_applications_clocks_and_power_state(
     driver: str, deprecated: bool, pynvml: Any, write_state: StateWriter, cnvml: ctypes.CDLL
 ) -> None:
     write_state(count=1, system={"driver_version": driver})
@@ -455,8 +457,9 @@ def test_drivers_from_595_deprecate_applications_clocks_and_power_state(
         cnvml.nvmlDeviceGetApplicationsClock(h, pynvml.NVML_CLOCK_GRAPHICS, ctypes.byref(clock)),
         cnvml.nvmlDeviceGetDefaultApplicationsClock(h, pynvml.NVML_CLOCK_MEM, ctypes.byref(clock)),
         cnvml.nvmlDeviceGetPowerState(h, ctypes.byref(clock)),
+        cnvml.nvmlDeviceGetPowerManagementMode(h, ctypes.byref(clock)),
     ]
-    assert rcs == [NVML_ERROR_DEPRECATED if deprecated else NVML_SUCCESS] * 3
+    assert rcs == [NVML_ERROR_DEPRECATED if deprecated else NVML_SUCCESS] * 4
     # the current P-state is still answered through its own entry point
     assert pynvml.nvmlDeviceGetPerformanceState(h) == 0
 

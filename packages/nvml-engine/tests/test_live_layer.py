@@ -114,6 +114,8 @@ def test_every_live_key_reaches_the_library_clamped_to_its_bounds(
             high = spec.maximum if spec.maximum is not None else 1
             wanted[key] = high if spec.kind.value == "flag" else max(low, min(high, low + 1))
         wanted["gpu_lost"] = 0  # set, but not lost: the getters below must answer
+        # set, but no clock lock: the clocks below must answer as set
+        wanted["locked_gpu_clock_max_mhz"] = wanted["locked_mem_clock_max_mhz"] = 0
         wanted["memory_used_bytes"] = 3 << 30
         wanted["temperature_c"] = 77
         wanted["clock_sm_mhz"] = 1755

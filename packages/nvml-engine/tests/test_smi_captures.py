@@ -14,83 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nvml_mock_engine.smi._layout import GPU
 from smi_fixtures.helpers import CAPTURES, PROFILE_CAPTURES, read_state, render_profile, smi
 
-# What the real tool calls each <gpu> child in its text report. XML-only elements map to None.
-TEXT_SECTIONS: dict[str, str | None] = {
-    "product_name": "Product Name",
-    "product_brand": "Product Brand",
-    "product_architecture": "Product Architecture",
-    "display_mode": "Display Mode",
-    "display_attached": "Display Attached",
-    "display_active": "Display Active",
-    "persistence_mode": "Persistence Mode",
-    "addressing_mode": "Addressing Mode",
-    "mig_mode": "MIG Mode",
-    "mig_devices": None,
-    "accounting_mode": "Accounting Mode",
-    "accounting_mode_buffer_size": "Accounting Mode Buffer Size",
-    "driver_model": "Driver Model",
-    "serial": "Serial Number",
-    "uuid": "GPU UUID",
-    "pdi": "GPU PDI",
-    "minor_number": "Minor Number",
-    "vbios_version": "VBIOS Version",
-    "multigpu_board": "MultiGPU Board",
-    "board_id": "Board ID",
-    "board_part_number": "Board Part Number",
-    "gpu_part_number": "GPU Part Number",
-    "gpu_fru_part_number": "FRU Part Number",
-    "platformInfo": "Platform Info",
-    "inforom_version": "Inforom Version",
-    "inforom_bbx_flush": "Inforom BBX Object Flush",
-    "gpu_operation_mode": "GPU Operation Mode",
-    "c2c_mode": "GPU C2C Mode",
-    "gpu_virtualization_mode": "GPU Virtualization Mode",
-    "gpu_reset_status": "GPU Reset Status",
-    "gpu_recovery_action": "GPU Recovery Action",
-    "gsp_firmware_version": "GSP Firmware Version",
-    "ibmnpu": "IBMNPU",
-    "pci": "PCI",
-    "fan_speed": "Fan Speed",
-    "performance_state": "Performance State",
-    "clocks_event_reasons": "Clocks Event Reasons",
-    "clocks_event_reasons_counters": "Clocks Event Reasons Counters",
-    "sparse_operation_mode": "Sparse Operation Mode",
-    "fb_memory_usage": "FB Memory Usage",
-    "bar1_memory_usage": "BAR1 Memory Usage",
-    "cc_protected_memory_usage": "Conf Compute Protected Memory Usage",
-    "compute_mode": "Compute Mode",
-    "utilization": "Utilization",
-    "encoder_stats": "Encoder Stats",
-    "fbc_stats": "FBC Stats",
-    "dram_encryption_mode": "DRAM Encryption Mode",
-    "ecc_mode": "ECC Mode",
-    "ecc_errors": "ECC Errors",
-    "retired_pages": "Retired Pages",
-    "remapped_rows": "Remapped Rows",
-    "temperature": "Temperature",
-    "supported_gpu_target_temp": None,
-    "gpu_power_readings": "GPU Power Readings",
-    "gpu_memory_power_readings": "GPU Memory Power Readings",
-    "module_power_readings": "Module Power Readings",
-    "power_smoothing": "Power Smoothing",
-    "power_profiles": "Workload Power Profiles",
-    "edpp_multiplier": "EDPp Multiplier",
-    "clocks": "Clocks",
-    "applications_clocks": "Applications Clocks",
-    "default_applications_clocks": "Default Applications Clocks",
-    "deferred_clocks": "Deferred Clocks",
-    "max_clocks": "Max Clocks",
-    "max_customer_boost_clocks": "Max Customer Boost Clocks",
-    "clock_policy": "Clock Policy",
-    "voltage": "Voltage",
-    "fabric": "Fabric",
-    "supported_clocks": None,
-    "processes": "Processes",
-    "accounted_processes": None,
-    "capabilities": "Capabilities",
-}
+# What the work-alike calls each <gpu> child in its text report, from the one layout table
+# (XML-only elements, and those text shows only under -d, map to None). A capture element the
+# layout lacks is a KeyError below, so the table is checked against the captures, not a copy.
+TEXT_SECTIONS: dict[str, str | None] = {e.tag: None if e.text_only_with else e.label for e in GPU}
 # Sections whose text view folds XML leaves (so leaf counts differ by design).
 FOLDED = {"retired_pages", "gpu_power_readings", "module_power_readings", "processes"}
 
@@ -196,7 +126,9 @@ def test_text_report_has_the_capture_sections_and_keys(
         if label is None or child.tag in FOLDED or len(child) == 0:
             continue
         leaves = [e for e in child.iter() if len(e) == 0 and e is not child]
-        keyed = [line for line in by_label[label] if " : " in line or line.rstrip().endswith(":")]
+        keyed = [
+            line for line in by_label[label.strip()] if " : " in line or line.rstrip().endswith(":")
+        ]
         assert len(keyed) == len(leaves), (child.tag, keyed)
 
 

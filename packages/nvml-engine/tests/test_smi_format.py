@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from nvml_mock_engine.smi._errors import SmiError
 from nvml_mock_engine.smi._fields import Ctx, Field, NotAvailableError, lookup
-from nvml_mock_engine.smi._generation import Generation, parse_driver_version
+from nvml_mock_engine.smi._generation import parse_driver_version
+from nvml_mock_engine.smi._layout import GPU, dtd
 from nvml_mock_engine.smi._nvml import NvmlError
 from nvml_mock_engine.smi._options import ENV_LIBRARY, parse
 from nvml_mock_engine.smi._processes import ProcessRow
@@ -122,13 +123,21 @@ def test_driver_generations() -> None:
     assert parse_driver_version("580.105.08") == (580, 105, 8)
     assert parse_driver_version("garbage") == (9999,)
     old, mid, late, new = (
-        Generation(parse_driver_version(v))
-        for v in ("570.148.08", "580.105.08", "580.173.02", "595.91.07")
+        parse_driver_version(v) for v in ("570.148.08", "580.105.08", "580.173.02", "595.91.07")
     )
-    assert (old.v13, old.dtd) == (False, "nvsmi_device_v12.dtd")
-    assert (mid.v13, mid.late580, mid.edpp) == (True, False, False)
-    assert (late.late580, late.edpp) == (True, False)
-    assert (new.late580, new.edpp, new.dtd) == (True, True, "nvsmi_device_v13.dtd")
+    assert (dtd(old), dtd(mid), dtd(new)) == (
+        "nvsmi_device_v12.dtd",
+        "nvsmi_device_v13.dtd",
+        "nvsmi_device_v13.dtd",
+    )
+    entries = {e.tag: e for e in GPU}
+    pdi, edpp = entries["pdi"], entries["edpp_multiplier"]
+    inactive = next(
+        e for e in entries["remapped_rows"].children or () if e.tag.endswith("corr_inactive")
+    )
+    assert (pdi.shown(old, frozenset()), pdi.shown(mid, frozenset())) == (False, True)
+    assert (inactive.shown(mid, frozenset()), inactive.shown(late, frozenset())) == (False, True)
+    assert (edpp.shown(late, frozenset()), edpp.shown(new, frozenset())) == (False, True)
 
 
 def test_small_formatters() -> None:

@@ -42,7 +42,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableSta
     REQUIRE_ARG(pending);
     REQUIRE_ECC(d);
     *current = live_ecc_enabled(d) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
-    *pending = *current;
+    /* `nvidia-smi -e` sets the pending mode (live-only ecc_pending); a reset makes it current */
+    uint64_t next = live_ecc_pending(d);
+    *pending = next == 0 ? *current : next == 2 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }
 

@@ -21,12 +21,34 @@
      nvmlClocksEventReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown |                \
      nvmlClocksThrottleReasonHwPowerBrakeSlowdown | nvmlClocksEventReasonDisplayClockSetting)
 
+/* A clock lock (`nvidia-smi -lgc` / `-lmc`, live-only keys) holds the current clock inside
+ * [lo, hi] whatever the load asks for; hi = 0 means no lock. */
+static unsigned int locked(unsigned int mhz, uint64_t lo, uint64_t hi)
+{
+    if (hi == 0) {
+        return mhz;
+    }
+    if (lo > hi) {
+        lo = hi;
+    }
+    return mhz < lo ? (unsigned int)lo : mhz > hi ? (unsigned int)hi : mhz;
+}
+
 static int clock_of(const struct nvmlDevice_st *d, nvmlClockType_t type, int max, unsigned int *out)
 {
     switch (type) {
-    case NVML_CLOCK_GRAPHICS: *out = max ? d->s.max_clock_graphics_mhz : tele_clock_graphics_mhz(d); return 0;
-    case NVML_CLOCK_SM: *out = max ? d->s.max_clock_sm_mhz : tele_clock_sm_mhz(d); return 0;
-    case NVML_CLOCK_MEM: *out = max ? d->s.max_clock_mem_mhz : live_clock_mem_mhz(d); return 0;
+    case NVML_CLOCK_GRAPHICS:
+        *out = max ? d->s.max_clock_graphics_mhz
+                   : locked(tele_clock_graphics_mhz(d), live_locked_gpu_clock_min_mhz(d), live_locked_gpu_clock_max_mhz(d));
+        return 0;
+    case NVML_CLOCK_SM:
+        *out = max ? d->s.max_clock_sm_mhz
+                   : locked(tele_clock_sm_mhz(d), live_locked_gpu_clock_min_mhz(d), live_locked_gpu_clock_max_mhz(d));
+        return 0;
+    case NVML_CLOCK_MEM:
+        *out = max ? d->s.max_clock_mem_mhz
+                   : locked(live_clock_mem_mhz(d), live_locked_mem_clock_min_mhz(d), live_locked_mem_clock_max_mhz(d));
+        return 0;
     case NVML_CLOCK_VIDEO: *out = max ? d->s.max_clock_video_mhz : live_clock_video_mhz(d); return 0;
     default: return -1;
     }
@@ -57,10 +79,11 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlCloc
     return clock_of(d, type, 1, clock) == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-/* Drivers from 595 on (the first in the captures to show it) answer the applications-clock
- * queries and the old nvmlDeviceGetPowerState with NVML_ERROR_DEPRECATED, which nvidia-smi
- * prints as "Requested functionality has been deprecated". */
-#define DEPRECATING_DRIVER 595u
+/* Drivers from 590 on answer the applications-clock queries, the old nvmlDeviceGetPowerState
+ * and the power management mode with NVML_ERROR_DEPRECATED, which nvidia-smi prints as
+ * "Requested functionality has been deprecated" (in -q; in brackets in CSV). The 595
+ * captures show it in -q; 590's tool prints it for the same queries. */
+#define DEPRECATING_DRIVER 590u
 
 static int deprecated_by_driver(void)
 {
@@ -262,6 +285,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, n
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(mode);
+    if (deprecated_by_driver()) {
+        return NVML_ERROR_DEPRECATED;
+    }
     *mode = live_power_limit_mw(d) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
 }

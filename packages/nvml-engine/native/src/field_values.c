@@ -173,8 +173,10 @@ static int ecc_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
         return 1;
     }
     switch (id) {
-    case NVML_FI_DEV_ECC_CURRENT:
-    case NVML_FI_DEV_ECC_PENDING: set_uint(v, live_ecc_enabled(d)); break;
+    case NVML_FI_DEV_ECC_CURRENT: set_uint(v, live_ecc_enabled(d)); break;
+    case NVML_FI_DEV_ECC_PENDING:
+        set_uint(v, live_ecc_pending(d) == 0 ? live_ecc_enabled(d) : live_ecc_pending(d) == 2);
+        break;
     case NVML_FI_DEV_ECC_SBE_VOL_TOTAL:
     case NVML_FI_DEV_ECC_SBE_VOL_DEV: set_ull(v, live_ecc_volatile_corrected(d)); break;
     case NVML_FI_DEV_ECC_DBE_VOL_TOTAL:

@@ -201,5 +201,10 @@ static inline void live_layout_init(unsigned char *base, uint32_t gpu_count)
     X(temperature_load_c, 91, 0, 0ULL, 200ULL, 0ULL) \
     X(util_pattern_energy_mj, 92, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
     X(util_pattern_energy_epoch_ms, 93, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(ecc_pending, 110, 0, 0ULL, 2ULL, 0ULL) \
+    X(locked_gpu_clock_min_mhz, 111, 0, 0ULL, 4294967295ULL, 0ULL) \
+    X(locked_gpu_clock_max_mhz, 112, 0, 0ULL, 4294967295ULL, 0ULL) \
+    X(locked_mem_clock_min_mhz, 113, 0, 0ULL, 4294967295ULL, 0ULL) \
+    X(locked_mem_clock_max_mhz, 114, 0, 0ULL, 4294967295ULL, 0ULL) \
 
 #endif

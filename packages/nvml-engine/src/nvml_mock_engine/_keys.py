@@ -161,6 +161,11 @@ LIVE_ONLY_ROWS: Final[tuple[KeyRow, ...]] = (
     ('temperature_load_c', 'UINT32', 255, None, 200, '0', False, None, 91),
     ('util_pattern_energy_mj', 'UINT64', 255, None, None, '0', False, None, 92),
     ('util_pattern_energy_epoch_ms', 'UINT64', 255, None, None, '0', False, None, 93),
+    ('ecc_pending', 'UINT32', 255, None, 2, '0', False, None, 110),
+    ('locked_gpu_clock_min_mhz', 'UINT32', 255, None, None, '0', False, None, 111),
+    ('locked_gpu_clock_max_mhz', 'UINT32', 255, None, None, '0', False, None, 112),
+    ('locked_mem_clock_min_mhz', 'UINT32', 255, None, None, '0', False, None, 113),
+    ('locked_mem_clock_max_mhz', 'UINT32', 255, None, None, '0', False, None, 114),
 )
 
 LIVE_MAGIC: Final = b'nvml-mock-live'

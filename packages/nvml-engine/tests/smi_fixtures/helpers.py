@@ -53,8 +53,9 @@ def smi_process(
     )
 
 
-def render_profile(profile: str, count: int, out: Path) -> Path:
-    """Render a node's state with the engine's own CLI (the documented contract)."""
+def render_profile(profile: str, count: int, out: Path, *, driver: str | None = None) -> Path:
+    """Render a node's state with the engine's own CLI (the documented contract); ``driver``
+    overrides the profile's driver version."""
     proc = subprocess.run(
         [
             sys.executable,
@@ -67,6 +68,7 @@ def render_profile(profile: str, count: int, out: Path) -> Path:
             str(count),
             "-o",
             str(out),
+            *(("--driver-version", driver) if driver else ()),
         ],
         capture_output=True,
         text=True,

@@ -1,17 +1,20 @@
 """Assembles the ``-q`` report of the selected GPUs, as text or as XML.
 
 The document header (timestamp, driver and CUDA versions, attached GPU count) is read once;
-each GPU's node list comes from :mod:`._report`; the driver generation picks the element set
-and the DTD named in the DOCTYPE.
+each GPU's node list comes from its readings (:mod:`._readings`) laid out by
+:mod:`._report`; the driver generation picks the element set
+and the DTD named in the DOCTYPE (both data in :mod:`._layout`).
 """
 
 from __future__ import annotations
 
 import time
 
-from ._generation import Generation, parse_driver_version
+from ._generation import parse_driver_version
+from ._layout import dtd, key_width
 from ._nvml import Device, Nvml, NvmlError
-from ._report import GpuReport
+from ._readings import Readings
+from ._report import build
 from ._tree import Node, leaf
 from ._values import NA, cuda_version
 
@@ -27,15 +30,15 @@ def render(
         cuda = cuda_version(nvml.cuda_driver_version())
     except NvmlError:
         cuda = NA
-    gen = Generation(parse_driver_version(driver))
+    version = parse_driver_version(driver)
     gpus: list[tuple[str, list[Node]]] = []
     shown = frozenset(display)
     for device in devices:
-        report = GpuReport(device, gen)
-        nodes = report.build()
+        readings = Readings(device).read()
+        nodes = build(readings.facts, frozenset(readings.flags), version)
         if xml and shown:
             nodes = [n for n in nodes if n.section in shown]
-        gpus.append((report.bus_id, nodes))
+        gpus.append((readings.bus_id, nodes))
     stamp = time.strftime("%a %b %d %H:%M:%S %Y")
     if xml:
         from ._xml import render as xml_render
@@ -46,7 +49,7 @@ def render(
             leaf("cuda_version", None, cuda),
             leaf("attached_gpus", None, str(attached)),
         ]
-        return xml_render(header, gpus, gen.dtd)
+        return xml_render(header, gpus, dtd(version))
     from ._text import render as text_render
 
     return text_render(
@@ -54,4 +57,5 @@ def render(
         attached,
         gpus,
         shown,
+        key_width(version),
     )

@@ -5,7 +5,9 @@
     ├── NvmlError             (_nvml) an NVML call returned an error code; has the library's
     │                         own nvmlErrorString text
     ├── LibraryNotFoundError  (_nvml) no libnvidia-ml.so.1 could be loaded
-    └── NotAvailableError     (_fields) a property with no value here, printed ``[N/A]``
+    ├── NotAvailableError     (_fields) a property with no value here, printed ``[N/A]``
+    └── DeprecatedError       (_fields) a property the emulated driver's tool no longer
+                              reports, printed ``[Requested functionality has been deprecated]``
 
 The real ``nvidia-smi`` documents its exit codes in its manual page; scripts test them
 (``nvidia-smi -i 3 ... || ...``), so the work-alike returns the same numbers. Everything that

@@ -5,6 +5,13 @@ unit (``memory.total [MiB]``) and its cell shape (``40960 MiB``, or ``40960`` wi
 ``nounits``). An answer of ``NVML_ERROR_NOT_SUPPORTED`` prints ``[N/A]``; any other error
 prints the library's error string in brackets. The header always names the property by its
 first name, whichever alias was asked for. The help texts are this project's own words.
+
+The set of names follows the emulated driver, as the real tool's does: what 590 accepts is
+accepted everywhere, later additions (``kmd_version`` from 595, ``gpu.base.*`` from 610) only
+when NVML reports that driver or a newer one, and from 590 on the display mode, power
+management and applications clocks properties answer the deprecation text. The lists of
+names, their units and their answers come from real ``--help-query-gpu`` and ``--query-gpu``
+captures (``tests/smi_fixtures/exporter``).
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from ._errors import WorkAlikeError
+from ._errors import EXIT_INVALID_ARGUMENT, SmiError, WorkAlikeError
+from ._generation import parse_driver_version
 from ._nvml import (
     CLOCK_GRAPHICS,
     CLOCK_MEM,
@@ -28,6 +36,7 @@ from ._nvml import (
     FI_CLOCKS_EVENT_HW_POWER_BRAKE,
     FI_CLOCKS_EVENT_HW_THERM,
     FI_CLOCKS_EVENT_SW_THERM,
+    FI_EDPP_MULTIPLIER,
     FI_GPU_RECOVERY_ACTION,
     FI_PERF_POLICY_POWER,
     FI_PERF_POLICY_SYNC_BOOST,
@@ -59,6 +68,7 @@ from ._values import (
     GOM,
     INCORRECT_CONFIG,
     PEER_TYPES,
+    RECOVERY,
     TRUE_FALSE,
     enabled,
     fabric_uuid,
@@ -69,10 +79,18 @@ from ._values import (
 )
 
 NOT_APPLICABLE = "[N/A]"
+DEPRECATED = "[Requested functionality has been deprecated]"
+DEPRECATED_FROM = (590,)
+"""The first driver whose tool answers the deprecation text for display mode, power
+management and applications clocks (590.48.01 captures; 580.105.08 still prints values)."""
 
 
 class NotAvailableError(WorkAlikeError):
     """A property that has no value here (printed ``[N/A]``)."""
+
+
+class DeprecatedError(WorkAlikeError):
+    """A property the emulated driver's tool no longer reports (printed :data:`DEPRECATED`)."""
 
 
 class Ctx:
@@ -123,6 +141,28 @@ class Ctx:
     def conf_compute(self) -> Any:
         return self.d.conf_compute_mem_size()
 
+    @cached_property
+    def driver(self) -> tuple[int, ...]:
+        """The driver NVML reports, as numbers; an unreadable one counts as the newest."""
+        try:
+            return parse_driver_version(self.nvml.driver_version())
+        except NvmlError:
+            return (9999,)
+
+    @cached_property
+    def sram(self) -> Any:
+        if not self.ecc_on:
+            raise NotAvailableError
+        return self.d.sram_ecc_error_status()
+
+    @cached_property
+    def histogram(self) -> Any:
+        return self.d.row_remapper_histogram()
+
+    @cached_property
+    def remaps(self) -> Any:
+        return self.d.remapped_rows_v2()
+
     def fabric_done(self) -> Any:
         info = self.fabric
         if int(info.state) != 3:
@@ -138,6 +178,10 @@ class Field(NamedTuple):
     unit: str
     read: Reader
     help: str
+    since: tuple[int, ...] = ()
+    """The first driver whose tool accepts the property (empty: every driver)."""
+    until: tuple[int, ...] | None = None
+    """The first driver whose tool no longer accepts it (None: still accepted)."""
 
     @property
     def name(self) -> str:
@@ -151,6 +195,8 @@ class Field(NamedTuple):
             value = self.read(ctx)
         except NotAvailableError:
             return NOT_APPLICABLE
+        except DeprecatedError:
+            return DEPRECATED
         except NvmlError as exc:
             return NOT_APPLICABLE if exc.code == ERROR_NOT_SUPPORTED else f"[{exc.text}]"
         text = str(value)
@@ -182,6 +228,40 @@ def _ecc(err: int, kind: int, loc: int | None) -> Reader:
         return c.d.memory_error_counter(err, kind, loc)
 
     return read
+
+
+def _until_deprecated(read: Reader) -> Reader:
+    """``read`` on drivers before :data:`DEPRECATED_FROM`, the deprecation text from then on."""
+
+    def wrapped(c: Ctx) -> Any:
+        if c.driver >= DEPRECATED_FROM:
+            raise DeprecatedError
+        return read(c)
+
+    return wrapped
+
+
+def _sram(attr: str, flag: bool = False) -> Reader:
+    def read(c: Ctx) -> Any:
+        value = int(getattr(c.sram, attr))
+        return yes_no(value) if flag else value
+
+    return read
+
+
+def _histogram(attr: str) -> Reader:
+    return lambda c: int(getattr(c.histogram, attr))
+
+
+def _recovery(c: Ctx) -> str:
+    value = RECOVERY.get(c.recovery)
+    if value is None:
+        raise NotAvailableError
+    return value
+
+
+def _percent(fid: int) -> Reader:
+    return lambda c: f"{float(c.d.field_value(fid)):.2f}"
 
 
 def _bus_id(c: Ctx) -> str:
@@ -253,6 +333,105 @@ def _ecc_fields() -> list[Field]:
     return out
 
 
+V590 = (590,)
+"""590 replaced ``reset_status.*`` with ``gpu_recovery_action``."""
+V595 = (595,)
+V610 = (610,)
+
+_SMOOTHING: list[tuple[str, str, tuple[int, ...], str]] = [
+    ("tmp_floor", "W", V610, "The temporary power floor in force."),
+    ("tmp_ceil", "W", V610, "The highest temporary power floor that may be set."),
+    ("hw_lifetime_remaining_percent", "%", V610, "Power smoothing hardware lifetime left."),
+    ("enabled", "", V610, "Whether power smoothing is on (Yes or No)."),
+    ("delayed_power_smoothing_supported", "", (), "Whether delayed power smoothing exists."),
+    ("soc_power_smoothing_enabled", "", V610, "Whether power smoothing of the SoC is on."),
+    ("priv_level", "", V610, "The privilege needed to change power smoothing."),
+    ("imm_ramp_down", "", V610, "Whether the power ramps down at once when smoothing stops."),
+    ("max_percent_tmp_floor", "%", V610, "Highest temporary floor, in percent of the limit."),
+    ("min_percent_tmp_floor", "%", V610, "Lowest temporary floor, in percent of the limit."),
+    ("primary_power_floor", "W", (), "The primary power floor."),
+    ("secondary_power_floor", "W", (), "The secondary power floor."),
+    ("min_primary_floor_activation_offset", "W", (), "Lowest primary floor activation offset."),
+    ("min_primary_floor_activation_point", "W", (), "Lowest primary floor activation point."),
+    ("window_multiplier", "ms", (), "The time window unit of the floor multipliers."),
+    ("num_preset_profiles", "", V610, "How many preset power smoothing profiles exist."),
+]
+_SMOOTHING_PROFILE: list[tuple[str, str, tuple[int, ...], str]] = [
+    ("percent_tmp_floor", "%", V610, "temporary floor, in percent of the limit"),
+    ("ramp_up_rate", "W/s", V610, "ramp up rate"),
+    ("ramp_down_rate", "W/s", V610, "ramp down rate"),
+    ("ramp_down_hysteresis", "ms", V610, "ramp down hysteresis"),
+    ("secondary_power_floor", "W", (), "secondary power floor"),
+    ("primary_floor_act_window_multiplier", "", (), "primary floor activation window"),
+    ("primary_floor_tar_window_multiplier", "", (), "primary floor target window"),
+    ("primary_floor_act_offset", "W", (), "primary floor activation offset"),
+]
+
+
+def _smoothing_fields() -> list[Field]:
+    """Power smoothing: no modelled board has it, so every property answers ``[N/A]``."""
+    out = [F((f"power_smoothing.{n}",), u, _na, h, since) for n, u, since, h in _SMOOTHING]
+    for part, whose in (
+        ("curr_profile", "The current profile's"),
+        (None, ""),
+        ("admin_override", "The administrator override's"),
+    ):
+        if part is None:
+            out.append(
+                F(("power_smoothing.active_profile",), "", _na, "The active preset profile.", V610)
+            )
+            continue
+        out += [
+            F((f"power_smoothing.{part}.{n}",), u, _na, f"{whose} {h}.", since)
+            for n, u, since, h in _SMOOTHING_PROFILE
+        ]
+    return out
+
+
+def _sram_fields() -> list[Field]:
+    """The SRAM uncorrectable counters by kind and source (Ampere and later report them)."""
+    out = []
+    for kind in ("volatile", "aggregate"):
+        out += [
+            F(
+                (f"ecc.errors.uncorrected.{kind}.sram.parity",),
+                "",
+                _sram(f"{kind}UncParity"),
+                f"Distinct {kind} uncorrectable parity errors in SRAM.",
+            ),
+            F(
+                (f"ecc.errors.uncorrected.{kind}.sram.secded",),
+                "",
+                _sram(f"{kind}UncSecDed"),
+                f"Distinct {kind} uncorrectable SEC-DED errors in SRAM.",
+            ),
+        ]
+    out.append(
+        F(
+            ("ecc.errors.uncorrected.aggregate.sram.thresholdExceeded",),
+            "",
+            _sram("bThresholdExceeded", flag=True),
+            "Whether the aggregate SRAM error count passed its threshold (Yes or No).",
+        )
+    )
+    for name, attr, where in (
+        ("l2", "L2", "the L2 cache"),
+        ("sm", "Sm", "the streaming multiprocessors"),
+        ("mcu", "Mcu", "the microcontrollers"),
+        ("pcie", "Pcie", "the PCIe interface"),
+        ("other", "Other", "other units"),
+    ):
+        out.append(
+            F(
+                (f"ecc.errors.uncorrected.aggregate.sram.{name}",),
+                "",
+                _sram(f"aggregateUncBucket{attr}"),
+                f"Aggregate uncorrectable SRAM errors in {where}.",
+            )
+        )
+    return out
+
+
 FIELDS: list[Field] = [
     F(("timestamp",), "", _timestamp, 'When the row was read, as "YYYY/MM/DD HH:MM:SS.msec".'),
     F(
@@ -260,6 +439,13 @@ FIELDS: list[Field] = [
         "",
         lambda c: c.nvml.driver_version(),
         "Version of the installed display driver.",
+    ),
+    F(
+        ("kmd_version",),
+        "",
+        lambda c: c.nvml.driver_version(),
+        "Version of the installed kernel-mode driver.",
+        V595,
     ),
     F(
         ("vgpu_driver_capability.heterogenous_multivGPU",),
@@ -333,6 +519,24 @@ FIELDS: list[Field] = [
         "Whether time-sliced vGPUs of different sizes may share the GPU.",
     ),
     F(
+        ("vgpu_device_capability.homogeneous_placements",),
+        "",
+        _na,
+        "Whether placements of same-size time-sliced vGPUs are reported.",
+    ),
+    F(
+        ("vgpu_device_capability.mig_timeSlicing",),
+        "",
+        _na,
+        "Whether time-sliced vGPUs may run on MIG instances.",
+    ),
+    F(
+        ("vgpu_device_capability.mig_timeSlicing_mode",),
+        "",
+        _na,
+        "Whether MIG time-sliced mode is on.",
+    ),
+    F(
         ("pcie.link.gen.current",),
         "",
         lambda c: c.d.curr_pcie_link_generation(),
@@ -378,8 +582,8 @@ FIELDS: list[Field] = [
     F(
         ("display_mode",),
         "",
-        lambda c: enabled(c.d.display_mode()),
-        "Whether a display may be attached to the GPU.",
+        _until_deprecated(lambda c: enabled(c.d.display_mode())),
+        "Whether a display may be attached to the GPU (deprecated from 590 on).",
     ),
     F(
         ("display_attached",),
@@ -456,16 +660,26 @@ FIELDS: list[Field] = [
     ),
     F(("inforom.checksum_validation",), "", _na, "Whether the infoROM checksum is valid."),
     F(
+        ("gpu_recovery_action",),
+        "",
+        _recovery,
+        "What the driver recommends to recover the GPU (None, Reset, Node Reboot, ...).",
+    ),
+    F(
         ("reset_status.reset_required",),
         "",
         lambda c: yes_no(c.recovery in (1, 2, 6, 7)),
         "Whether the GPU needs a reset (or a reboot) to recover from an error.",
+        (),
+        V590,
     ),
     F(
         ("reset_status.drain_and_reset_recommended",),
         "",
         lambda c: yes_no(c.recovery in (3, 4)),
         "Whether draining the GPU's work and then a reset is recommended.",
+        (),
+        V590,
     ),
     F(
         ("gom.current", "gpu_operation_mode.current"),
@@ -582,7 +796,7 @@ FIELDS: list[Field] = [
         "Time spent in hardware thermal slowdown, in microseconds.",
     ),
     F(
-        ("clocks_event_reasons_counters.hw_power_braking",),
+        ("clocks_event_reasons_counters.hw_power_brake_slowdown",),
         "us",
         _counter(FI_CLOCKS_EVENT_HW_POWER_BRAKE),
         "Time spent under an external power brake, in microseconds.",
@@ -682,6 +896,7 @@ FIELDS: list[Field] = [
         "Whether ECC is on after the next reboot.",
     ),
     *_ecc_fields(),
+    *_sram_fields(),
     F(
         ("retired_pages.single_bit_ecc.count", "retired_pages.sbe"),
         "",
@@ -701,16 +916,30 @@ FIELDS: list[Field] = [
         "Whether a page waits to be retired at the next reset.",
     ),
     F(
-        ("remapped_rows.correctable",),
+        ("remapped_rows.correctable", "remapped_rows.sbe"),
         "",
         lambda c: c.d.remapped_rows()[0],
         "Rows remapped after correctable errors.",
     ),
     F(
-        ("remapped_rows.uncorrectable",),
+        ("remapped_rows.correctable_inactive",),
+        "",
+        lambda c: int(c.remaps.corrInactiveRemaps),
+        "Rows remapped after correctable errors that are no longer in use.",
+        V595,
+    ),
+    F(
+        ("remapped_rows.uncorrectable", "remapped_rows.dbe"),
         "",
         lambda c: c.d.remapped_rows()[1],
         "Rows remapped after uncorrectable errors.",
+    ),
+    F(
+        ("remapped_rows.uncorrectable_inactive",),
+        "",
+        lambda c: int(c.remaps.uncInactiveRemaps),
+        "Rows remapped after uncorrectable errors that are no longer in use.",
+        V595,
     ),
     F(
         ("remapped_rows.pending",),
@@ -723,6 +952,36 @@ FIELDS: list[Field] = [
         "",
         lambda c: yes_no(c.d.remapped_rows()[3]),
         "Whether a row remap has ever failed.",
+    ),
+    F(
+        ("remapped_rows.histogram.max",),
+        "",
+        _histogram("max"),
+        "Memory banks with every spare row left.",
+    ),
+    F(
+        ("remapped_rows.histogram.high",),
+        "",
+        _histogram("high"),
+        "Memory banks with most spare rows left.",
+    ),
+    F(
+        ("remapped_rows.histogram.partial",),
+        "",
+        _histogram("partial"),
+        "Memory banks with some spare rows left.",
+    ),
+    F(
+        ("remapped_rows.histogram.low",),
+        "",
+        _histogram("low"),
+        "Memory banks with few spare rows left.",
+    ),
+    F(
+        ("remapped_rows.histogram.none",),
+        "",
+        _histogram("none"),
+        "Memory banks with no spare row left.",
     ),
     F(("temperature.gpu",), "", lambda c: c.d.temperature(), "Core GPU temperature, in degrees C."),
     F(
@@ -740,48 +999,50 @@ FIELDS: list[Field] = [
     F(
         ("power.management",),
         "",
-        lambda c: "Supported" if c.d.power_management_mode() else "[Not Supported]",
-        "Whether the board manages its power (Supported or [Not Supported]).",
+        _until_deprecated(
+            lambda c: "Supported" if c.d.power_management_mode() else "[Not Supported]"
+        ),
+        "Whether the board manages its power (deprecated from 590 on).",
     ),
     F(("power.draw",), "W", lambda c: _w(c.d.power_usage()), "Board power draw now, in watts."),
     F(
-        ("power.draw.average",),
+        ("power.draw.average", "gpu.power.draw.average"),
         "W",
         lambda c: _w(c.d.field_value(FI_POWER_AVERAGE)),
         "Board power draw averaged over one second, in watts.",
     ),
     F(
-        ("power.draw.instant",),
+        ("power.draw.instant", "gpu.power.draw.instant"),
         "W",
         lambda c: _w(c.d.field_value(FI_POWER_INSTANT)),
         "Board power draw at this instant, in watts.",
     ),
     F(
-        ("power.limit",),
+        ("power.limit", "gpu.power.requested_limit"),
         "W",
         lambda c: _w(c.d.power_limit()),
         "The software power limit, in watts.",
     ),
     F(
-        ("enforced.power.limit",),
+        ("enforced.power.limit", "gpu.power.current_limit"),
         "W",
         lambda c: _w(c.d.enforced_power_limit()),
         "The power limit in force (the lowest of all limits), in watts.",
     ),
     F(
-        ("power.default_limit",),
+        ("power.default_limit", "gpu.power.default_limit"),
         "W",
         lambda c: _w(c.d.default_power_limit()),
         "The power limit after a reset, in watts.",
     ),
     F(
-        ("power.min_limit",),
+        ("power.min_limit", "gpu.power.min_limit"),
         "W",
         lambda c: _w(c.d.power_limit_constraints()[0]),
         "The lowest power limit that may be set, in watts.",
     ),
     F(
-        ("power.max_limit",),
+        ("power.max_limit", "gpu.power.max_limit"),
         "W",
         lambda c: _w(c.d.power_limit_constraints()[1]),
         "The highest power limit that may be set, in watts.",
@@ -793,8 +1054,18 @@ FIELDS: list[Field] = [
         "Module (GPU, CPU and memory) power averaged over one second, in watts.",
     ),
     F(("module.power.draw.instant",), "W", _na, "Module power at this instant, in watts."),
-    F(("module.power.limit",), "W", _na, "The module's software power limit, in watts."),
-    F(("module.enforced.power.limit",), "W", _na, "The module power limit in force, in watts."),
+    F(
+        ("module.power.limit", "module.power.requested_limit"),
+        "W",
+        _na,
+        "The module's software power limit, in watts.",
+    ),
+    F(
+        ("module.enforced.power.limit", "module.power.current_limit"),
+        "W",
+        _na,
+        "The module power limit in force, in watts.",
+    ),
     F(("module.power.default_limit",), "W", _na, "The module power limit after a reset, in watts."),
     F(
         ("module.power.min_limit",),
@@ -807,6 +1078,18 @@ FIELDS: list[Field] = [
         "W",
         _na,
         "The highest module power limit that may be set, in watts.",
+    ),
+    F(("gpu.base.current",), "W", _na, "The base power setting software asked for.", V610),
+    F(("gpu.base.requested",), "W", _na, "The base power setting in force.", V610),
+    F(("gpu.base.default",), "W", _na, "The base power setting after a reset.", V610),
+    F(("gpu.base.min",), "W", _na, "The lowest base power setting allowed.", V610),
+    F(("gpu.base.max",), "W", _na, "The highest base power setting allowed.", V610),
+    *_smoothing_fields(),
+    F(
+        ("edpp_multiplier",),
+        "%",
+        _percent(FI_EDPP_MULTIPLIER),
+        "The electrical design point (EDPp) multiplier, in percent.",
     ),
     F(
         ("clocks.current.graphics", "clocks.gr"),
@@ -835,25 +1118,25 @@ FIELDS: list[Field] = [
     F(
         ("clocks.applications.graphics", "clocks.applications.gr"),
         "MHz",
-        lambda c: c.d.applications_clock(CLOCK_GRAPHICS),
+        _until_deprecated(lambda c: c.d.applications_clock(CLOCK_GRAPHICS)),
         "Graphics clock applications run at.",
     ),
     F(
         ("clocks.applications.memory", "clocks.applications.mem"),
         "MHz",
-        lambda c: c.d.applications_clock(CLOCK_MEM),
+        _until_deprecated(lambda c: c.d.applications_clock(CLOCK_MEM)),
         "Memory clock applications run at.",
     ),
     F(
         ("clocks.default_applications.graphics", "clocks.default_applications.gr"),
         "MHz",
-        lambda c: c.d.default_applications_clock(CLOCK_GRAPHICS),
+        _until_deprecated(lambda c: c.d.default_applications_clock(CLOCK_GRAPHICS)),
         "Default graphics clock for applications.",
     ),
     F(
         ("clocks.default_applications.memory", "clocks.default_applications.mem"),
         "MHz",
-        lambda c: c.d.default_applications_clock(CLOCK_MEM),
+        _until_deprecated(lambda c: c.d.default_applications_clock(CLOCK_MEM)),
         "Default memory clock for applications.",
     ),
     F(
@@ -968,6 +1251,13 @@ FIELDS: list[Field] = [
         "What, if anything, is misconfigured in the fabric.",
     ),
     F(
+        ("fabric.health.partition_assigned",),
+        "",
+        _mask(12, TRUE_FALSE),
+        "Whether the GPU has a fabric partition.",
+        V595,
+    ),
+    F(
         ("platform.chassis_serial_number",),
         "",
         _platform(lambda p: decode_bytes(p.chassisSerialNumber)),
@@ -1004,13 +1294,38 @@ FIELDS: list[Field] = [
         _platform(lambda p: "0x" + bytes(p.ibGuid)[:8].hex()),
         "The GPU's fabric GUID.",
     ),
+    F(("hostname",), "", _na, "The hostname an administrator stored on the GPU."),
+    F(
+        ("bbx.time_run",),
+        "seconds",
+        _na,
+        "How long the GPU has run since it was first initialized, in seconds.",
+        V610,
+    ),
 ]
 
 BY_NAME: dict[str, Field] = {name.lower(): f for f in FIELDS for name in f.names}
 
 
-def lookup(name: str) -> Field | None:
-    return BY_NAME.get(name.strip().lower())
+def lookup(name: str, driver: tuple[int, ...] | None = None) -> Field | None:
+    """The property ``name`` names, or None; with ``driver``, only if that driver accepts it."""
+    field = BY_NAME.get(name.strip().lower())
+    if field is None or driver is None:
+        return field
+    if driver < field.since or (field.until is not None and driver >= field.until):
+        return None
+    return field
+
+
+def refuse_newer(nvml: Nvml, names: tuple[str, ...]) -> None:
+    """Refuse, as that driver's tool does, a property newer than the driver NVML reports."""
+    try:
+        driver = parse_driver_version(nvml.driver_version())
+    except NvmlError:
+        return
+    for name in names:
+        if lookup(name, driver) is None:
+            raise SmiError(f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT)
 
 
 def help_text() -> str:

@@ -3,7 +3,10 @@
 The work-alike must behave like the real tool on a real GPU node too, so it talks to NVML
 through its C ABI and nothing else: no reading of mock state, no pynvml (importing pynvml
 costs more start-up time than a whole ``-L`` run may take). Only the structs and calls the
-tool renders are declared here. A symbol the library lacks answers
+tool renders are declared here. Each struct names the ``nvml.h`` type it mirrors
+(``_nvml_type_``); ``tests/test_smi_bindings.py`` compiles against NVIDIA's ``nvml.h`` (from
+``nvidia-nvml-dev``) and holds every struct's size and field offsets, and every call's
+argument count, kinds and pointee sizes, to the header's. A symbol the library lacks answers
 ``NVML_ERROR_FUNCTION_NOT_FOUND`` like any other error, so an old driver prints an error
 string instead of crashing the tool.
 """
@@ -109,6 +112,7 @@ def struct_version(struct: type[Structure], version: int) -> int:
 
 
 class PciInfo(Structure):
+    _nvml_type_ = "nvmlPciInfo_t"
     _fields_ = [
         ("busIdLegacy", c_char * 16),
         ("domain", c_uint),
@@ -121,6 +125,7 @@ class PciInfo(Structure):
 
 
 class PciInfoExt(Structure):
+    _nvml_type_ = "nvmlPciInfoExt_v1_t"
     _fields_ = [
         ("version", c_uint),
         ("domain", c_uint),
@@ -135,10 +140,12 @@ class PciInfoExt(Structure):
 
 
 class Memory(Structure):
+    _nvml_type_ = "nvmlMemory_t"
     _fields_ = [("total", c_ulonglong), ("free", c_ulonglong), ("used", c_ulonglong)]
 
 
 class MemoryV2(Structure):
+    _nvml_type_ = "nvmlMemory_v2_t"
     _fields_ = [
         ("version", c_uint),
         ("total", c_ulonglong),
@@ -149,14 +156,34 @@ class MemoryV2(Structure):
 
 
 class Bar1Memory(Structure):
+    _nvml_type_ = "nvmlBAR1Memory_t"
     _fields_ = [("bar1Total", c_ulonglong), ("bar1Free", c_ulonglong), ("bar1Used", c_ulonglong)]
 
 
 class Utilization(Structure):
+    _nvml_type_ = "nvmlUtilization_t"
     _fields_ = [("gpu", c_uint), ("memory", c_uint)]
 
 
+class ViolationTime(Structure):
+    _nvml_type_ = "nvmlViolationTime_t"
+    _fields_ = [("referenceTime", c_ulonglong), ("violationTime", c_ulonglong)]
+
+
+class ProcessUtilizationSample(Structure):
+    _nvml_type_ = "nvmlProcessUtilizationSample_t"
+    _fields_ = [
+        ("pid", c_uint),
+        ("timeStamp", c_ulonglong),
+        ("smUtil", c_uint),
+        ("memUtil", c_uint),
+        ("encUtil", c_uint),
+        ("decUtil", c_uint),
+    ]
+
+
 class ProcessInfo(Structure):
+    _nvml_type_ = "nvmlProcessInfo_v2_t"
     _fields_ = [
         ("pid", c_uint),
         ("usedGpuMemory", c_ulonglong),
@@ -166,6 +193,7 @@ class ProcessInfo(Structure):
 
 
 class GpuFabricInfoV3(Structure):
+    _nvml_type_ = "nvmlGpuFabricInfo_v3_t"
     _fields_ = [
         ("version", c_uint),
         ("clusterUuid", ctypes.c_ubyte * 16),
@@ -178,6 +206,7 @@ class GpuFabricInfoV3(Structure):
 
 
 class PlatformInfoV2(Structure):
+    _nvml_type_ = "nvmlPlatformInfo_v2_t"
     _fields_ = [
         ("version", c_uint),
         ("ibGuid", ctypes.c_ubyte * 16),
@@ -191,10 +220,12 @@ class PlatformInfoV2(Structure):
 
 
 class Pdi(Structure):
+    _nvml_type_ = "nvmlPdi_v1_t"
     _fields_ = [("version", c_uint), ("value", c_ulonglong)]
 
 
 class EccSramErrorStatus(Structure):
+    _nvml_type_ = "nvmlEccSramErrorStatus_v1_t"
     _fields_ = [
         ("version", c_uint),
         ("aggregateUncParity", c_ulonglong),
@@ -213,6 +244,7 @@ class EccSramErrorStatus(Structure):
 
 
 class RepairStatus(Structure):
+    _nvml_type_ = "nvmlRepairStatus_v1_t"
     _fields_ = [
         ("version", c_uint),
         ("bChannelRepairPending", c_uint),
@@ -221,10 +253,12 @@ class RepairStatus(Structure):
 
 
 class UnrepairableMemoryStatus(Structure):
+    _nvml_type_ = "nvmlUnrepairableMemoryStatus_v1_t"
     _fields_ = [("bUnrepairableMemory", c_uint)]
 
 
 class RowRemapperHistogram(Structure):
+    _nvml_type_ = "nvmlRowRemapperHistogramValues_t"
     _fields_ = [
         ("max", c_uint),
         ("high", c_uint),
@@ -235,6 +269,7 @@ class RowRemapperHistogram(Structure):
 
 
 class RemappedRowsV2(Structure):
+    _nvml_type_ = "nvmlRemappedRowsInfo_v2_t"
     _fields_ = [
         ("corrActiveRemaps", c_uint),
         ("corrInactiveRemaps", c_uint),
@@ -246,22 +281,42 @@ class RemappedRowsV2(Structure):
 
 
 class C2cModeInfo(Structure):
+    _nvml_type_ = "nvmlC2cModeInfo_v1_t"
     _fields_ = [("isC2cEnabled", c_uint)]
 
 
 class ConfComputeMemSizeInfo(Structure):
+    _nvml_type_ = "nvmlConfComputeMemSizeInfo_t"
     _fields_ = [("protectedMemSizeKib", c_ulonglong), ("unprotectedMemSizeKib", c_ulonglong)]
 
 
 class DramEncryptionInfo(Structure):
+    _nvml_type_ = "nvmlDramEncryptionInfo_v1_t"
     _fields_ = [("version", c_uint), ("encryptionState", c_int)]
 
 
 class MarginTemperature(Structure):
+    _nvml_type_ = "nvmlMarginTemperature_v1_t"
     _fields_ = [("version", c_uint), ("marginTemperature", c_int)]
 
 
+class AddressingMode(Structure):
+    _nvml_type_ = "nvmlDeviceAddressingMode_v1_t"
+    _fields_ = [("version", c_uint), ("value", c_uint)]
+
+
+class FbcStats(Structure):
+    _nvml_type_ = "nvmlFBCStats_t"
+    _fields_ = [("sessionsCount", c_uint), ("averageFPS", c_uint), ("averageLatency", c_uint)]
+
+
+class DeviceCapabilities(Structure):
+    _nvml_type_ = "nvmlDeviceCapabilities_v1_t"
+    _fields_ = [("version", c_uint), ("capMask", c_uint)]
+
+
 class Value(Union):
+    _nvml_type_ = "nvmlValue_t"
     _fields_ = [
         ("dVal", c_double),
         ("siVal", c_int),
@@ -274,6 +329,7 @@ class Value(Union):
 
 
 class FieldValue(Structure):
+    _nvml_type_ = "nvmlFieldValue_t"
     _fields_ = [
         ("fieldId", c_uint),
         ("scopeId", c_uint),
@@ -513,9 +569,9 @@ class Device:
         return self._int("nvmlDeviceGetPersistenceMode")
 
     def addressing_mode(self) -> int:
-        value = (c_uint * 2)(struct_version_raw(8, 1), 0)
-        self._c("nvmlDeviceGetAddressingMode", value)
-        return int(value[1])
+        mode = AddressingMode(version=struct_version(AddressingMode, 1))
+        self._c("nvmlDeviceGetAddressingMode", byref(mode))
+        return int(mode.value)
 
     def mig_mode(self) -> tuple[int, int]:
         return self._pair("nvmlDeviceGetMigMode")
@@ -688,9 +744,15 @@ class Device:
         return count.value, fps.value, latency.value
 
     def fbc_stats(self) -> tuple[int, int, int]:
-        stats = (c_uint * 3)()
-        self._c("nvmlDeviceGetFBCStats", stats)
-        return int(stats[0]), int(stats[1]), int(stats[2])
+        stats = FbcStats()
+        self._c("nvmlDeviceGetFBCStats", byref(stats))
+        return int(stats.sessionsCount), int(stats.averageFPS), int(stats.averageLatency)
+
+    def capabilities(self) -> int:
+        """``nvmlDeviceGetCapabilities``'s mask (``NVML_DEV_CAP_*`` bits)."""
+        caps = DeviceCapabilities(version=struct_version(DeviceCapabilities, 1))
+        self._c("nvmlDeviceGetCapabilities", byref(caps))
+        return int(caps.capMask)
 
     # ecc
     def memory_error_counter(self, err: int, counter: int, location: int) -> int:
@@ -853,10 +915,6 @@ class Device:
             byref(info),
         )
         return info
-
-
-def struct_version_raw(size: int, version: int) -> int:
-    return size | (version << 24)
 
 
 def field_number(fv: FieldValue) -> int | float:

@@ -7,6 +7,9 @@ as root; inside a container the overlay is read-only), as only root may reset a 
 The messages and exit codes are the real tool's: ``GPU 00000000:1A:00.0 was successfully
 reset.`` (and ``All done.`` after a reset of every GPU), or ``The following GPUs could not be
 reset:`` with one line per GPU and its reason (exit 4 for ``Insufficient Permissions``).
+
+A reset is refused while a process runs on one of the GPUs (``In use by another client``, exit
+255, as the real tool does), and it applies an ECC mode that ``nvidia-smi -e`` left pending.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 from ._app import _same_bus
 from ._board import board_gpus, live_path, loaded_library, state_path
 from ._errors import EXIT_NO_PERMISSION, EXIT_NOT_FOUND, EXIT_OTHER, NO_DEVICES_MESSAGE, SmiError
-from ._nvml import LibraryNotFoundError, Nvml
+from ._nvml import Device, LibraryNotFoundError, Nvml
 from ._options import Options
 
 TYPE_CHECKING = False
@@ -64,6 +67,52 @@ def _refused(gpus: list[dict[str, str]], targets: list[int], reason: str, code: 
     return SmiError("\n".join(lines), code)
 
 
+def _busy(gpus: list[dict[str, str]], targets: list[int], options: Options) -> list[int]:
+    """The targets NVML shows a compute or graphics process on (none when NVML cannot tell)."""
+    from ._nvml import NvmlError
+
+    try:
+        nvml = Nvml(options.library)
+        nvml.init()
+    except (LibraryNotFoundError, NvmlError):
+        return []
+    try:
+        wanted = {gpus[i].get("uuid", "").upper(): i for i in targets}
+        busy = []
+        for index in range(nvml.device_count()):
+            try:
+                handle, lost = nvml.handle_or_lost(index)
+                if lost:
+                    continue
+                device = Device(nvml, handle, index)
+                gpu = wanted.get(device.uuid().upper())
+                if gpu is not None and any(
+                    device.running_processes(kind) for kind in ("Compute", "Graphics")
+                ):
+                    busy.append(gpu)
+            except NvmlError:
+                continue
+        return sorted(busy)
+    finally:
+        nvml.shutdown()
+
+
+def _in_use(gpus: list[dict[str, str]], busy: list[int]) -> SmiError:
+    lines = ["The following GPUs could not be reset:"]
+    lines += [f"  GPU {gpus[i].get('pci_bus_id', '')}: In use by another client" for i in busy]
+    many = len(busy) > 1
+    these = "these devices" if many else "this device"
+    lines += [
+        "",
+        f"{len(busy)} {'devices are' if many else 'device is'} currently being used by one or"
+        " more other processes (e.g., Fabric Manager, CUDA application, graphics application"
+        " such as an X server, or a monitoring application such as another instance of"
+        f" nvidia-smi). Please first kill all processes using {these}"
+        " and all compute applications running in the system.",
+    ]
+    return SmiError("\n".join(lines), EXIT_OTHER)
+
+
 def reset(options: Options, write: Callable[[str], None]) -> int:
     """Clear the live values of the GPUs of ``-i`` (default all); return the exit code."""
     state = state_path(_library(options), os.environ)
@@ -79,10 +128,16 @@ def reset(options: Options, write: Callable[[str], None]) -> int:
     from nvml_mock_engine.errors import NvmlEngineError
     from nvml_mock_engine.live import LiveLayer
 
+    busy = _busy(gpus, targets, options)
+    if busy:
+        raise _in_use(gpus, busy)
     try:
         with LiveLayer.open(live, state=state) as layer:
             for index in targets:
+                pending = layer.values(index).get("ecc_pending", 0)
                 layer.clear(index)
+                if pending:
+                    layer.set(index, {"ecc_enabled": pending == 2})
     except PermissionError:
         raise _refused(gpus, targets, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
     except (NvmlEngineError, OSError) as exc:

@@ -1,8 +1,11 @@
 """The default summary table: what people see when they type ``nvidia-smi``.
 
-The layout is the 91-column box of current drivers: a header with the tool, driver and CUDA
-versions (the line most scripts grep), one three-line block per GPU, and the process table.
-Column widths match the real tool so that screen-scraping parsers keep working.
+The layout is the 91-column box: a header with the tool, driver and CUDA versions (the line
+most scripts grep), one three-line block per GPU, and the process table. Column widths match
+the real tool so that screen-scraping parsers keep working. What changed between driver
+generations is data (:data:`STYLES`): drivers before 570 rule the version line off with
+``|---...---+`` (a pipe first), print a line of spaces before the process table and give
+the PID column ten characters (the process name the six saved).
 """
 
 from __future__ import annotations
@@ -19,6 +22,34 @@ T = TypeVar("T")
 WIDE = "+" + "-" * 89 + "+"
 SPLIT = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
 DOUBLE = "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|"
+OLD_SPLIT = "|" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
+
+
+class Style:
+    """What one driver generation's table looks like where generations differ."""
+
+    __slots__ = ("gap", "name_width", "pid_width", "version_rule")
+
+    def __init__(self, version_rule: str, gap: str, pid_width: int, name_width: int) -> None:
+        self.version_rule = version_rule
+        """The line under the version line."""
+        self.gap = gap
+        """The line between the GPU boxes and the process table."""
+        self.pid_width = pid_width
+        self.name_width = name_width
+
+
+STYLES: tuple[tuple[tuple[int, ...], Style], ...] = (
+    ((570,), Style(SPLIT, "", 16, 32)),
+    ((0,), Style(OLD_SPLIT, " " * 89, 10, 38)),
+)
+"""Newest first: the first whose version the driver reaches."""
+CURRENT = STYLES[0][1]
+
+
+def style_for(driver: tuple[int, ...]) -> Style:
+    """The table style of the tool of ``driver``."""
+    return next(style for since, style in STYLES if driver >= since)
 
 
 def row(left: str, middle: str, right: str) -> str:
@@ -38,7 +69,7 @@ def _try(fn: Callable[..., T], *args: object) -> T | NvmlError:
         return exc
 
 
-def header(nvml: Nvml) -> list[str]:
+def header(nvml: Nvml, style: Style = CURRENT) -> list[str]:
     driver = _value(nvml.driver_version)
     cuda = _value(nvml.cuda_driver_version)
     cuda_s = cuda_version(cuda) if isinstance(cuda, int) else "N/A"
@@ -46,7 +77,7 @@ def header(nvml: Nvml) -> list[str]:
         time.strftime("%a %b %d %H:%M:%S %Y") + "       ",
         WIDE,
         f"| NVIDIA-SMI {driver:<23}Driver Version: {driver:<15}CUDA Version: {cuda_s:<9}|",
-        SPLIT,
+        style.version_rule,
         row(
             " GPU  Name                 Persistence-M",
             " Bus-Id          Disp.A",
@@ -120,13 +151,17 @@ def gpu_block(device: Device) -> list[str]:
     ]
 
 
-def process_table(rows: list[tuple[int, ProcessRow]]) -> list[str]:
+def process_table(rows: list[tuple[int, ProcessRow]], style: Style = CURRENT) -> list[str]:
+    pid_w, name_w = style.pid_width, style.name_width
     out = [
         WIDE,
         wide_row(" Processes:"),
         wide_row(
-            "  GPU   GI   CI              PID   Type"
-            "   Process name                        GPU Memory"
+            "  GPU   GI   CI"
+            + "PID".rjust(pid_w + 1)
+            + "   Type   "
+            + "Process name".ljust(name_w + 4)
+            + "GPU Memory"
         ),
         wide_row(
             "        ID   ID                                                               Usage"
@@ -136,22 +171,26 @@ def process_table(rows: list[tuple[int, ProcessRow]]) -> list[str]:
     if not rows:
         out.append(wide_row("  No running processes found"))
     for index, proc in rows:
-        name = proc.name if len(proc.name) <= 32 else "..." + proc.name[-29:]
+        name = proc.name if len(proc.name) <= name_w else "..." + proc.name[-(name_w - 3) :]
         mem = "N/A" if proc.used_mib is None else f"{proc.used_mib}MiB"
-        ids = f"{index:>5}{proc.gi:>6}{proc.ci:>5}{proc.pid:>16}{proc.kind:>7}"
-        out.append(wide_row(f"{ids}   {name:<32}{mem:>14}"))
+        ids = f"{index:>5}{proc.gi:>6}{proc.ci:>5}{proc.pid:>{pid_w}}{proc.kind:>7}"
+        out.append(wide_row(f"{ids}   {name:<{name_w}}{mem:>14}"))
     out.append(WIDE)
     return out
 
 
 def render(nvml: Nvml, devices: list[Device]) -> str:
-    lines = header(nvml)
+    from ._generation import parse_driver_version
+
+    driver = _try(nvml.driver_version)
+    style = style_for(parse_driver_version("" if isinstance(driver, NvmlError) else driver))
+    lines = header(nvml, style)
     procs: list[tuple[int, ProcessRow]] = []
     for device in devices:
         lines += gpu_block(device)
         got = process_rows(device)
         if not isinstance(got, str):
             procs += [(device.index, p) for p in got]
-    lines.append("")
-    lines += process_table(procs)
+    lines.append(style.gap)
+    lines += process_table(procs, style)
     return "\n".join(lines) + "\n"

@@ -1,7 +1,8 @@
 """Renders report trees as the real tool's ``-q`` text.
 
-Keys are indented four spaces per level and padded so that the colon sits in column 55;
-the process entries keep the older, narrower column 42 the real tool still uses there.
+Keys are indented four spaces per level and padded so that the colon sits in the key column
+of the driver's layout (:func:`._layout.key_width`: 55 today, 42 before 570); the process
+entries keep the narrower column 42 the real tool still uses there.
 ``-d`` limits each GPU to the requested display categories.
 """
 
@@ -30,9 +31,8 @@ def _emit(node: Node, indent: int, out: list[str], shown: frozenset[str], width:
         return
     if node.text is not None:
         out.append(line(ind, node.label or "", node.text, width))
-        if node.children and node.tag == "supported_mem_clock":
-            for child in node.children:
-                _emit(child, ind, out, shown, width)
+        for child in node.children or ():
+            _emit(child, ind, out, shown, width)
         return
     if node.children is None:
         out.append(line(ind, node.label or "", node.value or "", width))
@@ -47,13 +47,15 @@ def render(
     attached: int,
     gpus: list[tuple[str, list[Node]]],
     display: frozenset[str],
+    width: int = KEY_WIDTH,
 ) -> str:
-    """``display`` empty means the full report; otherwise only those categories per GPU."""
+    """``display`` empty means the full report; otherwise only those categories per GPU.
+    ``width``: the key column."""
     out = ["", "==============NVSMI LOG==============", ""]
     for label, value in header:
-        out.append(line(0, label, value))
+        out.append(line(0, label, value, width))
     out.append("")
-    out.append(line(0, "Attached GPUs", str(attached)))
+    out.append(line(0, "Attached GPUs", str(attached), width))
     for i, (bus_id, nodes) in enumerate(gpus):
         if i:
             out.append("")
@@ -61,6 +63,6 @@ def render(
         for node in nodes:
             if display and node.section not in display:
                 continue
-            _emit(node, 4, out, display, KEY_WIDTH)
+            _emit(node, 4, out, display, width)
     out.append("")
     return "\n".join(out) + "\n"
