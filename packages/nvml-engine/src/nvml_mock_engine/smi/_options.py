@@ -12,7 +12,7 @@ from ._errors import EXIT_INVALID_ARGUMENT, INVALID_ARGS_MESSAGE, SmiError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import TypedDict
 
     from ._registry import Option
@@ -132,28 +132,27 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
     args = list(argv)
     command = _registry.by_word(args[0]) if args else None
     if command is not None:
-        group = [command]
         args.pop(0)
+        values = _scan(args, _registry.option_table([command]).get)
     else:
-        group = _registry.top_level()
-    values = _scan(args, _registry.option_table(group))
-    if command is None:
-        chosen = [c for c in group if any(k in values for k in c.select)]
+        values = _scan(args, _registry.mode_option)
+        chosen = _registry.selected(set(values))
         if len(chosen) > 1:
             raise bad()
-        command = chosen[0] if chosen else next(c for c in group if not c.select)
+        command = chosen[0] if chosen else _registry.default_mode()
     if not set(values) <= command.keys():
         raise bad()
     return command.build(values, environ)
 
 
-def _scan(args: list[str], table: Mapping[str, Option]) -> dict[str, str]:
-    """``{key: value}`` of ``args`` read with ``table``; a switch's value is ``""``."""
+def _scan(args: list[str], find: Callable[[str], Option | None]) -> dict[str, str]:
+    """``{key: value}`` of ``args``, each flag looked up with ``find``; a switch's value is
+    ``""``."""
     values: dict[str, str] = {}
     i = 0
     while i < len(args):
         name, eq, inline = args[i].partition("=")
-        option = table.get(name)
+        option = find(name)
         if option is None:
             raise bad()
         if not option.value:
