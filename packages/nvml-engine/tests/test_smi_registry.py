@@ -39,6 +39,7 @@ def test_each_key_selects_at_most_one_command_and_one_default() -> None:
     keys = [k for c in top for k in c.select]
     assert len(keys) == len(set(keys))
     assert [c.name for c in top if not c.select] == ["table"]
+    assert _registry.default_mode().name == "table"
     for command in _registry.commands():
         assert set(command.select) <= command.keys(), command.name
         assert bool(command.word) != bool(command.select) or command.name == "table"
@@ -104,9 +105,10 @@ def test_each_command_line_loads_only_the_modules_it_needs(
 
     # the parser reads the mode modules in order only until it knows every flag given
     assert loaded("-L") == {"list"}
-    assert loaded("-q", "-i", "0") == {"list", "report"}
+    assert loaded() == {"table"}
+    assert loaded("-q", "-i", "0") == {"list", "query", "report"}
     assert loaded("topo", "-m") == {"topo"}
-    assert loaded("-h") == set(_registry.MODE_MODULES)
+    assert loaded("-h") == set(_registry.MODE_MODULES) - {"table"}
 
 
 @pytest.fixture

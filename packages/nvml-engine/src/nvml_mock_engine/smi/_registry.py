@@ -51,16 +51,19 @@ if TYPE_CHECKING:
 
 MODE_MODULES = (
     "list",
-    "report",
-    "table",
     "query",
+    "report",
     "reset",
     "version",
     "help",
+    "table",
 )
 """The modules of :mod:`._commands` that declare top-level modes, the most used first: the
 parser loads them in this order only until it knows every flag it was given (``-L`` loads
 one), so each mode costs the others nothing but its place in the line."""
+
+DEFAULT_MODULE = "table"
+"""The module of the mode no flag selects; a bare ``nvidia-smi`` loads it alone."""
 
 SUBCOMMAND_MODULES = (
     "nvlink",
@@ -218,8 +221,8 @@ def selected(keys: set[str]) -> list[Command]:
 
 
 def default_mode() -> Command:
-    """The mode no flag selects (the table)."""
-    return next(c for name in MODE_MODULES for c in _module(name) if not c.select)
+    """The mode no flag selects (the table), from :data:`DEFAULT_MODULE`."""
+    return next(c for c in _module(DEFAULT_MODULE) if not c.select)
 
 
 def option_table(group: list[Command]) -> dict[str, Option]:
