@@ -75,6 +75,9 @@ def main() -> int:
             capture_output=True,
         )
         env = dict(os.environ, MOCK_NVML_CONFIG=str(state), NVML_MOCK_SMI_LIB=str(library_path()))
+        # an installed tool runs from bytecode caches; without them every run compiles
+        # every module it imports, and the bench would measure the compiler
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         py = [sys.executable]
         commands = {
             "python -c pass": [*py, "-c", "pass"],
