@@ -122,8 +122,9 @@ def split_list(value: str) -> tuple[str, ...]:
 def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
     """Parse ``argv`` (without the program name); raise :class:`SmiError` on bad input.
 
-    The first word picks a sub-command, or else the top-level options (of every mode) are
-    read and the mode is the command that one of them selects (the table when none does).
+    The first word picks a sub-command, whose own options are then read; or else each flag
+    is looked up among the modes' options (:func:`._registry.mode_option`) and the mode is
+    the command that one of them selects (the table when none does).
     Every option given must be one the chosen command declares; the command's ``build``
     checks the rest.
     """
@@ -199,10 +200,6 @@ def library(values: Mapping[str, str], environ: Mapping[str, str]) -> str | None
 
 def csv_format(value: str) -> tuple[bool, bool]:
     """``--format=csv[,noheader][,nounits]`` -> (header, units)."""
-    return _format(value)
-
-
-def _format(value: str) -> tuple[bool, bool]:
     parts = {p.strip().lower() for p in value.split(",") if p.strip()}
     if "csv" not in parts or parts - {"csv", "noheader", "nounits"}:
         raise bad()
