@@ -12,7 +12,7 @@ and the targets (``-L`` <= 20 ms, ``-q`` of 8 GPUs <= 40 ms).
 cost is read against the same machine load rather than against numbers from another day.
 
     python packages/nvml-engine/bench/smi_bench.py [--runs 40] [--profile h100] [--count 8]
-        [--before /tmp/before/packages/nvml-engine/src]
+        [--before OLD_CHECKOUT/packages/nvml-engine/src]
 """
 
 from __future__ import annotations
