@@ -12,7 +12,7 @@ and the targets (``-L`` <= 20 ms, ``-q`` of 8 GPUs <= 40 ms).
 cost is read against the same machine load rather than against numbers from another day.
 
     python packages/nvml-engine/bench/smi_bench.py [--runs 40] [--profile h100] [--count 8]
-        [--before /tmp/before/packages/nvml-engine/src]
+        [--before OLD_CHECKOUT/packages/nvml-engine/src]
 """
 
 from __future__ import annotations
@@ -75,6 +75,9 @@ def main() -> int:
             capture_output=True,
         )
         env = dict(os.environ, MOCK_NVML_CONFIG=str(state), NVML_MOCK_SMI_LIB=str(library_path()))
+        # an installed tool runs from bytecode caches; without them every run compiles
+        # every module it imports, and the bench would measure the compiler
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         py = [sys.executable]
         commands = {
             "python -c pass": [*py, "-c", "pass"],

@@ -22,6 +22,10 @@ from nvml_mock_engine.schema import GPU_KEYS, SYSTEM_KEYS
 CLUSTER = "6a5f6f1c-51a8-4b8c-9d0e-1f2a3b4c5d6e"
 VALUES: dict[str, Any] = {
     "board_part_number": "699-2G520-0200-XYZ",
+    "gpu_part_number": "2330-885-Z9",
+    "sparse_operation_mode": 1,
+    "pcie_atomics_outbound": "0x15",
+    "pcie_atomics_inbound": "0x2A",
     "brand": 12,
     "multiprocessor_count": 131,
     "num_gpu_cores": 16767,
@@ -200,6 +204,20 @@ def _unrepairable(n: Any, h: Any) -> int:
     return status.value
 
 
+def _mock_part_number(n: Any, h: Any) -> str:
+    buf = ctypes.create_string_buffer(32)
+    fn = n._nvmlGetFunctionPointer("nvml_mock_device_gpu_part_number")
+    assert fn(h, buf, ctypes.c_uint(32)) == 0
+    return buf.value.decode()
+
+
+def _mock_sparse(n: Any, h: Any) -> int:
+    mode = ctypes.c_uint(99)
+    fn = n._nvmlGetFunctionPointer("nvml_mock_device_sparse_operation_mode")
+    assert fn(h, ctypes.byref(mode)) == 0
+    return mode.value
+
+
 def _fabric(n: Any, h: Any) -> Any:
     info = n.c_nvmlGpuFabricInfoV_t()
     info.version = n.nvmlGpuFabricInfo_v3
@@ -214,6 +232,10 @@ GETTERS: dict[str, tuple[Callable[[Any, Any], Any], Any]] = {
     "serial": (lambda n, h: len(n.nvmlDeviceGetSerial(h)), 13),
     "pdi": (lambda n, h: n.nvmlDeviceGetPdi(h) != 0, True),
     "board_part_number": (lambda n, h: n.nvmlDeviceGetBoardPartNumber(h), None),
+    "gpu_part_number": (_mock_part_number, None),
+    "sparse_operation_mode": (_mock_sparse, None),
+    "pcie_atomics_outbound": (lambda n, h: _field(n, h, 228), None),
+    "pcie_atomics_inbound": (lambda n, h: _field(n, h, 229), None),
     "board_id": (lambda n, h: n.nvmlDeviceGetBoardId(h) != 0, True),
     "minor_number": (lambda n, h: n.nvmlDeviceGetMinorNumber(h), 0),
     "brand": (lambda n, h: n.nvmlDeviceGetBrand(h), None),

@@ -373,7 +373,7 @@ def test_field_values_that_nvidia_smi_reads(nvml: Any) -> None:
     assert values[1].value.ullVal == 0
     assert values[4].value.uiVal == 38
     assert values[5].value.uiVal == 18
-    assert values[6].value.uiVal == 25781
+    assert values[6].value.uiVal == 26562  # NVLink 4: 26.562 GB/s a link
     assert values[8].value.uiVal == 71234
     assert values[9].value.siVal == 92
     assert all(v.timestamp > 0 for v in values)

@@ -3,7 +3,8 @@
 The header comes from the ``nvidia-nvml-dev`` package, as for the C library's build. A small C
 program compiled against it prints each bound struct's size and field offsets and the size of
 every type a prototype names; the prototypes come from the preprocessed header (so the
-``nvmlInit`` -> ``nvmlInit_v2`` renames apply as they do for a C caller). Every NVML call the
+``nvmlInit`` -> ``nvmlInit_v2`` renames apply as they do for a C caller), and the mock library's
+own ``nvml_mock_*`` exports from its sources. Every NVML call the
 tool makes while running its commands against the mock is recorded and checked: the function
 is declared, the argument count matches, a pointer goes where the header takes one, and the
 object behind it is as large as the header's pointee (an array: its element).
@@ -24,6 +25,8 @@ from nvml_mock_engine.smi import _nvml
 from smi_fixtures.helpers import render_profile, smi
 
 PROTOTYPE = re.compile(r"[\w*]\s+\**(nvml\w+)\s*\(([^;{()]*)\)\s*;", re.S)
+MOCK_EXPORT = re.compile(r"MOCK_EXPORT\s+nvmlReturn_t\s+(nvml_mock_\w+)\s*\(([^;{()]*)\)\s*;", re.S)
+NATIVE = Path(__file__).resolve().parents[1] / "native" / "src"
 # Called by name but answered by every driver outside the header: none today.
 NOT_IN_HEADER: frozenset[str] = frozenset()
 
@@ -78,6 +81,11 @@ def header(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         for name, params in PROTOTYPE.findall(pre):
             items = [p for p in params.split(",") if p.strip() and p.strip() != "void"]
             prototypes.setdefault(name, [Param(p) for p in items])
+    # the mock library's own exports (not in nvml.h; absent on a real driver), as it declares them
+    for source in sorted(NATIVE.glob("*.c")):
+        text = source.read_text(encoding="utf-8")
+        for name, params in MOCK_EXPORT.findall(text):
+            prototypes.setdefault(name, [Param(p) for p in params.split(",") if p.strip()])
     types = sorted({p.type for ps in prototypes.values() for p in ps if p.type != "void"})
     lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <nvml.h>", "int main(void) {"]
     for t in types:

@@ -135,6 +135,10 @@ def test_text_report_has_the_capture_sections_and_keys(
 # Elements whose values the profiles take from the capture's first GPU: the work-alike must
 # print them exactly as the real tool did (N/A included).
 CAPTURED_VALUES = (
+    "gpu_part_number",
+    "sparse_operation_mode",
+    "pci/atomic_caps_outbound",
+    "pci/atomic_caps_inbound",
     "addressing_mode",
     "c2c_mode",
     "temperature",

@@ -138,3 +138,36 @@ def test_580_still_answers_the_deprecated_queries(
         library_file, "--query-gpu=power.management,clocks.applications.graphics", "--format=csv"
     )
     assert "deprecated" not in csv
+
+
+def test_hopper_answers_the_sram_location_counters_as_not_available(
+    library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fields = "ecc.errors.corrected.volatile.sram,ecc.errors.uncorrected.aggregate.sram"
+    for profile, expected in (("h100", "[N/A], [N/A]\n"), ("t4", "0, 0\n")):
+        state = render_profile(profile, 1, tmp_path / f"{profile}.nvmlmock")
+        monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
+        _, csv = smi(library_file, f"--query-gpu={fields}", "--format=csv,noheader")
+        assert csv == expected, profile
+
+
+def test_csv_prints_a_bare_na_where_the_real_tool_does(
+    library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fields = (
+        "inforom.checksum_validation,gsp.mode.current,gsp.mode.default,"
+        "platform.slot_number,fabric.health.bandwidth,fabric.health.route_unhealthy"
+    )
+    for profile in ("h100", "b200"):
+        state = render_profile(profile, 1, tmp_path / f"{profile}.nvmlmock")
+        monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
+        _, csv = smi(library_file, f"--query-gpu={fields}", "--format=csv,noheader")
+        assert csv == ", ".join(["N/A"] * 6) + "\n", profile
+
+
+def test_hopper_nvlink_runs_at_26_562_gb_s_a_link(
+    library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(render_profile("h100", 1, tmp_path / "h.nvmlmock")))
+    _, out = smi(library_file, "nvlink", "-s")
+    assert out.splitlines()[1] == "\t Link 0: 26.562 GB/s"

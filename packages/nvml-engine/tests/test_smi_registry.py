@@ -39,6 +39,7 @@ def test_each_key_selects_at_most_one_command_and_one_default() -> None:
     keys = [k for c in top for k in c.select]
     assert len(keys) == len(set(keys))
     assert [c.name for c in top if not c.select] == ["table"]
+    assert _registry.default_mode().name == "table"
     for command in _registry.commands():
         assert set(command.select) <= command.keys(), command.name
         assert bool(command.word) != bool(command.select) or command.name == "table"
@@ -77,26 +78,37 @@ def test_loading_the_registry_imports_no_renderer() -> None:
     assert ctypes_loaded == "False"
 
 
-def test_list_loads_the_modes_but_no_sub_command(library_file: Path, tmp_path: Path) -> None:
+def test_each_command_line_loads_only_the_modules_it_needs(
+    library_file: Path, tmp_path: Path
+) -> None:
     state = render_profile("t4", 1, tmp_path / "t4.nvmlmock")
-    script = (
-        "import sys\n"
-        "from nvml_mock_engine.smi import main\n"
-        f"rc = main(['-L', '--nvml-lib', {str(library_file)!r}])\n"
-        "print(rc, *sorted(m for m in sys.modules if '._commands.' in m))\n"
-    )
     env = {**os.environ, "MOCK_NVML_CONFIG": str(state)}
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    rc, *modules = proc.stdout.splitlines()[-1].split()
-    assert rc == "0"
-    assert {m.rsplit(".", 1)[1] for m in modules} == set(_registry.MODE_MODULES)
+
+    def loaded(*argv: str) -> set[str]:
+        script = (
+            "import sys\n"
+            "from nvml_mock_engine.smi import main\n"
+            f"rc = main([*{argv!r}, '--nvml-lib', {str(library_file)!r}])\n"
+            "print(rc, *sorted(m for m in sys.modules if '._commands.' in m))\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        rc, *modules = proc.stdout.splitlines()[-1].split()
+        assert rc == "0", proc.stdout
+        return {m.rsplit(".", 1)[1] for m in modules}
+
+    # the parser reads the mode modules in order only until it knows every flag given
+    assert loaded("-L") == {"list"}
+    assert loaded() == {"table"}
+    assert loaded("-q", "-i", "0") == {"list", "query", "report"}
+    assert loaded("topo", "-m") == {"topo"}
+    assert loaded("-h") == set(_registry.MODE_MODULES) - {"table"}
 
 
 @pytest.fixture

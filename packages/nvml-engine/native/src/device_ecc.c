@@ -130,7 +130,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nv
     case NVML_MEMORY_LOCATION_L1_CACHE:
     case NVML_MEMORY_LOCATION_L2_CACHE:
     case NVML_MEMORY_LOCATION_REGISTER_FILE:
-    case NVML_MEMORY_LOCATION_SRAM: *count = 0; return NVML_SUCCESS;
+    case NVML_MEMORY_LOCATION_SRAM:
+        /* Hopper counts its SRAM errors only through nvmlDeviceGetSramEccErrorStatus: the
+         * location counter answers NOT_SUPPORTED there (nvidia-smi prints [N/A]). */
+        if (d->s.architecture == NVML_DEVICE_ARCH_HOPPER) {
+            return NVML_ERROR_NOT_SUPPORTED;
+        }
+        *count = 0;
+        return NVML_SUCCESS;
     case NVML_MEMORY_LOCATION_TEXTURE_MEMORY:
     case NVML_MEMORY_LOCATION_TEXTURE_SHM:
     case NVML_MEMORY_LOCATION_CBU: return NVML_ERROR_NOT_SUPPORTED;

@@ -166,6 +166,36 @@ nvmlReturn_t nvml_mock_device_bus_id(nvmlDevice_t device, char *busId, unsigned 
     return mock_copy_string(busId, length, d->bus_id);
 }
 
+/*
+ * Not in nvml.h either: board facts nvidia-smi -q prints that no NVML call answers (the real
+ * tool reads them from the kernel driver). The GPU's part number (NOT_SUPPORTED when the
+ * state has none) and the sparse operation mode (0 disabled, 1 enabled; NOT_SUPPORTED on
+ * boards without it). On a real driver the symbols are absent and the work-alike prints N/A.
+ */
+MOCK_EXPORT nvmlReturn_t nvml_mock_device_gpu_part_number(nvmlDevice_t device, char *partNumber,
+                                                          unsigned int length);
+MOCK_EXPORT nvmlReturn_t nvml_mock_device_sparse_operation_mode(nvmlDevice_t device, unsigned int *mode);
+
+nvmlReturn_t nvml_mock_device_gpu_part_number(nvmlDevice_t device, char *partNumber, unsigned int length)
+{
+    GET_DEVICE(device, d);
+    if (d->s.gpu_part_number[0] == '\0') {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    return mock_copy_string(partNumber, length, d->s.gpu_part_number);
+}
+
+nvmlReturn_t nvml_mock_device_sparse_operation_mode(nvmlDevice_t device, unsigned int *mode)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(mode);
+    if (d->s.sparse_operation_mode < 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *mode = (unsigned int)d->s.sparse_operation_mode;
+    return NVML_SUCCESS;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
     GET_DEVICE(device, d);

@@ -21,7 +21,7 @@ static unsigned int nvlink_speed_mbps(unsigned int version)
     case NVML_NVLINK_VERSION_2_2: return 25000;
     case NVML_NVLINK_VERSION_3_0:
     case NVML_NVLINK_VERSION_3_1: return 25000;
-    case NVML_NVLINK_VERSION_4_0: return 25781;
+    case NVML_NVLINK_VERSION_4_0: return 26562;
     case NVML_NVLINK_VERSION_5_0: return 50000;
     case NVML_NVLINK_VERSION_6_0: return 100000;
     default: return 0;
@@ -405,6 +405,17 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: set_ull(v, tele_pcie_rx_bytes(d)); return;
     case NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED: set_uint(v, 0); return;
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: set_uint(v, (unsigned int)live_recovery_action(d)); return;
+    case NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK:
+    case NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK: {
+        unsigned int mask = v->fieldId == NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK ? d->s.pcie_atomics_outbound
+                                                                                : d->s.pcie_atomics_inbound;
+        if (mask != 0) {
+            set_uint(v, mask);
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        return;
+    }
     case NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE: set_uint(v, d->s.mig_capable); return;
     case NVML_FI_DEV_C2C_LINK_COUNT:
         if (d->s.c2c_enabled) {

@@ -22,6 +22,8 @@
     X(serial, serial, STR, 30, 0LL, 0LL, F_REQUIRED, NULL) \
     X(pdi, pdi, U64, 0, 0ULL, 0ULL, 0, NULL) \
     X(board_part_number, board_part_number, STR, 80, 0LL, 0LL, F_REQUIRED, NULL) \
+    X(gpu_part_number, gpu_part_number, STR, 32, 0LL, 0LL, 0, NULL) \
+    X(sparse_operation_mode, sparse_operation_mode, I32, 0, -1LL, 1LL, 0, "-1") \
     X(board_id, board_id, U32, 0, 0LL, 4294967295LL, F_REQUIRED, NULL) \
     X(minor_number, minor_number, U32, 0, 0LL, 4294967295LL, F_REQUIRED, NULL) \
     X(brand, brand, I32, 0, 0LL, 64LL, F_REQUIRED, NULL) \
@@ -49,6 +51,8 @@
     X(pcie_cur_gen, pcie_cur_gen, U32, 0, 1LL, 7LL, F_REQUIRED, NULL) \
     X(pcie_cur_width, pcie_cur_width, U32, 0, 1LL, 32LL, F_REQUIRED, NULL) \
     X(pcie_replay_counter, pcie_replay_counter, U32, 0, 0LL, 4294967295LL, 0, NULL) \
+    X(pcie_atomics_outbound, pcie_atomics_outbound, U32, 0, 0LL, 4294967295LL, 0, NULL) \
+    X(pcie_atomics_inbound, pcie_atomics_inbound, U32, 0, 0LL, 4294967295LL, 0, NULL) \
     X(memory_total_bytes, memory_total_bytes, U64, 0, 1ULL, 0ULL, F_REQUIRED, NULL) \
     X(memory_reserved_bytes, memory_reserved_bytes, U64, 0, 0ULL, 0ULL, F_REQUIRED, NULL) \
     X(memory_used_bytes, memory_used_bytes, U64, 0, 0ULL, 0ULL, F_REQUIRED, NULL) \

@@ -252,7 +252,7 @@ static unsigned int nvlink_link_mbps(unsigned int version)
     case NVML_NVLINK_VERSION_2_2:
     case NVML_NVLINK_VERSION_3_0:
     case NVML_NVLINK_VERSION_3_1: return 25000;
-    case NVML_NVLINK_VERSION_4_0: return 25781;
+    case NVML_NVLINK_VERSION_4_0: return 26562;
     case NVML_NVLINK_VERSION_5_0: return 50000;
     case NVML_NVLINK_VERSION_6_0: return 100000;
     default: return 0;

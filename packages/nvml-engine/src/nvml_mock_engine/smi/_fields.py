@@ -276,6 +276,12 @@ def _na(_: Ctx) -> str:
     raise NotAvailableError
 
 
+def _plain_na(_: Ctx) -> str:
+    """For the fields the real tool answers with a bare ``N/A`` (no brackets) when the board
+    has no value: ``inforom.checksum_validation``, ``gsp.mode.*``."""
+    return "N/A"
+
+
 def _protected(attr: str) -> Reader:
     def read(c: Ctx) -> int:
         total = _mib(int(c.conf_compute.protectedMemSizeKib) * 1024)
@@ -289,15 +295,25 @@ def _mask(shift: int, names: dict[int, str]) -> Reader:
         value = names.get(
             (int(c.fabric_done().healthMask) >> shift) & (0xF if shift == 8 else 0x3), "N/A"
         )
-        if value == "N/A":
-            raise NotAvailableError
-        return value
+        return value  # the real tool prints a bare N/A for an unknown health bit
 
     return read
 
 
 def _platform(read: Callable[[Any], Any]) -> Reader:
-    return lambda c: read(c.platform)
+    """A ``platform.*`` field: a board without platform info answers a bare ``N/A``, as the
+    real tool prints these."""
+
+    def field(c: Ctx) -> Any:
+        try:
+            info = c.platform
+        except NvmlError as exc:
+            if exc.code == ERROR_NOT_SUPPORTED:
+                return "N/A"
+            raise
+        return read(info)
+
+    return field
 
 
 F = Field
@@ -658,7 +674,7 @@ FIELDS: list[Field] = [
         lambda c: c.d.inforom_version(INFOROM_POWER),
         "The version of the power object in the infoROM.",
     ),
-    F(("inforom.checksum_validation",), "", _na, "Whether the infoROM checksum is valid."),
+    F(("inforom.checksum_validation",), "", _plain_na, "Whether the infoROM checksum is valid."),
     F(
         ("gpu_recovery_action",),
         "",
@@ -1164,8 +1180,8 @@ FIELDS: list[Field] = [
         lambda c: enabled(c.d.mig_mode()[1]),
         "Whether MIG is on after the next reset.",
     ),
-    F(("gsp.mode.current",), "", _na, "Whether GSP firmware runs the GPU."),
-    F(("gsp.mode.default",), "", _na, "Whether GSP firmware runs the GPU by default."),
+    F(("gsp.mode.current",), "", _plain_na, "Whether GSP firmware runs the GPU."),
+    F(("gsp.mode.default",), "", _plain_na, "Whether GSP firmware runs the GPU by default."),
     F(
         ("c2c.mode",),
         "",

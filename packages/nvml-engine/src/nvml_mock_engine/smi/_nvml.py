@@ -96,6 +96,8 @@ FI_POWER_CURRENT_LIMIT = 190
 FI_POWER_REQUESTED_LIMIT = 192
 POWER_SCOPE_MODULE = 1
 POWER_SCOPE_MEMORY = 2
+FI_PCIE_OUTBOUND_ATOMICS_MASK = 228
+FI_PCIE_INBOUND_ATOMICS_MASK = 229
 FI_GPU_RECOVERY_ACTION = 230
 FI_CLOCKS_EVENT_SW_THERM = 269
 FI_CLOCKS_EVENT_HW_THERM = 270
@@ -530,6 +532,22 @@ class Device:
 
     def board_part_number(self) -> str:
         return self._str("nvmlDeviceGetBoardPartNumber", size=80)
+
+    def _mock_only(self, name: str) -> str:
+        """``name``, a mock library export; on a library without it (a real driver) the
+        fact is not supported, as the report prints it (N/A), not an unknown function."""
+        if not self.nvml.has(name):
+            raise NvmlError(ERROR_NOT_SUPPORTED, self.nvml.error_string(ERROR_NOT_SUPPORTED))
+        return name
+
+    def gpu_part_number(self) -> str:
+        """The GPU's part number: no NVML call answers it; the mock library exports
+        ``nvml_mock_device_gpu_part_number``."""
+        return self._str(self._mock_only("nvml_mock_device_gpu_part_number"), size=32)
+
+    def sparse_operation_mode(self) -> int:
+        """0 disabled, 1 enabled; a mock export like :meth:`gpu_part_number`."""
+        return self._uint(self._mock_only("nvml_mock_device_sparse_operation_mode"))
 
     def module_id(self) -> int:
         return self._uint("nvmlDeviceGetModuleId")

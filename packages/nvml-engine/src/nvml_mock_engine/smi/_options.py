@@ -12,7 +12,7 @@ from ._errors import EXIT_INVALID_ARGUMENT, INVALID_ARGS_MESSAGE, SmiError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import TypedDict
 
     from ._registry import Option
@@ -122,8 +122,9 @@ def split_list(value: str) -> tuple[str, ...]:
 def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
     """Parse ``argv`` (without the program name); raise :class:`SmiError` on bad input.
 
-    The first word picks a sub-command, or else the top-level options (of every mode) are
-    read and the mode is the command that one of them selects (the table when none does).
+    The first word picks a sub-command, whose own options are then read; or else each flag
+    is looked up among the modes' options (:func:`._registry.mode_option`) and the mode is
+    the command that one of them selects (the table when none does).
     Every option given must be one the chosen command declares; the command's ``build``
     checks the rest.
     """
@@ -132,28 +133,27 @@ def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
     args = list(argv)
     command = _registry.by_word(args[0]) if args else None
     if command is not None:
-        group = [command]
         args.pop(0)
+        values = _scan(args, _registry.option_table([command]).get)
     else:
-        group = _registry.top_level()
-    values = _scan(args, _registry.option_table(group))
-    if command is None:
-        chosen = [c for c in group if any(k in values for k in c.select)]
+        values = _scan(args, _registry.mode_option)
+        chosen = _registry.selected(set(values))
         if len(chosen) > 1:
             raise bad()
-        command = chosen[0] if chosen else next(c for c in group if not c.select)
+        command = chosen[0] if chosen else _registry.default_mode()
     if not set(values) <= command.keys():
         raise bad()
     return command.build(values, environ)
 
 
-def _scan(args: list[str], table: Mapping[str, Option]) -> dict[str, str]:
-    """``{key: value}`` of ``args`` read with ``table``; a switch's value is ``""``."""
+def _scan(args: list[str], find: Callable[[str], Option | None]) -> dict[str, str]:
+    """``{key: value}`` of ``args``, each flag looked up with ``find``; a switch's value is
+    ``""``."""
     values: dict[str, str] = {}
     i = 0
     while i < len(args):
         name, eq, inline = args[i].partition("=")
-        option = table.get(name)
+        option = find(name)
         if option is None:
             raise bad()
         if not option.value:
@@ -200,10 +200,6 @@ def library(values: Mapping[str, str], environ: Mapping[str, str]) -> str | None
 
 def csv_format(value: str) -> tuple[bool, bool]:
     """``--format=csv[,noheader][,nounits]`` -> (header, units)."""
-    return _format(value)
-
-
-def _format(value: str) -> tuple[bool, bool]:
     parts = {p.strip().lower() for p in value.split(",") if p.strip()}
     if "csv" not in parts or parts - {"csv", "noheader", "nounits"}:
         raise bad()

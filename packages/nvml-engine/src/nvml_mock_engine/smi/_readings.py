@@ -33,6 +33,8 @@ from ._nvml import (
     FI_CLOCKS_EVENT_SW_THERM,
     FI_EDPP_MULTIPLIER,
     FI_GPU_RECOVERY_ACTION,
+    FI_PCIE_INBOUND_ATOMICS_MASK,
+    FI_PCIE_OUTBOUND_ATOMICS_MASK,
     FI_PERF_POLICY_POWER,
     FI_PERF_POLICY_SYNC_BOOST,
     FI_POWER_AVERAGE,
@@ -109,6 +111,15 @@ REASON_FIELDS = (
     FI_CLOCKS_EVENT_HW_POWER_BRAKE,
 )
 """The field ids behind :data:`._layout.REASON_COUNTERS`, in its order."""
+
+
+ATOMICS = ("FETCHADD_32", "FETCHADD_64", "SWAP_32", "SWAP_64", "CAS_32", "CAS_64", "CAS_128")
+"""``NVML_PCIE_ATOMICS_CAP_*``, bit 0 first."""
+
+
+def atomic_caps(mask: float) -> str:
+    """A PCIe atomics mask as the real tool prints it: each name followed by a space."""
+    return "".join(f"{name} " for bit, name in enumerate(ATOMICS) if int(mask) >> bit & 1)
 
 
 def err(exc: NvmlError) -> str:
@@ -220,7 +231,7 @@ class Readings:
             multigpu_board=get(d.multi_gpu_board, yes_no),
             board_id=get(d.board_id, lambda v: f"0x{v:x}"),
             board_part_number=get(d.board_part_number),
-            gpu_part_number=NA,
+            gpu_part_number=get(d.gpu_part_number),
             gpu_fru_part_number=NA,
         )
         self._pair("mig_mode", d.mig_mode, ("current_mig", "pending_mig"), enabled)
@@ -292,7 +303,7 @@ class Readings:
             gsp_firmware_version=get(d.gsp_firmware_version),
             fan_speed=get(d.fan_speed, pct),
             compute_mode=get(d.compute_mode, lambda v: COMPUTE_MODES.get(v, NA)),
-            sparse_operation_mode=NA,
+            sparse_operation_mode=get(d.sparse_operation_mode, enabled),
         )
         self.facts["ibmnpu/relaxed_ordering_mode"] = NA
         for tag, fn in (("encoder_stats", d.encoder_stats), ("fbc_stats", d.fbc_stats)):
@@ -349,8 +360,12 @@ class Readings:
             ),
             tx_util=get(lambda: d.pcie_throughput(PCIE_UTIL_TX), lambda v: f"{v} KB/s"),
             rx_util=get(lambda: d.pcie_throughput(PCIE_UTIL_RX), lambda v: f"{v} KB/s"),
-            atomic_caps_outbound=NA,
-            atomic_caps_inbound=NA,
+            atomic_caps_outbound=get(
+                lambda: d.field_value(FI_PCIE_OUTBOUND_ATOMICS_MASK), atomic_caps
+            ),
+            atomic_caps_inbound=get(
+                lambda: d.field_value(FI_PCIE_INBOUND_ATOMICS_MASK), atomic_caps
+            ),
         )
         self._set(
             "pci/pci_gpu_link_info/pcie_gen",

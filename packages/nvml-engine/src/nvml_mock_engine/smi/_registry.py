@@ -22,13 +22,15 @@ How to add a command
    the fixed fields do not hold goes in ``extra``.
 3. ``run(options, write)`` does the work and returns the exit code; it raises
    :class:`~._errors.SmiError` for a failure the real tool reports (message and exit code).
-4. Add the module's name to :data:`MODE_MODULES` (a mode) or :data:`SUBCOMMAND_MODULES` (a
-   sub-command; the module is named as its word, and only that word loads it).
+4. Add the module's name to :data:`MODE_MODULES` (a mode; the parser loads these in order
+   until it knows every flag given) or :data:`SUBCOMMAND_MODULES` (a sub-command; the module
+   is named as its word, and only that word loads it).
 
 Rules the tests check (``tests/test_smi_registry.py``): two top-level commands that share
 a flag declare it with the same :class:`Option`; no flag selects two commands; a command
 module imports nothing but this module and :mod:`._options`/:mod:`._errors` at import time
-(``-L`` loads every mode module on each run, so the renderers are imported inside ``run``).
+(the parser may load every mode module to read a command line, so the renderers are imported
+inside ``run``).
 A top-level command with an empty ``select`` is the default (the table); there is one.
 
 Why not ``argparse``: the real tool answers any bad combination with one fixed message and
@@ -48,17 +50,21 @@ if TYPE_CHECKING:
     Run = Callable[[Options, Callable[[str], None]], int]
 
 MODE_MODULES = (
-    "help",
     "list",
     "query",
     "report",
     "reset",
     "setters",
-    "table",
     "version",
+    "help",
+    "table",
 )
-"""The modules of :mod:`._commands` that declare top-level modes; every run loads them all,
-since any of their flags may pick the mode."""
+"""The modules of :mod:`._commands` that declare top-level modes, the most used first: the
+parser loads them in this order only until it knows every flag it was given (``-L`` loads
+one), so each mode costs the others nothing but its place in the line."""
+
+DEFAULT_MODULE = "table"
+"""The module of the mode no flag selects; a bare ``nvidia-smi`` loads it alone."""
 
 SUBCOMMAND_MODULES = (
     "dmon",
@@ -185,8 +191,41 @@ def by_word(word: str) -> Command | None:
 
 
 def top_level() -> list[Command]:
-    """The modes chosen by a top-level flag, and the default (the table)."""
+    """The modes chosen by a top-level flag, and the default (the table); loads them all."""
     return [c for name in MODE_MODULES for c in _module(name)]
+
+
+_spellings: dict[str, Option] = {}
+_modes_read: list[str] = []
+
+
+def mode_option(spelling: str) -> Option | None:
+    """The top-level :class:`Option` spelled ``spelling``, loading mode modules in
+    :data:`MODE_MODULES` order only until one declares it; ``None`` when none does."""
+    if not _spellings:
+        for option in (ID, LIBRARY, FILENAME, LOOP, LOOP_MS):
+            _spellings.update(dict.fromkeys(option.names, option))
+    while spelling not in _spellings and len(_modes_read) < len(MODE_MODULES):
+        module = MODE_MODULES[len(_modes_read)]
+        for command in _module(module):
+            for option in command.options:
+                for name in option.names:
+                    _spellings.setdefault(name, option)
+        _modes_read.append(module)
+    return _spellings.get(spelling)
+
+
+def selected(keys: set[str]) -> list[Command]:
+    """The modes that these parsed option keys select. Only loaded modules can be among them:
+    a selecting flag was found in the module that declares it (and no key selects two modes)."""
+    return [
+        c for name in MODE_MODULES if name in _loaded for c in _loaded[name] if set(c.select) & keys
+    ]
+
+
+def default_mode() -> Command:
+    """The mode no flag selects (the table), from :data:`DEFAULT_MODULE`."""
+    return next(c for c in _module(DEFAULT_MODULE) if not c.select)
 
 
 def option_table(group: list[Command]) -> dict[str, Option]:

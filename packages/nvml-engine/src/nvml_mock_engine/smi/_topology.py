@@ -41,7 +41,7 @@ LEGEND = "\n".join(
 )
 # GB/s per link by ``nvmlNvlinkVersion_t`` (1 = NVLink 1.0 ... 7 = 5.0, 8 = 6.0), for
 # libraries that do not report the speed field.
-LINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 25.781, 7: 50.0, 8: 100.0}
+LINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 26.562, 7: 50.0, 8: 100.0}
 
 
 def link_count(device: Device) -> int:
