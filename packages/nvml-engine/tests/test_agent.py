@@ -346,3 +346,28 @@ def test_the_agent_command_applies_scenarios(node: dict[str, Path], tmp_path: Pa
             assert process.wait(10) == 0
     saved = json.loads((node["live"].parent / "scenarios.applied.json").read_text())
     assert [run["name"] for run in saved["applied"]] == ["now-hot"]
+
+
+def test_ctl_scenario_lists_shows_and_reports_status(
+    service: Service, make_agent: AgentFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nvml_mock_engine import ctl
+
+    sync(make_agent(service.url, Clock(T0)))
+    capsys.readouterr()
+    assert ctl.main(["scenario", "list", "--url", service.url]) == 0
+    listing = capsys.readouterr().out
+    assert "hot" in listing and "2026-12-01T14:00:00Z" in listing
+    row = next(line for line in listing.splitlines() if line.startswith("hot "))
+    assert row.split()[2:5] == ["2", "1", "1"]  # nodes, pending, applied
+    assert ctl.main(["scenario", "show", "hot", "--url", service.url]) == 0
+    assert '"temperature_c": 91' in capsys.readouterr().out
+    assert ctl.main(["scenario", "status", "hot", "--url", service.url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:2] == ["node-1", "applied"] and "GPU-" in lines[1]
+    assert lines[2].split()[:2] == ["node-2", "pending"]
+    assert ctl.main(["scenario", "status", "nope", "--url", service.url]) == 1
+    assert "no scenario named 'nope'" in capsys.readouterr().err
+    assert ctl.main(["scenario", "list", "--url", "http://127.0.0.1:9"]) == 1
+    assert "cannot reach the topology service" in capsys.readouterr().err
+    assert ctl.main(["scenario", "list"]) == 2
