@@ -140,8 +140,9 @@ def sync(agent: Agent) -> None:
 @pytest.fixture
 def service(node: dict[str, Path]) -> Iterator[Service]:
     with Service(
-        scenarios(f"{{name: hot, apply: {{set: {{temperature_c: 91}}}}, start: '{START}', "
-                  "duration: 60s}"),
+        scenarios(
+            f"{{name: hot, apply: {{set: {{temperature_c: 91}}}}, start: '{START}', duration: 60s}}"
+        ),
         node["token"],
     ) as running:
         yield running
@@ -325,9 +326,22 @@ def test_the_agent_command_applies_scenarios(node: dict[str, Path], tmp_path: Pa
     text = scenarios("{name: now-hot, apply: {set: {temperature_c: 88}}, duration: 1h}")
     with Service(text, node["token"]) as running:
         process = subprocess.Popen(
-            [sys.executable, "-m", "nvml_mock_engine", "agent", "--topology-url", running.url,
-             "--node", "node-2", "--live-file", str(node["live"]), "--token-file",
-             str(node["token"]), "--probe-addr", ""],
+            [
+                sys.executable,
+                "-m",
+                "nvml_mock_engine",
+                "agent",
+                "--topology-url",
+                running.url,
+                "--node",
+                "node-2",
+                "--live-file",
+                str(node["live"]),
+                "--token-file",
+                str(node["token"]),
+                "--probe-addr",
+                "",
+            ],
             stderr=subprocess.DEVNULL,
         )
         try:

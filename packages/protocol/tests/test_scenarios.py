@@ -122,7 +122,9 @@ def test_version_and_shape_are_checked() -> None:
     with pytest.raises(ScenarioError, match="duplicate key"):
         parse_scenarios("version: 1\nversion: 1\n")
     with pytest.raises(ScenarioError, match="more than 50 values"):
-        parse_scenarios("a: &a [1, 2, 3, 4, 5, 6, 7, 8]\nb: [*a, *a, *a, *a, *a, *a, *a]\n", max_items=50)
+        parse_scenarios(
+            "a: &a [1, 2, 3, 4, 5, 6, 7, 8]\nb: [*a, *a, *a, *a, *a, *a, *a]\n", max_items=50
+        )
 
 
 def test_durations() -> None:
@@ -131,7 +133,7 @@ def test_durations() -> None:
     assert parse_duration_ms("90") == 90_000
     assert parse_duration_ms(60) == 60_000
     for bad in ("", "0s", "1d", "m", "400 days"):
-        with pytest.raises(ValueError, match="duration|above 0"):
+        with pytest.raises(ValueError, match=r"duration|above 0"):
             parse_duration_ms(bad)
 
 
@@ -154,7 +156,9 @@ def test_selection_by_names_domains_and_cliques() -> None:
 
 
 def test_percent_picks_an_exact_share_the_same_way_every_time() -> None:
-    text = one("  - {name: half, selector: {cliques: [0], percent: 50, seed: 3}, apply: {xid: 79}}\n")
+    text = one(
+        "  - {name: half, selector: {cliques: [0], percent: 50, seed: 3}, apply: {xid: 79}}\n"
+    )
     first = parse_scenarios(text).select(TOPOLOGY)["half"]
     assert len(first) == 2 and first <= {"node-1", "node-2", "node-3", "node-4"}
     for _ in range(3):
@@ -170,13 +174,18 @@ def test_percent_picks_an_exact_share_the_same_way_every_time() -> None:
 
 def test_unknown_nodes_are_picked_by_their_own_hash() -> None:
     doc = parse_scenarios(
-        one("  - {name: some, selector: {nodes: ['gpu-*'], percent: 30, seed: 1}, apply: {xid: 1}}\n")
+        one(
+            "  - {name: some, selector: {nodes: ['gpu-*'], percent: 30, seed: 1},"
+            " apply: {xid: 1}}\n"
+        )
     )
     scenario = doc.scenarios[0]
     picked = [n for n in (f"gpu-{i}" for i in range(1000)) if doc.picks_unknown(scenario, n)]
     assert 230 < len(picked) < 370
     assert not doc.picks_unknown(scenario, "cpu-1")
-    assert picked == [n for n in (f"gpu-{i}" for i in range(1000)) if doc.picks_unknown(scenario, n)]
+    assert picked == [
+        n for n in (f"gpu-{i}" for i in range(1000)) if doc.picks_unknown(scenario, n)
+    ]
 
 
 def test_gpu_rank_is_deterministic() -> None:
@@ -197,7 +206,9 @@ def test_file_reading_is_bounded_and_refuses_special_files(tmp_path: Path) -> No
 
 
 def test_node_scenarios_wire_form_round_trips() -> None:
-    scenario = parse_scenarios(one("  - {name: a, apply: {xid: 79}, gpus: [0, GPU-abc]}\n")).scenarios[0]
+    scenario = parse_scenarios(
+        one("  - {name: a, apply: {xid: 79}, gpus: [0, GPU-abc]}\n")
+    ).scenarios[0]
     wire = NodeScenarios(
         node="node-1",
         revision=5,

@@ -12,11 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import LiveServer, document, write_atomically
 from nvml_mock_topology.cli import open_scenarios, open_topology, open_write_access
 from nvml_mock_topology.errors import StartupError
 from nvml_mock_topology.settings import Settings
-
-from conftest import LiveServer, document, write_atomically
 
 SCENARIOS = """
 version: 1
@@ -83,13 +82,21 @@ def names(body: dict[str, Any]) -> list[str]:
 
 
 def test_each_node_gets_the_scenarios_that_pick_it(live: LiveServer) -> None:
-    picked = [n for n in ("worker-1", "worker-2", "worker-3", "worker-4")
-              if "xid-half" in names(node_scenarios(live, n))]
+    picked = [
+        n
+        for n in ("worker-1", "worker-2", "worker-3", "worker-4")
+        if "xid-half" in names(node_scenarios(live, n))
+    ]
     assert len(picked) == 2  # 50% of the four nodes, the same two every time
-    assert picked == [n for n in ("worker-1", "worker-2", "worker-3", "worker-4")
-                      if "xid-half" in names(node_scenarios(live, n))]
+    assert picked == [
+        n
+        for n in ("worker-1", "worker-2", "worker-3", "worker-4")
+        if "xid-half" in names(node_scenarios(live, n))
+    ]
     for node in ("worker-3", "worker-4"):
-        entry = next(e for e in node_scenarios(live, node)["scenarios"] if e["name"] == "hot-clique-1")
+        entry = next(
+            e for e in node_scenarios(live, node)["scenarios"] if e["name"] == "hot-clique-1"
+        )
         assert entry["startMs"] == 1_796_133_600_000
         assert entry["scenario"]["apply"]["set"] == {"temperature_c": 91}
     assert "hot-clique-1" not in names(node_scenarios(live, "worker-1"))
@@ -98,15 +105,20 @@ def test_each_node_gets_the_scenarios_that_pick_it(live: LiveServer) -> None:
 
 def test_start_now_is_fixed_when_first_served(live: LiveServer) -> None:
     before = time.time() * 1000
-    nodes = [n for n in ("worker-1", "worker-2", "worker-3", "worker-4")
-             if "xid-half" in names(node_scenarios(live, n))]
+    nodes = [
+        n
+        for n in ("worker-1", "worker-2", "worker-3", "worker-4")
+        if "xid-half" in names(node_scenarios(live, n))
+    ]
     entry = node_scenarios(live, nodes[0])["scenarios"][0]
     assert entry["startMs"] <= before
     time.sleep(0.05)
     assert node_scenarios(live, nodes[0])["scenarios"][0]["startMs"] == entry["startMs"]
 
 
-def test_a_watch_wakes_when_the_nodes_list_changes(live: LiveServer, files: dict[str, Path]) -> None:
+def test_a_watch_wakes_when_the_nodes_list_changes(
+    live: LiveServer, files: dict[str, Path]
+) -> None:
     first = node_scenarios(live, "worker-1")
     result: dict[str, Any] = {}
 
@@ -168,7 +180,9 @@ def test_a_topology_change_moves_the_scenarios(live: LiveServer, files: dict[str
     assert "hot-clique-1" not in names(node_scenarios(live, "worker-4"))
 
 
-def report(server: LiveServer, node: str, body: dict[str, Any], token: str | None = TOKEN) -> httpx.Response:
+def report(
+    server: LiveServer, node: str, body: dict[str, Any], token: str | None = TOKEN
+) -> httpx.Response:
     headers = {"authorization": f"Bearer {token}"} if token else {}
     return httpx.post(f"{server.url}/v1/nodes/{node}/scenarios/status", json=body, headers=headers)
 
@@ -178,16 +192,44 @@ def test_status_shows_pending_until_agents_report(live: LiveServer) -> None:
     assert detail["states"]["pending"] == 2
     assert [n["node"] for n in detail["nodes"]] == ["worker-3", "worker-4"]
     revision = detail["revision"]
-    answer = report(live, "worker-3", {"revision": 1, "scenarios": [
-        {"name": "hot-clique-1", "revision": revision, "state": "applied", "gpus": ["GPU-1"],
-         "appliedMs": 5, "latencyMs": 120},
-    ]})
+    answer = report(
+        live,
+        "worker-3",
+        {
+            "revision": 1,
+            "scenarios": [
+                {
+                    "name": "hot-clique-1",
+                    "revision": revision,
+                    "state": "applied",
+                    "gpus": ["GPU-1"],
+                    "appliedMs": 5,
+                    "latencyMs": 120,
+                },
+            ],
+        },
+    )
     assert answer.status_code == 200 and answer.json() == {"taken": 1}
-    report(live, "worker-4", {"revision": 1, "scenarios": [
-        {"name": "hot-clique-1", "revision": revision, "state": "failed",
-         "reason": "thermal: temperature_c=91 is not above the slowdown threshold"},
-        {"name": "hot-clique-1", "revision": revision - 1, "state": "applied"},  # stale: ignored
-    ]})
+    report(
+        live,
+        "worker-4",
+        {
+            "revision": 1,
+            "scenarios": [
+                {
+                    "name": "hot-clique-1",
+                    "revision": revision,
+                    "state": "failed",
+                    "reason": "thermal: temperature_c=91 is not above the slowdown threshold",
+                },
+                {
+                    "name": "hot-clique-1",
+                    "revision": revision - 1,
+                    "state": "applied",
+                },  # stale: ignored
+            ],
+        },
+    )
     detail = httpx.get(f"{live.url}/v1/scenarios/hot-clique-1").json()
     states = {n["node"]: (n["state"], n.get("reason")) for n in detail["nodes"]}
     assert states["worker-3"] == ("applied", None)
@@ -245,7 +287,8 @@ def test_a_missing_scenario_file_serves_none_until_it_appears(files: dict[str, P
 def test_the_entry_point_serves_scenarios(files: dict[str, Path]) -> None:
     from conftest import serving
 
-    with serving("--topology-file", str(files["topology"]), "--scenarios-file",
-                 str(files["scenarios"])) as (_, url):
+    with serving(
+        "--topology-file", str(files["topology"]), "--scenarios-file", str(files["scenarios"])
+    ) as (_, url):
         listing = httpx.get(f"{url}/v1/scenarios").json()
         assert json.dumps(listing).count("xid-half") == 1

@@ -66,7 +66,9 @@ _LAYER_RETRY_MS: Final = 5000
 _APPLIED_FORMAT: Final = 1
 
 
-def run_window(entry: NodeScenario, scenario: Scenario, now_ms: int) -> tuple[int, int, int | None] | None:
+def run_window(
+    entry: NodeScenario, scenario: Scenario, now_ms: int
+) -> tuple[int, int, int | None] | None:
     """The run active at ``now_ms``: (run number, its start, its end or None), or None."""
     start = entry.start_ms
     if now_ms < start:
@@ -227,17 +229,17 @@ class Agent:
             except ValueError as exc:
                 self._set(name, _Outcome(entry.revision, "failed", reason=f"invalid: {exc}"))
         # End what is over (or gone, or changed) first: a new version may reuse its keys.
-        for name, run in list(self.applied.items()):
-            entry = entries.get(name)
-            scenario = parsed.get(name)
-            window = run_window(entry, scenario, now) if entry and scenario else None
-            if entry and entry.revision == run.revision and window and window[0] == run.run:
+        for name, done in list(self.applied.items()):
+            current = entries.get(name)
+            definition = parsed.get(name)
+            window = run_window(current, definition, now) if current and definition else None
+            if current and current.revision == done.revision and window and window[0] == done.run:
                 continue
-            self._clear(run)
+            self._clear(done)
             changed = True
-            outcome = self.outcomes.get(name)
-            if entry is not None and entry.revision == run.revision and outcome is not None:
-                outcome.state, outcome.cleared_ms = "cleared", now
+            ended = self.outcomes.get(name)
+            if current is not None and current.revision == done.revision and ended is not None:
+                ended.state, ended.cleared_ms = "cleared", now
         for name, entry in entries.items():
             scenario = parsed.get(name)
             if scenario is None or name in self.applied:
@@ -256,17 +258,17 @@ class Agent:
                 if outcome is None or outcome.revision != entry.revision:
                     changed |= self._set(name, _Outcome(entry.revision, "pending"))
                 continue
-            run, run_start, run_end = window
+            number, run_start, run_end = window
             if (
                 outcome is not None
                 and outcome.revision == entry.revision
-                and outcome.run == run
+                and outcome.run == number
                 and outcome.state in ("failed", "cleared")
                 and (outcome.retry_ms is None or now < outcome.retry_ms)
             ):
                 continue
             changed = True
-            self._apply(entry, scenario, run, run_start, run_end, now)
+            self._apply(entry, scenario, run=number, run_start=run_start, run_end=run_end, now=now)
         for name in list(self.outcomes):
             if name not in entries:
                 del self.outcomes[name]
@@ -292,6 +294,7 @@ class Agent:
         self,
         entry: NodeScenario,
         scenario: Scenario,
+        *,
         run: int,
         run_start: int,
         run_end: int | None,
@@ -302,7 +305,9 @@ class Agent:
                 gpus = _pick_gpus(scenario, self.settings.node, layer)
                 plans: dict[int, tuple[dict[str, int], list[Event]]] = {}
                 for index in gpus:
-                    values, events = _plan(scenario, GpuView(layer.board[index], layer.values(index)))
+                    values, events = _plan(
+                        scenario, GpuView(layer.board[index], layer.values(index))
+                    )
                     plans[index] = (layer.validate(index, values), events)
                 uuids = [layer.board[i].uuid for i in gpus]
                 record = AppliedRun(
@@ -317,10 +322,10 @@ class Agent:
                 )
                 self.applied[scenario.name] = record
                 self._save()  # recorded before written: a crash in between leaves no orphan
-                for index, (values, events) in plans.items():
-                    if values:
-                        layer.set(index, values)
-                    for event in events:
+                for index, (checked, planned) in plans.items():
+                    if checked:
+                        layer.set(index, checked)
+                    for event in planned:
                         layer.event(index, event.event_type, event.data)
         except LiveValueError as exc:
             self.applied.pop(scenario.name, None)
@@ -370,9 +375,7 @@ class Agent:
                     layer.clear(index, list(values))
                     # Keys another run still holds on this GPU get that run's value back.
                     for other in self.applied.values():
-                        kept = {
-                            k: v for k, v in other.values.get(gpu, {}).items() if k in values
-                        }
+                        kept = {k: v for k, v in other.values.get(gpu, {}).items() if k in values}
                         if kept:
                             layer.set(index, kept)
         except (LiveLayerError, OSError) as exc:
@@ -467,7 +470,7 @@ class Agent:
         while not self._stop.is_set():
             try:
                 self.watch_once(self.settings.max_wait)
-            except Exception:  # noqa: BLE001 - every failure is reported by lost() and retried
+            except Exception:
                 self._stop.wait(_RETRY)
 
     def run(self) -> None:
@@ -602,7 +605,7 @@ def _detail(exc: urllib.error.HTTPError) -> str:
 class _Probes(http.server.BaseHTTPRequestHandler):
     agent: Agent
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         if self.path == "/healthz":
             alive = time.monotonic() - self.agent.last_tick < 30
             status, body = (200, "ok\n") if alive else (503, "the agent's loop is stuck\n")
@@ -622,7 +625,7 @@ class _Probes(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         logger.debug("probe: " + format, *args)
 
 
@@ -650,7 +653,9 @@ def run_agent(settings: AgentSettings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
     logger.info(
-        "watching scenarios of node %s at %s", settings.node, settings.topology_url,
+        "watching scenarios of node %s at %s",
+        settings.node,
+        settings.topology_url,
         extra={"live": str(settings.live_path), "applied_file": str(settings.applied_path)},
     )
     try:

@@ -41,6 +41,7 @@ from nvml_mock_engine.settings import (
     PROFILES_OPTIONS,
     RENDER_OPTIONS,
     STAGE_OPTIONS,
+    AgentSettings,
     CommandSettings,
     NodeSettings,
     ProfilesSettings,
@@ -48,7 +49,6 @@ from nvml_mock_engine.settings import (
     StageSettings,
     config_error,
 )
-from nvml_mock_engine.settings import AgentSettings
 
 __all__ = [
     "ENV_CONFIG_FILE",
@@ -146,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_options(profiles, PROFILES_OPTIONS, ProfilesSettings())
 
     agent = add(
-        "agent", "apply this node's scenarios from the topology service in its live layer",
+        "agent",
+        "apply this node's scenarios from the topology service in its live layer",
         _cmd_agent,
     )
     s.add_options(agent, (*CTL_OPTIONS, *AGENT_OPTIONS), AgentSettings())

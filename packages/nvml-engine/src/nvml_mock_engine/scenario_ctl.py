@@ -79,8 +79,8 @@ def _get(base: str, path: str) -> Any:
 def _when(ms: int | None) -> str:
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace(
-        "+00:00", "Z"
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     )
 
 
@@ -94,7 +94,10 @@ def _run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(data, indent=2))
             return 0
-        print(f"{'NAME':<32} {'START':<21} {'NODES':>5} " + " ".join(f"{c:>8}" for c in _STATE_COLUMNS))
+        print(
+            f"{'NAME':<32} {'START':<21} {'NODES':>5} "
+            + " ".join(f"{c:>8}" for c in _STATE_COLUMNS)
+        )
         for row in data["scenarios"]:
             counts = " ".join(f"{row['states'].get(c, 0):>8}" for c in _STATE_COLUMNS)
             print(f"{row['name']:<32} {_when(row['startMs']):<21} {row['nodes']:>5} {counts}")
@@ -104,13 +107,20 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     data = _get(base, "/v1/scenarios/" + urllib.parse.quote(args.name, safe=""))
     if args.json:
-        print(json.dumps(data if args.action == "status" else {
-            k: v for k, v in data.items() if k != "nodes"
-        }, indent=2))
+        print(
+            json.dumps(
+                data
+                if args.action == "status"
+                else {k: v for k, v in data.items() if k != "nodes"},
+                indent=2,
+            )
+        )
         return 0
     if args.action == "show":
-        print(f"scenario {data['name']} (revision {data['revision']}, first start "
-              f"{_when(data['startMs'])})")
+        print(
+            f"scenario {data['name']} (revision {data['revision']}, first start "
+            f"{_when(data['startMs'])})"
+        )
         print(json.dumps(data["scenario"], indent=2))
         print("nodes: " + ", ".join(f"{c} {data['states'].get(c, 0)}" for c in _STATE_COLUMNS))
         return 0

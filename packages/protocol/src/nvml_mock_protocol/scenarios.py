@@ -66,9 +66,9 @@ from nvml_mock_protocol.topology import (
     CliqueId,
     TopologyDocument,
     TopologyError,
+    _data_shape_problem,
     _describe,
     _load_json,
-    _data_shape_problem,
     _load_yaml,
     _problems,
     _read_bounded,
@@ -305,7 +305,8 @@ class GpuSelection(_Model):
                 raise ValueError(f"gpus has unknown key(s) {', '.join(unknown)}; use count")
             return value
         raise ValueError(
-            f"gpus must be all, a list of indices and UUIDs, or {{count: N}}, got {_describe(value)}"
+            "gpus must be all, a list of indices and UUIDs, or {count: N}, "
+            f"got {_describe(value)}"
         )
 
     @model_validator(mode="after")
@@ -566,7 +567,7 @@ def validate_scenarios_data(data: Any, source: str | None = None) -> ScenarioDoc
 
 
 def _named(problem: str, data: Mapping[Any, Any]) -> str:
-    """``scenarios[2].apply`` reads ``scenarios[2] 'xid-79'.apply``: the name is what people edit."""
+    """``scenarios[2].apply`` reads ``scenarios[2] 'xid-79'.apply``: names are what people edit."""
     match = re.match(r"scenarios\[(\d+)\]", problem)
     scenarios = data.get("scenarios")
     if match is None or not isinstance(scenarios, list):

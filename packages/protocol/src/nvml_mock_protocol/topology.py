@@ -761,7 +761,6 @@ def read_topology_file(
     return parse_topology(raw, str(path), max_bytes=max_bytes, max_items=max_items)
 
 
-
 def _read_bounded(path: Path, max_bytes: int, what: str) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``, read without blocking.
 
@@ -799,6 +798,7 @@ def _read_bounded(path: Path, max_bytes: int, what: str) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
+
 
 class _DuplicateKeyError(ValueError):
     pass

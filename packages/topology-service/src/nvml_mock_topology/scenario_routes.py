@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import Response
@@ -24,10 +24,10 @@ from nvml_mock_protocol.names import (
 from nvml_mock_protocol.scenario_api import NodeReport, NodeScenarios, ScenarioDetail, ScenarioList
 from nvml_mock_protocol.scenarios import SCENARIO_NAME_MAX_LENGTH
 from nvml_mock_protocol.topology import NODE_NAME_MAX_LENGTH, NODE_NAME_PATTERN, node_name_problem
-from pydantic import ValidationError
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from pydantic import ValidationError
 
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
@@ -53,9 +53,7 @@ class _ScenarioCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snapshot = self.store.snapshot
         applied, failed = self.store.applied_failed()
-        active = sum(
-            1 for name in snapshot.versions if self.store.counts(name)["applied"] > 0
-        )
+        active = sum(1 for name in snapshot.versions if self.store.counts(name)["applied"] > 0)
         gauges = (
             ("scenarios", "Scenarios in the served scenario document", len(snapshot.versions)),
             ("scenarios_active", "Scenarios applied on at least one node now", active),
@@ -121,7 +119,7 @@ def add_scenario_routes(
         return Response(body, status_code=exc.status, media_type="application/json")
 
     app.add_exception_handler(ProblemError, problem)
-    errors = {422: {"model": ErrorBody}}
+    errors: dict[int | str, dict[str, Any]] = {422: {"model": ErrorBody}}
 
     @app.get(
         SCENARIOS_NODE_PATH,

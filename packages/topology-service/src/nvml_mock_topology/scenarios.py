@@ -128,9 +128,7 @@ class ScenarioSnapshot:
         # A node the service does not know: picked by globs and its own hash. Its revision
         # is the snapshot's, so any change of the document wakes its watchers.
         versions = [
-            v
-            for v in self.versions.values()
-            if self.document.picks_unknown(v.scenario, node)
+            v for v in self.versions.values() if self.document.picks_unknown(v.scenario, node)
         ]
         built = _node_answer(node, versions, self.revision)
         if len(self._unknown) < _UNKNOWN_CACHE_MAX:
@@ -377,9 +375,7 @@ class ScenarioStore:
                 reportedMs=now,
             )
             newly_applied = entry.state == "applied" and (
-                before is None
-                or before.status.state != "applied"
-                or before.status.run != entry.run
+                before is None or before.status.state != "applied" or before.status.run != entry.run
             )
             if newly_applied and entry.latency_ms is not None:
                 self.latencies.append(entry.latency_ms / 1000)
