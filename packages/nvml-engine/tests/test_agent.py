@@ -385,3 +385,12 @@ def test_ctl_scenario_lists_shows_and_reports_status(
     assert ctl.main(["scenario", "list", "--url", "http://127.0.0.1:9"]) == 1
     assert "cannot reach the topology service" in capsys.readouterr().err
     assert ctl.main(["scenario", "list"]) == 2
+
+
+def test_the_readme_lists_the_agents_flags() -> None:
+    from nvml_mock_engine.settings import AGENT_OPTIONS
+    from nvml_mock_protocol import settings as s
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    for row in s.table_rows(AGENT_OPTIONS, AgentSettings()):
+        assert row in readme
