@@ -292,3 +292,36 @@ def test_the_entry_point_serves_scenarios(files: dict[str, Path]) -> None:
     ) as (_, url):
         listing = httpx.get(f"{url}/v1/scenarios").json()
         assert json.dumps(listing).count("xid-half") == 1
+
+
+def test_the_fast_path_and_the_fastapi_routes_agree(files: dict[str, Path]) -> None:
+    settings = Settings(
+        topology_file=files["topology"],
+        scenarios_file=files["scenarios"],
+        write_token_file=files["token"],
+    )
+    store, _ = open_topology(settings)
+    scenarios, _ = open_scenarios(settings, store)
+    access = open_write_access(settings)
+    servers = [
+        LiveServer(store, None, scenarios=scenarios, write_access=access, fast_path=fast)
+        for fast in (True, False)
+    ]
+    with servers[0] as fast, servers[1] as slow:
+        for path in (
+            "/v1/nodes/worker-3/scenarios",
+            "/v1/nodes/worker-3/scenarios?wait=0",
+            "/v1/nodes/Bad_Name/scenarios",
+            "/v1/nodes/worker-3/scenarios?revision=x&wait=1",
+        ):
+            a, b = httpx.get(fast.url + path), httpx.get(slow.url + path)
+            assert a.status_code == b.status_code, path
+            if a.status_code == 200:
+                assert a.content == b.content and a.headers["etag"] == b.headers["etag"]
+        for token in (None, "guess", TOKEN):
+            body = {"revision": 1, "scenarios": []}
+            a, b = report(fast, "worker-1", body, token), report(slow, "worker-1", body, token)
+            assert (a.status_code, a.json()) == (b.status_code, b.json())
+        bad = {"revision": -1}
+        a, b = report(fast, "worker-1", bad), report(slow, "worker-1", bad)
+        assert a.status_code == b.status_code == 422

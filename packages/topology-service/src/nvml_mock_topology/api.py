@@ -42,7 +42,7 @@ from pydantic import BaseModel
 from nvml_mock_topology._version import __version__
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.metrics import Metrics
-from nvml_mock_topology.scenario_routes import add_scenario_routes
+from nvml_mock_topology.scenario_routes import ReportFastPath, add_scenario_routes
 from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
 from nvml_mock_topology.snapshot import Answer
 from nvml_mock_topology.source import TopologyFile
@@ -393,7 +393,7 @@ def create_app(
     app.state.store = store
     app.state.metrics = metrics
     app.state.scenarios = scenarios
-    add_scenario_routes(
+    reports = add_scenario_routes(
         app,
         scenarios,
         write_access or WriteAccess(None),
@@ -512,6 +512,8 @@ def create_app(
     async def prometheus() -> Response:
         return Response(content=metrics.render(), media_type="text/plain; version=0.0.4")
 
+    if fast_path:
+        app.add_middleware(ReportFastPath, endpoint=reports)
     app.add_middleware(
         IdentityFastPath,
         endpoint=endpoint if fast_path else None,

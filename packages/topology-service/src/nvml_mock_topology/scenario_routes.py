@@ -10,8 +10,9 @@ configured, and then every report needs ``Authorization: Bearer <token>``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Annotated, Any, Final
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import Response
@@ -32,7 +33,7 @@ from pydantic import ValidationError
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
 
-__all__ = ["add_scenario_routes"]
+__all__ = ["ReportEndpoint", "ReportFastPath", "add_scenario_routes"]
 
 _PREFIX: Final = "nvml_mock_topology"
 _NODE_SCHEMA: Final = {
@@ -42,6 +43,9 @@ _NODE_SCHEMA: Final = {
 }
 """Documented, not enforced by FastAPI: the endpoint's own check says why a name fails."""
 _REPORT_MAX_BYTES: Final = 1 << 20
+_NODES_PREFIX: Final = SCENARIOS_REPORT_PATH.split("{", 1)[0]  # "/v1/nodes/"
+_REPORT_SUFFIX: Final = SCENARIOS_REPORT_PATH.rsplit("}", 1)[1]  # "/scenarios/status"
+_SCENARIOS_SUFFIX: Final = SCENARIOS_NODE_PATH.rsplit("}", 1)[1]  # "/scenarios"
 _LATENCY_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
 
 
@@ -98,8 +102,11 @@ def add_scenario_routes(
     follower: ScenarioFile | None,
     *,
     max_watch_seconds: float,
-) -> None:
-    """Add the scenario endpoints to ``app`` and their metrics to ``registry``."""
+) -> ReportEndpoint:
+    """Add the scenario endpoints to ``app`` and their metrics to ``registry``.
+
+    Returns the report endpoint, for :class:`ReportFastPath` in front of the app.
+    """
     latency = Histogram(
         f"{_PREFIX}_scenario_apply_latency_seconds",
         "From a scenario run's start to the agent's write in the live layer (reported)",
@@ -112,6 +119,9 @@ def add_scenario_routes(
         registry=registry,
     )
     registry.register(_ScenarioCollector(store, follower))
+    endpoint = ReportEndpoint(store, write, latency, refused)
+    watch_endpoint = NodeScenariosEndpoint(store, max_watch_seconds)
+    endpoint.watch = watch_endpoint
 
     async def problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProblemError)
@@ -134,26 +144,19 @@ def add_scenario_routes(
             str, Path(description="Kubernetes node name", json_schema_extra=_NODE_SCHEMA)
         ],
         revision: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-        wait: Annotated[float | None, Query(ge=0, le=86400)] = None,
+        wait: Annotated[
+            float | None, Query(ge=0, description="Seconds to wait for a change (capped)")
+        ] = None,
     ) -> Response:
-        _node(node)
         header = request.headers.get("if-none-match")
-        known = revision
-        if known is None and header is not None and header.strip('W/"').isdigit():
-            known = int(header.strip('W/"'))
-        if wait is not None and wait > 0:
-            if known is None:
-                known = store.snapshot.node_revision(node)
-            gone = asyncio.ensure_future(_disconnected(request))
-            try:
-                answer = await store.watch(node, known, min(wait, max_watch_seconds), gone)
-            finally:
-                gone.cancel()
-        else:
-            answer = store.snapshot.answer(node)
-        if header is not None and header.strip().removeprefix("W/") == answer.etag.decode():
-            return _raw(304, answer.not_modified_headers, b"")
-        return _raw(answer.status, answer.headers, answer.body)
+        status, headers, body = await watch_endpoint.answer(
+            node,
+            None if revision is None else str(revision),
+            None if wait is None else repr(wait),
+            header.encode("latin-1") if header is not None else None,
+            request.receive,
+        )
+        return _raw(status, headers, body)
 
     @app.post(
         SCENARIOS_REPORT_PATH,
@@ -173,21 +176,11 @@ def add_scenario_routes(
             str, Path(description="Kubernetes node name", json_schema_extra=_NODE_SCHEMA)
         ],
         authorization: Annotated[str | None, Header()] = None,
-    ) -> dict[str, int]:
-        # The token is checked before the body is read: nobody else gets the parser.
-        try:
-            write.check(authorization)
-            _node(node)
-            body = await _report_body(request)
-        except ProblemError:
-            refused.inc()
-            raise
-        before = len(store.latencies)
-        taken = store.report(node, body)
-        for seconds in store.latencies[before:]:
-            latency.observe(seconds)
-        del store.latencies[:]
-        return {"taken": taken}
+    ) -> Response:
+        status, headers, body = await endpoint.answer(
+            node, authorization.encode("latin-1") if authorization else None, request.receive
+        )
+        return _raw(status, headers, body)
 
     @app.get(
         SCENARIOS_LIST_PATH,
@@ -217,11 +210,188 @@ def add_scenario_routes(
     ) -> ScenarioDetail:
         return store.detail(name)
 
+    return endpoint
 
-async def _report_body(request: Request) -> NodeReport:
+
+Headers = tuple[tuple[bytes, bytes], ...]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_JSON: Final = (b"content-type", b"application/json")
+
+
+def _json_answer(status: int, body: bytes) -> tuple[int, Headers, bytes]:
+    return status, (_JSON, (b"content-length", b"%d" % len(body))), body
+
+
+class NodeScenariosEndpoint:
+    """``GET /v1/nodes/{node}/scenarios``, for the FastAPI route and the fast path: the
+    identity's watch contract, answered from the snapshot's bytes."""
+
+    def __init__(self, store: ScenarioStore, max_watch_seconds: float) -> None:
+        self.store = store
+        self.max_watch_seconds = max_watch_seconds
+
+    async def answer(
+        self,
+        node: str,
+        revision: str | None,
+        wait: str | None,
+        if_none_match: bytes | None,
+        receive: Receive,
+    ) -> tuple[int, Headers, bytes]:
+        try:
+            _node(node)
+            known = _whole(revision, "revision") if revision is not None else None
+            seconds = _seconds(wait) if wait is not None else 0.0
+        except ProblemError as problem:
+            body = ErrorBody(detail=problem.detail).model_dump_json(exclude_none=True)
+            return _json_answer(problem.status, body.encode())
+        tag = if_none_match.strip().removeprefix(b"W/") if if_none_match is not None else None
+        if known is None and tag is not None and tag.strip(b'"').isdigit() and len(tag) < 22:
+            known = int(tag.strip(b'"'))
+        if seconds > 0:
+            if known is None:
+                known = self.store.snapshot.node_revision(node)
+            gone = asyncio.ensure_future(_disconnected(receive))
+            try:
+                answer = await self.store.watch(
+                    node, known, min(seconds, self.max_watch_seconds), gone
+                )
+            finally:
+                gone.cancel()
+        else:
+            answer = self.store.snapshot.answer(node)
+        if tag is not None and tag == answer.etag:
+            return 304, answer.not_modified_headers, b""
+        return answer.status, answer.headers, answer.body
+
+
+def _whole(text: str, name: str) -> int:
+    if text.isascii() and text.isdigit() and len(text) <= 19 and int(text) <= 2**63 - 1:
+        return int(text)
+    try:
+        number = float(text)
+    except ValueError:
+        number = -1.0
+    if number.is_integer() and 0 <= number <= 2**63 - 1:
+        return int(number)
+    raise ProblemError(
+        422, f"query parameter {name!r} must be a non-negative integer, got {text[:40]!r}"
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not (0 <= seconds < float("inf")):
+        raise ProblemError(
+            422, f"query parameter 'wait' must be a number of seconds >= 0, got {text[:40]!r}"
+        )
+    return seconds
+
+
+class ReportEndpoint:
+    """``POST /v1/nodes/{node}/scenarios/status``, for the FastAPI route and the fast path.
+
+    10,000 agents report when a scenario lands on every node at once; answering them
+    without routing, dependency injection or response models keeps identity lookups fast
+    meanwhile (``bench/bench_scenarios.py``).
+    """
+
+    def __init__(
+        self, store: ScenarioStore, write: WriteAccess, latency: Histogram, refused: Counter
+    ) -> None:
+        self.store = store
+        self.write = write
+        self.latency = latency
+        self.refused = refused
+        self.watch: NodeScenariosEndpoint | None = None
+        """The node-scenarios endpoint, answered by the same fast path."""
+
+    async def answer(
+        self, node: str, authorization: bytes | None, receive: Receive
+    ) -> tuple[int, Headers, bytes]:
+        # The token is checked before the body is read: nobody else gets the parser.
+        try:
+            self.write.check(authorization.decode("latin-1") if authorization else None)
+            _node(node)
+            report = await _report_body(receive)
+        except ProblemError as problem:
+            self.refused.inc()
+            body = ErrorBody(detail=problem.detail).model_dump_json(exclude_none=True)
+            return _json_answer(problem.status, body.encode())
+        before = len(self.store.latencies)
+        taken = self.store.report(node, report)
+        for seconds in self.store.latencies[before:]:
+            self.latency.observe(seconds)
+        del self.store.latencies[:]
+        return _json_answer(200, b'{"taken":%d}' % taken)
+
+
+class ReportFastPath:
+    """ASGI layer that answers agents' reports itself (the FastAPI route gives the same)."""
+
+    def __init__(self, app: Any, endpoint: ReportEndpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Any) -> None:
+        path: str = scope.get("path", "")
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and path.startswith(_NODES_PREFIX)
+            and path.endswith(_REPORT_SUFFIX)
+            and "/" not in path[len(_NODES_PREFIX) : -len(_REPORT_SUFFIX)]
+        ):
+            node = path[len(_NODES_PREFIX) : -len(_REPORT_SUFFIX)]
+            authorization = None
+            for name, value in scope["headers"]:
+                if name == b"authorization":
+                    authorization = value
+                    break
+            status, headers, body = await self.endpoint.answer(node, authorization, receive)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        watch = self.endpoint.watch
+        if (
+            watch is not None
+            and scope["type"] == "http"
+            and scope["method"] == "GET"
+            and path.startswith(_NODES_PREFIX)
+            and path.endswith(_SCENARIOS_SUFFIX)
+            and "/" not in path[len(_NODES_PREFIX) : -len(_SCENARIOS_SUFFIX)]
+        ):
+            node = path[len(_NODES_PREFIX) : -len(_SCENARIOS_SUFFIX)]
+            revision = wait = None
+            for key, value in parse_qsl(scope["query_string"].decode("latin-1")):
+                if key == "revision":
+                    revision = value
+                elif key == "wait":
+                    wait = value
+            if_none_match = None
+            for name, value in scope["headers"]:
+                if name == b"if-none-match":
+                    if_none_match = value
+                    break
+            status, headers, body = await watch.answer(node, revision, wait, if_none_match, receive)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+async def _report_body(receive: Receive) -> NodeReport:
     raw = b""
-    async for chunk in request.stream():
-        raw += chunk
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ProblemError(400, "the client went away before its report was complete")
+        raw += message.get("body", b"")
+        more = message.get("more_body", False)
         if len(raw) > _REPORT_MAX_BYTES:
             raise ProblemError(413, f"a report is at most {_REPORT_MAX_BYTES} bytes")
     try:
@@ -234,7 +404,7 @@ async def _report_body(request: Request) -> NodeReport:
         raise ProblemError(422, f"invalid report: {problems[:2000]}") from None
 
 
-async def _disconnected(request: Request) -> None:
+async def _disconnected(receive: Receive) -> None:
     """Return once the client has gone (a GET's first message is its empty body)."""
-    while (await request.receive())["type"] != "http.disconnect":
+    while (await receive())["type"] != "http.disconnect":
         pass
