@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import resource
 import signal
@@ -31,6 +32,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -64,18 +66,21 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def reports(port: int, nodes: list[str], revision: int, concurrency: int = 64) -> float:
-    """One status report per node (10,000 agents), as fast as ``concurrency`` connections go."""
-    queue: asyncio.Queue[str] = asyncio.Queue()
-    for node in nodes:
-        queue.put_nowait(node)
+async def reports(
+    port: int, nodes: list[str], revision: int, rate: float, concurrency: int = 64
+) -> float:
+    """One status report per node (10,000 agents) at ``rate`` per second (0: as fast as
+    ``concurrency`` connections go)."""
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
     refused = 0
 
     async def agent() -> None:
         nonlocal refused
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        while not queue.empty():
-            node = queue.get_nowait()
+        while True:
+            node = await queue.get()
+            if node is None:
+                break
             body = json.dumps(
                 {
                     "revision": 1,
@@ -102,19 +107,42 @@ async def reports(port: int, nodes: list[str], revision: int, concurrency: int =
         writer.close()
 
     started = time.perf_counter()
-    await asyncio.gather(*(agent() for _ in range(concurrency)))
+    agents = [asyncio.create_task(agent()) for _ in range(concurrency)]
+    for i, node in enumerate(nodes):
+        if rate:
+            delay = started + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        queue.put_nowait(node)
+    for _ in agents:
+        queue.put_nowait(None)
+    await asyncio.gather(*agents)
     if refused:
         raise RuntimeError(f"{refused} reports were refused")
     return time.perf_counter() - started
 
 
+def _report_process(port: int, nodes: list[str], revision: int, rate: float, took: Any) -> None:
+    took.value = asyncio.run(reports(port, nodes, revision, rate))
+
+
 async def identity_during_reports(
-    port: int, nodes: list[str], rate: int, seconds: float, revision: int
+    port: int, nodes: list[str], rate: int, seconds: float, *, revision: int, report_rate: float
 ) -> tuple[list[float], float]:
+    """Identity latency measured here while another process plays the 10,000 agents, so
+    the load generator's own loop is not what slows down."""
+    took = multiprocessing.Value("d", 0.0)
+    agents = multiprocessing.Process(
+        target=_report_process, args=(port, nodes, revision, report_rate, took)
+    )
     lookups = asyncio.create_task(fixed_rate(port, nodes, rate, seconds))
     await asyncio.sleep(0.3)
-    took = await reports(port, nodes, revision)
-    return await lookups, took
+    agents.start()
+    latencies = await lookups
+    await asyncio.to_thread(agents.join)
+    if agents.exitcode != 0:
+        raise RuntimeError(f"the agents' process exited {agents.exitcode}")
+    return latencies, float(took.value)
 
 
 async def watchers(
@@ -171,6 +199,11 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=1000, help="identity lookups per second")
     parser.add_argument("--seconds", type=float, default=5, help="seconds per latency phase")
     parser.add_argument("--watchers", type=int, default=NODES, help="scenario watchers")
+    parser.add_argument(
+        "--report-rates",
+        default="0,2000,1000",
+        help="agents' reports per second, one phase each (0: as fast as they go)",
+    )
     args = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -211,14 +244,20 @@ def main() -> int:
             print(f"identity lookups at {args.rate}/s, {args.seconds:g} s, alone:")
             alone = asyncio.run(fixed_rate(port, nodes, args.rate, args.seconds))
             print(f"  p50 {statistics.median(alone):.2f} ms, p99 {percentile(alone, 0.99):.2f} ms")
-            print(f"the same while {NODES} agents report their status:")
-            during, took = asyncio.run(
-                identity_during_reports(port, nodes, args.rate, args.seconds, revision)
-            )
-            print(
-                f"  p50 {statistics.median(during):.2f} ms, p99 {percentile(during, 0.99):.2f} ms"
-                f" ({NODES} reports in {took:.2f} s, {NODES / took:.0f}/s)"
-            )
+            for report_rate in (float(r) for r in args.report_rates.split(",")):
+                pace = f"at {report_rate:g}/s" if report_rate else "as fast as they go"
+                seconds = (
+                    max(args.seconds, NODES / report_rate + 1) if report_rate else args.seconds
+                )
+                print(f"the same while {NODES} agents report their status, {pace}:")
+                during, took = asyncio.run(
+                    identity_during_reports(port, nodes, args.rate, seconds, revision, report_rate)
+                )
+                print(
+                    f"  p50 {statistics.median(during):.2f} ms, "
+                    f"p99 {percentile(during, 0.99):.2f} ms "
+                    f"({NODES} reports in {took:.2f} s)"
+                )
             print(f"{args.watchers} scenario watchers, then the document changes for every node:")
             delays, _, _, changed = asyncio.run(
                 watchers(port, process.pid, nodes[: args.watchers], scenario_file)

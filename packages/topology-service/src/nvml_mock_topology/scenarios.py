@@ -228,10 +228,10 @@ def _lists(snapshot: ScenarioSnapshot) -> dict[str, tuple[tuple[str, int], ...]]
     return {node: tuple(sorted(items)) for node, items in lists.items()}
 
 
-@dataclass(slots=True)
-class _Reported:
-    status: NodeStatus
-    revision: int
+_Reported = tuple[int, str, str | None, tuple[str, ...], int, int | None, int | None, int]
+"""(revision, state, reason, gpus, run, applied ms, cleared ms, reported ms): a plain tuple of
+atoms, which the garbage collector stops tracking, so 10,000 nodes' reports add nothing to the
+collector's full passes (which would pause every request)."""
 
 
 class ScenarioStore:
@@ -364,22 +364,21 @@ class ScenarioStore:
                 continue  # a scenario since removed or changed: not this version's status
             per_node = self._reports.setdefault(entry.name, {})
             before = per_node.get(node)
-            status = NodeStatus(
-                node=node,
-                state=entry.state,
-                reason=entry.reason,
-                gpus=entry.gpus,
-                run=entry.run,
-                appliedMs=entry.applied_ms,
-                clearedMs=entry.cleared_ms,
-                reportedMs=now,
-            )
             newly_applied = entry.state == "applied" and (
-                before is None or before.status.state != "applied" or before.status.run != entry.run
+                before is None or before[1] != "applied" or before[4] != entry.run
             )
             if newly_applied and entry.latency_ms is not None:
                 self.latencies.append(entry.latency_ms / 1000)
-            per_node[node] = _Reported(status, entry.revision)
+            per_node[node] = (
+                entry.revision,
+                entry.state,
+                entry.reason,
+                tuple(entry.gpus),
+                entry.run,
+                entry.applied_ms,
+                entry.cleared_ms,
+                now,
+            )
             taken += 1
         self.reports += 1
         return taken
@@ -392,15 +391,34 @@ class ScenarioStore:
         rows: dict[str, NodeStatus] = {}
         for node in snapshot.picked.get(name, ()):
             rows[node] = NodeStatus(node=node, state="pending")
-        for node, entry in reported.items():
-            if entry.revision == version.revision:
-                rows[node] = entry.status
+        for node, (revision, state, reason, gpus, run, applied, cleared, at) in reported.items():
+            if revision == version.revision:
+                rows[node] = NodeStatus(
+                    node=node,
+                    state=state,  # type: ignore[arg-type]
+                    reason=reason,
+                    gpus=gpus,
+                    run=run,
+                    appliedMs=applied,
+                    clearedMs=cleared,
+                    reportedMs=at,
+                )
         return [rows[node] for node in sorted(rows)]
 
     def counts(self, name: str) -> dict[str, int]:
+        """Nodes per state for scenario ``name``, without building a row per node."""
+        snapshot = self._snapshot
+        revision = snapshot.versions[name].revision
+        reported = self._reports.get(name, {})
         counts = dict.fromkeys(STATES, 0)
-        for row in self.node_states(name):
-            counts[row.state] += 1
+        for entry in reported.values():
+            if entry[0] == revision:
+                counts[entry[1]] += 1
+        picked = snapshot.picked.get(name, frozenset())
+        unreported = len(picked) - sum(
+            1 for node, entry in reported.items() if entry[0] == revision and node in picked
+        )
+        counts["pending"] += unreported
         return counts
 
     def listing(self) -> ScenarioList:
@@ -430,9 +448,7 @@ class ScenarioStore:
             known = ", ".join(sorted(self._snapshot.versions)) or "none"
             raise ProblemError(404, f"no scenario named {name[:80]!r} (served: {known[:500]})")
         rows = self.node_states(name)
-        counts = dict.fromkeys(STATES, 0)
-        for row in rows:
-            counts[row.state] += 1
+        counts = self.counts(name)
         return ScenarioDetail(
             name=name,
             revision=version.revision,
@@ -447,10 +463,10 @@ class ScenarioStore:
         applied = failed = 0
         for name, version in self._snapshot.versions.items():
             for entry in self._reports.get(name, {}).values():
-                if entry.revision != version.revision:
+                if entry[0] != version.revision:
                     continue
-                applied += entry.status.state == "applied"
-                failed += entry.status.state == "failed"
+                applied += entry[1] == "applied"
+                failed += entry[1] == "failed"
         return applied, failed
 
 
