@@ -251,7 +251,9 @@ def main() -> int:
                 )
                 print(f"the same while {NODES} agents report their status, {pace}:")
                 during, took = asyncio.run(
-                    identity_during_reports(port, nodes, args.rate, seconds, revision, report_rate)
+                    identity_during_reports(
+                        port, nodes, args.rate, seconds, revision=revision, report_rate=report_rate
+                    )
                 )
                 print(
                     f"  p50 {statistics.median(during):.2f} ms, "
