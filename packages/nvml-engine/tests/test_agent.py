@@ -89,6 +89,11 @@ def scenarios(*entries: str) -> str:
     return "version: 1\nscenarios:\n" + "".join(f"  - {e}\n" for e in entries)
 
 
+def soon() -> int:
+    """A moment just after now: ``start: now`` is resolved by the service on the real clock."""
+    return time.time_ns() // 1_000_000 + 1000
+
+
 class Clock:
     def __init__(self, ms: int) -> None:
         self.ms = ms
@@ -229,7 +234,7 @@ def test_a_refused_value_fails_with_the_reason_and_writes_nothing(
         "{name: too-hot, apply: {set: {temperature_c: 100000}, xid: 79}}",
     )
     with Service(text, node["token"]) as running:
-        agent = make_agent(running.url, Clock(T0))
+        agent = make_agent(running.url, Clock(soon()))
         sync(agent)
         bogus = running.get("/v1/scenarios/bogus")["nodes"][0]
         assert bogus["state"] == "failed" and "is not a fault; faults: lost" in bogus["reason"]
@@ -249,11 +254,11 @@ def test_faults_xids_patterns_and_gpu_picks_go_through_the_engines_recipes(
         "{name: pool-b, selector: {labels: {pool: b}}, apply: {xid: 48}}",
     )
     with Service(text, node["token"]) as running:
-        agent = make_agent(running.url, Clock(T0), node_labels={"pool": "a"})
+        agent = make_agent(running.url, Clock(soon()), node_labels={"pool": "a"})
         sync(agent)
         lost = [g for g in (0, 1) if values(node, g).get("gpu_lost") == 1]
         assert len(lost) == 1
-        again = make_agent(running.url, Clock(T0), name="node-1")
+        again = make_agent(running.url, Clock(soon()), name="node-1")
         assert again.applied["off-bus"].uuids == agent.applied["off-bus"].uuids  # same seed
         assert values(node, 1)["util_pattern_level"] == 90
         with live.LiveLayer.open(node["live"], writable=False) as layer:

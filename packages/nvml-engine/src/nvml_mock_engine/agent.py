@@ -143,6 +143,7 @@ class Agent:
         self.metrics = _Metrics()
         self._reported: str | None = None
         self._write_off_logged = False
+        self._report_after = 0.0
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -409,8 +410,9 @@ class Agent:
     def report(self) -> None:
         """Send the states when they changed since the last report that was taken."""
         body = self.report_body().model_dump_json(by_alias=True, exclude_none=True)
-        if body == self._reported or not self.connected:
+        if body == self._reported or not self.connected or time.monotonic() < self._report_after:
             return
+        self._report_after = time.monotonic() + _RETRY  # until it is taken: not every tick
         request = urllib.request.Request(
             f"{self.settings.topology_url}/v1/nodes/{self.settings.node}/scenarios/status",
             data=body.encode(),
@@ -437,6 +439,7 @@ class Agent:
             return
         self.metrics.reports += 1
         self._reported = body
+        self._report_after = 0.0
 
     def _auth(self) -> dict[str, str]:
         if self.settings.token_file is None:
