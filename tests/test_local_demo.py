@@ -75,6 +75,32 @@ def test_compute_domain_scenario(tmp_path: Path) -> None:
     assert len(reset) == 4 and {row[2] for row in reset} == {"4"}
     allocated = [row for row in rows if row[0] == "allocated"]
     assert len(allocated) == 1 and allocated[0][2] == "1" and allocated[0][-1] == "PASS"
+    # The 50% scenario: the seed picks two of the four nodes, the same two every run.
+    scenario = {row[1]: row for row in rows if row[0] == "scenario"}
+    assert len(scenario) == 4
+    lost = sorted(node for node, row in scenario.items() if row[-1] == "LOST")
+    assert lost == picked_by_the_demo_scenario(sorted(scenario))
+    assert {scenario[node][2] for node in lost} == {"3"}
+    assert {row[2] for node, row in scenario.items() if node not in lost} == {"4"}
+    assert "nvml-mock-ctl scenario status xid-79-half" in done.stdout
+    removed = [row for row in rows if row[0] == "scenario: removed"]
+    assert len(removed) == 4 and {row[2] for row in removed} == {"4"}
+
+
+def picked_by_the_demo_scenario(nodes: list[str]) -> list[str]:
+    """What the protocol's selection picks for the demo's scenario over these nodes."""
+    from nvml_mock_protocol.scenarios import parse_scenarios
+    from nvml_mock_protocol.topology import parse_topology
+
+    sys.path.insert(0, str(DEMO.parent))
+    try:
+        import run as demo
+    finally:
+        sys.path.remove(str(DEMO.parent))
+    topology = parse_topology(demo.rebind_yaml(nodes))
+    picked = parse_scenarios(demo.SCENARIO_YAML).select(topology)[demo.SCENARIO]
+    assert len(picked) == 2
+    return sorted(picked)
 
 
 def test_plain_injection_on_a_non_fabric_profile(tmp_path: Path) -> None:

@@ -116,6 +116,8 @@ class TopologyService:
     workdir: Path
     port: int = field(default_factory=free_port)
     process: Process | None = None
+    extra: tuple[str, ...] = ()
+    """More flags (the scenario file and the write token)."""
 
     @property
     def url(self) -> str:
@@ -134,6 +136,7 @@ class TopologyService:
             str(self.port),
             "--poll-interval",
             "0.2",
+            *self.extra,
         ]
         self.process = await Process.start(
             "topology-service", argv, self.workdir / "logs" / "topology-service.log"

@@ -8,10 +8,13 @@ MOCK_* env, no mounts) see GPUs and their node's clique through injection alone.
 Acts, each with assertions: injection (with a ComputeDomain, the workloads also opt in to
 IMEX channels and check them, where the demo may make device nodes); a rebind (the topology
 file changes: new workloads see the new clique, running ones keep what they were given); an
-Xid; an allocation (a workload given GPU 2 by NVIDIA_VISIBLE_DEVICES sees exactly that GPU,
-and the node's nvidia-smi shows its process and memory while it runs, and not after); a
-fault (the topology service stops: new workloads keep the cached identity; a plugin stops:
-its node's new workloads get no GPUs, and its readiness probe is what reveals it).
+Xid on one node; an allocation (a workload given GPU 2 by NVIDIA_VISIBLE_DEVICES sees exactly
+that GPU, and the node's nvidia-smi shows its process and memory while it runs, and not
+after); a scenario (a 50% Xid scenario in the scenario document: each node's agent applies
+it, new workloads' nvidia-smi shows which nodes got it, the scenario status says the same,
+and removing it clears it); a fault (the topology service stops: new workloads keep the
+cached identity; a plugin stops: its node's new workloads get no GPUs, and its readiness
+probe is what reveals it).
 
 Knobs (env, or the flags below): GPU_PROFILE, GPU_COUNT, WITH_COMPUTE_DOMAIN, NODE_COUNT.
 Exit status: 0 every assertion held, 1 one did not, 3 bad knobs.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -34,12 +38,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cluster import Node, TopologyService, wait_until
+from cluster import Node, Process, TopologyService, free_port, http_get, wait_until
 from nvml_mock_engine import live
 from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
 from nvml_mock_engine.runtime import loader_name
 from nvml_mock_protocol import names
+from nvml_mock_protocol.scenarios import parse_scenarios
+from nvml_mock_protocol.topology import parse_topology
 from workload import WORKLOAD_NAMESPACE, Isolation, Outcome, create_and_run, recheck
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +53,17 @@ DOMAIN = ("node-wide-domain", "00000000-0000-0000-0000-0000000000cd")
 REBIND = ("rebinder", "00000000-0000-0000-0000-0000000000ff", 99)
 MARKER = ".nvml-mock-demo"
 XID_FALLEN_OFF_BUS = 79
+SCENARIO = "xid-79-half"
+SCENARIO_YAML = f"""\
+version: 1
+scenarios:
+  - name: {SCENARIO}
+    selector: {{percent: 50, seed: 1}}
+    gpus: [0]
+    apply: {{fault: fallen-off-bus}}
+    duration: 1h
+"""
+NO_SCENARIOS = "version: 1\nscenarios: []\n"
 EVENT_WAITER = """\
 import ctypes
 import pynvml
@@ -180,6 +197,9 @@ class Demo:
         self.work = knobs.workdir
         self.overlay = self.work / "overlay"
         self.document = self.work / "topology" / "topology.yaml"
+        self.scenarios = self.work / "scenarios" / "scenarios.yaml"
+        self.token = self.work / "scenarios" / "write-token"
+        self.agents: list[Process] = []
         self.names = node_names(knobs.nodes)
         self.service: TopologyService | None = None
         self.nodes: list[Node] = []
@@ -209,6 +229,8 @@ class Demo:
                 await self.act_rebind(first)
             await self.act_xid()
             await self.act_allocation()
+            if self.service is not None:
+                await self.act_scenario()
             await self.act_fault()
         finally:
             await self.teardown()
@@ -292,7 +314,20 @@ class Demo:
             say("\n== Starting the topology service")
             self.document.parent.mkdir(parents=True)
             write_atomically(self.document, topology_yaml(self.names))
-            self.service = TopologyService(self.document, self.work)
+            self.scenarios.parent.mkdir(parents=True)
+            write_atomically(self.scenarios, NO_SCENARIOS)
+            self.token.write_text(os.urandom(16).hex())
+            self.token.chmod(0o600)
+            self.service = TopologyService(
+                self.document,
+                self.work,
+                extra=(
+                    "--scenarios-file",
+                    str(self.scenarios),
+                    "--write-token-file",
+                    str(self.token),
+                ),
+            )
             await self.service.start()
             topology_url = self.service.url
             say(f"  {self.service.url} serves revision {self.service.revision()}")
@@ -327,6 +362,7 @@ class Demo:
         for pid in self.workloads:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+        await asyncio.gather(*(agent.stop() for agent in self.agents), return_exceptions=True)
         await asyncio.gather(*(node.stop() for node in self.nodes), return_exceptions=True)
         if self.service is not None:
             await self.service.stop()
@@ -649,6 +685,142 @@ class Demo:
         )
         self.record("allocated", [outcome], ["PASS" if ok else "FAIL"])
 
+    async def start_agent(self, node: Node) -> tuple[Process, str]:
+        """The node's agent (the staging DaemonSet's second container on a real cluster)."""
+        assert self.service is not None
+        port = free_port()
+        argv = [
+            sys.executable,
+            "-m",
+            "nvml_mock_engine",
+            "agent",
+            "--topology-url",
+            self.service.url,
+            "--node",
+            node.name,
+            "--live-file",
+            str(self.live_of(node)),
+            "--state-file",
+            str(self.overlay / "config" / "state.nvmlmock"),
+            "--token-file",
+            str(self.token),
+            "--probe-addr",
+            f"127.0.0.1:{port}",
+            "--applied-file",
+            str(node.workdir / "scenarios.applied.json"),
+        ]
+        agent = await Process.start("agent", argv, node.workdir / "agent.log")
+        self.agents.append(agent)
+        return agent, f"http://127.0.0.1:{port}"
+
+    def scenario_status(self) -> dict[str, str]:
+        """Node -> state, from ``GET /v1/scenarios/{name}``."""
+        assert self.service is not None
+        status, body = http_get(f"{self.service.url}/v1/scenarios/{SCENARIO}")
+        if status != 200:
+            return {}
+        return {row["node"]: row["state"] for row in json.loads(body)["nodes"]}
+
+    async def act_scenario(self) -> None:
+        assert self.service is not None
+        self.act(
+            f"a scenario: Xid {XID_FALLEN_OFF_BUS} (fallen-off-bus) on GPU 0 of 50% of the nodes"
+        )
+        board = live.read_board(self.overlay / "config" / "state.nvmlmock")
+        gpus = len(board)
+        for node in self.nodes:
+            live.create(self.live_of(node), board)
+        probes = [
+            url for _, url in await asyncio.gather(*(self.start_agent(n) for n in self.nodes))
+        ]
+        for node, url in zip(self.nodes, probes, strict=True):
+            await wait_until(
+                f"{node.name}'s agent to be ready",
+                lambda u=url: http_get(f"{u}/readyz")[0] == 200,
+                20,
+            )
+        say(f"  an agent per node, each watching its scenarios at {self.service.url}")
+        for line in SCENARIO_YAML.splitlines():
+            say(f"    {line}")
+        write_atomically(self.scenarios, SCENARIO_YAML)
+        picked = sorted(
+            parse_scenarios(SCENARIO_YAML).select(parse_topology(self.document.read_text()))[
+                SCENARIO
+            ]
+        )
+        say(f"  the seed picks {', '.join(picked)}")
+        with contextlib.suppress(TimeoutError):
+            await wait_until(
+                "every picked node's agent to report it applied",
+                lambda: (
+                    sorted(n for n, s in self.scenario_status().items() if s == "applied") == picked
+                ),
+                15,
+            )
+        states = self.scenario_status()
+        self.verdicts.check(
+            sorted(n for n, s in states.items() if s == "applied") == picked
+            and sorted(n for n, s in states.items() if s == "pending") == [],
+            f"scenario status: applied on {sorted(n for n, s in states.items() if s == 'applied')}"
+            f" (want {picked}), {states}",
+        )
+        rc, _ = await self.ctl_scenario("status", SCENARIO)
+        self.verdicts.check(rc == 0, f"nvml-mock-ctl scenario status exits {rc}")
+        after = await self.new_workloads(own_live_layer=True)
+        verdicts = []
+        for outcome in after:
+            lost = "GPU is lost" in outcome.output
+            if outcome.node in picked:
+                ok = self.verdicts.check(
+                    lost and len(outcome.gpus) == gpus - 1,
+                    f"{outcome.node}: picked: nvidia-smi -L shows GPU 0 lost, "
+                    f"{len(outcome.gpus)} GPU(s)",
+                )
+                verdicts.append("LOST" if ok else "FAIL")
+            else:
+                ok = self.verdicts.check(
+                    not lost and len(outcome.gpus) == gpus,
+                    f"{outcome.node}: not picked: {len(outcome.gpus)} GPU(s), none lost",
+                )
+                verdicts.append("PASS" if ok else "FAIL")
+        say("  new workloads with the scenario applied:")
+        self.record("scenario", after, verdicts)
+        say("  removing the scenario from the document")
+        write_atomically(self.scenarios, NO_SCENARIOS)
+        with contextlib.suppress(TimeoutError):
+            await wait_until(
+                "the agents to clear it",
+                lambda: all("gpu_lost" not in live_values(self.live_of(n), 0) for n in self.nodes),
+                15,
+            )
+        cleared = await self.new_workloads(own_live_layer=True)
+        verdicts = [
+            "PASS"
+            if self.verdicts.check(
+                "GPU is lost" not in o.output and len(o.gpus) == gpus,
+                f"{o.node}: after the scenario is removed nvidia-smi -L lists {len(o.gpus)} GPU(s)",
+            )
+            else "FAIL"
+            for o in cleared
+        ]
+        say("  new workloads after it was removed:")
+        self.record("scenario: removed", cleared, verdicts)
+        await asyncio.gather(*(agent.stop() for agent in self.agents))
+
+    async def ctl_scenario(self, *args: str) -> tuple[int, str]:
+        """``nvml-mock-ctl scenario ...`` against the topology service."""
+        assert self.service is not None
+        argv = [sys.executable, "-m", "nvml_mock_engine.ctl", "scenario", *args]
+        argv += ["--url", self.service.url]
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        )
+        out, _ = await proc.communicate()
+        say(f"  $ nvml-mock-ctl scenario {' '.join(args)} --url {self.service.url}")
+        for line in out.decode(errors="replace").splitlines():
+            say(f"      {_clip(line, 110)}")
+        return int(proc.returncode or 0), out.decode(errors="replace")
+
     async def act_fault(self) -> None:
         self.act("faults")
         cd = self.knobs.compute_domain
@@ -688,6 +860,15 @@ class Demo:
             "  -> injection stops silently for the runtime (containerd creates the container "
             "anyway); the plugin's readiness probe is the signal to alert on."
         )
+
+
+def live_values(path: Path, gpu: int) -> dict[str, int]:
+    """The live values of one GPU of a node's live layer (empty when it cannot be read)."""
+    try:
+        with live.LiveLayer.open(path, writable=False) as layer:
+            return layer.values(gpu)
+    except NvmlEngineError:
+        return {}
 
 
 def parse_knobs(argv: Sequence[str] | None) -> Knobs:

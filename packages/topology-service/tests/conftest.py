@@ -87,7 +87,10 @@ class LiveServer:
 
     def _run(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.loop.run_until_complete(self.server.serve())
+        try:
+            self.loop.run_until_complete(self.server.serve())
+        finally:
+            self.loop.close()
 
     def __enter__(self) -> LiveServer:
         self.thread.start()

@@ -239,3 +239,21 @@ are ANDed with these: each of their terms is combined with each of ours.
 {{- define "nvml-mock.deviceNamespaces" -}}
 {{- join "," (uniq .Values.nri.deviceNamespaces) -}}
 {{- end -}}
+
+{{/* Scenarios need the topology service: it serves them. */}}
+{{- define "nvml-mock.scenariosEnabled" -}}
+{{- if and .Values.topology.enabled .Values.scenarios.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- define "nvml-mock.scenarioTokenSecret" -}}
+{{- .Values.scenarios.writeToken.existingSecret | default (printf "%s-scenario-token" (include "nvml-mock.fullname" .)) -}}
+{{- end -}}
+
+{{/* The agent's node labels as KEY=VALUE,... (sorted). */}}
+{{- define "nvml-mock.agentLabels" -}}
+{{- $items := list -}}
+{{- range $key, $value := . -}}
+{{- $items = append $items (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- join "," $items -}}
+{{- end -}}

@@ -28,6 +28,8 @@ from nvml_mock_engine._version import __version__
 from nvml_mock_engine.config import EngineConfig, load_config_file, resolve_config
 from nvml_mock_engine.errors import ConfigError, NvmlEngineError, StageError
 from nvml_mock_engine.settings import (
+    AGENT_OPTIONS,
+    CTL_OPTIONS,
     ENV_CONFIG_FILE,
     ENV_DRIVER_VERSION,
     ENV_GPU_COUNT,
@@ -39,6 +41,7 @@ from nvml_mock_engine.settings import (
     PROFILES_OPTIONS,
     RENDER_OPTIONS,
     STAGE_OPTIONS,
+    AgentSettings,
     CommandSettings,
     NodeSettings,
     ProfilesSettings,
@@ -98,6 +101,7 @@ _COMMANDS: Final[Mapping[str, tuple[type[CommandSettings], tuple[s.Option, ...]]
     "stage": (StageSettings, (*NODE_OPTIONS, *STAGE_OPTIONS)),
     "lib-path": (CommandSettings, ()),
     "profiles": (ProfilesSettings, PROFILES_OPTIONS),
+    "agent": (AgentSettings, (*CTL_OPTIONS, *AGENT_OPTIONS)),
 }
 """Each subcommand's settings class and its own options (the log options come on top)."""
 
@@ -140,7 +144,24 @@ def _parser() -> argparse.ArgumentParser:
 
     profiles = add("profiles", "list the packaged GPU profiles", _cmd_profiles)
     s.add_options(profiles, PROFILES_OPTIONS, ProfilesSettings())
+
+    agent = add(
+        "agent",
+        "apply this node's scenarios from the topology service in its live layer",
+        _cmd_agent,
+    )
+    s.add_options(agent, (*CTL_OPTIONS, *AGENT_OPTIONS), AgentSettings())
     return parser
+
+
+def _cmd_agent(settings: AgentSettings) -> int:
+    from nvml_mock_engine.agent import run_agent  # the other commands need none of it
+
+    if not settings.topology_url:
+        raise ConfigError("topology_url", "is required (--topology-url, NVML_MOCK_TOPOLOGY_URL)")
+    if not settings.node:
+        raise ConfigError("node", "is required (--node, NODE_NAME)")
+    return run_agent(settings)
 
 
 def _engine_config(settings: NodeSettings) -> EngineConfig:

@@ -36,6 +36,7 @@ from nvml_mock_engine._version import __version__
 from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
 from nvml_mock_engine.live import LiveLayer
+from nvml_mock_engine.scenario_ctl import add_scenario_verb
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
 from nvml_mock_engine.settings import (
     CTL_OPTIONS,
@@ -712,7 +713,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Change the mock GPUs of this node while processes use them "
         "(through the live layer).",
         epilog="Exit codes: 0 done, 1 the live layer cannot be opened or written, 2 usage error, "
-        "3 a value refused (nothing written).",
+        "3 a value refused (nothing written). `scenario` reads the topology service: 1 it "
+        "cannot be reached or refused.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     defaults = CtlSettings()
@@ -856,6 +858,7 @@ def _parser() -> argparse.ArgumentParser:
     ).add_argument(
         "keys", nargs="*", metavar="KEY", help="only these keys (default: every live key)"
     )
+    add_scenario_verb(verbs)
     return parser
 
 

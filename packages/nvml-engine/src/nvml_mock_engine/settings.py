@@ -30,6 +30,7 @@ from nvml_mock_engine.errors import ConfigError
 from nvml_mock_engine.schema import MAX_GPUS
 
 __all__ = [
+    "AGENT_OPTIONS",
     "CHAR_MAJOR_MAX",
     "CTL_OPTIONS",
     "ENV_CONFIG_FILE",
@@ -49,6 +50,7 @@ __all__ = [
     "PROFILES_OPTIONS",
     "RENDER_OPTIONS",
     "STAGE_OPTIONS",
+    "AgentSettings",
     "CommandSettings",
     "CtlSettings",
     "NodeSettings",
@@ -363,3 +365,118 @@ CTL_OPTIONS: Final[tuple[s.Option, ...]] = (
     ),
 )
 """On the command and on every verb, before or after its name."""
+
+
+# -- agent ----------------------------------------------------------------------------
+
+ENV_TOPOLOGY_URL: Final = "NVML_MOCK_TOPOLOGY_URL"
+"""The topology service (the NRI plugin reads the same variable)."""
+ENV_AGENT_NODE_LABELS: Final = "NVML_MOCK_AGENT_NODE_LABELS"
+ENV_AGENT_TOKEN_FILE: Final = "NVML_MOCK_AGENT_TOKEN_FILE"
+ENV_AGENT_PROBE_ADDR: Final = "NVML_MOCK_AGENT_PROBE_ADDR"
+ENV_AGENT_APPLIED_FILE: Final = "NVML_MOCK_AGENT_APPLIED_FILE"
+ENV_AGENT_MAX_WAIT: Final = "NVML_MOCK_AGENT_MAX_WAIT"
+
+
+def _labels(value: str) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for item in s.csv(value):
+        key, eq, text = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"{item!r} is not KEY=VALUE")
+        labels[key.strip()] = text.strip()
+    return labels
+
+
+def _probe_addr(value: str) -> tuple[str, int] | None:
+    return None if not value.strip() else s.host_port(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentSettings(CtlSettings):
+    """``agent``: the node, the service it watches and where it writes (the live layer)."""
+
+    topology_url: str = ""
+    """The topology service's base URL (required)."""
+    node: str = ""
+    """This node's name (required; the downward API's ``spec.nodeName``)."""
+    node_labels: dict[str, str] | None = None
+    """This node's labels, for scenario selectors with ``labels``."""
+    token_file: Path | None = None
+    """The write API's bearer token, sent with every report."""
+    probe_addr: tuple[str, int] | None = ("0.0.0.0", names.AGENT_PROBE_PORT)
+    """``/healthz``, ``/readyz`` and ``/metrics``; None serves none."""
+    applied_file: Path | None = None
+    """What the agent applied (default: ``scenarios.applied.json`` beside the live layer)."""
+    max_wait: float = 55.0
+    """Longest watch the agent asks the service for, in seconds."""
+
+    @property
+    def applied_path(self) -> Path:
+        return self.applied_file or self.live_path.parent / names.APPLIED_FILE_NAME
+
+
+AGENT_OPTIONS: Final[tuple[s.Option, ...]] = (
+    s.Option(
+        "topology_url",
+        "--topology-url",
+        ENV_TOPOLOGY_URL,
+        s.url,
+        "the topology service's base URL",
+        metavar="URL",
+        default_doc="required",
+    ),
+    s.Option(
+        "node",
+        "--node",
+        names.ENV_NODE_NAME,
+        s.name,
+        "this node's name",
+        default_doc="required",
+    ),
+    s.Option(
+        "node_labels",
+        "--node-labels",
+        ENV_AGENT_NODE_LABELS,
+        _labels,
+        "this node's labels, KEY=VALUE comma separated (for label selectors)",
+        metavar="LABELS",
+        default_doc="none",
+    ),
+    s.Option(
+        "token_file",
+        "--token-file",
+        ENV_AGENT_TOKEN_FILE,
+        s.optional(_path),
+        "bearer token sent with reports (the service's write token)",
+        metavar="PATH",
+        default_doc="none",
+    ),
+    s.Option(
+        "probe_addr",
+        "--probe-addr",
+        ENV_AGENT_PROBE_ADDR,
+        _probe_addr,
+        "host:port of /healthz, /readyz and /metrics; empty: none",
+        metavar="ADDR",
+        default_doc=f"`0.0.0.0:{names.AGENT_PROBE_PORT}`",
+    ),
+    s.Option(
+        "applied_file",
+        "--applied-file",
+        ENV_AGENT_APPLIED_FILE,
+        s.optional(_path),
+        "what the agent applied, kept across its restarts",
+        metavar="PATH",
+        default_doc=f"`{names.APPLIED_FILE_NAME}` beside the live layer",
+    ),
+    s.Option(
+        "max_wait",
+        "--max-wait",
+        ENV_AGENT_MAX_WAIT,
+        s.seconds(3600),
+        "longest watch asked of the service, seconds",
+        metavar="S",
+    ),
+)
+"""``agent``: on top of the live layer's options (those of ``nvml-mock-ctl``)."""

@@ -19,6 +19,8 @@ holds their root and draws the whole tree::
     │                                 nothing was written
     ├── TopologyError                 (topology) an invalid topology document, every problem
     │                                 listed (also a ValueError)
+    ├── ScenarioError                 (scenarios) an invalid scenario document, every problem
+    │                                 listed (also a ValueError)
     └── SettingsError                 (settings) a flag or env value a parser refused, naming
                                       the flag or variable
 

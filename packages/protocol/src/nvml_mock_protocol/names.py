@@ -102,3 +102,12 @@ NRI_PLUGIN_HEALTH_PORT: Final = 8080
 # Topology service HTTP paths.
 TOPOLOGY_IDENTITY_PATH: Final = "/v1/nodes/{node}/identity"
 TOPOLOGY_DOCUMENT_PATH: Final = "/v1/topology"
+
+# Scenarios (served by the topology service, applied by the node agent).
+SCENARIOS_NODE_PATH: Final = "/v1/nodes/{node}/scenarios"
+SCENARIOS_REPORT_PATH: Final = "/v1/nodes/{node}/scenarios/status"
+SCENARIOS_LIST_PATH: Final = "/v1/scenarios"
+SCENARIOS_FILE_NAME: Final = "scenarios.yaml"
+APPLIED_FILE_NAME: Final = "scenarios.applied.json"
+"""What the node agent applied, beside the live layer in ``config/`` (survives its restarts)."""
+AGENT_PROBE_PORT: Final = 8091

@@ -757,6 +757,16 @@ def read_topology_file(
     invalid) and ``OSError`` when the file cannot be opened (missing, a directory, no
     permission, a symlink loop) so callers can tell the two apart.
     """
+    raw = _read_bounded(Path(path), max_bytes, "topology file")
+    return parse_topology(raw, str(path), max_bytes=max_bytes, max_items=max_items)
+
+
+def _read_bounded(path: Path, max_bytes: int, what: str) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``, read without blocking.
+
+    Raises :class:`TopologyError` for a special file or one over the limit (``what`` names
+    the file's role in the message) and ``OSError`` when it cannot be opened.
+    """
     path = Path(path)
     source = str(path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
@@ -767,7 +777,7 @@ def read_topology_file(
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), source)
             kind = next((name for test, name in _KINDS if test(info.st_mode)), "a special file")
             raise TopologyError(
-                [f"topology file is {kind}, not a regular file; refused without reading it"],
+                [f"{what} is {kind}, not a regular file; refused without reading it"],
                 source,
             )
         if info.st_size > max_bytes:
@@ -787,7 +797,7 @@ def read_topology_file(
             raise TopologyError([f"document is larger than the limit of {max_bytes} bytes"], source)
     finally:
         os.close(fd)
-    return parse_topology(b"".join(chunks), source, max_bytes=max_bytes, max_items=max_items)
+    return b"".join(chunks)
 
 
 class _DuplicateKeyError(ValueError):

@@ -27,7 +27,11 @@ from nvml_mock_protocol.identity import (
     NodeIdentity,
     TopologyResponse,
 )
-from nvml_mock_protocol.names import TOPOLOGY_DOCUMENT_PATH, TOPOLOGY_IDENTITY_PATH
+from nvml_mock_protocol.names import (
+    SCENARIOS_LIST_PATH,
+    TOPOLOGY_DOCUMENT_PATH,
+    TOPOLOGY_IDENTITY_PATH,
+)
 from nvml_mock_protocol.topology import (
     NODE_NAME_MAX_LENGTH,
     NODE_NAME_PATTERN,
@@ -38,6 +42,8 @@ from pydantic import BaseModel
 from nvml_mock_topology._version import __version__
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.metrics import Metrics
+from nvml_mock_topology.scenario_routes import ReportFastPath, add_scenario_routes
+from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
 from nvml_mock_topology.snapshot import Answer
 from nvml_mock_topology.source import TopologyFile
 from nvml_mock_topology.store import TopologyStore
@@ -84,7 +90,7 @@ class HealthBody(BaseModel):
 class ReadyBody(BaseModel):
     """``/readyz``: what is served, and whether the newest version of the file was refused.
 
-    ``status`` is ``ready``, or ``degraded`` when the newest file version was refused;
+    ``status`` is ``ready``, or ``degraded`` when the newest topology or scenario file was refused;
     a degraded service still answers from the last good document, so it stays ready
     (HTTP 200) and ``reloadError`` says what is wrong with the file.
     """
@@ -94,6 +100,7 @@ class ReadyBody(BaseModel):
     nodes: int
     source: str | None
     reloadError: str | None = None  # noqa: N815 - wire name
+    scenarioReloadError: str | None = None  # noqa: N815 - wire name
 
 
 def _if_none_match_hits(header: bytes | None, etag: bytes) -> bool:
@@ -303,6 +310,12 @@ def _identity_query(query: bytes) -> tuple[str | None, str | None]:
 def _endpoint_label(path: str, query: bytes) -> str:
     if path == TOPOLOGY_DOCUMENT_PATH:
         return "topology"
+    if path.startswith(_PREFIX) and path.endswith("/scenarios/status"):
+        return "scenario_report"
+    if path.startswith(_PREFIX) and path.endswith("/scenarios"):
+        return "scenarios_watch" if _identity_query(query)[1] is not None else "scenarios"
+    if path.startswith(SCENARIOS_LIST_PATH):
+        return "scenario_status"
     if path.startswith(_PREFIX):
         return "identity_watch" if _identity_query(query)[1] is not None else "identity"
     if path in ("/healthz", "/readyz", "/metrics"):
@@ -329,12 +342,19 @@ def create_app(
     *,
     max_watch_seconds: float = 60.0,
     fast_path: bool = True,
+    scenarios: ScenarioStore | None = None,
+    scenario_follower: ScenarioFile | None = None,
+    write_access: WriteAccess | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``store``; runs ``follower`` (if any) while the app is up.
 
     ``fast_path=False`` leaves identity requests to the FastAPI route (same answers,
-    slower); the default puts :class:`IdentityFastPath` in front.
+    slower); the default puts :class:`IdentityFastPath` in front. ``scenarios`` (served
+    empty when None) is followed by ``scenario_follower``; ``write_access`` says who may
+    report (nobody when None).
     """
+    if scenarios is None:
+        scenarios = ScenarioStore.start(store)
     endpoint = IdentityEndpoint(store, max_watch_seconds)
     metrics = Metrics(store, follower)
     follower_task: asyncio.Task[None] | None = None
@@ -344,9 +364,18 @@ def create_app(
         nonlocal follower_task
         if follower is not None:
             follower_task = asyncio.create_task(follower.run(), name="topology-file")
+        scenario_task = (
+            asyncio.create_task(scenario_follower.run(), name="scenario-file")
+            if scenario_follower is not None
+            else None
+        )
         try:
             yield
         finally:
+            if scenario_task is not None:
+                scenario_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await scenario_task
             if follower_task is not None:
                 follower_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -363,6 +392,15 @@ def create_app(
     )
     app.state.store = store
     app.state.metrics = metrics
+    app.state.scenarios = scenarios
+    reports = add_scenario_routes(
+        app,
+        scenarios,
+        write_access or WriteAccess(None),
+        metrics.registry,
+        scenario_follower,
+        max_watch_seconds=max_watch_seconds,
+    )
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -457,11 +495,12 @@ def create_app(
         snapshot = store.snapshot
         status = store.status
         return ReadyBody(
-            status="ready" if status.ok else "degraded",
+            status="ready" if status.ok and scenarios.error is None else "degraded",
             revision=snapshot.revision,
             nodes=snapshot.node_count,
             source=snapshot.source,
             reloadError=status.error,
+            scenarioReloadError=scenarios.error,
         )
 
     @app.get(
@@ -473,6 +512,8 @@ def create_app(
     async def prometheus() -> Response:
         return Response(content=metrics.render(), media_type="text/plain; version=0.0.4")
 
+    if fast_path:
+        app.add_middleware(ReportFastPath, endpoint=reports)
     app.add_middleware(
         IdentityFastPath,
         endpoint=endpoint if fast_path else None,

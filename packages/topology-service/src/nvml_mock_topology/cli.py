@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import resource
 import signal
@@ -26,12 +27,14 @@ from typing import Final
 
 import uvicorn
 from nvml_mock_protocol.logs import configure_logging
+from nvml_mock_protocol.scenarios import ScenarioError, read_scenarios_file
 from nvml_mock_protocol.topology import TopologyError, read_topology_file
 
 from nvml_mock_topology._logging import uvicorn_log_config
 from nvml_mock_topology.api import create_app
 from nvml_mock_topology.connection import MAX_HEAD_BYTES, protocol_class
 from nvml_mock_topology.errors import ConfigError, StartupError
+from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
 from nvml_mock_topology.settings import Settings, parse_settings
 from nvml_mock_topology.snapshot import empty_document
 from nvml_mock_topology.source import (
@@ -43,7 +46,15 @@ from nvml_mock_topology.source import (
 )
 from nvml_mock_topology.store import TopologyStore
 
-__all__ = ["EXIT_CONFIG", "EXIT_FAILURE", "EXIT_OK", "main", "open_topology"]
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "main",
+    "open_scenarios",
+    "open_topology",
+    "open_write_access",
+]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
@@ -99,6 +110,57 @@ def open_topology(settings: Settings) -> tuple[TopologyStore, TopologyFile]:
     return store, follower
 
 
+def open_scenarios(
+    settings: Settings, topology: TopologyStore
+) -> tuple[ScenarioStore, ScenarioFile | None]:
+    """Load the scenario file (when configured) and set up its follower.
+
+    A missing file serves no scenarios until it appears (scenarios are optional); an
+    invalid or unreadable one stops the start, as an invalid topology does.
+    """
+    path = settings.scenarios_file
+    if path is None:
+        return ScenarioStore.start(topology), None
+    signature = signature_of(path)
+    if isinstance(signature, StatFailure):
+        raise StartupError(signature.message.replace("topology file", "scenario file"))
+    try:
+        document = read_scenarios_file(
+            path, max_bytes=settings.max_file_bytes, max_items=settings.max_document_items
+        )
+        source: str | None = str(path)
+    except FileNotFoundError:
+        logger.warning("scenario file %s does not exist; serving none until it appears", path)
+        document, signature, source = None, None, None
+    except ScenarioError as exc:
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        raise StartupError(f"scenario file {path} cannot be read: {exc.strerror or exc}") from None
+    store = ScenarioStore.start(topology, document, source)
+    follower = ScenarioFile(
+        path,
+        store,
+        loaded=signature,
+        poll_interval=settings.poll_interval,
+        max_bytes=settings.max_file_bytes,
+        max_items=settings.max_document_items,
+    )
+    return store, follower
+
+
+def open_write_access(settings: Settings) -> WriteAccess:
+    """The write API's access: off, or the token file, which must be readable and not empty."""
+    access = WriteAccess(settings.write_token_file)
+    try:
+        access.load()
+    except (OSError, ValueError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise StartupError(
+            f"write token file {settings.write_token_file} cannot be used: {detail}"
+        ) from None
+    return access
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, made to end cleanly on SIGTERM/SIGINT.
 
@@ -111,6 +173,7 @@ class _Server(uvicorn.Server):
     """
 
     store: TopologyStore | None = None
+    scenarios: ScenarioStore | None = None
     _loop: asyncio.AbstractEventLoop | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
@@ -132,6 +195,8 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.store is not None and self._loop is not None and not self.should_exit:
             self._loop.call_soon_threadsafe(self.store.close)
+            if self.scenarios is not None:
+                self._loop.call_soon_threadsafe(self.scenarios.release_watchers)
         super().handle_exit(sig, frame)
 
 
@@ -155,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level, settings.log_format)
     try:
         store, follower = open_topology(settings)
+        scenarios, scenario_follower = open_scenarios(settings, store)
+        write_access = open_write_access(settings)
     except StartupError as exc:
         logger.error("cannot start: %s", exc)
         return EXIT_CONFIG
@@ -166,7 +233,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra={"nodes": snapshot.node_count, "domains": len(snapshot.document.domains)},
     )
     _raise_open_file_limit()
-    app = create_app(store, follower, max_watch_seconds=settings.max_watch_seconds)
+    # What was loaded lives as long as it serves: out of the collector's full passes, which
+    # would otherwise walk every answer of a 10,000-node document and pause every request.
+    gc.freeze()
+    app = create_app(
+        store,
+        follower,
+        max_watch_seconds=settings.max_watch_seconds,
+        scenarios=scenarios,
+        scenario_follower=scenario_follower,
+        write_access=write_access,
+    )
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -183,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     server = _Server(config)
     server.store = store
+    server.scenarios = scenarios
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits this way when it cannot bind (not started)

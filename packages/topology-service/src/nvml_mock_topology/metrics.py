@@ -26,6 +26,10 @@ PREFIX: Final = "nvml_mock_topology"
 ENDPOINTS: Final = (
     "identity",
     "identity_watch",
+    "scenarios",
+    "scenarios_watch",
+    "scenario_report",
+    "scenario_status",
     "topology",
     "healthz",
     "readyz",

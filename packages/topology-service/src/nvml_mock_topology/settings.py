@@ -41,7 +41,9 @@ __all__ = [
     "ENV_MAX_WATCH",
     "ENV_POLL_INTERVAL",
     "ENV_PORT",
+    "ENV_SCENARIOS_FILE",
     "ENV_TOPOLOGY_FILE",
+    "ENV_WRITE_TOKEN_FILE",
     "OPTIONS",
     "Settings",
     "parse_settings",
@@ -59,6 +61,8 @@ ENV_MAX_DOCUMENT_ITEMS: Final = "NVML_MOCK_TOPOLOGY_MAX_DOCUMENT_ITEMS"
 ENV_HEADER_TIMEOUT: Final = "NVML_MOCK_TOPOLOGY_HEADER_TIMEOUT"
 ENV_KEEP_ALIVE_TIMEOUT: Final = "NVML_MOCK_TOPOLOGY_KEEP_ALIVE_TIMEOUT"
 ENV_MAX_CONNECTIONS: Final = "NVML_MOCK_TOPOLOGY_MAX_CONNECTIONS"
+ENV_SCENARIOS_FILE: Final = "NVML_MOCK_TOPOLOGY_SCENARIOS_FILE"
+ENV_WRITE_TOKEN_FILE: Final = "NVML_MOCK_TOPOLOGY_WRITE_TOKEN_FILE"
 
 DEFAULT_TOPOLOGY_FILE: Final = "/etc/nvml-mock/topology/topology.yaml"
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
@@ -96,6 +100,10 @@ class Settings:
     """Connections (and requests in flight) served at once; beyond it a request is answered
     503 and its connection closed. Each NRI plugin holds one watch connection, so this must
     stay above the number of nodes."""
+    scenarios_file: Path | None = None
+    """The scenario document (YAML or JSON); None serves no scenarios."""
+    write_token_file: Path | None = None
+    """The bearer token of the write API (agents' reports); None keeps the write API off."""
     log_format: str = "text"
     """``text`` or ``json`` (one object per line)."""
     log_level: str = "info"
@@ -273,6 +281,28 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
         doc="connections and requests in flight at once; beyond it a request is answered `503` "
         "and its connection closed. Each node's NRI plugin holds one watch connection: keep it "
         "above the node count",
+    ),
+    s.Option(
+        "scenarios_file",
+        "--scenarios-file",
+        ENV_SCENARIOS_FILE,
+        s.optional(_topology_file),
+        "scenario document",
+        metavar="PATH",
+        default_doc="none (no scenarios)",
+        doc="the scenario document (YAML or JSON), followed like the topology file; "
+        "missing at start: none served until it appears",
+    ),
+    s.Option(
+        "write_token_file",
+        "--write-token-file",
+        ENV_WRITE_TOKEN_FILE,
+        s.optional(_topology_file),
+        "bearer token of the write API",
+        metavar="PATH",
+        default_doc="none (write API off)",
+        doc="turns the write API (the node agents' scenario reports) on; each report needs "
+        "`Authorization: Bearer` with this file's content (a Secret key; re-read on change)",
     ),
     s.Option(
         "log_format",

@@ -1,0 +1,621 @@
+"""Scenarios: the document beside the topology, served per node, with the agents' status.
+
+The scenario document (``nvml_mock_protocol.scenarios``) comes from a second file (a
+ConfigMap key) and is followed like the topology file: a new version is read and
+validated whole off the event loop, and an invalid one is refused with the reason while
+the last good one keeps serving (``/readyz`` and ``GET /v1/scenarios`` say so).
+
+Which nodes a scenario picks depends on the topology too (domains, cliques), so a
+:class:`ScenarioSnapshot` is rebuilt when either changes. Like the identity snapshot it
+holds every known node's answer as bytes, with per-node revisions, so that a watch wakes
+only when the node's own list changed and a lookup is a dictionary read.
+
+Each scenario keeps the revision at which its definition last changed, and its resolved
+first start: ``start: now`` is fixed when the service first serves that version, so an
+agent that restarts, or a reload that changes another scenario, never starts it again.
+A restart of the service resolves ``now`` afresh (agents then see a new revision).
+
+Status comes from the agents' reports (``POST /v1/nodes/{node}/scenarios/status``); a
+picked node that never reported shows ``pending``. Reports for an older revision of a
+scenario are kept out of its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from nvml_mock_protocol.scenario_api import (
+    SCENARIOS_REVISION_HEADER,
+    STATES,
+    NodeReport,
+    NodeStatus,
+    ScenarioDetail,
+    ScenarioList,
+    ScenarioSummary,
+)
+from nvml_mock_protocol.scenarios import (
+    Scenario,
+    ScenarioDocument,
+    ScenarioError,
+    read_scenarios_file,
+)
+from nvml_mock_protocol.topology import DOCUMENT_MAX_BYTES, DOCUMENT_MAX_ITEMS, TopologyDocument
+
+from nvml_mock_topology.errors import ProblemError
+from nvml_mock_topology.snapshot import Answer, next_revision
+from nvml_mock_topology.source import (
+    DirectoryNotifier,
+    FileSignature,
+    StatFailure,
+    describe_failure,
+    signature_of,
+)
+from nvml_mock_topology.store import TopologyStore
+
+__all__ = [
+    "ScenarioFile",
+    "ScenarioSnapshot",
+    "ScenarioStore",
+    "WriteAccess",
+]
+
+logger = logging.getLogger(__name__)
+
+_JSON = (b"content-type", b"application/json")
+_REVISION_HEADER = SCENARIOS_REVISION_HEADER.lower().encode()
+_UNKNOWN_CACHE_MAX = 4096
+
+
+def empty_scenarios() -> ScenarioDocument:
+    """No scenarios (served until a scenario file appears)."""
+    return ScenarioDocument(version=1)
+
+
+def _answer(body: bytes, revision: int) -> Answer:
+    tag = b'"%d"' % revision
+    validators = ((_REVISION_HEADER, b"%d" % revision), (b"etag", tag))
+    headers = (_JSON, (b"content-length", b"%d" % len(body)), *validators)
+    return Answer(200, body, headers, validators, tag, revision)
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One scenario as served: its definition's revision and resolved first start."""
+
+    scenario: Scenario
+    revision: int
+    start_ms: int
+    wire: dict[str, object]
+    """Its entry in a node's answer (name, revision, startMs, scenario)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioSnapshot:
+    """The scenarios as served at one revision, with every known node's answer built."""
+
+    revision: int
+    document: ScenarioDocument
+    topology_revision: int
+    versions: Mapping[str, Version]
+    picked: Mapping[str, frozenset[str]]
+    """Each scenario's picked known nodes."""
+    answers: Mapping[str, Answer]
+    """Known nodes with at least one scenario."""
+    quiet_since: Mapping[str, int]
+    """Known nodes without scenarios, with the revision their list became empty."""
+    baseline: int
+    source: str | None
+    _unknown: dict[str, Answer] = field(default_factory=dict, repr=False, compare=False)
+
+    def answer(self, node: str) -> Answer:
+        """The node's scenarios (an empty list when none selects it)."""
+        found = self.answers.get(node)
+        if found is not None:
+            return found
+        if node in self.quiet_since:
+            return _node_answer(node, (), self.quiet_since[node])
+        cached = self._unknown.get(node)
+        if cached is not None:
+            return cached
+        # A node the service does not know: picked by globs and its own hash. Its revision
+        # is the snapshot's, so any change of the document wakes its watchers.
+        versions = [
+            v for v in self.versions.values() if self.document.picks_unknown(v.scenario, node)
+        ]
+        built = _node_answer(node, versions, self.revision)
+        if len(self._unknown) < _UNKNOWN_CACHE_MAX:
+            self._unknown[node] = built
+        return built
+
+    def node_revision(self, node: str) -> int:
+        return self.answer(node).revision
+
+    def known(self, node: str) -> bool:
+        return node in self.answers or node in self.quiet_since
+
+
+def _node_answer(node: str, versions: object, revision: int) -> Answer:
+    entries = [v.wire for v in versions]  # type: ignore[attr-defined]
+    body = json.dumps(
+        {"node": node, "revision": revision, "scenarios": entries},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+    return _answer(body, revision)
+
+
+def build_scenario_snapshot(
+    document: ScenarioDocument,
+    topology: TopologyDocument,
+    topology_revision: int,
+    previous: ScenarioSnapshot | None,
+    *,
+    source: str | None,
+    now_ms: int | None = None,
+) -> tuple[ScenarioSnapshot, frozenset[str]]:
+    """The snapshot that follows ``previous``, and the known nodes whose answer changed."""
+    revision = next_revision(previous.revision if previous is not None else 0)
+    now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+    versions: dict[str, Version] = {}
+    for scenario in document.scenarios:
+        old = previous.versions.get(scenario.name) if previous is not None else None
+        if old is not None and old.scenario == scenario:
+            versions[scenario.name] = old
+            continue
+        start = scenario.start_ms(now)
+        wire = {
+            "name": scenario.name,
+            "revision": revision,
+            "startMs": start,
+            "scenario": scenario.to_data(),
+        }
+        versions[scenario.name] = Version(scenario, revision, start, wire)
+    picked = document.select(topology)
+    by_node: dict[str, list[Version]] = {}
+    for name, nodes in picked.items():
+        for node in nodes:
+            by_node.setdefault(node, []).append(versions[name])
+    old_answers = previous.answers if previous is not None else {}
+    old_lists = _lists(previous) if previous is not None else {}
+    answers: dict[str, Answer] = {}
+    changed: set[str] = set()
+    for node, node_versions in by_node.items():
+        node_versions.sort(key=lambda v: v.scenario.name)
+        key = tuple((v.scenario.name, v.revision) for v in node_versions)
+        if old_lists.get(node) == key:
+            answers[node] = old_answers[node]
+            continue
+        answers[node] = _node_answer(node, node_versions, revision)
+        changed.add(node)
+    quiet = dict(previous.quiet_since) if previous is not None else {}
+    for node in old_answers:
+        if node not in answers:
+            quiet[node] = revision
+            changed.add(node)
+    for node in topology.node_index():
+        if node not in answers:
+            quiet.setdefault(node, previous.baseline if previous is not None else revision)
+    for node in answers:
+        quiet.pop(node, None)
+    snapshot = ScenarioSnapshot(
+        revision=revision,
+        document=document,
+        topology_revision=topology_revision,
+        versions=MappingProxyType(versions),
+        picked=MappingProxyType(picked),
+        answers=MappingProxyType(answers),
+        quiet_since=MappingProxyType(quiet),
+        baseline=previous.baseline if previous is not None else revision,
+        source=source,
+    )
+    return snapshot, frozenset(changed)
+
+
+def _lists(snapshot: ScenarioSnapshot) -> dict[str, tuple[tuple[str, int], ...]]:
+    lists: dict[str, list[tuple[str, int]]] = {}
+    for name, nodes in snapshot.picked.items():
+        version = snapshot.versions[name]
+        for node in nodes:
+            lists.setdefault(node, []).append((name, version.revision))
+    return {node: tuple(sorted(items)) for node, items in lists.items()}
+
+
+_Reported = tuple[int, str, str | None, tuple[str, ...], int, int | None, int | None, int]
+"""(revision, state, reason, gpus, run, applied ms, cleared ms, reported ms): a plain tuple of
+atoms, which the garbage collector stops tracking, so 10,000 nodes' reports add nothing to the
+collector's full passes (which would pause every request)."""
+
+
+class ScenarioStore:
+    """The served scenarios, their watchers and the agents' reports (event loop thread)."""
+
+    def __init__(self, topology: TopologyStore, snapshot: ScenarioSnapshot) -> None:
+        self.topology = topology
+        self._snapshot = snapshot
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._watching = 0
+        self._reports: dict[str, dict[str, _Reported]] = {}
+        self.error: str | None = None
+        """Why the newest scenario file was refused (None while it is served)."""
+        self.reports = 0
+        self.latencies: list[float] = []
+        """Apply latencies (seconds) reported since the last scrape took them."""
+
+    @classmethod
+    def start(
+        cls,
+        topology: TopologyStore,
+        document: ScenarioDocument | None = None,
+        source: str | None = None,
+    ) -> ScenarioStore:
+        served = topology.snapshot
+        snapshot, _ = build_scenario_snapshot(
+            document or empty_scenarios(), served.document, served.revision, None, source=source
+        )
+        return cls(topology, snapshot)
+
+    @property
+    def snapshot(self) -> ScenarioSnapshot:
+        return self._snapshot
+
+    @property
+    def watching(self) -> int:
+        return self._watching
+
+    def prepare(
+        self, document: ScenarioDocument | None, source: str | None
+    ) -> tuple[ScenarioSnapshot, ScenarioSnapshot, frozenset[str]] | None:
+        """Build (on any thread) what follows the served snapshot; None when nothing changes."""
+        base = self._snapshot
+        topology = self.topology.snapshot
+        document = base.document if document is None else document
+        if document == base.document and topology.revision == base.topology_revision:
+            return None
+        snapshot, changed = build_scenario_snapshot(
+            document, topology.document, topology.revision, base, source=source or base.source
+        )
+        return base, snapshot, changed
+
+    def commit(
+        self, prepared: tuple[ScenarioSnapshot, ScenarioSnapshot, frozenset[str]] | None
+    ) -> bool:
+        """Publish a prepared snapshot and wake the watchers of the nodes it changed."""
+        if prepared is None:
+            return False
+        base, snapshot, changed = prepared
+        if base is not self._snapshot:  # published meanwhile: rebuild on top
+            return self.commit(self.prepare(snapshot.document, snapshot.source))
+        self._snapshot = snapshot
+        woken = 0
+        for node, waiters in self._waiters.items():
+            if node in changed or not snapshot.known(node):
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+                        woken += 1
+        logger.info(
+            "serving scenarios revision %d",
+            snapshot.revision,
+            extra={
+                "scenarios": len(snapshot.versions),
+                "changed_nodes": len(changed),
+                "woken": woken,
+            },
+        )
+        return True
+
+    def replace(self, document: ScenarioDocument, source: str | None = None) -> bool:
+        """Build and publish ``document`` now (tests, and the start)."""
+        self.error = None
+        return self.commit(self.prepare(document, source))
+
+    def release_watchers(self) -> int:
+        released = 0
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+                    released += 1
+        return released
+
+    async def watch(
+        self, node: str, known: int, timeout: float, gone: asyncio.Future[None] | None = None
+    ) -> Answer:
+        """The node's answer once its revision differs from ``known`` (or after ``timeout``)."""
+        answer = self._snapshot.answer(node)
+        if answer.revision != known or timeout <= 0 or self.topology.closing:
+            return answer
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        waiters = self._waiters.setdefault(node, set())
+        waiters.add(waiter)
+        timer = loop.call_later(timeout, _resolve, waiter)
+        if gone is not None:
+            gone.add_done_callback(lambda _: _resolve(waiter))
+        self._watching += 1
+        try:
+            await waiter
+        finally:
+            self._watching -= 1
+            timer.cancel()
+            waiters.discard(waiter)
+            if not waiters and self._waiters.get(node) is waiters:
+                del self._waiters[node]
+        return self._snapshot.answer(node)
+
+    # -- status -------------------------------------------------------------------------
+
+    def report(self, node: str, report: NodeReport) -> int:
+        """Record a node's report; returns how many scenario entries were taken."""
+        snapshot = self._snapshot
+        now = time.time_ns() // 1_000_000
+        taken = 0
+        for entry in report.scenarios:
+            version = snapshot.versions.get(entry.name)
+            if version is None or entry.revision != version.revision:
+                continue  # a scenario since removed or changed: not this version's status
+            per_node = self._reports.setdefault(entry.name, {})
+            before = per_node.get(node)
+            newly_applied = entry.state == "applied" and (
+                before is None or before[1] != "applied" or before[4] != entry.run
+            )
+            if newly_applied and entry.latency_ms is not None:
+                self.latencies.append(entry.latency_ms / 1000)
+            per_node[node] = (
+                entry.revision,
+                entry.state,
+                entry.reason,
+                tuple(entry.gpus),
+                entry.run,
+                entry.applied_ms,
+                entry.cleared_ms,
+                now,
+            )
+            taken += 1
+        self.reports += 1
+        return taken
+
+    def node_states(self, name: str) -> list[NodeStatus]:
+        """Every picked or reporting node's state for scenario ``name`` (sorted by node)."""
+        snapshot = self._snapshot
+        version = snapshot.versions[name]
+        reported = self._reports.get(name, {})
+        rows: dict[str, NodeStatus] = {}
+        for node in snapshot.picked.get(name, ()):
+            rows[node] = NodeStatus(node=node, state="pending")
+        for node, (revision, state, reason, gpus, run, applied, cleared, at) in reported.items():
+            if revision == version.revision:
+                rows[node] = NodeStatus(
+                    node=node,
+                    state=state,  # type: ignore[arg-type]
+                    reason=reason,
+                    gpus=gpus,
+                    run=run,
+                    appliedMs=applied,
+                    clearedMs=cleared,
+                    reportedMs=at,
+                )
+        return [rows[node] for node in sorted(rows)]
+
+    def counts(self, name: str) -> dict[str, int]:
+        """Nodes per state for scenario ``name``, without building a row per node."""
+        snapshot = self._snapshot
+        revision = snapshot.versions[name].revision
+        reported = self._reports.get(name, {})
+        counts = dict.fromkeys(STATES, 0)
+        for entry in reported.values():
+            if entry[0] == revision:
+                counts[entry[1]] += 1
+        picked = snapshot.picked.get(name, frozenset())
+        unreported = len(picked) - sum(
+            1 for node, entry in reported.items() if entry[0] == revision and node in picked
+        )
+        counts["pending"] += unreported
+        return counts
+
+    def listing(self) -> ScenarioList:
+        snapshot = self._snapshot
+        summaries = []
+        for name, version in snapshot.versions.items():
+            counts = self.counts(name)
+            summaries.append(
+                ScenarioSummary(
+                    name=name,
+                    revision=version.revision,
+                    startMs=version.start_ms,
+                    nodes=sum(counts.values()),
+                    states=counts,
+                )
+            )
+        return ScenarioList(
+            revision=snapshot.revision,
+            source=snapshot.source,
+            reloadError=self.error,
+            scenarios=tuple(summaries),
+        )
+
+    def detail(self, name: str) -> ScenarioDetail:
+        version = self._snapshot.versions.get(name)
+        if version is None:
+            known = ", ".join(sorted(self._snapshot.versions)) or "none"
+            raise ProblemError(404, f"no scenario named {name[:80]!r} (served: {known[:500]})")
+        rows = self.node_states(name)
+        counts = self.counts(name)
+        return ScenarioDetail(
+            name=name,
+            revision=version.revision,
+            startMs=version.start_ms,
+            scenario=version.scenario.to_data(),
+            states=counts,
+            nodes=tuple(rows),
+        )
+
+    def applied_failed(self) -> tuple[int, int]:
+        """Nodes whose current report is ``applied``, and ``failed``, over all scenarios."""
+        applied = failed = 0
+        for name, version in self._snapshot.versions.items():
+            for entry in self._reports.get(name, {}).values():
+                if entry[0] != version.revision:
+                    continue
+                applied += entry[1] == "applied"
+                failed += entry[1] == "failed"
+        return applied, failed
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class WriteAccess:
+    """Who may use the write API (the agents' reports): off, or a bearer token from a file.
+
+    The token file (a Secret's key) is read again when it changes, so a rotated Secret
+    takes effect without a restart.
+    """
+
+    def __init__(self, token_file: Path | None) -> None:
+        self.token_file = token_file
+        self._seen: FileSignature | StatFailure | None = None
+        self._token: bytes | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.token_file is not None
+
+    def load(self) -> None:
+        """Read the token now; raises ``OSError`` or ``ValueError`` (empty) naming the file."""
+        if self.token_file is None:
+            return
+        token = self.token_file.read_bytes().strip()
+        if not token:
+            raise ValueError(f"token file {self.token_file} is empty")
+        self._token = token
+        self._seen = signature_of(self.token_file)
+
+    def check(self, authorization: str | None) -> None:
+        """Raise :class:`ProblemError` unless the request may write."""
+        if self.token_file is None:
+            raise ProblemError(
+                403,
+                "the write API is off; start the service with --write-token-file "
+                "(NVML_MOCK_TOPOLOGY_WRITE_TOKEN_FILE) to accept reports",
+            )
+        current = signature_of(self.token_file)
+        if current != self._seen:
+            try:
+                self.load()
+            except (OSError, ValueError) as exc:
+                logger.error("cannot read the write token again; keeping the last one: %s", exc)
+                self._seen = current
+        scheme, _, given = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            raise ProblemError(401, "reports need an 'Authorization: Bearer <token>' header")
+        if self._token is None or not hmac.compare_digest(given.strip().encode(), self._token):
+            raise ProblemError(403, "the bearer token is not the write token")
+
+
+class ScenarioFile:
+    """Follows the scenario file (and the topology's revision) and publishes each change."""
+
+    def __init__(
+        self,
+        path: Path,
+        store: ScenarioStore,
+        *,
+        loaded: FileSignature | StatFailure | None,
+        poll_interval: float = 1.0,
+        max_bytes: int = DOCUMENT_MAX_BYTES,
+        max_items: int = DOCUMENT_MAX_ITEMS,
+    ) -> None:
+        self.path = path
+        self.store = store
+        self.poll_interval = poll_interval
+        self.max_bytes = max_bytes
+        self.max_items = max_items
+        self._seen = loaded
+        self.reloads = 0
+        self.failures = 0
+
+    async def check(self) -> bool:
+        """Reload when the file or the topology changed; True when a change was published."""
+        current = signature_of(self.path)
+        document: ScenarioDocument | None = None
+        if current != self._seen:
+            self._seen = current
+            if current is None:
+                self._refuse(f"scenario file {self.path} does not exist")
+            elif isinstance(current, StatFailure):
+                self._refuse(current.message.replace("topology file", "scenario file"))
+            else:
+                try:
+                    document = await asyncio.to_thread(
+                        read_scenarios_file,
+                        self.path,
+                        max_bytes=self.max_bytes,
+                        max_items=self.max_items,
+                    )
+                except ScenarioError as exc:
+                    self._refuse(str(exc))
+                except OSError as exc:
+                    self._refuse(f"scenario file {self.path} cannot be read: {exc.strerror or exc}")
+                except Exception as exc:
+                    self._refuse(describe_failure(self.path, exc).replace("topology", "scenario"))
+                else:
+                    self.store.error = None
+        if document is None and self.store.topology.snapshot.revision == (
+            self.store.snapshot.topology_revision
+        ):
+            return False
+        prepared = await asyncio.to_thread(self.store.prepare, document, str(self.path))
+        published = self.store.commit(prepared)
+        if published and document is not None:
+            self.reloads += 1
+        return published
+
+    def _refuse(self, message: str) -> None:
+        self.failures += 1
+        self.store.error = message[:20_000]
+        logger.error(
+            "scenario reload refused; still serving revision %d: %s",
+            self.store.snapshot.revision,
+            message,
+            extra={"path": str(self.path)},
+        )
+
+    async def run(self) -> None:
+        """Follow the file until cancelled; one failing check never stops the following."""
+        loop = asyncio.get_running_loop()
+        nudged = asyncio.Event()
+        notifier = DirectoryNotifier.open(self.path.parent)
+        if notifier is not None:
+
+            def on_event() -> None:
+                notifier.drain()
+                nudged.set()
+
+            loop.add_reader(notifier.fd, on_event)
+        try:
+            while True:
+                try:
+                    await asyncio.wait_for(nudged.wait(), self.poll_interval)
+                    await asyncio.sleep(0.02)
+                except TimeoutError:
+                    pass
+                nudged.clear()
+                try:
+                    await self.check()
+                except Exception:
+                    logger.exception("unexpected error while checking the scenario file")
+        finally:
+            if notifier is not None:
+                loop.remove_reader(notifier.fd)
+                notifier.close()
