@@ -224,8 +224,11 @@ def _wait_in_thread(
 _FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
 
 
-def _ring_word(pid: int) -> int | None:
-    """The address of the live layer's futex word in the library's read-only mapping of it."""
+def _ring_words(pid: int) -> set[int]:
+    """The addresses of the live layer's futex word in each of the library's read-only
+    mappings of a live file: a process keeps earlier tests' (retired) mappings too, and the
+    waiter sleeps on the word of the one it loaded, which need not be the first listed."""
+    words: set[int] = set()
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         fields = line.split()
         if (
@@ -234,8 +237,8 @@ def _ring_word(pid: int) -> int | None:
             and fields[1] == "r--s"
             and int(fields[2], 16) == 0
         ):
-            return int(fields[0].split("-")[0], 16) + _keys.LIVE_HEADER_FIELDS["event_futex"][1]
-    return None
+            words.add(int(fields[0].split("-")[0], 16) + _keys.LIVE_HEADER_FIELDS["event_futex"][1])
+    return words
 
 
 def _blocked_in_wait(pid: int, tid: int | None = None) -> bool:
@@ -243,19 +246,14 @@ def _blocked_in_wait(pid: int, tid: int | None = None) -> bool:
     live layer's word, i.e. is inside nvmlEventSetWait (not, say, waiting for the GIL)."""
     if _FUTEX_SYSCALL is None:
         pytest.skip(f"no futex syscall number known for {os.uname().machine}")
-    word = _ring_word(pid)
+    words = _ring_words(pid)
     tasks = Path(f"/proc/{pid}/task")
     for task in [tid] if tid is not None else [int(t.name) for t in tasks.iterdir()]:
         try:
             fields = (tasks / str(task) / "syscall").read_text().split()
         except OSError:
             continue
-        if (
-            word is not None
-            and len(fields) > 1
-            and fields[0] == str(_FUTEX_SYSCALL)
-            and int(fields[1], 16) == word
-        ):
+        if len(fields) > 1 and fields[0] == str(_FUTEX_SYSCALL) and int(fields[1], 16) in words:
             return True
     return False
 
