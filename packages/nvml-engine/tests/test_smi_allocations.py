@@ -76,13 +76,16 @@ def test_reset_of_every_gpu_names_each_busy_one(library_file: Path, records: Liv
     assert rc == 0 and out.endswith("All done.\n")
 
 
-def test_pmon_shows_each_record_as_a_compute_process(
-    library_file: Path, records: LiveFile
-) -> None:
+def test_pmon_shows_each_record_as_a_compute_process(library_file: Path, records: LiveFile) -> None:
     steady = UTIL_PATTERNS["steady"]
     records.put(
         Allocation(
-            "c1", pid=4242, gpus=(1,), used_memory_bytes=20 * GiB, util_pattern=steady, util_level=30
+            "c1",
+            pid=4242,
+            gpus=(1,),
+            used_memory_bytes=20 * GiB,
+            util_pattern=steady,
+            util_level=30,
         )
     )
     rc, out = smi(library_file, "pmon", "-c", "1", "-s", "um")
