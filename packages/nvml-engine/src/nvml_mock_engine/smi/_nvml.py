@@ -687,6 +687,16 @@ class Device:
             self._c("nvmlDeviceGetCpuAffinity", c_uint(words), arr)
         return [int(x) for x in arr]
 
+    def nearest_gpus(self, level: int) -> list[c_void_p]:
+        """The GPUs NVML finds at topology ``level`` from this one (not itself)."""
+        count = c_uint(0)
+        self._c("nvmlDeviceGetTopologyNearestGpus", c_int(level), byref(count), None)
+        if count.value == 0:
+            return []
+        handles = (c_void_p * count.value)()
+        self._c("nvmlDeviceGetTopologyNearestGpus", c_int(level), byref(count), handles)
+        return [c_void_p(handles[i]) for i in range(count.value)]
+
     def topology_common_ancestor(self, other: Device) -> int:
         value = c_int()
         self.nvml.call(
