@@ -179,6 +179,8 @@ def recorded(library_file: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         ("nvlink", "-e"),
         ("nvlink", "-gt", "d"),
         ("topo", "-p2p", "r"),
+        ("topo", "-C", "-i", "0"),
+        ("topo", "-n", "5", "-i", "0"),
         ("dmon", "-s", "pucvmet", "-c", "2", "-d", "1"),
         ("pmon", "-s", "um", "-c", "1"),
     ]

@@ -105,3 +105,38 @@ def test_a_board_without_nvlink_says_so_in_every_nvlink_view(
         assert rc == 0, args
         assert shape(out) == shape(real), args
         assert out.startswith("GPU 0: NVIDIA L40S (UUID: GPU-")
+
+
+def test_topo_closest_cpu_of_one_gpu(library_file: Path, h100: Path) -> None:
+    """``NUMA IDs of closest CPU: N``, the line scripts parse to bind with ``numactl``."""
+    assert smi(library_file, "topo", "-C", "-i", "1") == (0, "NUMA IDs of closest CPU: 0\n")
+    assert smi(library_file, "topo", "--get-numa-id-of-nearby-cpu", "-i", "0")[0] == 0
+    assert smi(library_file, "topo", "-C")[0] == 2  # one GPU, named by -i
+    assert smi(library_file, "topo", "-C", "-i", "0,1")[0] == 2
+    assert smi(library_file, "topo", "-C", "-i", "9") == (6, "No devices were found\n")
+
+
+def test_topo_nearest_gpus_at_each_level(library_file: Path, h100: Path, pynvml: Any) -> None:
+    """Each level lists the GPUs whose common PCIe ancestor with the one asked about is that
+    close or closer (as NVML says pair by pair), never the GPU itself."""
+    pynvml.nvmlInit()
+    handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(8)]
+    ancestor = [pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[2], h) for h in handles]
+    pynvml.nvmlShutdown()
+    seen = set()
+    for level, nvml_level in zip("012345", (0, 10, 20, 30, 40, 50), strict=True):
+        rc, out = smi(library_file, "topo", "-n", level, "-i", "2")
+        assert rc == 0
+        want = [f"GPU{i}" for i in range(8) if i != 2 and ancestor[i] <= nvml_level]
+        assert out.splitlines() == want, level
+        seen.add(len(want))
+    assert len(seen) > 1 and max(seen) == 7  # the levels differ; the widest finds every GPU
+    assert smi(library_file, "topo", "-n", "6", "-i", "0")[0] == 2
+    assert smi(library_file, "topo", "-n", "3")[0] == 2
+
+
+def test_topo_matrix_refuses_an_id(library_file: Path, h100: Path) -> None:
+    assert smi(library_file, "topo", "-m", "-i", "0") == (
+        2,
+        "The -i command line argument must be used in conjunction with -n or -p.\n",
+    )

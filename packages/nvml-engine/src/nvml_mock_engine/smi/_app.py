@@ -65,26 +65,29 @@ def open_nvml(path: str | None) -> Nvml:
     return nvml
 
 
-def _bus_name(nvml: Nvml, index: int | None) -> str:
-    """`` 0000:18:00.0`` style name of GPU *index* for handle errors, from the driver side
-    (the board state); empty when unknown."""
-    if index is None:
+def legacy_bus_id(bus_id: str) -> str:
+    """``00000000:18:00.0`` as the real tool names a GPU in its handle errors: ``0000:18:00.0``."""
+    domain, sep, rest = bus_id.partition(":")
+    return f"{domain[-4:]}{sep}{rest}" if sep else bus_id
+
+
+def _bus_name(device: Device | None) -> str:
+    """`` 0000:18:00.0`` style name of *device* for handle errors, from the driver side (the
+    library's bus-id export, which answers for a lost GPU too, in this process's view); empty
+    when unknown."""
+    if device is None:
         return ""
-    import os
-
-    from ._board import board_gpus, legacy_bus_id, loaded_library, state_path
-
-    gpus = board_gpus(state_path(nvml.path or loaded_library(), os.environ))
-    if index < len(gpus) and gpus[index].get("pci_bus_id"):
-        return legacy_bus_id(gpus[index]["pci_bus_id"])
-    return ""
+    try:
+        return legacy_bus_id(device.driver_bus_id())
+    except NvmlError:
+        return ""
 
 
-def handle_error(nvml: Nvml, index: int | None, code: int, text: str) -> SmiError:
+def handle_error(device: Device | None, code: int, text: str) -> SmiError:
     """The real tool's line for a GPU it cannot open: ``Unable to determine the device handle
     for GPU0000:18:00.0: GPU is lost.  Reboot the system to recover this GPU`` (the bus id in
     its four-digit-domain form, glued to "GPU", as drivers from the 520 series on print it)."""
-    where = _bus_name(nvml, index)
+    where = _bus_name(device)
     if code == ERROR_GPU_IS_LOST:
         return SmiError(
             f"Unable to determine the device handle for GPU{where}: {text}.  "
@@ -94,17 +97,13 @@ def handle_error(nvml: Nvml, index: int | None, code: int, text: str) -> SmiErro
     return SmiError(f"Unable to determine the device handle for GPU{where}: {text}", EXIT_OTHER)
 
 
-def _fail(exc: NvmlError, nvml: Nvml | None = None, index: int | None = None) -> SmiError:
-    if nvml is None:
-        code = EXIT_GPU_LOST if exc.code == ERROR_GPU_IS_LOST else EXIT_OTHER
-        return SmiError(f"Unable to determine the device handle for GPU: {exc.text}", code)
-    return handle_error(nvml, index, exc.code, exc.text)
+def _fail(exc: NvmlError) -> SmiError:
+    code = EXIT_GPU_LOST if exc.code == ERROR_GPU_IS_LOST else EXIT_OTHER
+    return SmiError(f"Unable to determine the device handle for GPU: {exc.text}", code)
 
 
 def lost_error(device: Device) -> SmiError:
-    return handle_error(
-        device.nvml, device.index, ERROR_GPU_IS_LOST, device.nvml.error_string(ERROR_GPU_IS_LOST)
-    )
+    return handle_error(device, ERROR_GPU_IS_LOST, device.nvml.error_string(ERROR_GPU_IS_LOST))
 
 
 def all_devices(nvml: Nvml) -> list[Device]:
@@ -118,7 +117,7 @@ def all_devices(nvml: Nvml) -> list[Device]:
         try:
             handle, lost = nvml.handle_or_lost(i)
         except NvmlError as exc:
-            raise _fail(exc, nvml, i) from None
+            raise _fail(exc) from None
         devices.append(Device(nvml, handle, i, lost=lost))
     return devices
 

@@ -1,11 +1,12 @@
-"""What the driver side knows without NVML: bus ids of GPUs NVML cannot open, and the live layer.
+"""Where the driver side keeps its files: the board state and the live layer beside it.
 
-The real tool names a GPU it cannot get a handle for by its PCI bus id, which it learns from
-the kernel driver, not from NVML. The work-alike's driver is the overlay: the board state and
-the live layer beside it, found the way the mock library finds them (``MOCK_NVML_CONFIG``,
-else ``../config/state.nvmlmock`` from the library's own directory; ``MOCK_NVML_LIVE``, else
-``live.nvmlmock`` beside the state). Against a real driver there is no state file, and the
-messages fall back to naming no bus id.
+The work-alike's driver is the overlay. The commands that change GPUs (``-r`` and the set
+commands) write the node's live layer, found the way the mock library finds it
+(``MOCK_NVML_CONFIG``, else ``../config/state.nvmlmock`` from the library's own directory;
+``MOCK_NVML_LIVE``, else ``live.nvmlmock`` beside the state), and find each GPU's record by
+its identity (UUID or bus id) as NVML reports it, never by its index: inside an
+``NVIDIA_VISIBLE_DEVICES`` view the index NVML gives is not the board's. Against a real driver
+there is no state file, and there is nothing to change.
 """
 
 from __future__ import annotations
@@ -67,9 +68,3 @@ def board_gpus(state: str | None) -> list[dict[str, str]]:
         {key: value.strip() for key, value in gpu.items() if key in ("uuid", "pci_bus_id")}
         for gpu in gpu_sections(text)
     ]
-
-
-def legacy_bus_id(bus_id: str) -> str:
-    """``00000000:18:00.0`` as the real tool names a GPU in its handle errors: ``0000:18:00.0``."""
-    domain, sep, rest = bus_id.partition(":")
-    return f"{domain[-4:]}{sep}{rest}" if sep else bus_id

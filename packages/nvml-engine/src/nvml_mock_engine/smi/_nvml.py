@@ -549,6 +549,15 @@ class Device:
         """0 disabled, 1 enabled; a mock export like :meth:`gpu_part_number`."""
         return self._uint(self._mock_only("nvml_mock_device_sparse_operation_mode"))
 
+    def driver_bus_id(self) -> str:
+        """The PCI bus id the driver side knows (8-digit domain), lost GPU or not: every NVML
+        call on a lost GPU answers ``NVML_ERROR_GPU_IS_LOST``, ``GetPciInfo`` included, yet the
+        real tool names it by its bus id. The mock library exports ``nvml_mock_device_bus_id``
+        for this; elsewhere the PCI info answers (for a GPU that is not lost)."""
+        if self.nvml.has("nvml_mock_device_bus_id"):
+            return self._str("nvml_mock_device_bus_id", size=32)
+        return str(self.pci_info().busId.decode())
+
     def module_id(self) -> int:
         return self._uint("nvmlDeviceGetModuleId")
 
@@ -677,6 +686,16 @@ class Device:
         else:
             self._c("nvmlDeviceGetCpuAffinity", c_uint(words), arr)
         return [int(x) for x in arr]
+
+    def nearest_gpus(self, level: int) -> list[c_void_p]:
+        """The GPUs NVML finds at topology ``level`` from this one (not itself)."""
+        count = c_uint(0)
+        self._c("nvmlDeviceGetTopologyNearestGpus", c_int(level), byref(count), None)
+        if count.value == 0:
+            return []
+        handles = (c_void_p * count.value)()
+        self._c("nvmlDeviceGetTopologyNearestGpus", c_int(level), byref(count), handles)
+        return [c_void_p(handles[i]) for i in range(count.value)]
 
     def topology_common_ancestor(self, other: Device) -> int:
         value = c_int()

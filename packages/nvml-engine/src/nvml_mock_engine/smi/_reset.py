@@ -10,101 +10,65 @@ reset:`` with one line per GPU and its reason (exit 4 for ``Insufficient Permiss
 
 A reset is refused while a process runs on one of the GPUs (``In use by another client``, exit
 255, as the real tool does), and it applies an ECC mode that ``nvidia-smi -e`` left pending.
+
+The GPUs are NVML's, as in every other command: ``-i 0`` inside an ``NVIDIA_VISIBLE_DEVICES``
+view is the view's first GPU, whatever its place on the board. Each is found in the live layer
+by the bus id the driver side knows, which answers for a lost GPU too.
 """
 
 from __future__ import annotations
 
 import os
 
-from ._app import _same_bus
-from ._board import board_gpus, live_path, loaded_library, state_path
 from ._errors import EXIT_NO_PERMISSION, EXIT_NOT_FOUND, EXIT_OTHER, NO_DEVICES_MESSAGE, SmiError
-from ._nvml import Device, LibraryNotFoundError, Nvml
-from ._options import Options
+from ._nvml import NvmlError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
+
+    from nvml_mock_engine.live import LiveLayer
+
+    from ._nvml import Device
+    from ._options import Options
 
 EXIT_NOT_SUPPORTED = 3
 
 
-def _library(options: Options) -> str | None:
-    if options.library:
-        return options.library
+def _bus(device: Device) -> str:
     try:
-        Nvml(None)
-    except LibraryNotFoundError:
-        return None
-    return loaded_library()
+        return device.driver_bus_id()
+    except NvmlError:
+        return ""
 
 
-def _targets(gpus: list[dict[str, str]], ids: tuple[str, ...]) -> list[int]:
-    if not ids:
-        return list(range(len(gpus)))
-    chosen: list[int] = []
-    for ident in ids:
-        found = None
-        if ident.isdigit() and int(ident) < len(gpus):
-            found = int(ident)
-        else:
-            for index, gpu in enumerate(gpus):
-                if gpu.get("uuid", "").upper() == ident.upper() or (
-                    ":" in ident and _same_bus(gpu.get("pci_bus_id", ""), ident.upper())
-                ):
-                    found = index
-                    break
-        if found is None:
-            raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND)
-        if found not in chosen:
-            chosen.append(found)
-    return chosen
-
-
-def _refused(gpus: list[dict[str, str]], targets: list[int], reason: str, code: int) -> SmiError:
+def _refused(buses: Sequence[str], reason: str, code: int) -> SmiError:
     lines = ["The following GPUs could not be reset:"]
-    lines += [f"  GPU {gpus[i].get('pci_bus_id', '')}: {reason}" for i in targets]
+    lines += [f"  GPU {bus}: {reason}" for bus in buses]
     return SmiError("\n".join(lines), code)
 
 
-def _busy(gpus: list[dict[str, str]], targets: list[int], options: Options) -> list[int]:
-    """The targets NVML shows a compute or graphics process on (none when NVML cannot tell)."""
-    from ._nvml import NvmlError
-
-    try:
-        nvml = Nvml(options.library)
-        nvml.init()
-    except (LibraryNotFoundError, NvmlError):
-        return []
-    try:
-        wanted = {gpus[i].get("uuid", "").upper(): i for i in targets}
-        busy = []
-        for index in range(nvml.device_count()):
-            try:
-                handle, lost = nvml.handle_or_lost(index)
-                if lost:
-                    continue
-                device = Device(nvml, handle, index)
-                gpu = wanted.get(device.uuid().upper())
-                if gpu is not None and any(
-                    device.running_processes(kind) for kind in ("Compute", "Graphics")
-                ):
-                    busy.append(gpu)
-            except NvmlError:
-                continue
-        return sorted(busy)
-    finally:
-        nvml.shutdown()
+def _busy(device: Device) -> bool:
+    """NVML shows a compute or graphics process on ``device`` (never, when it cannot tell)."""
+    if device.lost:
+        return False
+    for kind in ("Compute", "Graphics"):
+        try:
+            if device.running_processes(kind):
+                return True
+        except NvmlError:
+            continue
+    return False
 
 
-def _in_use(gpus: list[dict[str, str]], busy: list[int]) -> SmiError:
+def _in_use(buses: Sequence[str]) -> SmiError:
     lines = ["The following GPUs could not be reset:"]
-    lines += [f"  GPU {gpus[i].get('pci_bus_id', '')}: In use by another client" for i in busy]
-    many = len(busy) > 1
+    lines += [f"  GPU {bus}: In use by another client" for bus in buses]
+    many = len(buses) > 1
     these = "these devices" if many else "this device"
     lines += [
         "",
-        f"{len(busy)} {'devices are' if many else 'device is'} currently being used by one or"
+        f"{len(buses)} {'devices are' if many else 'device is'} currently being used by one or"
         " more other processes (e.g., Fabric Manager, CUDA application, graphics application"
         " such as an X server, or a monitoring application such as another instance of"
         f" nvidia-smi). Please first kill all processes using {these}"
@@ -113,39 +77,69 @@ def _in_use(gpus: list[dict[str, str]], busy: list[int]) -> SmiError:
     return SmiError("\n".join(lines), EXIT_OTHER)
 
 
-def reset(options: Options, write: Callable[[str], None]) -> int:
-    """Clear the live values of the GPUs of ``-i`` (default all); return the exit code."""
-    state = state_path(_library(options), os.environ)
-    gpus = board_gpus(state)
-    if not gpus:
-        raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND)
-    targets = _targets(gpus, options.ids)
-    live = live_path(state, os.environ)
-    if not live or not os.path.isfile(live):
-        raise _refused(gpus, targets, "Not Supported", EXIT_NOT_SUPPORTED)
-    if not os.access(live, os.W_OK):
-        raise _refused(gpus, targets, "Insufficient Permissions", EXIT_NO_PERMISSION)
+def _records(layer: LiveLayer, buses: Sequence[str]) -> list[int | None]:
+    """The live layer record of each bus id (None for one the board does not have)."""
+    from ._app import _same_bus
+
+    found: list[int | None] = []
+    for bus in buses:
+        match = [
+            g.index for g in layer.board if bus and _same_bus(g.values.get("pci_bus_id", ""), bus)
+        ]
+        found.append(match[0] if match else None)
+    return found
+
+
+def _clear(live: str, state: str | None, buses: Sequence[str]) -> None:
+    """Clear the live values of the GPUs at ``buses``, applying a pending ECC mode."""
     from nvml_mock_engine.errors import NvmlEngineError
     from nvml_mock_engine.live import LiveLayer
 
-    busy = _busy(gpus, targets, options)
-    if busy:
-        raise _in_use(gpus, busy)
     try:
         with LiveLayer.open(live, state=state) as layer:
-            for index in targets:
+            records = _records(layer, buses)
+            if any(r is None for r in records):
+                raise _refused(buses, "Not Supported", EXIT_NOT_SUPPORTED)
+            for index in records:
+                assert index is not None
                 pending = layer.values(index).get("ecc_pending", 0)
                 layer.clear(index)
                 if pending:
                     layer.set(index, {"ecc_enabled": pending == 2})
     except PermissionError:
-        raise _refused(gpus, targets, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
+        raise _refused(buses, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
     except (NvmlEngineError, OSError) as exc:
         if "Read-only" in str(exc) or "Permission" in str(exc):
-            raise _refused(gpus, targets, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
-        raise _refused(gpus, targets, "Unknown Error", EXIT_OTHER) from None
-    for index in targets:
-        write(f"GPU {gpus[index].get('pci_bus_id', '')} was successfully reset.\n")
+            raise _refused(buses, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
+        raise _refused(buses, "Unknown Error", EXIT_OTHER) from None
+
+
+def reset(options: Options, write: Callable[[str], None]) -> int:
+    """Clear the live values of the GPUs of ``-i`` (default all); return the exit code."""
+    from ._app import all_devices, open_nvml, select
+    from ._board import live_path, loaded_library, state_path
+
+    nvml = open_nvml(options.library)
+    try:
+        everything = all_devices(nvml)
+        if not everything:
+            raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND)
+        devices = select(everything, options.ids)
+        buses = [_bus(d) for d in devices]
+        state = state_path(nvml.path or loaded_library(), os.environ)
+        live = live_path(state, os.environ)
+        if not live or not os.path.isfile(live):
+            raise _refused(buses, "Not Supported", EXIT_NOT_SUPPORTED)
+        if not os.access(live, os.W_OK):
+            raise _refused(buses, "Insufficient Permissions", EXIT_NO_PERMISSION)
+        busy = [bus for device, bus in zip(devices, buses, strict=True) if _busy(device)]
+        if busy:
+            raise _in_use(busy)
+        _clear(live, state, buses)
+    finally:
+        nvml.shutdown()
+    for bus in buses:
+        write(f"GPU {bus} was successfully reset.\n")
     if not options.ids:
         write("All done.\n")
     return 0

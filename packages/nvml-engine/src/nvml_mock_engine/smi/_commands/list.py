@@ -45,7 +45,7 @@ def _lines(devices: list[Device]) -> str:
         try:
             name, uuid = device.name(), device.uuid()
         except NvmlError as exc:
-            raise handle_error(device.nvml, device.index, exc.code, exc.text) from None
+            raise handle_error(device, exc.code, exc.text) from None
         lines.append(f"GPU {device.index}: {name} (UUID: {uuid})")
     return "\n".join(lines) + "\n"
 
