@@ -296,6 +296,9 @@ static void publish(const struct state *st)
 /* Why the live layer was ignored at the last init ("" when it was not). */
 static char live_problem[DETAIL_LEN];
 
+/* The live file bound at the last init ("" without one): MIG changes are written to it. */
+char mock_live_path[4096];
+
 /* The live file: MOCK_NVML_LIVE, else live.nvmlmock beside the state. */
 static int live_path(const char *state, char *out, size_t cap)
 {
@@ -323,6 +326,7 @@ static void attach_live(const char *state)
         mock_devices[i].live = NULL;
     }
     atomic_store_explicit(&mock_live_header, NULL, memory_order_release);
+    mock_live_path[0] = '\0';
     if (live_path(state, path, sizeof(path)) != 0) {
         snprintf(live_problem, sizeof(live_problem), "live layer path too long (set %s)", ENV_LIVE);
         return;
@@ -336,6 +340,7 @@ static void attach_live(const char *state)
     for (unsigned int i = 0; i < mock_device_count; i++) {
         mock_devices[i].live = recs[i];
     }
+    snprintf(mock_live_path, sizeof(mock_live_path), "%s", header != NULL ? path : "");
     atomic_store_explicit(&mock_live_header, header, memory_order_release);
 }
 
