@@ -120,10 +120,19 @@ EVENT_SEQ, EVENT_GPU, EVENT_TYPE, EVENT_DATA = 0, 8, 16, 24
 MIG_SEQ, MIG_WRITES, MIG_CURRENT, MIG_PENDING, MIG_GI = 0, 8, 16, 20, 64
 MIG_MAX_GI, MIG_GI_BYTES, MIG_MAX_CI, MIG_CI_BYTES = 8, 256, 8, 24
 MIG_GI_FIELDS: Sequence[tuple[str, int]] = (
-    ("used", 0), ("id", 4), ("profile", 8), ("start", 12), ("size", 16), ("ci", 32),
+    ("used", 0),
+    ("id", 4),
+    ("profile", 8),
+    ("start", 12),
+    ("size", 16),
+    ("ci", 32),
 )
 MIG_CI_FIELDS: Sequence[tuple[str, int]] = (
-    ("used", 0), ("id", 4), ("profile", 8), ("start", 12), ("size", 16),
+    ("used", 0),
+    ("id", 4),
+    ("profile", 8),
+    ("start", 12),
+    ("size", 16),
 )
 
 
@@ -190,9 +199,15 @@ class Layout:
 
 def _mig_constants() -> list[tuple[str, int]]:
     consts = [
-        ("SEQ", MIG_SEQ), ("WRITES", MIG_WRITES), ("CURRENT", MIG_CURRENT),
-        ("PENDING", MIG_PENDING), ("GI", MIG_GI), ("MAX_GI", MIG_MAX_GI),
-        ("GI_BYTES", MIG_GI_BYTES), ("MAX_CI", MIG_MAX_CI), ("CI_BYTES", MIG_CI_BYTES),
+        ("SEQ", MIG_SEQ),
+        ("WRITES", MIG_WRITES),
+        ("CURRENT", MIG_CURRENT),
+        ("PENDING", MIG_PENDING),
+        ("GI", MIG_GI),
+        ("MAX_GI", MIG_MAX_GI),
+        ("GI_BYTES", MIG_GI_BYTES),
+        ("MAX_CI", MIG_MAX_CI),
+        ("CI_BYTES", MIG_CI_BYTES),
     ]
     consts += [(f"GI_{name.upper()}", off) for name, off in MIG_GI_FIELDS]
     consts += [(f"CI_{name.upper()}", off) for name, off in MIG_CI_FIELDS]
@@ -294,7 +309,7 @@ def _layout(raw: Mapping[str, int]) -> Layout:
 
 
 def _check(keys: Sequence[Key], layout: Layout) -> None:
-    if MIG_GI + MIG_MAX_GI * MIG_GI_BYTES > layout.mig_bytes_per_gpu or (
+    if layout.mig_bytes_per_gpu < MIG_GI + MIG_MAX_GI * MIG_GI_BYTES or (
         dict(MIG_GI_FIELDS)["ci"] + MIG_MAX_CI * MIG_CI_BYTES > MIG_GI_BYTES
     ):
         raise DeclarationError("layout: the MIG record does not fit live_mig_bytes_per_gpu")

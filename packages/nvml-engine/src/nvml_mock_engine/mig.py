@@ -84,9 +84,7 @@ class MigGpuInstanceProfile:
             self.memory_mib,
         )
         middle = ",".join(str(c) for c in counts)
-        return (
-            f"{self.profile},{self.id},{self.name},{middle},{starts},{self.placement_size},{cis}"
-        )
+        return f"{self.profile},{self.id},{self.name},{middle},{starts},{self.placement_size},{cis}"
 
 
 def _int(value: object, low: int, high: int, what: str) -> int:
@@ -147,9 +145,7 @@ def parse_mig_table(value: object) -> tuple[MigGpuInstanceProfile, ...]:
     rows = value["gpu_instance_profiles"]
     if not isinstance(rows, list) or not 1 <= len(rows) <= PROFILE_COUNT:
         raise ValueError(f"gpu_instance_profiles: must list 1..{PROFILE_COUNT} profiles")
-    table = tuple(
-        _profile(row, f"gpu_instance_profiles[{i}]") for i, row in enumerate(rows)
-    )
+    table = tuple(_profile(row, f"gpu_instance_profiles[{i}]") for i, row in enumerate(rows))
     for key in ("profile", "name"):
         seen = [getattr(p, key) for p in table]
         if len(set(seen)) != len(seen):

@@ -238,9 +238,7 @@ class _Parser:
             mig=self.mig(data.get("mig"), gpu),
         )
 
-    def mig(
-        self, value: object, gpu: Mapping[str, ValueType]
-    ) -> tuple[MigGpuInstanceProfile, ...]:
+    def mig(self, value: object, gpu: Mapping[str, ValueType]) -> tuple[MigGpuInstanceProfile, ...]:
         if value is None:
             if gpu.get("mig_capable"):
                 raise self.fail("mig", "a MIG-capable board (gpu.mig_capable: 1) needs its table")
