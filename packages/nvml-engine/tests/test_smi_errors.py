@@ -107,7 +107,7 @@ def test_subprocess_exit_codes_and_streams(library_file: Path, tmp_path: Path) -
 
 def test_help_lists_every_exit_code_the_tool_returns() -> None:
     from nvml_mock_engine.smi import _errors
-    from nvml_mock_engine.smi._options import HELP
+    from nvml_mock_engine.smi._commands.help import TEXT as HELP
 
     codes = {value for name, value in vars(_errors).items() if name.startswith("EXIT_")}
     listed = HELP.split("Exit codes:", 1)[1]

@@ -1,7 +1,8 @@
-"""Runs one parsed command: loads NVML, picks the GPUs, renders the chosen view.
+"""What every command shares: loading NVML, picking the GPUs, the ``-l`` loop, the errors.
 
-Each mode imports only what it renders, so ``-L`` pays for ctypes and nothing else.
-NVML is initialised once per run and shut down on the way out, whatever happened.
+:func:`run` hands the parsed options to the command the registry names; the commands
+(:mod:`._commands`) render through :func:`each_pass`, which initialises NVML once per run
+and shuts it down on the way out, whatever happened.
 """
 
 from __future__ import annotations
@@ -12,13 +13,11 @@ from ._errors import (
     DRIVER_MESSAGE,
     EXIT_DRIVER_NOT_LOADED,
     EXIT_GPU_LOST,
-    EXIT_INVALID_ARGUMENT,
     EXIT_LIBRARY_NOT_FOUND,
     EXIT_NO_PERMISSION,
     EXIT_NOT_FOUND,
     EXIT_OTHER,
     EXIT_VERSION_MISMATCH,
-    INVALID_ARGS_MESSAGE,
     LIBRARY_MESSAGE,
     NO_DEVICES_MESSAGE,
     SmiError,
@@ -172,56 +171,26 @@ def _same_bus(bus_id: str, wanted: str) -> bool:
 
 
 def run(options: Options, write: Callable[[str], None]) -> int:
-    """Execute ``options``; every line of output goes through ``write``."""
-    if options.mode == "help":
-        from ._options import HELP
+    """Execute ``options`` with the command the parser chose; output goes through ``write``."""
+    from ._registry import by_name
 
-        write(HELP)
-        return 0
-    if options.mode == "help-query-gpu":
-        from ._fields import help_text
+    return by_name(options.command).run(options, write)
 
-        write(help_text())
-        return 0
-    if options.mode == "help-query-apps":
-        from ._apps import help_text as apps_help
 
-        write(apps_help())
-        return 0
-    if options.mode == "query-gpu":
-        from ._fields import lookup
+def each_pass(options: Options, render: Callable[[Nvml, list[Device], list[Device]], int]) -> int:
+    """Open NVML, then call ``render(nvml, selected, every_gpu)`` once, or every
+    ``-l``/``-lms`` interval until interrupted; return the last pass's exit code.
 
-        for name in options.query_fields:
-            if lookup(name) is None:
-                raise SmiError(
-                    f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT
-                )
-    if options.mode == "query-apps":
-        from ._apps import lookup as app_lookup
-
-        for name in options.query_fields:
-            if app_lookup(name) is None:
-                raise SmiError(
-                    f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT
-                )
-    if options.mode == "query" and options.display:
-        from ._sections import DISPLAY_TYPES
-
-        if any(d not in DISPLAY_TYPES for d in options.display):
-            raise SmiError(INVALID_ARGS_MESSAGE, EXIT_INVALID_ARGUMENT)
-
-    if options.mode == "reset":
-        from ._reset import reset
-
-        return reset(options, write)
-
+    The GPUs are counted afresh on each pass (a GPU lost between passes shows as lost); no
+    GPU at all, or an ``-i`` that names none, ends the run with the real tool's message.
+    """
     nvml = open_nvml(options.library)
     try:
-        if options.mode == "version":
-            write(_version(nvml))
-            return 0
         while True:
-            code = _once(nvml, options, write)
+            everything = all_devices(nvml)
+            if not everything:
+                raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND)
+            code = render(nvml, select(everything, options.ids), everything)
             if options.loop_seconds is None:
                 return code
             time.sleep(options.loop_seconds)
@@ -229,103 +198,9 @@ def run(options: Options, write: Callable[[str], None]) -> int:
         nvml.shutdown()
 
 
-def _once(nvml: Nvml, options: Options, write: Callable[[str], None]) -> int:
-    everything = all_devices(nvml)
-    if not everything:
-        raise SmiError(NO_DEVICES_MESSAGE, EXIT_NOT_FOUND)
-    devices = select(everything, options.ids)
-    mode = options.mode
-    lost = [d for d in devices if d.lost]
-    if mode == "list":
-        write(_list(devices))
-        return EXIT_GPU_LOST if lost else 0
-    if mode == "query-gpu":
-        from ._fields import Ctx, lookup
-
-        fields = [lookup(n) for n in options.query_fields]
-        rows = []
-        if options.csv_header:
-            rows.append(", ".join(f.header(options.csv_units) for f in fields if f is not None))
-        for device in devices:
-            if device.lost:
-                cell = f"[{nvml.error_string(ERROR_GPU_IS_LOST)}]"
-                rows.append(", ".join(cell for f in fields if f is not None))
-                continue
-            ctx = Ctx(nvml, device, len(everything))
-            rows.append(", ".join(f.cell(ctx, options.csv_units) for f in fields if f is not None))
-        write("\n".join(rows) + "\n")
-        return EXIT_GPU_LOST if lost else 0
-    if lost:
-        # the table, the report and the matrices need every GPU they show
-        raise lost_error(lost[0])
-    if mode == "table":
-        from ._table import render as table
-
-        write(table(nvml, devices))
-    elif mode == "query":
-        from ._document import render as document
-
-        write(document(nvml, devices, len(everything), xml=options.xml, display=options.display))
-    elif mode == "query-apps":
-        from ._apps import render as apps
-
-        write(
-            apps(
-                nvml,
-                devices,
-                options.query_fields,
-                header=options.csv_header,
-                units=options.csv_units,
-            )
-        )
-    elif mode == "topo":
-        from ._topology import matrix
-
-        write(matrix(devices))
-    elif mode == "nvlink-status":
-        from ._topology import nvlink_status
-
-        write(nvlink_status(devices))
-    elif mode == "nvlink-caps":
-        from ._topology import nvlink_capabilities
-
-        write(nvlink_capabilities(devices))
-    return 0
-
-
-def _list(devices: list[Device]) -> str:
-    lines = []
+def require_present(devices: list[Device]) -> None:
+    """Views that need every GPU they show (the table, the report, the matrices) end the
+    run on the first lost one, as the real tool does."""
     for device in devices:
         if device.lost:
-            lines.append(lost_error(device).message)
-            continue
-        try:
-            name, uuid = device.name(), device.uuid()
-        except NvmlError as exc:
-            raise _fail(exc, device.nvml, device.index) from None
-        lines.append(f"GPU {device.index}: {name} (UUID: {uuid})")
-    return "\n".join(lines) + "\n"
-
-
-def _version(nvml: Nvml) -> str:
-    def get(fn: Callable[[], object]) -> str:
-        try:
-            return str(fn())
-        except NvmlError:
-            return "N/A"
-
-    driver = get(nvml.driver_version)
-    nvml_version = get(nvml.nvml_version)
-    parts = nvml_version.split(".")
-    if len(parts) >= 3:
-        nvml_version = ".".join(parts[1:3])
-    from ._values import cuda_version
-
-    cuda = get(nvml.cuda_driver_version)
-    cuda_s = cuda_version(int(cuda)) if cuda.isdigit() else cuda
-    return (
-        f"NVIDIA-SMI version  : {driver}\n"
-        f"NVML version        : {nvml_version}\n"
-        f"DRIVER version      : {driver}\n"
-        f"CUDA Version        : {cuda_s}\n"
-    )
+            raise lost_error(device)

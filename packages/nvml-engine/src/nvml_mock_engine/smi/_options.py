@@ -1,10 +1,9 @@
 """Command-line parsing with the real tool's grammar and its error messages.
 
-``argparse`` is not used: the real tool accepts ``--id=3`` and ``--id 3``, ``-i 3``, a
-``topo``/``nvlink`` sub-command as the first word, and answers any bad combination with one
-fixed message and exit code 2, which scripts match. The result is one frozen
-:class:`Options`. The library path has a flag (``--nvml-lib``, not in ``-h``) and an env twin
-(``NVML_MOCK_SMI_LIB``); the flag wins.
+The grammar is the registry's (:mod:`._registry`): each command declares its options, and
+:func:`parse` only reads those declarations, so a new command needs no change here. The
+result is one frozen :class:`Options`. The library path has a flag (``--nvml-lib``, not in
+``-h``) and an env twin (``NVML_MOCK_SMI_LIB``); the flag wins.
 """
 
 from __future__ import annotations
@@ -14,6 +13,18 @@ from ._errors import EXIT_INVALID_ARGUMENT, INVALID_ARGS_MESSAGE, SmiError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from typing import TypedDict
+
+    from ._registry import Option
+
+    class Common(TypedDict):
+        """The fields the shared options fill (see :func:`common_fields`)."""
+
+        ids: tuple[str, ...]
+        library: str | None
+        filename: str | None
+        loop_seconds: float | None
+
 
 ENV_LIBRARY = "NVML_MOCK_SMI_LIB"
 
@@ -26,9 +37,11 @@ class Options:
     """
 
     __slots__ = (
+        "command",
         "csv_header",
         "csv_units",
         "display",
+        "extra",
         "filename",
         "ids",
         "library",
@@ -38,9 +51,14 @@ class Options:
         "xml",
     )
 
+    command: str
+    """The registry name of the command that runs (:func:`._registry.by_name`)."""
     mode: str
-    """table | list | query | query-gpu | query-apps | help | help-query-gpu |
-    help-query-apps | version | topo | nvlink-status | nvlink-caps | reset"""
+    """What the command was asked to do, when it does more than one thing: table | list |
+    query | query-gpu | query-apps | help | help-query-gpu | help-query-apps | version |
+    topo | nvlink-status | nvlink-caps | reset"""
+    extra: Mapping[str, str]
+    """A command's own parsed options that no field below holds (key -> text)."""
     xml: bool
     display: tuple[str, ...]
     ids: tuple[str, ...]
@@ -54,7 +72,9 @@ class Options:
     def __init__(
         self,
         *,
-        mode: str = "table",
+        command: str = "table",
+        mode: str = "",
+        extra: Mapping[str, str] | None = None,
         xml: bool = False,
         display: tuple[str, ...] = (),
         ids: tuple[str, ...] = (),
@@ -66,7 +86,9 @@ class Options:
         library: str | None = None,
     ) -> None:
         values = {
-            "mode": mode,
+            "command": command,
+            "mode": mode or command,
+            "extra": dict(extra or {}),
             "xml": xml,
             "display": display,
             "ids": ids,
@@ -87,176 +109,110 @@ class Options:
         return "Options(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
 
 
-_VALUE_FLAGS = {
-    "-d": "display",
-    "--display": "display",
-    "-i": "id",
-    "--id": "id",
-    "-f": "filename",
-    "--filename": "filename",
-    "-l": "loop",
-    "--loop": "loop",
-    "-lms": "loop-ms",
-    "--loop-ms": "loop-ms",
-    "--query-gpu": "query-gpu",
-    "--query-compute-apps": "query-apps",
-    "--format": "format",
-    "--nvml-lib": "library",
-}
-_SWITCHES = {
-    "-h": "help",
-    "--help": "help",
-    "--version": "version",
-    "-r": "reset",
-    "--gpu-reset": "reset",
-    "-L": "list",
-    "--list-gpus": "list",
-    "-q": "query",
-    "--query": "query",
-    "-x": "xml",
-    "--xml-format": "xml",
-    "--help-query-gpu": "help-query-gpu",
-    "--help-query-compute-apps": "help-query-apps",
-}
-
-
-def _bad() -> SmiError:
+def bad() -> SmiError:
+    """The real tool's one answer to any bad combination of arguments (exit code 2)."""
     return SmiError(INVALID_ARGS_MESSAGE, EXIT_INVALID_ARGUMENT)
 
 
-def _split_list(value: str) -> tuple[str, ...]:
+def split_list(value: str) -> tuple[str, ...]:
+    """``"0, 3,"`` -> ``("0", "3")``: the comma lists of ``-i``, ``-d`` and the queries."""
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
 def parse(argv: Sequence[str], environ: Mapping[str, str]) -> Options:
-    """Parse ``argv`` (without the program name); raise :class:`SmiError` on bad input."""
+    """Parse ``argv`` (without the program name); raise :class:`SmiError` on bad input.
+
+    The first word picks a sub-command, or else the top-level options (of every mode) are
+    read and the mode is the command that one of them selects (the table when none does).
+    Every option given must be one the chosen command declares; the command's ``build``
+    checks the rest.
+    """
+    from . import _registry
+
     args = list(argv)
+    command = _registry.by_word(args[0]) if args else None
+    if command is not None:
+        group = [command]
+        args.pop(0)
+    else:
+        group = _registry.top_level()
+    values = _scan(args, _registry.option_table(group))
+    if command is None:
+        chosen = [c for c in group if any(k in values for k in c.select)]
+        if len(chosen) > 1:
+            raise bad()
+        command = chosen[0] if chosen else next(c for c in group if not c.select)
+    if not set(values) <= command.keys():
+        raise bad()
+    return command.build(values, environ)
+
+
+def _scan(args: list[str], table: Mapping[str, Option]) -> dict[str, str]:
+    """``{key: value}`` of ``args`` read with ``table``; a switch's value is ``""``."""
     values: dict[str, str] = {}
-    switches: set[str] = set()
-    sub: str | None = None
-    sub_flags: set[str] = set()
-    if args and args[0] in ("topo", "nvlink"):
-        sub = args.pop(0)
     i = 0
     while i < len(args):
-        arg = args[i]
-        name, eq, inline = arg.partition("=")
-        if sub is not None and name in ("-m", "--matrix", "-s", "--status", "-c", "--capabilities"):
+        name, eq, inline = args[i].partition("=")
+        option = table.get(name)
+        if option is None:
+            raise bad()
+        if not option.value:
             if eq:
-                raise _bad()
-            sub_flags.add(name.lstrip("-")[0])
+                raise bad()
+            values[option.key] = ""
             i += 1
             continue
-        if name in _VALUE_FLAGS:
-            key = _VALUE_FLAGS[name]
-            if eq:
-                value = inline
-            elif key == "loop" and (i + 1 >= len(args) or not args[i + 1].isdigit()):
-                value = "5"
-            else:
-                if i + 1 >= len(args):
-                    raise _bad()
-                value = args[i + 1]
-                i += 1
-            if key in values:
-                raise _bad()
-            values[key] = value
+        if eq:
+            value = inline
+        elif option.default is not None and (i + 1 >= len(args) or not args[i + 1].isdigit()):
+            value = option.default
+        else:
+            if i + 1 >= len(args):
+                raise bad()
+            value = args[i + 1]
             i += 1
-            continue
-        if arg in _SWITCHES and not eq:
-            switches.add(_SWITCHES[arg])
-            i += 1
-            continue
-        raise _bad()
+        if option.key in values:
+            raise bad()
+        values[option.key] = value
+        i += 1
+    return values
 
-    library = values.get("library") or environ.get(ENV_LIBRARY) or None
-    ids = _split_list(values["id"]) if "id" in values else ()
+
+def common_fields(values: Mapping[str, str], environ: Mapping[str, str]) -> Common:
+    """The :class:`Options` fields the shared options fill: ``ids``, ``library``,
+    ``filename`` and ``loop_seconds`` (absent options give their defaults)."""
+    ids = split_list(values["id"]) if "id" in values else ()
     if "id" in values and not ids:
-        raise _bad()
-    loop = _loop(values)
-    common = {
+        raise bad()
+    return {
         "ids": ids,
-        "library": library,
+        "library": library(values, environ),
         "filename": values.get("filename"),
-        "loop_seconds": loop,
+        "loop_seconds": _loop(values),
     }
 
-    if sub == "topo":
-        if switches or set(values) - {"id", "library", "filename"} or sub_flags != {"m"}:
-            raise _bad()
-        return Options(mode="topo", **common)  # type: ignore[arg-type]
-    if sub == "nvlink":
-        if (
-            switches
-            or set(values) - {"id", "library", "filename"}
-            or len(sub_flags) != 1
-            or not sub_flags <= {"s", "c"}
-        ):
-            raise _bad()
-        return Options(mode="nvlink-status" if "s" in sub_flags else "nvlink-caps", **common)  # type: ignore[arg-type]
 
-    for only in ("help", "help-query-gpu", "help-query-apps", "version"):
-        if only in switches:
-            if len(switches) > 1 or set(values) - {"library"}:
-                raise _bad()
-            return Options(mode=only, library=library)
+def library(values: Mapping[str, str], environ: Mapping[str, str]) -> str | None:
+    """The NVML library to load: ``--nvml-lib``, then ``NVML_MOCK_SMI_LIB``, else the
+    loader's search (``None``)."""
+    return values.get("library") or environ.get(ENV_LIBRARY) or None
 
-    if "reset" in switches:
-        if switches != {"reset"} or set(values) - {"id", "library"}:
-            raise _bad()
-        return Options(mode="reset", ids=ids, library=library)
 
-    display = _split_list(values["display"].upper()) if "display" in values else ()
-    if display and "query" not in switches:
-        raise _bad()
-    query_keys = [k for k in ("query-gpu", "query-apps") if k in values]
-    if query_keys:
-        if len(query_keys) > 1 or switches:
-            raise _bad()
-        fmt = values.get("format")
-        if fmt is None:
-            raise SmiError(
-                '"--format" option is required with "--'
-                + query_keys[0].replace("apps", "compute-apps")
-                + '".',
-                EXIT_INVALID_ARGUMENT,
-            )
-        header, units = _format(fmt)
-        fields = _split_list(values[query_keys[0]])
-        if not fields:
-            raise _bad()
-        return Options(
-            mode=query_keys[0],
-            query_fields=fields,
-            csv_header=header,
-            csv_units=units,
-            **common,  # type: ignore[arg-type]
-        )
-    if "format" in values:
-        raise _bad()
-    if "list" in switches:
-        if switches != {"list"}:
-            raise _bad()
-        return Options(mode="list", **common)  # type: ignore[arg-type]
-    if "query" in switches:
-        if switches - {"query", "xml"}:
-            raise _bad()
-        return Options(mode="query", xml="xml" in switches, display=display, **common)  # type: ignore[arg-type]
-    if switches:
-        raise _bad()
-    return Options(mode="table", **common)  # type: ignore[arg-type]
+def csv_format(value: str) -> tuple[bool, bool]:
+    """``--format=csv[,noheader][,nounits]`` -> (header, units)."""
+    return _format(value)
 
 
 def _format(value: str) -> tuple[bool, bool]:
     parts = {p.strip().lower() for p in value.split(",") if p.strip()}
     if "csv" not in parts or parts - {"csv", "noheader", "nounits"}:
-        raise _bad()
+        raise bad()
     return "noheader" not in parts, "nounits" not in parts
 
 
 def _loop(values: Mapping[str, str]) -> float | None:
     if "loop" in values and "loop-ms" in values:
-        raise _bad()
+        raise bad()
     try:
         if "loop" in values:
             seconds = float(int(values["loop"]))
@@ -265,48 +221,7 @@ def _loop(values: Mapping[str, str]) -> float | None:
         else:
             return None
     except ValueError:
-        raise _bad() from None
+        raise bad() from None
     if seconds <= 0:
-        raise _bad()
+        raise bad()
     return seconds
-
-
-HELP = """\
-NVIDIA System Management Interface work-alike (nvml-mock) -- reads GPUs through NVML.
-
-nvidia-smi [OPTION1 [ARG1]] [OPTION2 [ARG2]] ...
-
-    -h,   --help                Print this help and exit.
-          --version             Print the tool, NVML, driver and CUDA versions.
-    -L,   --list-gpus           One line per GPU: index, name and UUID.
-    -r,   --gpu-reset           Reset the GPUs of -i (default all): their faults clear
-                                (needs write access to the node's live layer).
-    -q,   --query               The full report of every GPU (or those of -i).
-    -x,   --xml-format          With -q: the report as XML.
-    -d,   --display=            With -q: only these sections, comma separated:
-                                MEMORY, UTILIZATION, ECC, TEMPERATURE, POWER,
-                                POWER_SMOOTHING, POWER_PROFILES, CLOCK, COMPUTE,
-                                PIDS, PERFORMANCE, SUPPORTED_CLOCKS, PAGE_RETIREMENT,
-                                ROW_REMAPPER, ACCOUNTING, ENCODER_STATS, FBC_STATS,
-                                SUPPORTED_GPU_TARGET_TEMP, VOLTAGE, RESET_STATUS,
-                                GSP_FIRMWARE_VERSION, PCIE, FABRIC.
-    -i,   --id=                 Only these GPUs: index, UUID, PCI bus id or board
-                                serial, comma separated.
-    -f,   --filename=           Write the output to this file instead of stdout.
-    -l,   --loop=               Repeat every N seconds (default 5) until interrupted.
-    -lms, --loop-ms=            Repeat every N milliseconds until interrupted.
-
-    --query-gpu=                Properties to print as CSV, comma separated;
-                                see --help-query-gpu.
-    --query-compute-apps=       Properties of running compute processes, as CSV;
-                                see --help-query-compute-apps.
-    --format=                   Required with the two above: csv[,noheader][,nounits].
-
-    topo -m                     The GPU connection matrix with CPU and NUMA affinity.
-    nvlink -s                   The speed of every NVLink of every GPU.
-    nvlink -c                   The capabilities of every NVLink of every GPU.
-
-Exit codes: 0 success, 2 invalid argument or unsupported command, 4 no permission,
-6 no such GPU, 9 driver not loaded, 12 NVML library not found, 15 GPU lost,
-18 driver/library version mismatch, 255 other error.
-"""
