@@ -620,7 +620,7 @@ nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device)
 #define GET_MIG_GPU(handle, var)                                 \
     GET_DEVICE(handle, var);                                     \
     do {                                                         \
-        if (!(var)->s.mig_capable || (var)->s.mig_gi_count == 0) { \
+        if (!(var)->s.mig_capable) {                             \
             return NVML_ERROR_NOT_SUPPORTED;                     \
         }                                                        \
     } while (0)
@@ -647,6 +647,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int 
 {
     GET_MIG_GPU(device, d);
     REQUIRE_ARG(activationStatus);
+    if (d->s.mig_gi_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED; /* capable, but the state carries no profile table */
+    }
     if (mode != NVML_DEVICE_MIG_DISABLE && mode != NVML_DEVICE_MIG_ENABLE) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }

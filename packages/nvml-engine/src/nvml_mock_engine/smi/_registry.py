@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 MODE_MODULES = (
     "help",
     "list",
+    "mig_mode",
     "query",
     "report",
     "reset",
@@ -60,6 +61,7 @@ MODE_MODULES = (
 since any of their flags may pick the mode."""
 
 SUBCOMMAND_MODULES = (
+    "mig",
     "nvlink",
     "topo",
 )
