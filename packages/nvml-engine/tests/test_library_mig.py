@@ -231,7 +231,7 @@ def test_create_needs_mig_enabled(
 
 
 def test_busy_gpu_keeps_the_mode_pending(
-    pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, library_file: Path
 ) -> None:
     state = stage(pynvml, monkeypatch, tmp_path, "h100")
     with live.LiveLayer.open(state.parent / live.LIVE_FILE_NAME) as layer:
@@ -240,6 +240,26 @@ def test_busy_gpu_keeps_the_mode_pending(
     status = pynvml.nvmlDeviceSetMigMode(handle, 1)
     assert status == pynvml.NVML_ERROR_IN_USE
     assert pynvml.nvmlDeviceGetMigMode(handle) == [0, 1]
+    # a GPU reset (nvidia-smi -r) makes the pending mode current
+    from nvml_mock_engine.smi import main
+
+    assert main(["-r", "-i", "0", "--nvml-lib", str(library_file)]) == 0
+    assert pynvml.nvmlDeviceGetMigMode(handle) == [1, 1]
+
+
+def test_a_bad_profile_line_is_refused_at_init(
+    pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    state = tmp_path / "state.nvmlmock"
+    text = render_text(resolve_config(node="mig-node", profile="h100", count=1))
+    bad = text.replace("mig_gi_profile=4,0,7g.80gb,1,7,", "mig_gi_profile=4,0,7g.80gb,1,9,")
+    assert bad != text
+    state.write_text(bad)
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
+    with pytest.raises(pynvml.NVMLError) as caught:
+        pynvml.nvmlInit()
+    detail = pynvml.nvmlErrorString(caught.value.value)
+    assert "mig_gi_profile" in detail and "slices" in detail
 
 
 def _layout(pynvml: Any, handle: Any) -> list[str]:

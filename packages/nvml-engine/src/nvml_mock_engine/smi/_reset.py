@@ -83,6 +83,7 @@ def reset(options: Options, write: Callable[[str], None]) -> int:
         with LiveLayer.open(live, state=state) as layer:
             for index in targets:
                 layer.clear(index)
+                layer.reset_mig(index)  # a pending MIG mode takes effect; instances are gone
     except PermissionError:
         raise _refused(gpus, targets, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
     except (NvmlEngineError, OSError) as exc:
