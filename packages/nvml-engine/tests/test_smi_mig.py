@@ -49,7 +49,7 @@ def test_enable_create_list_destroy(library_file: Path, h100: Path) -> None:
 
     rc, out = smi(library_file, "mig", "-lci")
     assert rc == 0 and "| Compute instances:" in out
-    assert "MIG 3g.40gb          2          0         0:3" in out
+    assert "MIG 3g.40gb          2         0          0:3" in out
 
     rc, out = smi(library_file, "-L")
     assert rc == 0

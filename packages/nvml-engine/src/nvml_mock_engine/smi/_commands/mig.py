@@ -1,4 +1,4 @@
-"""``mig`` (``-lgip``, ``-lgi``, ``-cgi [-C]``, ``-lci``, ``-cci``, ``-dci``, ``-dgi``) and
+"""``mig`` (``-lgip``, ``-lgipp``, ``-lgi``, ``-cgi [-C]``, ``-lci``, ``-cci``, ``-dci``, ``-dgi``) and
 ``-mig 0|1``: MIG partitions through the library's MIG API, in the real tool's formats.
 
 Everything goes through NVML, so what this prints and changes is what every other client of
@@ -26,6 +26,7 @@ PROFILE_COUNT = 18
 CI_PROFILE_COUNT = 9
 
 LGIP = Option(("-lgip", "--list-gpu-instance-profiles"), "lgip")
+LGIPP = Option(("-lgipp", "--list-gpu-instance-possible-placements"), "lgipp")
 LGI = Option(("-lgi", "--list-gpu-instances"), "lgi")
 LCI = Option(("-lci", "--list-compute-instances"), "lci")
 CGI = Option(("-cgi", "--create-gpu-instance"), "cgi", value=True)
@@ -35,7 +36,7 @@ DGI = Option(("-dgi", "--destroy-gpu-instance"), "dgi")
 DCI = Option(("-dci", "--destroy-compute-instance"), "dci")
 GI = Option(("-gi", "--gpu-instance-id"), "gi", value=True)
 CI = Option(("-ci", "--compute-instance-id"), "ci", value=True)
-_ACTIONS = ("lgip", "lgi", "lci", "cgi", "cci", "dgi", "dci")
+_ACTIONS = ("lgip", "lgipp", "lgi", "lci", "cgi", "cci", "dgi", "dci")
 
 
 def _build(values: Mapping[str, str], environ: Mapping[str, str]) -> Options:
@@ -112,6 +113,7 @@ class _Mig:
             CiInfo,
         )
         self.c_uint, self.c_void_p, self.POINTER = c_uint, c_void_p, POINTER
+        self.Placement = Placement
 
     # --- NVML ---------------------------------------------------------------------------
 
@@ -198,6 +200,7 @@ class _Mig:
         mode = self.options.mode
         handler = {
             "lgip": self.list_profiles,
+            "lgipp": self.list_placements,
             "lgi": self.list_gis,
             "lci": self.list_cis,
             "cgi": self.create_gis,
@@ -253,8 +256,8 @@ class _Mig:
                 name = _gi_name(self.nvml, device, index)
                 total = f"{free}/{v['instanceCount']}"
                 lines.append(
-                    f"|  {device.index:>2}  MIG {name:<13} {v['id']:>3}     {total:<9}"
-                    f"{v['memorySizeMB'] / 1024:>7.2f}      No     {v['multiprocessorCount']:<6}"
+                    f"|  {device.index:>2}  MIG {name:<12}{v['id']:>4}{total:>8}        "
+                    f"{v['memorySizeMB'] / 1024:<11.2f}No     {v['multiprocessorCount']:<7}"
                     f"{v['decoderCount']:<6}{v['encoderCount']:<4}|"
                 )
                 lines.append(
@@ -264,6 +267,37 @@ class _Mig:
         if len(lines) == 5:
             lines.append(rule)
         self.write("\n".join(lines) + "\n")
+        return 0
+
+    def list_placements(self) -> int:
+        """``GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1``, one line per profile; the
+        real tool lists every placement the profile can take (``Placement :`` for one), not
+        only the free ones, as ``nvmlDeviceGetGpuInstancePossiblePlacements_v2`` does."""
+        from ctypes import byref
+
+        for device in self.devices:
+            for _index, info in self._gi_profiles(device):
+                pid = getattr(info, "id")  # noqa: B009
+                count = self.c_uint(0)
+                self.nvml.call(
+                    "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+                    device.handle,
+                    pid,
+                    None,
+                    byref(count),
+                )
+                places = (self.Placement * max(count.value, 1))()
+                self.nvml.call(
+                    "nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+                    device.handle,
+                    pid,
+                    places,
+                    byref(count),
+                )
+                starts = ",".join(str(places[i].start) for i in range(count.value))
+                size = places[0].size if count.value else 0
+                word = "Placements:" if count.value > 1 else "Placement :"
+                self.write(f"GPU {device.index:>2} Profile ID {pid:>2} {word} {{{starts}}}:{size}\n")
         return 0
 
     def _remaining(self, device: Device, profile_id: int) -> int:
@@ -321,8 +355,8 @@ class _Mig:
                     where = f"{place.start}:{place.size}"
                     lines.append(
                         f"|  {device.index:>2}  {gid:>5}       MIG {name:<16}"
-                        f"{info.profileId:>2}  {info.id:>9}"
-                        f"  {where:>10}     |"
+                        f"{info.profileId:>2}  {info.id:>8}"
+                        f"  {where:>11}     |"
                     )
                     lines.append(rule)
         if len(lines) == 6:
@@ -553,7 +587,7 @@ COMMANDS = (
     Command(
         "mig",
         word="mig",
-        options=(LGIP, LGI, LCI, CGI, DEFAULT_CI, CCI, DGI, DCI, GI, CI, ID, LIBRARY),
+        options=(LGIP, LGIPP, LGI, LCI, CGI, DEFAULT_CI, CCI, DGI, DCI, GI, CI, ID, LIBRARY),
         build=_build,
         run=_run,
     ),
