@@ -200,7 +200,7 @@ def test_placement_errors(pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path
     )
     place.start, place.size = 4, 4
     gi = create(handle, three.id, ctypes.byref(place))
-    assert pynvml.nvmlGpuInstanceGetInfo(gi).id == 1
+    assert pynvml.nvmlGpuInstanceGetInfo(gi).id == 2  # the upper half is id 2
     assert code(pynvml, create, handle, three.id, ctypes.byref(place)) == (
         pynvml.NVML_ERROR_INSUFFICIENT_RESOURCES
     )
@@ -214,7 +214,7 @@ def test_placement_errors(pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path
     assert code(pynvml, pynvml.nvmlDeviceCreateGpuInstance, handle, 99) == (
         pynvml.NVML_ERROR_INVALID_ARGUMENT
     )
-    assert code(pynvml, pynvml.nvmlDeviceGetGpuInstanceById, handle, 2) == (
+    assert code(pynvml, pynvml.nvmlDeviceGetGpuInstanceById, handle, 1) == (  # lower half free
         pynvml.NVML_ERROR_NOT_FOUND
     )
     assert code(pynvml, pynvml.nvmlDeviceSetMigMode, handle, 0) == pynvml.NVML_ERROR_IN_USE

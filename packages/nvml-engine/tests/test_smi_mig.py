@@ -35,8 +35,8 @@ def test_enable_create_list_destroy(library_file: Path, h100: Path) -> None:
         "Successfully created GPU instance ID  2 on GPU  0 using profile MIG 3g.40gb (ID  9)",
         "Successfully created compute instance ID  0 on GPU  0 GPU instance ID  2 using"
         " profile MIG 3g.40gb (ID  2)",
-        "Successfully created GPU instance ID 11 on GPU  0 using profile MIG 1g.10gb (ID 19)",
-        "Successfully created compute instance ID  0 on GPU  0 GPU instance ID 11 using"
+        "Successfully created GPU instance ID  7 on GPU  0 using profile MIG 1g.10gb (ID 19)",
+        "Successfully created compute instance ID  0 on GPU  0 GPU instance ID  7 using"
         " profile MIG 1g.10gb (ID  0)",
     ]
 
@@ -44,8 +44,8 @@ def test_enable_create_list_destroy(library_file: Path, h100: Path) -> None:
     lines = out.splitlines()
     assert rc == 0 and all(len(line) == 54 for line in lines)
     assert lines[1] == "| GPU instances:                                     |"
-    assert lines[5] == "|   0  MIG 3g.40gb       9        2          0:4     |"
-    assert lines[7] == "|   0  MIG 1g.10gb      19       11          4:1     |"
+    assert lines[5] == "|   0  MIG 1g.10gb      19        7          0:1     |"
+    assert lines[7] == "|   0  MIG 3g.40gb       9        2          4:4     |"
 
     rc, out = smi(library_file, "mig", "-lci")
     assert rc == 0 and "| Compute instances:" in out
@@ -63,8 +63,8 @@ def test_enable_create_list_destroy(library_file: Path, h100: Path) -> None:
     assert rc == 1 and "In use by another client" in out
     rc, out = smi(library_file, "mig", "-dci")
     assert rc == 0 and out.count("Successfully destroyed compute instance") == 2
-    rc, out = smi(library_file, "mig", "-dgi", "-gi", "11")
-    assert (rc, out) == (0, "Successfully destroyed GPU instance ID 11 from GPU  0\n")
+    rc, out = smi(library_file, "mig", "-dgi", "-gi", "7")
+    assert (rc, out) == (0, "Successfully destroyed GPU instance ID  7 from GPU  0\n")
 
 
 def test_profile_table(library_file: Path, h100: Path) -> None:

@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include "mig.h"
 
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -130,15 +131,16 @@ static unsigned int ci_placements(unsigned int slices, unsigned int gi_slices, u
     return n;
 }
 
-/* A GPU instance's id from its placement: the full GPU 0, halves 1 (upper) and 2 (lower),
- * quarters 3..6, eighths 7..13 (the driver's numbering of the memory-slice tree). */
+/* A GPU instance's id from its placement: the full GPU 0, halves 1 (slices 0-3) and 2
+ * (slices 4-7), quarters 3..6, eighths 7..13 (the driver's numbering of the memory-slice
+ * tree, as current drivers report it: a 4g at 0:4 is id 1, a 3g at 4:4 id 2). */
 static uint32_t gi_id(uint32_t start, uint32_t size)
 {
     if (size >= 5) {
         return 0;
     }
     if (size >= 3) {
-        return start >= 4 ? 1 : 2;
+        return start >= 4 ? 2 : 1;
     }
     if (size == 2) {
         return 3 + start / 2;
@@ -397,6 +399,24 @@ static int gi_fits(const struct mig_layout *l, uint32_t start, uint32_t size)
         }
     }
     return 1;
+}
+
+/* How many placements, of every profile of the board, that are free now an instance at
+ * start:size would take away. Creation without a placement takes the free placement that
+ * takes away fewest, the lowest start on a tie: that is what the driver does (seven 1g
+ * instances land at 6, 4, 5, 0, 1, 2, 3; a 1g, a 2g and then a 4g all fit). */
+static unsigned int gi_damage(const struct nvmlDevice_st *d, const struct mig_layout *l,
+                              uint32_t start, uint32_t size)
+{
+    unsigned int lost = 0;
+    for (uint32_t i = 0; i < d->s.mig_gi_count && i < STATE_MAX_MIG_GI_PROFILES; i++) {
+        const struct state_mig_gi *q = &d->s.mig_gi[i];
+        for (uint32_t p = 0; p < q->placement_count && p < STATE_MAX_MIG_PLACEMENTS; p++) {
+            uint32_t qs = q->placement_start[p];
+            lost += gi_fits(l, qs, q->placement_size) && overlaps(qs, q->placement_size, start, size);
+        }
+    }
+    return lost;
 }
 
 static int ci_fits(const struct mig_gi *gi, uint32_t start, uint32_t size)
@@ -962,11 +982,16 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const
         return NVML_ERROR_NOT_SUPPORTED;
     }
     int start = -1;
+    unsigned int best = UINT_MAX;
     if (gi_count_of(&t.l, gp->profile) < gp->instances) {
-        for (uint32_t i = 0; i < gp->placement_count && start < 0; i++) {
+        for (uint32_t i = 0; i < gp->placement_count; i++) {
             uint32_t s = gp->placement_start[i];
             if ((want == NULL || want->start == s) && gi_fits(&t.l, s, gp->placement_size)) {
-                start = (int)s;
+                unsigned int lost = gi_damage(d, &t.l, s, gp->placement_size);
+                if (lost < best) {
+                    best = lost;
+                    start = (int)s;
+                }
             }
         }
     }

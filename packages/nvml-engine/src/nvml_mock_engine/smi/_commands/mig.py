@@ -320,8 +320,13 @@ class _Mig:
         ]
         wanted = _ids(self.options.extra.get("gi"))
         for device in self.devices:
-            for gi in self._gis(device):
-                info = self._gi_info(gi)
+            # the real tool lists by profile, smallest first, then by instance id
+            order = {getattr(p, "id"): n for n, (_i, p) in enumerate(self._gi_profiles(device))}  # noqa: B009
+            infos = sorted(
+                (self._gi_info(gi) for gi in self._gis(device)),
+                key=lambda i: (order.get(getattr(i, "profileId"), 99), getattr(i, "id")),  # noqa: B009
+            )
+            for info in infos:
                 gid, pid = getattr(info, "id"), getattr(info, "profileId")  # noqa: B009
                 if wanted is not None and gid not in wanted:
                     continue
