@@ -130,3 +130,21 @@ def test_lci_columns(h100: Path) -> None:
     assert out.splitlines()[6] == (
         "|   0     13       MIG 1g.10gb          0         0          0:1     |"
     )
+
+
+def test_h200_memory_as_a_real_h200_reports_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path
+) -> None:
+    board(tmp_path, monkeypatch, "h200")
+    assert smi(library_file, "-mig", "1")[0] == 0
+    rc, out = smi(library_file, "mig", "-lgip")
+    memory = {
+        name: gib for name, gib in re.findall(r"MIG (\S+) +\d+ +\d+/\d+ +([\d.]+)", out)
+    }
+    assert rc == 0
+    assert (memory["1g.18gb"], memory["1g.18gb+me"], memory["2g.35gb"], memory["7g.141gb"]) == (
+        "16.00",
+        "16.00",
+        "32.50",
+        "140.00",
+    )
