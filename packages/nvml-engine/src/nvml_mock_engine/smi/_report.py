@@ -60,6 +60,7 @@ from ._nvml import (
     NvmlError,
     decode_bytes,
 )
+from ._mig_view import report_node as mig_report_node
 from ._processes import process_rows
 from ._sections import SECTIONS
 from ._tree import Node, group, leaf
@@ -195,7 +196,7 @@ class GpuReport:
                 r.get(d.addressing_mode, lambda v: ADDRESSING.get(v, NA)),
             ),
             self._pair("mig_mode", "MIG Mode", d.mig_mode, ("current_mig", "pending_mig"), enabled),
-            Node("mig_devices", None, raw="None"),
+            mig_report_node(d),
             leaf("accounting_mode", "Accounting Mode", r.get(d.accounting_mode, enabled)),
             leaf(
                 "accounting_mode_buffer_size",

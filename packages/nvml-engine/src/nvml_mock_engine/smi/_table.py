@@ -104,6 +104,12 @@ def gpu_block(device: Device) -> list[str]:
     compute = _text(_try(device.compute_mode), lambda v: COMPUTE_MODES.get(v, "N/A"))
     mig = _try(device.mig_mode)
     mig_s = _text(mig) if isinstance(mig, NvmlError) else ("Enabled" if mig[0] else "Disabled")
+    if not isinstance(mig, NvmlError) and mig[0] == 1:
+        # with MIG on the real tool has no whole-GPU utilization and shows the ECC mode in
+        # place of the (per MIG device) error count
+        util_s = "N/A"
+        if not isinstance(ecc, NvmlError) and ecc[0]:
+            ecc_s = "On"
     return [
         row(
             f" {device.index:>3}  {name:<29}{persistence:>4}",
@@ -145,13 +151,25 @@ def process_table(rows: list[tuple[int, ProcessRow]]) -> list[str]:
 
 
 def render(nvml: Nvml, devices: list[Device]) -> str:
+    from ._mig_view import mig_devices, table_block
+
     lines = header(nvml)
     procs: list[tuple[int, ProcessRow]] = []
+    migs: list[tuple[int, Any]] = []
+    any_mig = False
     for device in devices:
         lines += gpu_block(device)
         got = process_rows(device)
         if not isinstance(got, str):
             procs += [(device.index, p) for p in got]
+        mig = _try(device.mig_mode)
+        if not isinstance(mig, NvmlError) and mig[0] == 1:
+            any_mig = True
+            migs += [(device.index, m) for m in mig_devices(device)]
     lines.append("")
+    if any_mig:
+        # the real tool shows this box whenever a shown GPU has MIG on
+        lines += table_block(migs)
+        lines.append("")
     lines += process_table(procs)
     return "\n".join(lines) + "\n"
