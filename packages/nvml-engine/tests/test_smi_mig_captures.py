@@ -148,3 +148,33 @@ def test_h200_memory_as_a_real_h200_reports_it(
         "32.50",
         "140.00",
     )
+
+
+def test_lcip_after_three_1c_instances(a100: Path) -> None:
+    """The real tool's -lcip for an A100-40GB 3g.20gb holding three 1c.3g.20gb."""
+    assert smi(a100, "mig", "-cgi", "9")[0] == 0
+    rc, out = smi(a100, "mig", "-cci", "0,0,0", "-gi", "2")
+    assert rc == 0 and out.count("Successfully created compute instance") == 3
+    rc, out = smi(a100, "mig", "-lcip", "-gi", "2")
+    rule = "+" + "-" * 86 + "+"
+    second = "|" + " " * 70 + "3     0         |"
+    assert (rc, out.splitlines()) == (
+        0,
+        [
+            rule,
+            "| Compute instance profiles:                                                           |",
+            "| GPU     GPU       Name             Profile  Instances   Exclusive       Shared       |",
+            "|       Instance                       ID     Free/Total     SM       DEC   ENC   OFA  |",
+            "|         ID                                                          CE    JPEG       |",
+            "|" + "=" * 86 + "|",
+            "|   0      2       MIG 1c.3g.20gb       0      0/3           14        2     0     0   |",
+            second,
+            rule,
+            "|   0      2       MIG 2c.3g.20gb       1      0/1           28        2     0     0   |",
+            second,
+            rule,
+            "|   0      2       MIG 3g.20gb          2*     0/1           42        2     0     0   |",
+            second,
+            rule,
+        ],
+    )

@@ -1,4 +1,4 @@
-"""``mig`` (``-lgip``, ``-lgipp``, ``-lgi``, ``-cgi [-C]``, ``-lci``, ``-cci``, ``-dci``, ``-dgi``) and
+"""``mig`` (``-lgip``, ``-lgipp``, ``-lcip``, ``-lgi``, ``-cgi [-C]``, ``-lci``, ``-cci``, ``-dci``, ``-dgi``) and
 ``-mig 0|1``: MIG partitions through the library's MIG API, in the real tool's formats.
 
 Everything goes through NVML, so what this prints and changes is what every other client of
@@ -29,6 +29,7 @@ LGIP = Option(("-lgip", "--list-gpu-instance-profiles"), "lgip")
 LGIPP = Option(("-lgipp", "--list-gpu-instance-possible-placements"), "lgipp")
 LGI = Option(("-lgi", "--list-gpu-instances"), "lgi")
 LCI = Option(("-lci", "--list-compute-instances"), "lci")
+LCIP = Option(("-lcip", "--list-compute-instance-profiles"), "lcip")
 CGI = Option(("-cgi", "--create-gpu-instance"), "cgi", value=True)
 DEFAULT_CI = Option(("-C", "--default-compute-instance"), "default-ci")
 CCI = Option(("-cci", "--create-compute-instance"), "cci", default="")
@@ -36,7 +37,7 @@ DGI = Option(("-dgi", "--destroy-gpu-instance"), "dgi")
 DCI = Option(("-dci", "--destroy-compute-instance"), "dci")
 GI = Option(("-gi", "--gpu-instance-id"), "gi", value=True)
 CI = Option(("-ci", "--compute-instance-id"), "ci", value=True)
-_ACTIONS = ("lgip", "lgipp", "lgi", "lci", "cgi", "cci", "dgi", "dci")
+_ACTIONS = ("lgip", "lgipp", "lgi", "lci", "lcip", "cgi", "cci", "dgi", "dci")
 
 
 def _build(values: Mapping[str, str], environ: Mapping[str, str]) -> Options:
@@ -203,6 +204,7 @@ class _Mig:
             "lgipp": self.list_placements,
             "lgi": self.list_gis,
             "lci": self.list_cis,
+            "lcip": self.list_ci_profiles,
             "cgi": self.create_gis,
             "cci": self.create_cis,
             "dgi": self.destroy_gis,
@@ -366,6 +368,70 @@ class _Mig:
                     lines.append(rule)
         if len(lines) == 6:
             raise SmiError("No compute instances found: Not Found", 6)
+        self.write("\n".join(lines) + "\n")
+        return 0
+
+    def list_ci_profiles(self) -> int:
+        """The compute-instance profiles each GPU instance offers (``-gi`` picks some), free
+        and total, SMs and shared engines; ``*`` marks the default, the one that spans the
+        GPU instance."""
+        from ctypes import byref
+
+        from .._nvml import NvmlError
+
+        rule = "+" + "-" * 86 + "+"
+        lines = [
+            rule,
+            "| Compute instance profiles:" + " " * 59 + "|",
+            "| GPU     GPU       Name             Profile  Instances   Exclusive       Shared       |",
+            "|       Instance                       ID     Free/Total     SM       DEC   ENC   OFA  |",
+            "|         ID                                                          CE    JPEG       |",
+            "|" + "=" * 86 + "|",
+        ]
+        wanted = _ids(self.options.extra.get("gi"))
+        for device in self.devices:
+            for gi in self._gis(device):
+                gid = getattr(self._gi_info(gi), "id")  # noqa: B009
+                if wanted is not None and gid not in wanted:
+                    continue
+                offered = []
+                for index in range(CI_PROFILE_COUNT):
+                    info = self.CiProfile()
+                    try:
+                        self.nvml.call(
+                            "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+                            gi,
+                            index,
+                            0,
+                            byref(info),
+                        )
+                    except NvmlError:
+                        continue
+                    offered.append((index, info))
+                widest = max((info.sliceCount for _i, info in offered), default=0)
+                for index, info in offered:
+                    free = self.c_uint(0)
+                    self.nvml.call(
+                        "nvmlGpuInstanceGetComputeInstanceRemainingCapacity",
+                        gi,
+                        index,
+                        byref(free),
+                    )
+                    name = self._ci_name(device, gi, index)
+                    star = "*" if info.sliceCount == widest else " "
+                    total = f"{free.value}/{info.instanceCount}"
+                    lines.append(
+                        f"|{device.index:>4}{gid:>7}       MIG {name:<16}{info.id:>2}{star}"
+                        f"     {total:<14}{info.multiprocessorCount:<10}"
+                        f"{info.sharedDecoderCount:<6}{info.sharedEncoderCount:<6}"
+                        f"{info.sharedOfaCount:<4}|"
+                    )
+                    lines.append(
+                        f"|{'':70}{info.sharedCopyEngineCount:<6}{info.sharedJpegCount:<10}|"
+                    )
+                    lines.append(rule)
+        if len(lines) == 6:
+            raise SmiError("No GPU instances found: Not Found", 6)
         self.write("\n".join(lines) + "\n")
         return 0
 
@@ -592,7 +658,7 @@ COMMANDS = (
     Command(
         "mig",
         word="mig",
-        options=(LGIP, LGIPP, LGI, LCI, CGI, DEFAULT_CI, CCI, DGI, DCI, GI, CI, ID, LIBRARY),
+        options=(LGIP, LGIPP, LGI, LCI, LCIP, CGI, DEFAULT_CI, CCI, DGI, DCI, GI, CI, ID, LIBRARY),
         build=_build,
         run=_run,
     ),
