@@ -8,8 +8,8 @@ SUCCESS or one of the codes STATE-FORMAT.md documents, with a non-empty error st
 that says why, and an accepted state must then be fully readable and shut down cleanly.
 
 The last byte of an input selects the same variant as the init fuzzer does (fabric
-identity from the environment, valid or not; NO_GPUS init), so a crasher replays here
-exactly as it was found.
+identity from the environment, valid or not; NO_GPUS init; NVIDIA_VISIBLE_DEVICES from
+the input's last comment), so a crasher replays here exactly as it was found.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ DOCUMENTED = {
 SEED_OUTCOME: dict[str, tuple[int, int]] = {  # name -> (init code, GPU count)
     "a100-2gpu": (NVML_SUCCESS, 2),
     "h100-2gpu": (NVML_SUCCESS, 2),
+    "visible-one-gpu": (NVML_SUCCESS, 1),
+    "visible-unknown-index": (NVML_ERROR_INVALID_STATE, 0),
+    "visible-none": (NVML_ERROR_GPU_NOT_FOUND, 0),
     "gb200-2gpu": (NVML_SUCCESS, 2),
     "gb300-2gpu": (NVML_SUCCESS, 2),
     "l40s-2gpu": (NVML_SUCCESS, 2),
@@ -88,6 +91,10 @@ if variant & 1:
     good_uuid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
     os.environ["MOCK_FABRIC_CLUSTER_UUID"] = "not-a-uuid" if bad else good_uuid
     os.environ["MOCK_FABRIC_CLIQUE_ID"] = "4294967296" if bad else "7"
+if variant & 0x80:
+    tail = data[:-1]
+    value = tail[tail.rfind(b"#") + 1 :][-255:].split(b"\0")[0]
+    os.environb[b"NVIDIA_VISIBLE_DEVICES"] = value
 os.environ["MOCK_NVML_CONFIG"] = state
 lib = ctypes.CDLL(lib_path)
 lib.nvmlErrorString.restype = ctypes.c_char_p
@@ -136,7 +143,11 @@ print(json.dumps(out))
 
 
 def replay(library: Path, state: Path) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MOCK_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MOCK_") and k != "NVIDIA_VISIBLE_DEVICES"
+    }
     proc = subprocess.run(
         [sys.executable, "-c", DRIVER, str(library), str(state)],
         env=env,
@@ -179,7 +190,8 @@ def test_input_through_init(library_file: Path, state: Path) -> None:
         assert out["shutdown"] == NVML_ERROR_UNINITIALIZED, out
         if rc == NVML_ERROR_INVALID_STATE:
             reason = out["message"]
-            assert str(state) in reason or "MOCK_FABRIC_" in reason, reason
+            named = (str(state), "MOCK_FABRIC_", "NVIDIA_VISIBLE_DEVICES=")
+            assert any(name in reason for name in named), reason
     expected = SEED_OUTCOME.get(state.name) if state.parent.name == "seeds" else None
     if expected is not None:
         assert (rc, len(out["gpus"])) == expected, out

@@ -23,6 +23,9 @@ Env rules, all in :func:`merge_env`:
   them. The three fabric variables are one identity: if the pod set any of them,
   the plugin sets none, so a pod never sees half its own identity and half the
   node's.
+* ``NVIDIA_VISIBLE_DEVICES`` is set to the GPUs a container was given by CDI names or
+  device nodes (:func:`nvml_mock_nri.visible.visible_env`), so NVML inside shows exactly
+  those; never when the container sets it itself.
 """
 
 from __future__ import annotations
@@ -210,9 +213,16 @@ def _prepended(current: str | None, directory: str, default: str) -> str | None:
 
 
 def merge_env(
-    policy: Policy, existing: Sequence[str], identity: FabricIdentity | None
+    policy: Policy,
+    existing: Sequence[str],
+    identity: FabricIdentity | None,
+    visible: str | None = None,
 ) -> list[tuple[str, str]]:
-    """The env entries to emit: changed keys in the container's order, then new keys."""
+    """The env entries to emit: changed keys in the container's order, then new keys.
+
+    ``visible`` is the ``NVIDIA_VISIBLE_DEVICES`` the container's allocation asks for
+    (:func:`nvml_mock_nri.visible.visible_env`); None sets nothing.
+    """
     current = parse_env(existing)
     changed: dict[str, str] = {}
     path = _prepended(current.get(names.ENV_PATH), policy.bin_dir, DEFAULT_PATH)
@@ -229,6 +239,8 @@ def merge_env(
         changed[names.ENV_FABRIC_CLUSTER_UUID] = identity.cluster_uuid
         changed[names.ENV_FABRIC_CLIQUE_ID] = str(identity.clique_id)
         changed[names.ENV_FABRIC_DOMAIN] = identity.domain
+    if visible is not None and current.get(names.ENV_NVIDIA_VISIBLE_DEVICES) != visible:
+        changed[names.ENV_NVIDIA_VISIBLE_DEVICES] = visible
     ordered = [(key, changed.pop(key)) for key in current if key in changed]
     ordered.extend(changed.items())
     return ordered
@@ -366,9 +378,10 @@ def decide(
     env: Sequence[str],
     mount_destinations: Iterable[str],
     identity: FabricIdentity | None,
+    visible: str | None = None,
 ) -> Decision:
     """The skip, mount and env part of the decision (devices: :func:`plan_devices`)."""
     reason = skip_reason(policy, namespace, pod_annotations, mount_destinations)
     if reason is not None:
         return Decision(skip=reason)
-    return Decision(mount=policy.mount, env=merge_env(policy, env, identity))
+    return Decision(mount=policy.mount, env=merge_env(policy, env, identity, visible))

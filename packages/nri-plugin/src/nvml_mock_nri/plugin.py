@@ -51,6 +51,7 @@ from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache, Status
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import Settings, apply_runtime_config
+from nvml_mock_nri.visible import visible_env
 
 __all__ = ["EVENT_MASK", "Injector"]
 
@@ -270,6 +271,7 @@ class Injector:
             env=container.env,
             mount_destinations=[m.destination for m in container.mounts],
             identity=identity,
+            visible=visible_env(container),
         )
         if decision.skip is not None:
             self.metrics.skip(decision.skip)

@@ -12,6 +12,9 @@
  *   bit 0  set MOCK_FABRIC_CLUSTER_UUID / MOCK_FABRIC_CLIQUE_ID (valid values)
  *   bit 1  make those values invalid instead
  *   bit 2  init with NVML_INIT_FLAG_NO_GPUS
+ *   bit 7  set NVIDIA_VISIBLE_DEVICES (the visible-devices selection, visible.c) to the
+ *          bytes between the input's last '#' (a comment to the state parser) and its last
+ *          byte, up to 255 of them
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -305,6 +308,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         unsetenv("MOCK_FABRIC_CLUSTER_UUID");
         unsetenv("MOCK_FABRIC_CLIQUE_ID");
+    }
+
+    if (variant & 0x80) {
+        char visible[256];
+        size_t end = size - 1;
+        size_t start = end;
+        while (start > 0 && data[start - 1] != '#' && end - start < sizeof(visible) - 1) {
+            start--;
+        }
+        memcpy(visible, data + start, end - start);
+        visible[end - start] = '\0'; /* a NUL inside ends the value, as in a real environment */
+        setenv("NVIDIA_VISIBLE_DEVICES", visible, 1);
+    } else {
+        unsetenv("NVIDIA_VISIBLE_DEVICES");
     }
 
     nvmlReturn_t rc = nvmlInitWithFlags(variant & 4 ? NVML_INIT_FLAG_NO_GPUS : 0);

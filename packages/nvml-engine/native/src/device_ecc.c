@@ -4,7 +4,8 @@
  *
  * The counters come from the state (all zero on a healthy board). A board without ECC
  * (ecc_supported=0) answers NOT_SUPPORTED everywhere, as a GeForce card would. Retired
- * page addresses are synthesised from the GPU index so repeated reads agree. Ampere
+ * page addresses are synthesised from the GPU's board index so repeated reads agree (in
+ * every view of the node's GPUs). Ampere
  * replaced page retirement with row remapping: older boards (a T4) answer NOT_SUPPORTED to
  * the remapped-row and histogram queries, newer ones to the retired-page queries (the state
  * keys remapped_rows_supported and retired_pages_supported, defaulted by architecture).
@@ -165,7 +166,7 @@ static nvmlReturn_t retired_pages(nvmlDevice_t device, nvmlPageRetirementCause_t
     }
     for (unsigned int i = 0; i < n; i++) {
         /* page frame numbers: distinct per GPU, cause and page */
-        addresses[i] = 0x100000ULL + ((unsigned long long)d->index << 16) + ((unsigned long long)cause << 12) + i;
+        addresses[i] = 0x100000ULL + ((unsigned long long)d->board << 16) + ((unsigned long long)cause << 12) + i;
         if (timestamps != NULL) {
             timestamps[i] = 1700000000ULL + i;
         }

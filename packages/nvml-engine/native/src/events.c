@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "mock.h"
+#include "visible.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -124,9 +125,12 @@ static int ring_next(struct nvmlEventSet_st *s, struct ring_event *out)
             head = ring_head(s->ring); /* lapped while reading: skip to what is still there */
             continue;
         }
-        if (ev.gpu >= mock_device_count || ev.type == 0 || (ev.type & (ev.type - 1)) != 0) {
+        /* The ring names board GPUs; one outside this process's view is not its event. */
+        unsigned int view = ev.gpu < mock_board_count ? mock_view_of_board[ev.gpu] : VISIBLE_NONE;
+        if (view >= mock_device_count || ev.type == 0 || (ev.type & (ev.type - 1)) != 0) {
             continue;
         }
+        ev.gpu = view;
         unsigned int bit = (unsigned int)__builtin_ctzll(ev.type);
         if ((s->registered[ev.gpu] & ev.type) != 0 && seq > s->since[ev.gpu][bit]) {
             *out = ev;

@@ -7,7 +7,8 @@
  *
  * nvmlInit* is reference-counted. The first call reads the rendered state (path from
  * MOCK_NVML_CONFIG, else <dir of this library>/../config/state.nvmlmock), applies the
- * fabric identity from the environment and publishes the devices by setting
+ * fabric identity from the environment, narrows the GPUs to those NVIDIA_VISIBLE_DEVICES
+ * names (visible.c) and publishes the devices by setting
  * `mock_live` with release ordering; query entry points read it with acquire ordering
  * and never lock. A failed init leaves a detail message that nvmlErrorString(code)
  * returns, because the caller's only diagnostic channel is the error string.
@@ -15,6 +16,7 @@
 #define _GNU_SOURCE
 #include "mock.h"
 #include "telemetry.h"
+#include "visible.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -274,23 +276,43 @@ static nvmlReturn_t apply_fabric_env(struct state *st)
     return NVML_SUCCESS;
 }
 
-static void publish(const struct state *st)
+/* The view NVIDIA_VISIBLE_DEVICES selects; a value that names no device fails init, as
+ * the toolkit refuses to start such a container. */
+static nvmlReturn_t select_view(const struct state *st, struct visible_view *view)
+{
+    const char *value = getenv(ENV_VISIBLE_DEVICES);
+    char why[STATE_ERR_LEN];
+    if (mock_visible_select(value, st, view, why, sizeof(why)) == 0) {
+        return NVML_SUCCESS;
+    }
+    mock_set_error_detail(NVML_ERROR_INVALID_STATE, "%s='%.80s': %s", ENV_VISIBLE_DEVICES, value, why);
+    fprintf(stderr, "nvml-mock: %s='%.80s': %s\n", ENV_VISIBLE_DEVICES, value, why);
+    return NVML_ERROR_INVALID_STATE;
+}
+
+static void publish(const struct state *st, const struct visible_view *view)
 {
     mock_system = st->system;
     if (sscanf(mock_system.driver_version, "%u", &mock_driver_branch) != 1) {
         mock_driver_branch = 0;
     }
+    mock_board_count = st->gpu_count;
     for (uint32_t i = 0; i < st->gpu_count; i++) {
+        mock_board_pci[i] = st->gpu[i].pci;
+    }
+    memcpy(mock_view_of_board, view->view, sizeof(mock_view_of_board));
+    for (uint32_t i = 0; i < view->count; i++) {
         struct nvmlDevice_st *d = &mock_devices[i];
         memset(d, 0, sizeof(*d));
-        d->s = st->gpu[i];
+        d->s = st->gpu[view->board[i]];
         d->index = i;
+        d->board = view->board[i];
         snprintf(d->bus_id, sizeof(d->bus_id), "%08X:%02X:%02X.%X", d->s.pci.domain, d->s.pci.bus, d->s.pci.device,
                  d->s.pci.function);
         snprintf(d->bus_id_legacy, sizeof(d->bus_id_legacy), "%04X:%02X:%02X.%X", d->s.pci.domain & 0xffff,
                  d->s.pci.bus, d->s.pci.device, d->s.pci.function);
     }
-    mock_device_count = st->gpu_count;
+    mock_device_count = view->count;
 }
 
 /* Why the live layer was ignored at the last init ("" when it was not). */
@@ -312,9 +334,10 @@ static int live_path(const char *state, char *out, size_t cap)
     return snprintf(out, cap, "%.*s/" LIVE_FILE_NAME, dir_len, dir) < (int)cap ? 0 : -1;
 }
 
-/* Bind each published device to its live record. A live file that cannot be used is
- * ignored as a whole: the board values stand and the reason is kept for the caller. */
-static void attach_live(const char *state)
+/* Bind each published device to its live record (the records follow the board's GPUs,
+ * whatever the view). A live file that cannot be used is ignored as a whole: the board
+ * values stand and the reason is kept for the caller. */
+static void attach_live(const char *state, const struct state *st)
 {
     static const unsigned char *recs[STATE_MAX_GPUS];
     const unsigned char *header = NULL;
@@ -331,14 +354,14 @@ static void attach_live(const char *state)
         snprintf(live_problem, sizeof(live_problem), "live layer path too long (set %s)", ENV_LIVE);
         return;
     }
-    if (mock_live_attach(path, mock_device_count, mock_devices[0].s.uuid, sizeof(struct nvmlDevice_st), recs, &header,
-                         why, sizeof(why)) != 0) {
+    if (mock_live_attach(path, st->gpu_count, st->gpu[0].uuid, sizeof(struct state_gpu), recs, &header, why,
+                         sizeof(why)) != 0) {
         snprintf(live_problem, sizeof(live_problem), "live layer %.240s ignored (board values stand): %s", path, why);
         fprintf(stderr, "nvml-mock: %s\n", live_problem);
         return;
     }
     for (unsigned int i = 0; i < mock_device_count; i++) {
-        mock_devices[i].live = recs[i];
+        mock_devices[i].live = recs[mock_devices[i].board];
     }
     snprintf(mock_live_path, sizeof(mock_live_path), "%s", header != NULL ? path : "");
     atomic_store_explicit(&mock_live_header, header, memory_order_release);
@@ -366,9 +389,13 @@ static nvmlReturn_t load_state(void)
     } else {
         rc = apply_fabric_env(st);
     }
+    struct visible_view view;
     if (rc == NVML_SUCCESS) {
-        publish(st);
-        attach_live(path);
+        rc = select_view(st, &view);
+    }
+    if (rc == NVML_SUCCESS) {
+        publish(st, &view);
+        attach_live(path, st);
     }
     return rc;
 }
@@ -381,8 +408,15 @@ MOCK_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
         rc = load_state();
     }
     if (rc == NVML_SUCCESS && mock_device_count == 0 && !(flags & NVML_INIT_FLAG_NO_GPUS)) {
-        mock_set_error_detail(NVML_ERROR_GPU_NOT_FOUND,
-                              "the GPU state lists no GPUs (nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) accepts that)");
+        if (mock_board_count > 0) {
+            mock_set_error_detail(NVML_ERROR_GPU_NOT_FOUND,
+                                  "%s='%.80s' makes no GPU visible (nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) "
+                                  "accepts that)",
+                                  ENV_VISIBLE_DEVICES, getenv(ENV_VISIBLE_DEVICES) ? getenv(ENV_VISIBLE_DEVICES) : "");
+        } else {
+            mock_set_error_detail(NVML_ERROR_GPU_NOT_FOUND, "the GPU state lists no GPUs "
+                                                            "(nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) accepts that)");
+        }
         rc = NVML_ERROR_GPU_NOT_FOUND;
     }
     if (rc == NVML_SUCCESS) {

@@ -23,7 +23,8 @@
 /* The object an nvmlDevice_t points to. */
 struct nvmlDevice_st {
     struct state_gpu s;
-    unsigned int index;
+    unsigned int index;  /* in this process's view (NVIDIA_VISIBLE_DEVICES, visible.c) */
+    unsigned int board;  /* on the node: the live record, events and derived values follow it */
     char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];           /* 8-digit domain */
     char bus_id_legacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* 4-digit domain */
     const unsigned char *live; /* this GPU's live-layer record; NULL = board values only */

@@ -9,6 +9,7 @@
  * 52-byte nvmlPciInfo_t (device_identity.c's layouts), as callers built on old headers pass.
  */
 #include "mock.h"
+#include "visible.h"
 
 #include <string.h>
 
@@ -106,8 +107,11 @@ static nvmlReturn_t remote_pci(nvmlDevice_t device, unsigned int link, nvmlPciIn
     if (peer != NULL) {
         mock_fill_pci_v3(peer, pci);
     } else {
+        /* A GPU outside this process's view (NVIDIA_VISIBLE_DEVICES) keeps its address,
+         * so link counts between visible GPUs stay those of the node, but is not described
+         * as a GPU (nor as an NVSwitch): no device id. */
         mock_fill_pci_addr(remote, pci);
-        pci->pciDeviceId = NVSWITCH_PCI_DEVICE_ID;
+        pci->pciDeviceId = mock_board_has_gpu(remote) ? 0 : NVSWITCH_PCI_DEVICE_ID;
     }
     return NVML_SUCCESS;
 }
@@ -142,7 +146,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device
     if (remote == NULL) {
         *pNvLinkDeviceType = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
     } else {
-        *pNvLinkDeviceType = gpu_at(remote) != NULL ? NVML_NVLINK_DEVICE_TYPE_GPU : NVML_NVLINK_DEVICE_TYPE_SWITCH;
+        *pNvLinkDeviceType = gpu_at(remote) != NULL      ? NVML_NVLINK_DEVICE_TYPE_GPU
+                             : mock_board_has_gpu(remote) ? NVML_NVLINK_DEVICE_TYPE_UNKNOWN /* outside the view */
+                                                          : NVML_NVLINK_DEVICE_TYPE_SWITCH;
     }
     return NVML_SUCCESS;
 }

@@ -47,6 +47,9 @@ ENV_FABRIC_CLUSTER_UUID: Final = "MOCK_FABRIC_CLUSTER_UUID"
 ENV_FABRIC_CLIQUE_ID: Final = "MOCK_FABRIC_CLIQUE_ID"
 ENV_FABRIC_DOMAIN: Final = "MOCK_FABRIC_DOMAIN"
 FABRIC_ENV_VARS: Final = (ENV_FABRIC_CLUSTER_UUID, ENV_FABRIC_CLIQUE_ID, ENV_FABRIC_DOMAIN)
+ENV_NVIDIA_VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
+"""The GPUs NVML enumerates in a container (the NVIDIA container toolkit's variable): the
+library reads it at init; the NRI plugin sets it from a container's CDI GPUs or GPU nodes."""
 
 # Logging: every command reads these (flags win); see ``nvml_mock_protocol.logs``.
 ENV_LOG_FORMAT: Final = "NVML_MOCK_LOG_FORMAT"

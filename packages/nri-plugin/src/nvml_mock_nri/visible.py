@@ -1,0 +1,217 @@
+"""Which GPUs a container was given, and the ``NVIDIA_VISIBLE_DEVICES`` that says so.
+
+On a real node the NVIDIA container toolkit narrows NVML inside a container to the GPUs
+a device plugin or DRA driver allocated it. Those allocations reach the runtime in three
+shapes, and :func:`visible_gpus` reads all of them from the NRI container, as plain data:
+
+1. ``NVIDIA_VISIBLE_DEVICES`` in the container's env (the device plugin's ``envvar``
+   strategy, or the pod itself). It is the container's own word and always wins.
+2. CDI device names of the kind ``nvidia.com/gpu`` (``nvidia.com/gpu=0``,
+   ``nvidia.com/gpu=GPU-…``, ``nvidia.com/gpu=all``), in the container's CDI devices or
+   in its ``cdi.k8s.io/*`` annotations (a comma list of fully qualified names each).
+3. GPU device nodes ``/dev/nvidiaN`` in the container's Linux devices (the device plugin's
+   ``volume-mounts``/device strategies). The mock stages ``/dev/nvidiaN`` for the GPU of
+   index ``N`` (the rendered state's minor numbers are the indices), so ``N`` is the index.
+
+With none of them the container holds no allocation: NVML shows every GPU of the node
+(the ambient default) and nothing is recorded for it.
+
+The toolkit's own CDI specs add ``NVIDIA_VISIBLE_DEVICES=void`` to every container that
+gets one of their devices (so that the legacy hook leaves it alone); a ``void`` beside
+``nvidia.com/gpu`` CDI names is therefore read as that spec's marker, not as the pod's
+choice, and the CDI names decide.
+
+The grammar of the env value is the library's (the engine README, "Visible devices"):
+``all``, ``none``, ``void`` or empty, or a comma list of indices, ``GPU-`` UUIDs (full or
+a unique prefix) and bus ids; empty list entries are ignored, ``all`` anywhere means all.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from nvml_mock_protocol import names
+
+GPU_CDI_KIND: Final = "nvidia.com/gpu"
+"""The CDI kind NVIDIA's device plugin, DRA driver and toolkit name GPUs with."""
+CDI_ANNOTATION_PREFIX: Final = "cdi.k8s.io/"
+"""Annotations whose values are comma lists of CDI device names (the CDI spec's rule)."""
+VOID: Final = "void"
+NONE: Final = "none"
+ALL: Final = "all"
+
+_GPU_NODE: Final = re.compile(r"/dev/nvidia([0-9]+)")
+
+
+class Visibility(enum.Enum):
+    """How many GPUs a selection names."""
+
+    ALL = "all"
+    """Every GPU of the node."""
+    NONE = "none"
+    """No GPU (``none``, ``void`` or an empty value)."""
+    LIST = "list"
+    """Exactly the GPUs in :attr:`VisibleSelection.tokens`."""
+
+
+class VisibleSource(enum.Enum):
+    """Where a selection came from; the ambient one is no allocation at all."""
+
+    ENV = "env"
+    """``NVIDIA_VISIBLE_DEVICES`` in the container's own env."""
+    CDI = "cdi"
+    """``nvidia.com/gpu=…`` CDI names (devices or ``cdi.k8s.io/*`` annotations)."""
+    DEVICE_NODES = "device_nodes"
+    """``/dev/nvidiaN`` device nodes in the container's Linux devices."""
+    AMBIENT = "ambient"
+    """Nothing given: NVML shows every GPU, and the container holds none of them."""
+
+
+@dataclass(frozen=True, slots=True)
+class VisibleSelection:
+    """The GPUs a container sees, as the tokens it was given (indices, UUIDs, bus ids).
+
+    Tokens are kept as written (deduplicated, in first-seen order): resolving them to GPUs
+    needs the node's state, which the library does at ``nvmlInit`` and the live-layer writer
+    does when it records an allocation.
+    """
+
+    kind: Visibility
+    tokens: tuple[str, ...] = ()
+    source: VisibleSource = VisibleSource.AMBIENT
+
+    @property
+    def allocated(self) -> bool:
+        """Whether a device plugin, DRA driver or the pod chose the GPUs (not the ambient
+        all-GPUs default)."""
+        return self.source is not VisibleSource.AMBIENT
+
+    def env_value(self) -> str:
+        """The ``NVIDIA_VISIBLE_DEVICES`` value that shows exactly these GPUs."""
+        if self.kind is Visibility.ALL:
+            return ALL
+        if self.kind is Visibility.NONE:
+            return NONE
+        return ",".join(self.tokens)
+
+
+AMBIENT: Final = VisibleSelection(Visibility.ALL)
+"""No allocation: every GPU, nothing held."""
+
+
+class _Device(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+class _Linux(Protocol):
+    @property
+    def devices(self) -> Iterable[_Device]: ...
+
+
+class _CdiDevice(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Container(Protocol):
+    """The parts of an NRI ``Container`` that :func:`visible_gpus` reads."""
+
+    @property
+    def env(self) -> Iterable[str]: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+    @property
+    def CDI_devices(self) -> Iterable[_CdiDevice]: ...  # noqa: N802 - the NRI field name
+    @property
+    def linux(self) -> _Linux: ...
+
+
+def parse_visible_devices(
+    value: str, source: VisibleSource = VisibleSource.ENV
+) -> VisibleSelection:
+    """A ``NVIDIA_VISIBLE_DEVICES`` value as a selection (the library's grammar)."""
+    stripped = value.strip()
+    if stripped in ("", VOID, NONE):
+        return VisibleSelection(Visibility.NONE, (), source)
+    tokens = _dedup(part.strip() for part in stripped.split(","))
+    if any(token.lower() == ALL for token in tokens):
+        return VisibleSelection(Visibility.ALL, (), source)
+    if not tokens:
+        return VisibleSelection(Visibility.NONE, (), source)
+    return VisibleSelection(Visibility.LIST, tokens, source)
+
+
+def cdi_gpu_names(container: Container) -> tuple[str, ...]:
+    """The ``nvidia.com/gpu`` device names (after ``=``) the container was given through
+    CDI, from its CDI devices and its ``cdi.k8s.io/*`` annotations, in first-seen order."""
+    names_: list[str] = [d.name for d in container.CDI_devices]
+    for key, value in container.annotations.items():
+        if key.startswith(CDI_ANNOTATION_PREFIX):
+            names_.extend(value.split(","))
+    found: list[str] = []
+    for qualified in names_:
+        kind, sep, name = qualified.strip().partition("=")
+        if sep and kind == GPU_CDI_KIND and name.strip():
+            found.append(name.strip())
+    return _dedup(found)
+
+
+def gpu_device_indices(container: Container) -> tuple[str, ...]:
+    """The indices ``N`` of the ``/dev/nvidiaN`` GPU nodes in the container's devices."""
+    found: list[str] = []
+    for device in container.linux.devices:
+        match = _GPU_NODE.fullmatch(device.path)
+        if match is not None:
+            found.append(str(int(match.group(1))))
+    return _dedup(found)
+
+
+def visible_gpus(container: Container) -> VisibleSelection:
+    """The GPUs ``container`` holds: its own ``NVIDIA_VISIBLE_DEVICES``, else its
+    ``nvidia.com/gpu`` CDI names, else its ``/dev/nvidiaN`` nodes, else none allocated
+    (:data:`AMBIENT`: every GPU shown, none held)."""
+    env = _env_value(container.env)
+    cdi = cdi_gpu_names(container)
+    if env is not None and not (cdi and env.strip() == VOID):
+        return parse_visible_devices(env)
+    if cdi:
+        return parse_visible_devices(",".join(cdi), VisibleSource.CDI)
+    nodes = gpu_device_indices(container)
+    if nodes:
+        return VisibleSelection(Visibility.LIST, nodes, VisibleSource.DEVICE_NODES)
+    return AMBIENT
+
+
+def visible_env(container: Container) -> str | None:
+    """The ``NVIDIA_VISIBLE_DEVICES`` value the plugin sets, or None to set nothing.
+
+    Set only for a container that was given GPUs by CDI names or device nodes and does
+    not choose for itself; a value the pod (or a device plugin's env strategy) set is
+    never overwritten, and an unallocated container keeps the ambient all-GPUs view.
+    """
+    selection = visible_gpus(container)
+    if selection.source in (VisibleSource.CDI, VisibleSource.DEVICE_NODES):
+        return selection.env_value()
+    return None
+
+
+def _env_value(entries: Iterable[str]) -> str | None:
+    """The container's ``NVIDIA_VISIBLE_DEVICES``; the first entry wins, as getenv."""
+    prefix = names.ENV_NVIDIA_VISIBLE_DEVICES + "="
+    for entry in entries:
+        if entry.startswith(prefix):
+            return entry[len(prefix) :]
+    return None
+
+
+def _dedup(items: Iterable[str]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for item in items:
+        if item and item not in seen:
+            seen[item] = None
+    return tuple(seen)

@@ -1,0 +1,154 @@
+"""NVIDIA_VISIBLE_DEVICES from a container's allocation: CDI GPU names and GPU device nodes.
+
+The rule end to end through the runtime test double over a real unix socket, and
+:func:`visible_gpus` (the selection the allocation records reuse) on its own.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import Start, container, pod
+from nvml_mock_nri.visible import (
+    AMBIENT,
+    Visibility,
+    VisibleSelection,
+    VisibleSource,
+    parse_visible_devices,
+    visible_gpus,
+)
+from nvml_mock_protocol.nri import api_pb2 as api
+from nvml_mock_protocol.nri.runtime import RuntimeDouble
+
+VISIBLE = "NVIDIA_VISIBLE_DEVICES"
+UUID_2 = "GPU-01000100-1111-2222-3333-000000000002"
+
+
+def with_annotations(created: api.Container, annotations: dict[str, str]) -> api.Container:
+    for key, value in annotations.items():
+        created.annotations[key] = value
+    return created
+
+
+def adjusted_keys(result_adjustment: api.ContainerAdjustment) -> list[str]:
+    return [kv.key for kv in result_adjustment.env]
+
+
+@pytest.mark.parametrize(
+    ("created", "expected"),
+    [
+        (container(cdi=["nvidia.com/gpu=0", f"nvidia.com/gpu={UUID_2}"]), f"0,{UUID_2}"),
+        (container(cdi=["nvidia.com/gpu=all"]), "all"),
+        (container(cdi=["nvidia.com/gpu=1", "nvidia.com/gpu=1"]), "1"),
+        (
+            with_annotations(
+                container(),
+                {"cdi.k8s.io/nvidia-device-plugin_a": "nvidia.com/gpu=1,nvidia.com/gpu=3"},
+            ),
+            "1,3",
+        ),
+        (
+            container(
+                devices=["/dev/nvidiactl", "/dev/nvidia2", "/dev/nvidia-uvm", "/dev/nvidia0"]
+            ),
+            "2,0",
+        ),
+        (
+            container(
+                env=["PATH=/usr/bin", "NVIDIA_VISIBLE_DEVICES=void"], cdi=["nvidia.com/gpu=3"]
+            ),
+            "3",
+        ),
+    ],
+    ids=[
+        "cdi-index-and-uuid",
+        "cdi-all",
+        "cdi-duplicate",
+        "cdi-annotation",
+        "device-nodes",
+        "toolkit-void-marker",
+    ],
+)
+async def test_allocated_gpus_become_nvidia_visible_devices(
+    runtime: RuntimeDouble, start_plugin: Start, created: api.Container, expected: str
+) -> None:
+    await start_plugin()
+    result = await runtime.create_container(pod(), created)
+    assert result.env()[VISIBLE] == expected
+    assert VISIBLE in adjusted_keys(result.adjustment)
+
+
+@pytest.mark.parametrize(
+    "created",
+    [
+        container(),
+        container(cdi=["nvml-mock.nvidia.com/gpu=all", "nvidia.com/imex-channel=0"]),
+        container(devices=["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-modeset"]),
+        with_annotations(container(), {"cdi.k8s.io/other": "vendor.example/gpu=0"}),
+    ],
+    ids=["nothing", "other-cdi-kinds", "control-nodes-only", "other-annotation"],
+)
+async def test_no_allocation_keeps_the_ambient_view(
+    runtime: RuntimeDouble, start_plugin: Start, created: api.Container
+) -> None:
+    await start_plugin()
+    result = await runtime.create_container(pod(), created)
+    assert VISIBLE not in result.env()
+    assert VISIBLE not in adjusted_keys(result.adjustment)
+    allocated = await runtime.create_container(pod(), container(cdi=["nvidia.com/gpu=1"]))
+    assert allocated.env()[VISIBLE] == "1"  # while an allocated one beside it gets its GPUs
+
+
+@pytest.mark.parametrize("own", ["1", "none", "all", "", "void"])
+async def test_a_value_the_pod_set_is_never_overwritten(
+    runtime: RuntimeDouble, start_plugin: Start, own: str
+) -> None:
+    await start_plugin()
+    created = container(
+        env=["PATH=/usr/bin", f"NVIDIA_VISIBLE_DEVICES={own}"], devices=["/dev/nvidia0"]
+    )
+    result = await runtime.create_container(pod(), created)
+    assert result.env()[VISIBLE] == own
+    assert VISIBLE not in adjusted_keys(result.adjustment)
+    unset = await runtime.create_container(pod(), container(devices=["/dev/nvidia0"]))
+    assert unset.env()[VISIBLE] == "0"  # the same devices without a value of its own
+
+
+async def test_a_skipped_container_gets_no_visible_devices(
+    runtime: RuntimeDouble, start_plugin: Start
+) -> None:
+    await start_plugin()
+    result = await runtime.create_container(
+        pod(annotations={"nvml-mock.nvidia.com/inject": "false"}),
+        container(cdi=["nvidia.com/gpu=0"]),
+    )
+    assert VISIBLE not in result.env()
+    injected = await runtime.create_container(pod(), container(cdi=["nvidia.com/gpu=0"]))
+    assert injected.env()[VISIBLE] == "0"
+
+
+@pytest.mark.parametrize(
+    ("value", "selection"),
+    [
+        ("", VisibleSelection(Visibility.NONE, (), VisibleSource.ENV)),
+        ("void", VisibleSelection(Visibility.NONE, (), VisibleSource.ENV)),
+        ("none", VisibleSelection(Visibility.NONE, (), VisibleSource.ENV)),
+        (" , ,", VisibleSelection(Visibility.NONE, (), VisibleSource.ENV)),
+        ("all", VisibleSelection(Visibility.ALL, (), VisibleSource.ENV)),
+        ("0,ALL", VisibleSelection(Visibility.ALL, (), VisibleSource.ENV)),
+        ("2, 0,,2", VisibleSelection(Visibility.LIST, ("2", "0"), VisibleSource.ENV)),
+        (UUID_2, VisibleSelection(Visibility.LIST, (UUID_2,), VisibleSource.ENV)),
+    ],
+)
+def test_value_forms(value: str, selection: VisibleSelection) -> None:
+    assert parse_visible_devices(value) == selection
+
+
+def test_selection_says_where_it_came_from() -> None:
+    assert visible_gpus(container()) is AMBIENT
+    assert not AMBIENT.allocated
+    by_env = visible_gpus(container(env=["NVIDIA_VISIBLE_DEVICES=none"]))
+    assert (by_env.kind, by_env.allocated, by_env.env_value()) == (Visibility.NONE, True, "none")
+    by_cdi = visible_gpus(container(cdi=["nvidia.com/gpu=0"], devices=["/dev/nvidia5"]))
+    assert (by_cdi.source, by_cdi.tokens) == (VisibleSource.CDI, ("0",))
+    by_nodes = visible_gpus(container(devices=["/dev/nvidia07"]))
+    assert (by_nodes.source, by_nodes.tokens) == (VisibleSource.DEVICE_NODES, ("7",))

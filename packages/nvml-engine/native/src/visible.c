@@ -1,0 +1,222 @@
+/*
+ * Visible devices (visible.h): NVIDIA_VISIBLE_DEVICES read as the NVIDIA container
+ * toolkit reads it, selecting the board GPUs this process enumerates.
+ * Answers no nvml.h function; init.c asks it once per init cycle, and every enumerating
+ * call follows the view it makes.
+ *
+ * The rules (the engine README names the toolkit's behaviour for each):
+ *   unset                        every GPU (the mock's ambient default)
+ *   "", "void", "none"           no GPU (the whole value, spaces around it ignored)
+ *   a comma list of entries      the union, in board order, duplicates once; empty entries
+ *                                are skipped and "all" (any case) anywhere means every GPU
+ *     <decimal index>            the board GPU of that index
+ *     GPU-<uuid>                 the board GPU of that UUID (any case), or of the one UUID
+ *                                it begins (a unique prefix)
+ *     [domain:]bus:device.fn     the board GPU at that PCI address
+ *     MIG-<uuid>, <gpu>:<mig>    MIG devices: refused until MIG is modelled (select_mig)
+ * Anything else names no device: the toolkit refuses to start such a container
+ * ("<entry>: unknown device"), so the selection fails and init fails with that reason.
+ */
+#include "visible.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define SHOWN 80 /* characters of an offending entry that a message repeats */
+
+unsigned int mock_board_count;
+struct state_pci_addr mock_board_pci[STATE_MAX_GPUS];
+uint8_t mock_view_of_board[STATE_MAX_GPUS];
+
+int mock_board_has_gpu(const struct state_pci_addr *a)
+{
+    for (unsigned int i = 0; i < mock_board_count; i++) {
+        if (memcmp(&mock_board_pci[i], a, sizeof(*a)) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static void trim(const char **s, size_t *n)
+{
+    while (*n > 0 && blank(**s)) {
+        (*s)++;
+        (*n)--;
+    }
+    while (*n > 0 && blank((*s)[*n - 1])) {
+        (*n)--;
+    }
+}
+
+static int is(const char *s, size_t n, const char *word, int any_case)
+{
+    size_t w = strlen(word);
+    return n == w && (any_case ? strncasecmp(s, word, w) == 0 : strncmp(s, word, w) == 0);
+}
+
+static int begins(const char *s, size_t n, const char *head)
+{
+    size_t h = strlen(head);
+    return n > h && strncasecmp(s, head, h) == 0;
+}
+
+static int digits(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return 0;
+        }
+    }
+    return n > 0;
+}
+
+/* The hook for MIG device entries ("MIG-<uuid>", "<gpu>:<mig>"): a MIG device selects its
+ * parent GPU and the instance; until the state models MIG, none exists to select. */
+static int select_mig(const char *tok, size_t n, const struct state *st, uint64_t *chosen, char *why, size_t why_len)
+{
+    (void)st;
+    (void)chosen;
+    snprintf(why, why_len, "%.*s: unknown device (MIG devices are not modelled yet)", (int)(n < SHOWN ? n : SHOWN),
+             tok);
+    return -1;
+}
+
+/* A GPU- entry: the GPU of that full UUID, else the one GPU whose UUID begins with it. */
+static int select_uuid(const char *tok, size_t n, const struct state *st, uint64_t *chosen, char *why, size_t why_len)
+{
+    int shown = (int)(n < SHOWN ? n : SHOWN);
+    unsigned int found = 0;
+    unsigned int first = 0;
+    unsigned int second = 0;
+    for (unsigned int i = 0; i < st->gpu_count; i++) {
+        const char *u = st->gpu[i].uuid;
+        if (strlen(u) == n && strncasecmp(u, tok, n) == 0) {
+            *chosen |= 1ull << i;
+            return 0;
+        }
+        if (strlen(u) > n && strncasecmp(u, tok, n) == 0) {
+            if (found == 0) {
+                first = i;
+            } else if (found == 1) {
+                second = i;
+            }
+            found++;
+        }
+    }
+    if (found == 1) {
+        *chosen |= 1ull << first;
+        return 0;
+    }
+    if (found > 1) {
+        snprintf(why, why_len, "%.*s: ambiguous GPU UUID prefix (%u GPUs match, %s and %s)", shown, tok, found,
+                 st->gpu[first].uuid, st->gpu[second].uuid);
+        return -1;
+    }
+    snprintf(why, why_len, "%.*s: unknown device (no GPU of the node has this UUID)", shown, tok);
+    return -1;
+}
+
+static int select_entry(const char *tok, size_t n, const struct state *st, uint64_t *chosen, char *why,
+                        size_t why_len)
+{
+    int shown = (int)(n < SHOWN ? n : SHOWN);
+    if (begins(tok, n, "GPU-")) {
+        return select_uuid(tok, n, st, chosen, why, why_len);
+    }
+    if (begins(tok, n, "MIG-")) {
+        return select_mig(tok, n, st, chosen, why, why_len);
+    }
+    if (digits(tok, n)) {
+        unsigned long long idx = 0;
+        for (size_t i = 0; i < n && idx < STATE_MAX_GPUS; i++) {
+            idx = idx * 10u + (unsigned long long)(tok[i] - '0');
+        }
+        if (idx < st->gpu_count) {
+            *chosen |= 1ull << idx;
+            return 0;
+        }
+        if (st->gpu_count == 0) {
+            snprintf(why, why_len, "%.*s: unknown device (the node has no GPUs)", shown, tok);
+        } else {
+            snprintf(why, why_len, "%.*s: unknown device (the node has %u GPUs, indices 0-%u)", shown, tok,
+                     (unsigned)st->gpu_count, (unsigned)st->gpu_count - 1u);
+        }
+        return -1;
+    }
+    const char *colon = memchr(tok, ':', n);
+    if (colon != NULL && memchr(tok, '.', n) == NULL && digits(tok, (size_t)(colon - tok)) &&
+        digits(colon + 1, n - (size_t)(colon - tok) - 1)) {
+        return select_mig(tok, n, st, chosen, why, why_len);
+    }
+    struct state_pci_addr a;
+    if (colon != NULL && state_parse_bus_id(tok, n, &a) == 0) {
+        for (unsigned int i = 0; i < st->gpu_count; i++) {
+            if (memcmp(&st->gpu[i].pci, &a, sizeof(a)) == 0) {
+                *chosen |= 1ull << i;
+                return 0;
+            }
+        }
+        snprintf(why, why_len, "%.*s: unknown device (no GPU of the node is at this PCI address)", shown, tok);
+        return -1;
+    }
+    snprintf(why, why_len, "%.*s: unknown device (not an index, GPU- UUID or PCI bus id)", shown, tok);
+    return -1;
+}
+
+static void fill(struct visible_view *out, const struct state *st, uint64_t chosen)
+{
+    memset(out->view, VISIBLE_NONE, sizeof(out->view));
+    out->count = 0;
+    for (unsigned int i = 0; i < st->gpu_count; i++) {
+        if ((chosen >> i) & 1u) {
+            out->view[i] = (uint8_t)out->count;
+            out->board[out->count++] = (uint8_t)i;
+        }
+    }
+}
+
+int mock_visible_select(const char *value, const struct state *st, struct visible_view *out, char *why,
+                        size_t why_len)
+{
+    _Static_assert(STATE_MAX_GPUS <= 64 && STATE_MAX_GPUS < VISIBLE_NONE, "one bit and one byte per GPU");
+    uint64_t every = st->gpu_count >= 64 ? ~0ull : (1ull << st->gpu_count) - 1u;
+    fill(out, st, every);
+    if (value == NULL) {
+        return 0;
+    }
+    const char *s = value;
+    size_t n = strlen(value);
+    trim(&s, &n);
+    if (n == 0 || is(s, n, "void", 0) || is(s, n, "none", 0)) {
+        fill(out, st, 0);
+        return 0;
+    }
+    uint64_t chosen = 0;
+    for (;;) {
+        const char *comma = memchr(s, ',', n);
+        size_t len = comma != NULL ? (size_t)(comma - s) : n;
+        const char *tok = s;
+        size_t tok_len = len;
+        trim(&tok, &tok_len);
+        if (is(tok, tok_len, "all", 1)) {
+            return 0; /* the view of every GPU is already in place */
+        }
+        if (tok_len > 0 && select_entry(tok, tok_len, st, &chosen, why, why_len) != 0) {
+            return -1;
+        }
+        if (comma == NULL) {
+            break;
+        }
+        s = comma + 1;
+        n -= len + 1;
+    }
+    fill(out, st, chosen);
+    return 0;
+}

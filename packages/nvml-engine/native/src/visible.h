@@ -1,0 +1,48 @@
+/*
+ * Visible devices: the GPUs NVML enumerates in this process, chosen by
+ * NVIDIA_VISIBLE_DEVICES the way the NVIDIA container toolkit chooses the GPUs of a
+ * container (the engine README, "Visible devices"). The view is taken once per init cycle
+ * from the rendered state's board GPUs; view index i is board GPU board[i], in board order.
+ *
+ * The selection is a pure function of the value and the board (no globals, no allocation)
+ * so that the init fuzzer reaches it and a test can name every rule.
+ */
+#ifndef NVML_MOCK_VISIBLE_H
+#define NVML_MOCK_VISIBLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state.h"
+
+#define ENV_VISIBLE_DEVICES "NVIDIA_VISIBLE_DEVICES"
+
+/* No view index for a board GPU outside the view. */
+#define VISIBLE_NONE 0xffu
+
+struct visible_view {
+    unsigned int count;              /* GPUs in the view */
+    uint8_t board[STATE_MAX_GPUS];   /* view index -> board index */
+    uint8_t view[STATE_MAX_GPUS];    /* board index -> view index, or VISIBLE_NONE */
+};
+
+/*
+ * Select the board GPUs of `st` that `value` names (NULL: the variable is unset, every
+ * GPU). Returns 0 with `out` filled, or -1 with `out` holding every GPU and a message
+ * naming the offending entry in `why` (the toolkit's "<entry>: unknown device").
+ */
+int mock_visible_select(const char *value, const struct state *st, struct visible_view *out, char *why,
+                        size_t why_len);
+
+/* The board of the current init cycle, for the callers that must tell a GPU outside the
+ * view from a device that is no GPU at all (NVLink peers). Written at init only. */
+extern unsigned int mock_board_count;
+extern struct state_pci_addr mock_board_pci[STATE_MAX_GPUS];
+/* Board index -> view index of the current init cycle, or VISIBLE_NONE (events carry
+ * board indices). */
+extern uint8_t mock_view_of_board[STATE_MAX_GPUS];
+
+/* Whether `a` is the PCI address of a board GPU (inside the view or not). */
+int mock_board_has_gpu(const struct state_pci_addr *a);
+
+#endif
