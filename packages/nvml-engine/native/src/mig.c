@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "mig.h"
+#include "visible.h"
 
 #include <limits.h>
 #include <errno.h>
@@ -153,6 +154,18 @@ static int overlaps(uint32_t a_start, uint32_t a_size, uint32_t b_start, uint32_
     return a_start < b_start + b_size && b_start < a_start + a_size;
 }
 
+/* Whether a GPU instance is in this process's view: a container given MIG devices sees the
+ * GPU instances that hold them, and no other (the toolkit gives it only their capabilities). */
+static int gi_visible(const struct nvmlDevice_st *d, unsigned int id)
+{
+    for (unsigned int ci = 0; ci < MIG_MAX_CI; ci++) {
+        if (mock_mig_visible(d->board, id, ci)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* --- the live MIG record -------------------------------------------------------------- */
 
 static const unsigned char *mig_record(const struct nvmlDevice_st *d)
@@ -161,7 +174,7 @@ static const unsigned char *mig_record(const struct nvmlDevice_st *d)
     if (h == NULL || d->live == NULL) {
         return NULL;
     }
-    return h + LIVE_MIG_OFFSET + (size_t)d->index * LIVE_MIG_BYTES_PER_GPU;
+    return h + LIVE_MIG_OFFSET + (size_t)d->board * LIVE_MIG_BYTES_PER_GPU;
 }
 
 static uint32_t ld32(const unsigned char *rec, size_t off)
@@ -337,7 +350,7 @@ static nvmlReturn_t txn_begin(const struct nvmlDevice_st *d, struct mig_txn *t)
         close(t->fd);
         return NVML_ERROR_GPU_IS_LOST; /* replaced by a re-stage: re-initialise to see the new one */
     }
-    t->rec = t->base + LIVE_MIG_OFFSET + (size_t)d->index * LIVE_MIG_BYTES_PER_GPU;
+    t->rec = t->base + LIVE_MIG_OFFSET + (size_t)d->board * LIVE_MIG_BYTES_PER_GPU;
     copy_out(t->rec, &t->l);
     sanitise(d, &t->l);
     return NVML_SUCCESS;
@@ -500,10 +513,10 @@ static uint64_t splitmix(uint64_t x)
 }
 
 /* MIG-<uuid>: 128 bits hashed from the GPU's UUID and the instance ids (stable per layout). */
-static void mig_uuid(const struct nvmlDevice_st *d, unsigned int gi, unsigned int ci, char *out, size_t cap)
+void mock_mig_uuid(const char *gpu_uuid, unsigned int gi, unsigned int ci, char *out, size_t cap)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *p = d->s.uuid; *p != '\0'; p++) {
+    for (const char *p = gpu_uuid; *p != '\0'; p++) {
         h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
     }
     uint64_t a = splitmix(h ^ ((uint64_t)gi << 8 | ci));
@@ -515,6 +528,11 @@ static void mig_uuid(const struct nvmlDevice_st *d, unsigned int gi, unsigned in
 }
 
 /* A compute instance's profile name: the GPU instance's when it spans it, else "<n>c.<gi>". */
+static void mig_uuid(const struct nvmlDevice_st *d, unsigned int gi, unsigned int ci, char *out, size_t cap)
+{
+    mock_mig_uuid(d->s.uuid, gi, ci, out, cap);
+}
+
 static void ci_name(const struct state_mig_gi *gp, unsigned int slices, char *out, size_t cap)
 {
     if (slices >= gp->slices) {
@@ -571,7 +589,7 @@ int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_
     mig_read(d, &l);
     struct mig_gi *gi = find_gi(&l, (unsigned int)(pos / MIG_MAX_CI % MIG_IDS));
     struct mig_ci *ci = gi != NULL ? find_ci(gi, (unsigned int)(pos % MIG_MAX_CI)) : NULL;
-    if (ci == NULL) {
+    if (ci == NULL || !mock_mig_visible(d->board, gi->id, ci->id)) {
         return 1;
     }
     fill_view(d, gi, ci, view);
@@ -592,7 +610,8 @@ static unsigned int mig_devices(const struct nvmlDevice_st *d, const struct mig_
             }
             for (unsigned int cid = 0; cid < MIG_MAX_CI; cid++) {
                 for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
-                    if (gi->ci[c].used && gi->ci[c].id == cid && n < MIG_IDS * MIG_MAX_CI) {
+                    if (gi->ci[c].used && gi->ci[c].id == cid && n < MIG_IDS * MIG_MAX_CI &&
+                        mock_mig_visible(d->board, id, cid)) {
                         gis[n] = id;
                         cis[n] = cid;
                         n++;
@@ -601,7 +620,6 @@ static unsigned int mig_devices(const struct nvmlDevice_st *d, const struct mig_
             }
         }
     }
-    (void)d;
     return n;
 }
 
@@ -619,7 +637,7 @@ nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device)
         mig_read(d, &l);
         for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
             for (unsigned int c = 0; l.gi[g].used && c < MIG_MAX_CI; c++) {
-                if (!l.gi[g].ci[c].used) {
+                if (!l.gi[g].ci[c].used || !mock_mig_visible(d->board, l.gi[g].id, l.gi[g].ci[c].id)) {
                     continue;
                 }
                 char u[48];
@@ -1074,7 +1092,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned
     unsigned int n = 0;
     for (unsigned int id = 0; id < MIG_IDS; id++) {
         struct mig_gi *gi = find_gi(&l, id);
-        if (gi != NULL && gi->profile == gp->profile && n < gp->instances) {
+        if (gi != NULL && gi->profile == gp->profile && n < gp->instances && gi_visible(d, id)) {
             gpuInstances[n++] = gi_handle(d, id);
         }
     }
@@ -1092,7 +1110,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsig
         return rc;
     }
     REQUIRE_ARG(gpuInstance);
-    if (id >= MIG_IDS || find_gi(&l, id) == NULL) {
+    if (id >= MIG_IDS || find_gi(&l, id) == NULL || !gi_visible(d, id)) {
         return NVML_ERROR_NOT_FOUND;
     }
     *gpuInstance = gi_handle(d, id);
@@ -1430,7 +1448,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
     unsigned int n = 0;
     for (unsigned int cid = 0; cid < MIG_MAX_CI; cid++) {
         struct mig_ci *ci = find_ci(gi, cid);
-        if (ci != NULL && ci->profile == profileId && n < cap) {
+        if (ci != NULL && ci->profile == profileId && n < cap && mock_mig_visible(d->board, gi->id, cid)) {
             computeInstances[n++] = ci_handle(d, gi->id, cid);
         }
     }
@@ -1449,7 +1467,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t
         return rc;
     }
     REQUIRE_ARG(computeInstance);
-    if (id >= MIG_MAX_CI || find_ci(gi, id) == NULL) {
+    if (id >= MIG_MAX_CI || find_ci(gi, id) == NULL || !mock_mig_visible(d->board, gi->id, id)) {
         return NVML_ERROR_NOT_FOUND;
     }
     *computeInstance = ci_handle(d, gi->id, id);

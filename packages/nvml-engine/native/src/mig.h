@@ -7,6 +7,7 @@
 #define NVML_MOCK_MIG_H
 
 #include <nvml.h>
+#include <stddef.h>
 
 /* What a MIG device handle stands for, read from the live MIG record at the call. */
 struct mock_mig_view {
@@ -26,6 +27,10 @@ struct mock_mig_view {
  * instance that exists now; 1 with *rc = INVALID_ARGUMENT when the instance is gone (its handle
  * is stale); 0 when it is not a MIG device handle at all. */
 int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_t *rc);
+
+/* The UUID ("MIG-...") of MIG device (gi, ci) of the GPU whose UUID is `gpu_uuid`: stable for
+ * the instance ids, so a container can be given one by name (NVIDIA_VISIBLE_DEVICES). */
+void mock_mig_uuid(const char *gpu_uuid, unsigned int gi, unsigned int ci, char *out, size_t cap);
 
 /* The MIG device handle whose UUID is `uuid` (case ignored); NVML_ERROR_NOT_FOUND if none. */
 nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device);
