@@ -138,9 +138,7 @@ def test_h200_memory_as_a_real_h200_reports_it(
     board(tmp_path, monkeypatch, "h200")
     assert smi(library_file, "-mig", "1")[0] == 0
     rc, out = smi(library_file, "mig", "-lgip")
-    memory = {
-        name: gib for name, gib in re.findall(r"MIG (\S+) +\d+ +\d+/\d+ +([\d.]+)", out)
-    }
+    memory = {name: gib for name, gib in re.findall(r"MIG (\S+) +\d+ +\d+/\d+ +([\d.]+)", out)}
     assert rc == 0
     assert (memory["1g.18gb"], memory["1g.18gb+me"], memory["2g.35gb"], memory["7g.141gb"]) == (
         "16.00",
@@ -162,18 +160,39 @@ def test_lcip_after_three_1c_instances(a100: Path) -> None:
         0,
         [
             rule,
-            "| Compute instance profiles:                                                           |",
-            "| GPU     GPU       Name             Profile  Instances   Exclusive       Shared       |",
-            "|       Instance                       ID     Free/Total     SM       DEC   ENC   OFA  |",
-            "|         ID                                                          CE    JPEG       |",
+            (
+                "| Compute instance profiles:                "
+                "                                           |"
+            ),
+            (
+                "| GPU     GPU       Name             Profile"
+                "  Instances   Exclusive       Shared       |"
+            ),
+            (
+                "|       Instance                       ID   "
+                "  Free/Total     SM       DEC   ENC   OFA  |"
+            ),
+            (
+                "|         ID                                "
+                "                          CE    JPEG       |"
+            ),
             "|" + "=" * 86 + "|",
-            "|   0      2       MIG 1c.3g.20gb       0      0/3           14        2     0     0   |",
+            (
+                "|   0      2       MIG 1c.3g.20gb       0   "
+                "   0/3           14        2     0     0   |"
+            ),
             second,
             rule,
-            "|   0      2       MIG 2c.3g.20gb       1      0/1           28        2     0     0   |",
+            (
+                "|   0      2       MIG 2c.3g.20gb       1   "
+                "   0/1           28        2     0     0   |"
+            ),
             second,
             rule,
-            "|   0      2       MIG 3g.20gb          2*     0/1           42        2     0     0   |",
+            (
+                "|   0      2       MIG 3g.20gb          2*  "
+                "   0/1           42        2     0     0   |"
+            ),
             second,
             rule,
         ],

@@ -21,7 +21,9 @@ HEAD = [
     "|                  |                                  |        ECC|                       |",
     "|==================+==================================+===========+=======================|",
 ]
-SPLIT = "+------------------+----------------------------------+-----------+-----------------------+"
+SPLIT = (
+    "+------------------+----------------------------------+-----------+-----------------------+"
+)
 
 
 @pytest.fixture
@@ -56,8 +58,14 @@ def test_box_lists_each_mig_device(h100: Path) -> None:
     box = _box(out)
     assert box[: len(HEAD)] == HEAD
     assert box[len(HEAD) :: 3] == [
-        "|  0    5   0   0  |               0MiB / 20096MiB    | 32    N/A |  2   0    2    0    2 |",
-        "|  0   13   0   1  |               0MiB /  9984MiB    | 16    N/A |  1   0    1    0    1 |",
+        (
+            "|  0    5   0   0  |               0MiB / 200"
+            "96MiB    | 32    N/A |  2   0    2    0    2 |"
+        ),
+        (
+            "|  0   13   0   1  |               0MiB /  99"
+            "84MiB    | 16    N/A |  1   0    1    0    1 |"
+        ),
     ]
     assert box[len(HEAD) + 2 :: 3] == [SPLIT, SPLIT]
     assert all(len(line) == 91 for line in box)
@@ -65,7 +73,7 @@ def test_box_lists_each_mig_device(h100: Path) -> None:
 
 def test_gpu_row_under_mig(h100: Path) -> None:
     assert smi(h100, "-i", "0", "-mig", "1")[0] == 0
-    rc, out = smi(h100)
+    _rc, out = smi(h100)
     lines = out.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("|   0  NVIDIA"))
     assert lines[first].endswith("|                   On |")

@@ -39,7 +39,7 @@ import yaml
 from nvml_mock_engine.errors import ConfigError, StageError
 from nvml_mock_engine.mig import MigGpuInstanceProfile
 
-__all__ = ["MigPlan", "GpuLayout", "parse_spec", "apply"]
+__all__ = ["GpuLayout", "MigPlan", "apply", "parse_spec"]
 
 KEY: Final = "mig"
 """The setting's name in errors (the config file key; the flag is ``--mig``)."""
@@ -126,7 +126,9 @@ def _devices(raw: object, count: int, value: object) -> list[int]:
         raise _fail("devices must be all or a list of GPU indices", value)
     for index in raw:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-            raise _fail(f"devices: {index!r} is not a GPU index of this node (0..{count - 1})", value)
+            raise _fail(
+                f"devices: {index!r} is not a GPU index of this node (0..{count - 1})", value
+            )
     return list(raw)
 
 
@@ -135,7 +137,11 @@ def _listed(
 ) -> list[GpuLayout | None]:
     layouts: list[GpuLayout | None] = [None] * count
     for entry in entries:
-        if not isinstance(entry, dict) or not set(entry) <= {"devices", "mig-enabled", "mig-devices"}:
+        if not isinstance(entry, dict) or not set(entry) <= {
+            "devices",
+            "mig-enabled",
+            "mig-devices",
+        }:
             raise _fail("each entry is {devices, mig-enabled, mig-devices}", value)
         enabled = entry.get("mig-enabled", True)
         if not isinstance(enabled, bool):
@@ -156,9 +162,7 @@ def _listed(
     return layouts
 
 
-def parse_spec(
-    value: object, table: Sequence[MigGpuInstanceProfile], count: int
-) -> MigPlan | None:
+def parse_spec(value: object, table: Sequence[MigGpuInstanceProfile], count: int) -> MigPlan | None:
     """The plan for *value* on a board with *table* and *count* GPUs; None for no layout
     (``None`` or ``""``). A flag or env value may be a name or the list as JSON/YAML text.
     :class:`ConfigError` names what is wrong."""
@@ -206,7 +210,9 @@ def apply(plan: MigPlan, library: Path, state_file: Path) -> None:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        raise StageError(f"MIG layout {plan.spec}: not made within {APPLY_TIMEOUT_S:.0f}s") from None
+        raise StageError(
+            f"MIG layout {plan.spec}: not made within {APPLY_TIMEOUT_S:.0f}s"
+        ) from None
     if done.returncode != 0:
         reason = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise StageError(f"MIG layout {plan.spec}: {reason[0]}")
@@ -309,13 +315,16 @@ def _make(nvml: _Nvml, index: int, layout: Mapping[str, object]) -> None:
         best, widest = 0, 0
         for ci_index in range(CI_PROFILES):
             ci_info = _CiProfile()
-            if nvml.ok(
-                "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-                gi,
-                ci_index,
-                0,
-                ctypes.byref(ci_info),
-            ) and ci_info.sliceCount > widest:
+            if (
+                nvml.ok(
+                    "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+                    gi,
+                    ci_index,
+                    0,
+                    ctypes.byref(ci_info),
+                )
+                and ci_info.sliceCount > widest
+            ):
                 best, widest = ci_index, ci_info.sliceCount
         ci = ctypes.c_void_p()
         nvml("nvmlGpuInstanceCreateComputeInstance", gi, best, ctypes.byref(ci))
@@ -337,6 +346,6 @@ def _child(request: Mapping[str, object]) -> None:
 if __name__ == "__main__":  # pragma: no cover - run by apply() in a child process
     try:
         _child(json.loads(sys.stdin.read()))
-    except Exception as exc:  # noqa: BLE001 - the parent reports the reason
+    except Exception as exc:
         print(str(exc), file=sys.stderr)
         sys.exit(1)

@@ -130,9 +130,18 @@ def table_block(rows: list[tuple[int, MigDevice]]) -> list[str]:
         BOX,
         f"|{' MIG devices:':<88} |",
         SPLIT,
-        "| GPU  GI  CI  MIG |                     Memory-Usage |        Vol|        Shared         |",
-        "|      ID  ID  Dev |                       BAR1-Usage | SM     Unc| CE ENC  DEC  OFA  JPG |",
-        "|                  |                                  |        ECC|                       |",
+        (
+            "| GPU  GI  CI  MIG |                     Memo"
+            "ry-Usage |        Vol|        Shared         |"
+        ),
+        (
+            "|      ID  ID  Dev |                       BA"
+            "R1-Usage | SM     Unc| CE ENC  DEC  OFA  JPG |"
+        ),
+        (
+            "|                  |                         "
+            "         |        ECC|                       |"
+        ),
         DOUBLE,
     ]
     if not rows:

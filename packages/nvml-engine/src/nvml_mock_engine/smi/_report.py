@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from ._generation import Generation
+from ._mig_view import report_node as mig_report_node
 from ._nvml import (
     CLOCK_GRAPHICS,
     CLOCK_MEM,
@@ -60,7 +61,6 @@ from ._nvml import (
     NvmlError,
     decode_bytes,
 )
-from ._mig_view import report_node as mig_report_node
 from ._processes import process_rows
 from ._sections import SECTIONS
 from ._tree import Node, group, leaf

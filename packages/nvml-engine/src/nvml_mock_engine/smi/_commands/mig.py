@@ -1,4 +1,5 @@
-"""``mig`` (``-lgip``, ``-lgipp``, ``-lcip``, ``-lgi``, ``-cgi [-C]``, ``-lci``, ``-cci``, ``-dci``, ``-dgi``) and
+"""``mig`` (``-lgip``, ``-lgipp``, ``-lcip``, ``-lgi``, ``-cgi [-C]``, ``-lci``, ``-cci``,
+``-dci``, ``-dgi``) and
 ``-mig 0|1``: MIG partitions through the library's MIG API, in the real tool's formats.
 
 Everything goes through NVML, so what this prints and changes is what every other client of
@@ -299,7 +300,9 @@ class _Mig:
                 starts = ",".join(str(places[i].start) for i in range(count.value))
                 size = places[0].size if count.value else 0
                 word = "Placements:" if count.value > 1 else "Placement :"
-                self.write(f"GPU {device.index:>2} Profile ID {pid:>2} {word} {{{starts}}}:{size}\n")
+                self.write(
+                    f"GPU {device.index:>2} Profile ID {pid:>2} {word} {{{starts}}}:{size}\n"
+                )
         return 0
 
     def _remaining(self, device: Device, profile_id: int) -> int:
@@ -383,9 +386,18 @@ class _Mig:
         lines = [
             rule,
             "| Compute instance profiles:" + " " * 59 + "|",
-            "| GPU     GPU       Name             Profile  Instances   Exclusive       Shared       |",
-            "|       Instance                       ID     Free/Total     SM       DEC   ENC   OFA  |",
-            "|         ID                                                          CE    JPEG       |",
+            (
+                "| GPU     GPU       Name             Profile"
+                "  Instances   Exclusive       Shared       |"
+            ),
+            (
+                "|       Instance                       ID   "
+                "  Free/Total     SM       DEC   ENC   OFA  |"
+            ),
+            (
+                "|         ID                                "
+                "                          CE    JPEG       |"
+            ),
             "|" + "=" * 86 + "|",
         ]
         wanted = _ids(self.options.extra.get("gi"))
