@@ -224,13 +224,15 @@ def _wait_in_thread(
 _FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
 
 
-def _ring_word(pid: int) -> int | None:
-    """The address of the live layer's futex word in the library's read-only mapping of it."""
+def _ring_word(pid: int, path: Path | None = None) -> int | None:
+    """The address of the live layer's futex word in the library's read-only mapping of it
+    (of the file at *path*: the library keeps the files of earlier inits mapped)."""
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         fields = line.split()
         if (
             len(fields) >= 6
             and fields[-1].endswith("/" + live.LIVE_FILE_NAME)
+            and (path is None or fields[-1] == str(path.resolve()))
             and fields[1] == "r--s"
             and int(fields[2], 16) == 0
         ):
@@ -238,12 +240,12 @@ def _ring_word(pid: int) -> int | None:
     return None
 
 
-def _blocked_in_wait(pid: int, tid: int | None = None) -> bool:
+def _blocked_in_wait(pid: int, tid: int | None = None, path: Path | None = None) -> bool:
     """Whether the thread (any thread of the process when None) sleeps in FUTEX_WAIT on the
     live layer's word, i.e. is inside nvmlEventSetWait (not, say, waiting for the GIL)."""
     if _FUTEX_SYSCALL is None:
         pytest.skip(f"no futex syscall number known for {os.uname().machine}")
-    word = _ring_word(pid)
+    word = _ring_word(pid, path)
     tasks = Path(f"/proc/{pid}/task")
     for task in [tid] if tid is not None else [int(t.name) for t in tasks.iterdir()]:
         try:
@@ -282,7 +284,7 @@ def test_free_wakes_its_waiters_at_once_and_leaves_other_sets_waiting(
     keeper, kept_result = _wait_in_thread(cnvml, kept, 60_000)
     native = [t.native_id for t, _ in waiters] + [keeper.native_id]
     _until(
-        lambda: all(_blocked_in_wait(os.getpid(), tid) for tid in native if tid),
+        lambda: all(_blocked_in_wait(os.getpid(), tid, layer.path) for tid in native if tid),
         "the waiters to block",
     )
     start = time.monotonic()
