@@ -145,3 +145,12 @@ def test_cli_flag_env_and_config_file(
     config.write_text("mig: all-7g.80gb\n")
     assert main([*base, str(tmp_path / "b"), "--config", str(config)]) == 0
     assert _listing(library, state, monkeypatch)[1:] == ["  MIG 7g.80gb     Device  0:"]
+
+
+def test_the_stagers_own_view_does_not_narrow_the_layout(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "0")
+    state = _stage(tmp_path / "o", library, "h100", "all-7g.80gb")
+    monkeypatch.delenv("NVIDIA_VISIBLE_DEVICES")
+    assert _listing(library, state, monkeypatch)[1::2] == ["  MIG 7g.80gb     Device  0:"] * 2

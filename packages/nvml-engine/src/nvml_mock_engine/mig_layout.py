@@ -197,7 +197,12 @@ def apply(plan: MigPlan, library: Path, state_file: Path) -> None:
         "library": str(library),
         "gpus": [{"enabled": g.enabled, "profiles": list(g.profiles)} for g in plan.gpus],
     }
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MOCK_")}
+    # every GPU of the node, whatever view the stager's own environment would give
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MOCK_") and k != "NVIDIA_VISIBLE_DEVICES"
+    }
     env["MOCK_NVML_CONFIG"] = str(state_file)
     try:
         done = subprocess.run(
