@@ -92,6 +92,11 @@ def test_mode_starts_disabled_and_enables(
     assert pynvml.nvmlDeviceGetMaxMigDeviceCount(handle) == 7
     other = pynvml.nvmlDeviceGetHandleByIndex(1)
     assert pynvml.nvmlDeviceGetMigMode(other) == [0, 0]
+    # a GPU in MIG mode has no whole-GPU utilization; one without MIG still has it
+    assert code(pynvml, pynvml.nvmlDeviceGetUtilizationRates, handle) == (
+        pynvml.NVML_ERROR_NOT_SUPPORTED
+    )
+    assert pynvml.nvmlDeviceGetUtilizationRates(other).gpu >= 0
 
 
 def test_boards_without_mig_answer_not_supported(

@@ -308,6 +308,16 @@ static void mig_read(const struct nvmlDevice_st *d, struct mig_layout *l)
     memset(l, 0, sizeof(*l)); /* a writer died mid-write: no layout rather than half of one */
 }
 
+int mock_mig_on(const struct nvmlDevice_st *d)
+{
+    if (!d->s.mig_capable) {
+        return 0;
+    }
+    struct mig_layout l;
+    mig_read(d, &l);
+    return l.current == 1;
+}
+
 /* A change to one GPU's record, under the live file's exclusive flock. */
 struct mig_txn {
     int fd;

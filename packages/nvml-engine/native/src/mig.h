@@ -32,6 +32,10 @@ int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_
  * the instance ids, so a container can be given one by name (NVIDIA_VISIBLE_DEVICES). */
 void mock_mig_uuid(const char *gpu_uuid, unsigned int gi, unsigned int ci, char *out, size_t cap);
 
+/* Whether MIG mode is current on the whole GPU `d` (0 on a board without MIG): whole-GPU
+ * utilization is then not answered, as on a real GPU in MIG mode. */
+int mock_mig_on(const struct nvmlDevice_st *d);
+
 /* The MIG device handle whose UUID is `uuid` (case ignored); NVML_ERROR_NOT_FOUND if none. */
 nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device);
 

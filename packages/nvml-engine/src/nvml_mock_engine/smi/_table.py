@@ -104,12 +104,10 @@ def gpu_block(device: Device) -> list[str]:
     compute = _text(_try(device.compute_mode), lambda v: COMPUTE_MODES.get(v, "N/A"))
     mig = _try(device.mig_mode)
     mig_s = _text(mig) if isinstance(mig, NvmlError) else ("Enabled" if mig[0] else "Disabled")
-    if not isinstance(mig, NvmlError) and mig[0] == 1:
-        # with MIG on the real tool has no whole-GPU utilization and shows the ECC mode in
-        # place of the (per MIG device) error count
-        util_s = "N/A"
-        if not isinstance(ecc, NvmlError) and ecc[0]:
-            ecc_s = "On"
+    if not isinstance(mig, NvmlError) and mig[0] == 1 and not isinstance(ecc, NvmlError) and ecc[0]:
+        # with MIG on the real tool shows the ECC mode in place of the (per MIG device) error
+        # count; utilization is N/A because NVML answers none in MIG mode
+        ecc_s = "On"
     return [
         row(
             f" {device.index:>3}  {name:<29}{persistence:>4}",
