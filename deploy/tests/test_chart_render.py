@@ -323,6 +323,18 @@ def test_staging_daemonset_wiring(render: RenderFn) -> None:
     assert spec["tolerations"] == [{"operator": "Exists"}]
 
 
+def test_gpu_mig_reaches_the_stager(render: RenderFn) -> None:
+    def stage_env(mig: Any) -> dict[str, Any]:
+        values = {} if mig is None else {"gpu": {"profile": "h100", "mig": mig}}
+        return env_of(container(render(values).get("DaemonSet", "nvml-mock"), "stage"))
+
+    assert "NVML_MOCK_MIG" not in stage_env(None)
+    assert "NVML_MOCK_MIG" not in stage_env("")
+    assert stage_env("all-1g.10gb")["NVML_MOCK_MIG"] == "all-1g.10gb"
+    layout = [{"devices": [0, 1], "mig-enabled": True, "mig-devices": {"1g.10gb": 2}}]
+    assert yaml.safe_load(stage_env(layout)["NVML_MOCK_MIG"]) == layout
+
+
 def test_gpu_count_defaults_to_the_profile(render: RenderFn) -> None:
     ds = render().get("DaemonSet", "nvml-mock")
     assert env_of(container(ds, "stage"))["NVML_MOCK_GPU_COUNT"] == ""
@@ -434,6 +446,9 @@ def test_profile_choices_are_the_engine_profiles(chart: helm.Chart) -> None:
         ({"gpu": {"count": 0}}, "count"),
         ({"gpu": {"count": 65}}, "count"),
         ({"gpu": {"count": "8"}}, "count"),
+        ({"gpu": {"mig": "half"}}, "mig"),
+        ({"gpu": {"mig": [{"devices": "some"}]}}, "mig"),
+        ({"gpu": {"mig": [{"mig-devices": {"1g.10gb": 8}}]}}, "mig"),
         ({"nri": {"deviceInjectionMode": "hooks"}}, "deviceInjectionMode"),
         ({"nri": {"excludedNamespaces": ["Not_A_Namespace"]}}, "excludedNamespaces"),
         ({"nri": {"socketPath": "relative/nri.sock"}}, "socketPath"),

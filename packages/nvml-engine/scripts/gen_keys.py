@@ -56,6 +56,7 @@ TYPES: Mapping[str, tuple[str, str, tuple[int, int] | None]] = {
     "bus_id_list": ("BUSLIST", "BUS_ID_LIST", None),
     "fabric_uuid": ("UUID16", "FABRIC_UUID", None),
     "cpu_list": ("CPULIST", "CPU_LIST", None),
+    "mig_gi_profile": ("MIGGI", "MIG_GI_PROFILE", None),
 }
 TYPE_TEXT = {
     "u32": "uint32",
@@ -67,6 +68,7 @@ TYPE_TEXT = {
     "bus_id_list": "list of bus ids",
     "fabric_uuid": "UUID `8-4-4-4-12`",
     "cpu_list": "CPU list",
+    "mig_gi_profile": "MIG GPU-instance profile (repeated)",
 }
 COLUMNS = {
     "name",
@@ -115,6 +117,26 @@ LIVE_MAGIC = "nvml-mock-live"
 RECORD_SEQ, RECORD_WRITES, RECORD_UUID, RECORD_UUID_BYTES, RECORD_MASK = 0, 8, 16, 80, 96
 RECORD_ARMED, RECORD_VALUES = 112, 128
 EVENT_SEQ, EVENT_GPU, EVENT_TYPE, EVENT_DATA = 0, 8, 16, 24
+# A GPU's MIG record (LIVE_MIG_BYTES_PER_GPU bytes): seq (odd while written), writes, the
+# current and pending MIG mode, then MIG_MAX_GI GPU-instance slots of MIG_GI_BYTES, each with
+# MIG_MAX_CI compute-instance slots of MIG_CI_BYTES. A slot's `used` word is 0 when free.
+MIG_SEQ, MIG_WRITES, MIG_CURRENT, MIG_PENDING, MIG_GI = 0, 8, 16, 20, 64
+MIG_MAX_GI, MIG_GI_BYTES, MIG_MAX_CI, MIG_CI_BYTES = 8, 256, 8, 24
+MIG_GI_FIELDS: Sequence[tuple[str, int]] = (
+    ("used", 0),
+    ("id", 4),
+    ("profile", 8),
+    ("start", 12),
+    ("size", 16),
+    ("ci", 32),
+)
+MIG_CI_FIELDS: Sequence[tuple[str, int]] = (
+    ("used", 0),
+    ("id", 4),
+    ("profile", 8),
+    ("start", 12),
+    ("size", 16),
+)
 
 
 class DeclarationError(Exception):
@@ -191,6 +213,31 @@ class Layout:
     events_offset: int
     total_bytes: int
     process_fields: tuple[ProcessField, ...] = ()
+
+
+def _mig_constants() -> list[tuple[str, int]]:
+    consts = [
+        ("SEQ", MIG_SEQ),
+        ("WRITES", MIG_WRITES),
+        ("CURRENT", MIG_CURRENT),
+        ("PENDING", MIG_PENDING),
+        ("GI", MIG_GI),
+        ("MAX_GI", MIG_MAX_GI),
+        ("GI_BYTES", MIG_GI_BYTES),
+        ("MAX_CI", MIG_MAX_CI),
+        ("CI_BYTES", MIG_CI_BYTES),
+    ]
+    consts += [(f"GI_{name.upper()}", off) for name, off in MIG_GI_FIELDS]
+    consts += [(f"CI_{name.upper()}", off) for name, off in MIG_CI_FIELDS]
+    return consts
+
+
+def _mig_c_lines() -> list[str]:
+    return [f"#define LIVE_MIG_{name} {value}u" for name, value in _mig_constants()]
+
+
+def _mig_py_lines() -> list[str]:
+    return [f"LIVE_MIG_{name}: Final = {value}" for name, value in _mig_constants()]
 
 
 def _align(value: int, to: int = 4096) -> int:
@@ -309,6 +356,10 @@ def _layout(raw: Mapping[str, Any]) -> Layout:
 
 
 def _check(keys: Sequence[Key], layout: Layout) -> None:
+    if layout.mig_bytes_per_gpu < MIG_GI + MIG_MAX_GI * MIG_GI_BYTES or (
+        dict(MIG_GI_FIELDS)["ci"] + MIG_MAX_CI * MIG_CI_BYTES > MIG_GI_BYTES
+    ):
+        raise DeclarationError("layout: the MIG record does not fit live_mig_bytes_per_gpu")
     seen: dict[tuple[str, str], Key] = {}
     slots: dict[int, str] = {}
     for key in keys:
@@ -481,6 +532,7 @@ def render_live_h(keys: Sequence[Key], layout: Layout) -> str:
         ),
         f"#define LIVE_MIG_BYTES_PER_GPU {layout.mig_bytes_per_gpu}u",
         f"#define LIVE_MIG_OFFSET {layout.mig_offset}ULL",
+        *_mig_c_lines(),
         f"#define LIVE_EVENT_SLOTS {layout.event_slots}u",
         f"#define LIVE_EVENT_RECORD_BYTES {layout.event_record_bytes}u",
         f"#define LIVE_EVENTS_OFFSET {layout.events_offset}ULL",
@@ -608,6 +660,7 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
         "}",
         f"LIVE_MIG_BYTES_PER_GPU: Final = {layout.mig_bytes_per_gpu}",
         f"LIVE_MIG_OFFSET: Final = {layout.mig_offset}",
+        *_mig_py_lines(),
         f"LIVE_EVENT_SLOTS: Final = {layout.event_slots}",
         f"LIVE_EVENT_RECORD_BYTES: Final = {layout.event_record_bytes}",
         f"LIVE_EVENTS_OFFSET: Final = {layout.events_offset}",

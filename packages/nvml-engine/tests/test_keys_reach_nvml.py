@@ -347,6 +347,9 @@ GETTERS: dict[str, tuple[Callable[[Any, Any], Any], Any]] = {
     "row_remapper_banks": (lambda n, h: n.nvmlDeviceGetRowRemapperHistogram(h).max, 2000 - 13),
     "unrepairable_memory": (_unrepairable, None),
     "mig_capable": (lambda n, h: n.nvmlDeviceGetMigMode(h)[0], 0),
+    # with a table SetMigMode gets past NOT_SUPPORTED to the live layer (absent here);
+    # tests/test_library_mig.py reads the table itself with MIG enabled
+    "mig_gi_profile": (lambda n, h: _status(n, n.nvmlDeviceSetMigMode, h, 1), 4),
     "nvlink_count": (lambda n, h: _field(n, h, n.NVML_FI_DEV_NVLINK_LINK_COUNT), None),
     "nvlink_version": (lambda n, h: n.nvmlDeviceGetNvLinkVersion(h, 0), None),
     "nvlink_remote_bus_ids": (
@@ -402,6 +405,14 @@ def state_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     state = tmp_path_factory.mktemp("keys") / "state.nvmlmock"
     state.write_text(render_text(resolve_config(file_data=config)))
     return state
+
+
+def _status(pynvml: Any, call: Any, *args: Any) -> int:
+    try:
+        call(*args)
+    except pynvml.NVMLError as exc:
+        return int(exc.value)
+    return 0
 
 
 def test_every_key_has_a_getter_check() -> None:

@@ -40,7 +40,8 @@ def _sections(text: str) -> tuple[dict[str, str], list[dict[str, str]]]:
         key, sep, value = line.partition("=")
         assert sep and re.fullmatch(r"[a-z0-9_]{1,63}", key), line
         assert len(value.encode()) <= 255, line
-        assert current is not None and key not in current
+        # mig_gi_profile is the one repeated key (a line per MIG profile)
+        assert current is not None and (key not in current or key == "mig_gi_profile")
         current[key] = value
     return system, gpus
 

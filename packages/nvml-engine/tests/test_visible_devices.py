@@ -225,9 +225,9 @@ def test_no_gpu_values_leave_nvml_without_gpus(
         (
             "MIG-0a3b5c7d-1111-2222-3333-000000000000",
             "MIG-0a3b5c7d",
-            "MIG devices are not modelled yet",
+            "unknown device (no MIG device of the node has this UUID)",
         ),
-        ("0:1", "0:1", "MIG devices are not modelled yet"),
+        ("0:1", "0:1", "unknown device (give MIG devices by MIG- UUID)"),
         ("1,none", "none", "unknown device"),
     ],
 )

@@ -11,6 +11,7 @@
  * built against old headers pass the smaller buffer.
  */
 #define _GNU_SOURCE
+#include "mig.h"
 #include "mock.h"
 #include "telemetry.h"
 
@@ -58,7 +59,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_
             return mock_found(&mock_devices[i], device);
         }
     }
-    return NVML_ERROR_NOT_FOUND;
+    return mock_mig_by_uuid(uuid, device); /* a MIG device's MIG-<uuid> */
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const nvmlUUID_t *uuid, nvmlDevice_t *device)
@@ -198,12 +199,22 @@ nvmlReturn_t nvml_mock_device_sparse_operation_mode(nvmlDevice_t device, unsigne
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
+    struct mock_mig_view mig;
+    nvmlReturn_t mig_rc;
+    if (mock_mig_device(device, &mig, &mig_rc)) {
+        return mig_rc != NVML_SUCCESS ? mig_rc : mock_copy_string(name, length, mig.name);
+    }
     GET_DEVICE(device, d);
     return mock_copy_string(name, length, d->s.name);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
+    struct mock_mig_view mig;
+    nvmlReturn_t mig_rc;
+    if (mock_mig_device(device, &mig, &mig_rc)) {
+        return mig_rc != NVML_SUCCESS ? mig_rc : mock_copy_string(uuid, length, mig.uuid);
+    }
     GET_DEVICE(device, d);
     return mock_copy_string(uuid, length, d->s.uuid);
 }
@@ -464,6 +475,23 @@ static void fill_attributes(const struct nvmlDevice_st *d, nvmlDeviceAttributes_
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
 {
+    struct mock_mig_view mig;
+    nvmlReturn_t mig_rc;
+    if (mock_mig_device(device, &mig, &mig_rc)) {
+        REQUIRE_ARG(attributes);
+        if (mig_rc == NVML_SUCCESS) {
+            attributes->multiprocessorCount = mig.sms;
+            attributes->sharedCopyEngineCount = mig.copy_engines;
+            attributes->sharedDecoderCount = mig.decoders;
+            attributes->sharedEncoderCount = mig.encoders;
+            attributes->sharedJpegCount = mig.jpegs;
+            attributes->sharedOfaCount = mig.ofas;
+            attributes->gpuInstanceSliceCount = mig.gi_slices;
+            attributes->computeInstanceSliceCount = mig.ci_slices;
+            attributes->memorySizeMB = mig.memory_mib;
+        }
+        return mig_rc;
+    }
     GET_DEVICE(device, d);
     REQUIRE_ARG(attributes);
     if (d->s.multiprocessor_count == 0) {

@@ -11,6 +11,7 @@
  * stay empty.
  * Confidential computing is off on every modelled board, so no memory is protected.
  */
+#include "mig.h"
 #include "mock.h"
 
 #include <string.h>
@@ -34,6 +35,17 @@ static uint64_t used_bytes(const struct nvmlDevice_st *d)
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
+    struct mock_mig_view mig;
+    nvmlReturn_t mig_rc;
+    if (mock_mig_device(device, &mig, &mig_rc)) { /* a MIG device: its GPU instance's memory */
+        REQUIRE_ARG(memory);
+        if (mig_rc == NVML_SUCCESS) {
+            memory->total = mig.memory_mib << 20;
+            memory->used = 0;
+            memory->free = memory->total;
+        }
+        return mig_rc;
+    }
     GET_DEVICE(device, d);
     REQUIRE_ARG(memory);
     uint64_t used = used_bytes(d) + d->s.memory_reserved_bytes;
@@ -45,6 +57,21 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
+    struct mock_mig_view mig;
+    nvmlReturn_t mig_rc;
+    if (mock_mig_device(device, &mig, &mig_rc)) {
+        REQUIRE_ARG(memory);
+        if (memory->version != nvmlMemory_v2) {
+            return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+        }
+        if (mig_rc == NVML_SUCCESS) {
+            memory->total = mig.memory_mib << 20;
+            memory->reserved = 0;
+            memory->used = 0;
+            memory->free = memory->total;
+        }
+        return mig_rc;
+    }
     GET_DEVICE(device, d);
     REQUIRE_ARG(memory);
     if (memory->version != nvmlMemory_v2) {

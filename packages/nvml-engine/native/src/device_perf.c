@@ -8,6 +8,7 @@
  * does not have (a fan on a passively cooled card, a missing threshold) answer
  * NVML_ERROR_NOT_SUPPORTED as real hardware does.
  */
+#include "mig.h"
 #include "mock.h"
 #include "processes.h"
 #include "telemetry.h"
@@ -424,6 +425,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(utilization);
+    if (mock_mig_on(d)) {
+        return NVML_ERROR_NOT_SUPPORTED; /* no whole-GPU utilization in MIG mode */
+    }
     utilization->gpu = d->s.util_gpu_pct; /* live-checked below */
     utilization->memory = d->s.util_mem_pct; /* live-checked below */
     if (mock_tele_on(d)) {

@@ -301,6 +301,8 @@ static void publish(const struct state *st, const struct visible_view *view)
         mock_board_pci[i] = st->gpu[i].pci;
     }
     memcpy(mock_view_of_board, view->view, sizeof(mock_view_of_board));
+    memcpy(mock_mig_only, view->mig_only, sizeof(mock_mig_only));
+    memcpy(mock_mig_allowed, view->mig_allowed, sizeof(mock_mig_allowed));
     for (uint32_t i = 0; i < view->count; i++) {
         struct nvmlDevice_st *d = &mock_devices[i];
         memset(d, 0, sizeof(*d));
@@ -317,6 +319,9 @@ static void publish(const struct state *st, const struct visible_view *view)
 
 /* Why the live layer was ignored at the last init ("" when it was not). */
 static char live_problem[DETAIL_LEN];
+
+/* The live file bound at the last init ("" without one): MIG changes are written to it. */
+char mock_live_path[4096];
 
 /* The live file: MOCK_NVML_LIVE, else live.nvmlmock beside the state. */
 static int live_path(const char *state, char *out, size_t cap)
@@ -346,6 +351,7 @@ static void attach_live(const char *state, const struct state *st)
         mock_devices[i].live = NULL;
     }
     atomic_store_explicit(&mock_live_header, NULL, memory_order_release);
+    mock_live_path[0] = '\0';
     if (live_path(state, path, sizeof(path)) != 0) {
         snprintf(live_problem, sizeof(live_problem), "live layer path too long (set %s)", ENV_LIVE);
         return;
@@ -359,6 +365,7 @@ static void attach_live(const char *state, const struct state *st)
     for (unsigned int i = 0; i < mock_device_count; i++) {
         mock_devices[i].live = recs[mock_devices[i].board];
     }
+    snprintf(mock_live_path, sizeof(mock_live_path), "%s", header != NULL ? path : "");
     atomic_store_explicit(&mock_live_header, header, memory_order_release);
 }
 

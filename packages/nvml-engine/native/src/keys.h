@@ -122,6 +122,7 @@
     X(row_remapper_banks, row_remapper_banks, U32, 0, 0LL, 4294967295LL, 0, "4096") \
     X(unrepairable_memory, unrepairable_memory, I32, 0, -1LL, 1LL, 0, "-1") \
     X(mig_capable, mig_capable, U32, 0, 0LL, 1LL, 0, "0") \
+    X(mig_gi_profile, mig_gi, MIGGI, 0, 0LL, 0LL, 0, NULL) \
     X(nvlink_count, nvlink_count, U32, 0, 0LL, 18LL, 0, "0") \
     X(nvlink_version, nvlink_version, U32, 0, 0LL, 8LL, 0, "0") \
     X(nvlink_remote_bus_ids, nvlink_remote, BUSLIST, 0, 0LL, 0LL, 0, NULL) \

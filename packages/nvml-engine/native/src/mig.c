@@ -1,28 +1,1529 @@
 /*
- * Multi Instance GPU Management (nvml.h): MIG mode and MIG device handles.
+ * Multi Instance GPU Management (nvml.h): MIG mode, GPU and compute instances, MIG devices.
  *
- * No modelled board has MIG enabled. A MIG-capable board (mig_capable) answers mode DISABLE,
- * current and pending, and no MIG device; any other board answers NOT_SUPPORTED to those
- * queries. Every handle this library gives out is a whole GPU, so nvmlDeviceIsMigDeviceHandle
- * says 0 and nvmlDeviceGetDeviceHandleFromMigDeviceHandle refuses it.
+ * What a board offers is board state: its GPU-instance profiles (mig_gi_profile lines,
+ * NVIDIA's published table). What exists is node state: each GPU's MIG record in the live
+ * layer (mode current/pending, GPU instances with profile and placement, compute instances).
+ * Every call reads the record afresh (sequence-locked, like every live read), so a partition
+ * made by any process on the node is seen by every process and container on its next call.
+ * Changes (SetMigMode, create, destroy) are written here, under the live file's exclusive
+ * flock, by a caller that can open the file for writing (root on the node, or the writer's
+ * user); any other caller gets NVML_ERROR_NO_PERMISSION, as an unprivileged caller does from
+ * the real driver. A record read from a damaged or hostile file is sanitised: an instance
+ * whose profile, placement or id does not fit the board is not there.
+ *
+ * GPU-instance ids follow the placement, as the driver numbers them, so a layout made again
+ * gets the same ids and its MIG devices the same UUIDs (hashed from the GPU's UUID and the
+ * GPU/compute instance ids).
  */
+#define _GNU_SOURCE
+#include "mig.h"
+#include "visible.h"
+
+#include <limits.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "mock.h"
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
+#define MIG_IDS 14u /* GPU-instance ids 0..13 (see gi_id) */
+#define MIG_MAX_GI LIVE_MIG_MAX_GI
+#define MIG_MAX_CI LIVE_MIG_MAX_CI
+#define MIG_SLOTS 8u /* memory slices */
+
+struct mig_ci {
+    uint32_t used, id, profile, start, size;
+};
+
+struct mig_gi {
+    uint32_t used, id, profile, start, size;
+    struct mig_ci ci[MIG_MAX_CI];
+};
+
+struct mig_layout {
+    uint32_t current, pending;
+    struct mig_gi gi[MIG_MAX_GI];
+};
+
+/* Handles: addresses in these tables; the position says which GPU / instance ids. */
+struct nvmlGpuInstance_st {
+    unsigned char unused;
+};
+struct nvmlComputeInstance_st {
+    unsigned char unused;
+};
+struct mock_mig_dev {
+    unsigned char unused;
+};
+static struct nvmlGpuInstance_st gi_handles[STATE_MAX_GPUS][MIG_IDS];
+static struct nvmlComputeInstance_st ci_handles[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI];
+static struct mock_mig_dev mig_devs[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI];
+
+/* --- the board's tables --------------------------------------------------------------- */
+
+static const struct state_mig_gi *gi_profile_by_index(const struct nvmlDevice_st *d, unsigned int index)
 {
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(currentMode);
-    REQUIRE_ARG(pendingMode);
-    if (!d->s.mig_capable) {
-        return NVML_ERROR_NOT_SUPPORTED;
+    for (uint32_t i = 0; i < d->s.mig_gi_count && i < STATE_MAX_MIG_GI_PROFILES; i++) {
+        if (d->s.mig_gi[i].profile == index) {
+            return &d->s.mig_gi[i];
+        }
     }
-    *currentMode = NVML_DEVICE_MIG_DISABLE;
-    *pendingMode = NVML_DEVICE_MIG_DISABLE;
+    return NULL;
+}
+
+static const struct state_mig_gi *gi_profile_by_id(const struct nvmlDevice_st *d, unsigned int id)
+{
+    for (uint32_t i = 0; i < d->s.mig_gi_count && i < STATE_MAX_MIG_GI_PROFILES; i++) {
+        if (d->s.mig_gi[i].id == id) {
+            return &d->s.mig_gi[i];
+        }
+    }
+    return NULL;
+}
+
+/* NVML_COMPUTE_INSTANCE_PROFILE_* index of a compute instance of `slices` slices (-1: none). */
+static int ci_index(unsigned int slices)
+{
+    switch (slices) {
+    case 1: return NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE;
+    case 2: return NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE;
+    case 3: return NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE;
+    case 4: return NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE;
+    case 6: return NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE;
+    case 7: return NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE;
+    case 8: return NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE;
+    default: return -1;
+    }
+}
+
+/* The compute-instance profile `index` a GPU-instance profile offers; NULL if it offers none. */
+static const struct state_mig_ci *ci_profile(const struct state_mig_gi *gp, unsigned int index)
+{
+    for (uint32_t i = 0; i < gp->ci_count && i < STATE_MAX_MIG_CI_PROFILES; i++) {
+        if (ci_index(gp->ci[i].slices) == (int)index) {
+            return &gp->ci[i];
+        }
+    }
+    return NULL;
+}
+
+/* Compute placements of `slices` slices in a GPU instance of `gi_slices`: starts aligned to
+ * the next power of two (1, 2, 4, 4, 8), as the driver offers them. Returns the count. */
+static unsigned int ci_placements(unsigned int slices, unsigned int gi_slices, unsigned int *starts)
+{
+    unsigned int step = 1;
+    while (step < slices) {
+        step <<= 1;
+    }
+    unsigned int n = 0;
+    for (unsigned int s = 0; s + slices <= gi_slices && n < MIG_MAX_CI; s += step) {
+        if (starts != NULL) {
+            starts[n] = s;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* A GPU instance's id from its placement: the full GPU 0, halves 1 (slices 0-3) and 2
+ * (slices 4-7), quarters 3..6, eighths 7..13 (the driver's numbering of the memory-slice
+ * tree, as current drivers report it: a 4g at 0:4 is id 1, a 3g at 4:4 id 2). */
+static uint32_t gi_id(uint32_t start, uint32_t size)
+{
+    if (size >= 5) {
+        return 0;
+    }
+    if (size >= 3) {
+        return start >= 4 ? 2 : 1;
+    }
+    if (size == 2) {
+        return 3 + start / 2;
+    }
+    return 7 + start;
+}
+
+static int overlaps(uint32_t a_start, uint32_t a_size, uint32_t b_start, uint32_t b_size)
+{
+    return a_start < b_start + b_size && b_start < a_start + a_size;
+}
+
+/* Whether a GPU instance is in this process's view: a container given MIG devices sees the
+ * GPU instances that hold them, and no other (the toolkit gives it only their capabilities). */
+static int gi_visible(const struct nvmlDevice_st *d, unsigned int id)
+{
+    for (unsigned int ci = 0; ci < MIG_MAX_CI; ci++) {
+        if (mock_mig_visible(d->board, id, ci)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* --- the live MIG record -------------------------------------------------------------- */
+
+static const unsigned char *mig_record(const struct nvmlDevice_st *d)
+{
+    const unsigned char *h = atomic_load_explicit(&mock_live_header, memory_order_acquire);
+    if (h == NULL || d->live == NULL) {
+        return NULL;
+    }
+    return h + LIVE_MIG_OFFSET + (size_t)d->board * LIVE_MIG_BYTES_PER_GPU;
+}
+
+static uint32_t ld32(const unsigned char *rec, size_t off)
+{
+    return __atomic_load_n((const uint32_t *)(const void *)(rec + off), __ATOMIC_RELAXED);
+}
+
+static void st32(unsigned char *rec, size_t off, uint32_t v)
+{
+    __atomic_store_n((uint32_t *)(void *)(rec + off), v, __ATOMIC_RELAXED);
+}
+
+static void copy_out(const unsigned char *rec, struct mig_layout *l)
+{
+    l->current = ld32(rec, LIVE_MIG_CURRENT);
+    l->pending = ld32(rec, LIVE_MIG_PENDING);
+    for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+        size_t base = LIVE_MIG_GI + (size_t)g * LIVE_MIG_GI_BYTES;
+        struct mig_gi *gi = &l->gi[g];
+        gi->used = ld32(rec, base + LIVE_MIG_GI_USED);
+        gi->id = ld32(rec, base + LIVE_MIG_GI_ID);
+        gi->profile = ld32(rec, base + LIVE_MIG_GI_PROFILE);
+        gi->start = ld32(rec, base + LIVE_MIG_GI_START);
+        gi->size = ld32(rec, base + LIVE_MIG_GI_SIZE);
+        for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+            size_t cb = base + LIVE_MIG_GI_CI + (size_t)c * LIVE_MIG_CI_BYTES;
+            struct mig_ci *ci = &gi->ci[c];
+            ci->used = ld32(rec, cb + LIVE_MIG_CI_USED);
+            ci->id = ld32(rec, cb + LIVE_MIG_CI_ID);
+            ci->profile = ld32(rec, cb + LIVE_MIG_CI_PROFILE);
+            ci->start = ld32(rec, cb + LIVE_MIG_CI_START);
+            ci->size = ld32(rec, cb + LIVE_MIG_CI_SIZE);
+        }
+    }
+}
+
+static void copy_in(unsigned char *rec, const struct mig_layout *l)
+{
+    st32(rec, LIVE_MIG_CURRENT, l->current);
+    st32(rec, LIVE_MIG_PENDING, l->pending);
+    for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+        size_t base = LIVE_MIG_GI + (size_t)g * LIVE_MIG_GI_BYTES;
+        const struct mig_gi *gi = &l->gi[g];
+        st32(rec, base + LIVE_MIG_GI_USED, gi->used);
+        st32(rec, base + LIVE_MIG_GI_ID, gi->id);
+        st32(rec, base + LIVE_MIG_GI_PROFILE, gi->profile);
+        st32(rec, base + LIVE_MIG_GI_START, gi->start);
+        st32(rec, base + LIVE_MIG_GI_SIZE, gi->size);
+        for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+            size_t cb = base + LIVE_MIG_GI_CI + (size_t)c * LIVE_MIG_CI_BYTES;
+            const struct mig_ci *ci = &gi->ci[c];
+            st32(rec, cb + LIVE_MIG_CI_USED, ci->used);
+            st32(rec, cb + LIVE_MIG_CI_ID, ci->id);
+            st32(rec, cb + LIVE_MIG_CI_PROFILE, ci->profile);
+            st32(rec, cb + LIVE_MIG_CI_START, ci->start);
+            st32(rec, cb + LIVE_MIG_CI_SIZE, ci->size);
+        }
+    }
+}
+
+/* Keep only what fits the board: modes 0/1, instances whose profile, placement and id are
+ * the board's, no overlaps, compute instances inside their GPU instance. */
+static void sanitise(const struct nvmlDevice_st *d, struct mig_layout *l)
+{
+    l->current = l->current == 1 ? 1 : 0;
+    l->pending = l->pending == 1 ? 1 : 0;
+    for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+        struct mig_gi *gi = &l->gi[g];
+        const struct state_mig_gi *gp = gi->used ? gi_profile_by_index(d, gi->profile) : NULL;
+        int ok = gp != NULL && l->current == 1 && gi->size == gp->placement_size && gi->start < MIG_SLOTS &&
+                 gi->id == gi_id(gi->start, gi->size);
+        for (uint32_t p = 0; ok && p < gp->placement_count; p++) {
+            if (gp->placement_start[p] == gi->start) {
+                break;
+            }
+            if (p + 1 == gp->placement_count) {
+                ok = 0;
+            }
+        }
+        for (unsigned int o = 0; ok && o < g; o++) {
+            if (l->gi[o].used && overlaps(l->gi[o].start, l->gi[o].size, gi->start, gi->size)) {
+                ok = 0;
+            }
+        }
+        if (!ok) {
+            memset(gi, 0, sizeof(*gi));
+            continue;
+        }
+        gi->used = 1;
+        for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+            struct mig_ci *ci = &gi->ci[c];
+            const struct state_mig_ci *cp = ci->used ? ci_profile(gp, ci->profile) : NULL;
+            int cok = cp != NULL && ci->size == cp->slices && ci->id < MIG_MAX_CI && ci->start + ci->size <= gp->slices;
+            for (unsigned int o = 0; cok && o < c; o++) {
+                const struct mig_ci *x = &gi->ci[o];
+                if (x->used && (x->id == ci->id || overlaps(x->start, x->size, ci->start, ci->size))) {
+                    cok = 0;
+                }
+            }
+            if (!cok) {
+                memset(ci, 0, sizeof(*ci));
+            } else {
+                ci->used = 1;
+            }
+        }
+    }
+}
+
+/* The GPU's MIG layout now (all zero, MIG disabled, without a live layer). */
+static void mig_read(const struct nvmlDevice_st *d, struct mig_layout *l)
+{
+    memset(l, 0, sizeof(*l));
+    const unsigned char *rec = mig_record(d);
+    if (rec == NULL) {
+        return;
+    }
+    const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_MIG_SEQ);
+    for (unsigned int attempt = 0; attempt < LIVE_READ_TRIES; attempt++) {
+        uint64_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1u) {
+            mock_live_pause(attempt);
+            continue;
+        }
+        copy_out(rec, l);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
+            sanitise(d, l);
+            return;
+        }
+    }
+    memset(l, 0, sizeof(*l)); /* a writer died mid-write: no layout rather than half of one */
+}
+
+int mock_mig_on(const struct nvmlDevice_st *d)
+{
+    if (!d->s.mig_capable) {
+        return 0;
+    }
+    struct mig_layout l;
+    mig_read(d, &l);
+    return l.current == 1;
+}
+
+/* A change to one GPU's record, under the live file's exclusive flock. */
+struct mig_txn {
+    int fd;
+    unsigned char *base;
+    unsigned char *rec;
+    struct mig_layout l;
+};
+
+static nvmlReturn_t txn_begin(const struct nvmlDevice_st *d, struct mig_txn *t)
+{
+    t->fd = -1;
+    t->base = NULL;
+    if (mig_record(d) == NULL || mock_live_path[0] == '\0') {
+        mock_set_error_detail(NVML_ERROR_NO_PERMISSION,
+                              "no live layer to hold the MIG layout (stage the overlay with nvml-mock-engine)");
+        return NVML_ERROR_NO_PERMISSION;
+    }
+    t->fd = open(mock_live_path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+    if (t->fd < 0) {
+        if (errno == EACCES || errno == EPERM || errno == EROFS) {
+            return NVML_ERROR_NO_PERMISSION;
+        }
+        return NVML_ERROR_UNKNOWN;
+    }
+    struct stat st;
+    if (fstat(t->fd, &st) != 0 || !S_ISREG(st.st_mode) || (unsigned long long)st.st_size != LIVE_TOTAL_BYTES ||
+        flock(t->fd, LOCK_EX) != 0) {
+        close(t->fd);
+        return NVML_ERROR_UNKNOWN;
+    }
+    void *m = mmap(NULL, (size_t)LIVE_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
+    if (m == MAP_FAILED) {
+        close(t->fd); /* drops the lock */
+        return errno == EACCES ? NVML_ERROR_NO_PERMISSION : NVML_ERROR_UNKNOWN;
+    }
+    t->base = m;
+    if (memcmp(t->base + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC)) != 0 ||
+        __atomic_load_n((const uint32_t *)(const void *)(t->base + LIVE_HDR_RETIRED), __ATOMIC_ACQUIRE) != 0) {
+        munmap(t->base, (size_t)LIVE_TOTAL_BYTES);
+        close(t->fd);
+        return NVML_ERROR_GPU_IS_LOST; /* replaced by a re-stage: re-initialise to see the new one */
+    }
+    t->rec = t->base + LIVE_MIG_OFFSET + (size_t)d->board * LIVE_MIG_BYTES_PER_GPU;
+    copy_out(t->rec, &t->l);
+    sanitise(d, &t->l);
     return NVML_SUCCESS;
 }
 
+/* Finish a change: write the layout (when `commit`) in one sequence-locked step. */
+static void txn_end(struct mig_txn *t, int commit)
+{
+    if (commit) {
+        uint64_t *seq = (uint64_t *)(void *)(t->rec + LIVE_MIG_SEQ);
+        uint64_t s = __atomic_load_n(seq, __ATOMIC_RELAXED);
+        uint64_t odd = (s & 1u) ? s + 2u : s + 1u;
+        __atomic_store_n(seq, odd, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        copy_in(t->rec, &t->l);
+        __atomic_fetch_add((uint64_t *)(void *)(t->rec + LIVE_MIG_WRITES), 1u, __ATOMIC_RELAXED);
+        __atomic_store_n(seq, odd + 1u, __ATOMIC_RELEASE);
+        __atomic_fetch_add((uint64_t *)(void *)(t->base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
+    }
+    munmap(t->base, (size_t)LIVE_TOTAL_BYTES);
+    flock(t->fd, LOCK_UN);
+    close(t->fd);
+}
+
+static struct mig_gi *find_gi(struct mig_layout *l, unsigned int id)
+{
+    for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+        if (l->gi[g].used && l->gi[g].id == id) {
+            return &l->gi[g];
+        }
+    }
+    return NULL;
+}
+
+static struct mig_ci *find_ci(struct mig_gi *gi, unsigned int id)
+{
+    for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+        if (gi->ci[c].used && gi->ci[c].id == id) {
+            return &gi->ci[c];
+        }
+    }
+    return NULL;
+}
+
+static unsigned int gi_count_of(const struct mig_layout *l, uint32_t profile)
+{
+    unsigned int n = 0;
+    for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+        n += l->gi[g].used && l->gi[g].profile == profile;
+    }
+    return n;
+}
+
+static int gi_fits(const struct mig_layout *l, uint32_t start, uint32_t size)
+{
+    for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+        if (l->gi[g].used && overlaps(l->gi[g].start, l->gi[g].size, start, size)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* How many placements, of every profile of the board, that are free now an instance at
+ * start:size would take away. Creation without a placement takes the free placement that
+ * takes away fewest, the lowest start on a tie: that is what the driver does (seven 1g
+ * instances land at 6, 4, 5, 0, 1, 2, 3; a 1g, a 2g and then a 4g all fit). */
+static unsigned int gi_damage(const struct nvmlDevice_st *d, const struct mig_layout *l,
+                              uint32_t start, uint32_t size)
+{
+    unsigned int lost = 0;
+    for (uint32_t i = 0; i < d->s.mig_gi_count && i < STATE_MAX_MIG_GI_PROFILES; i++) {
+        const struct state_mig_gi *q = &d->s.mig_gi[i];
+        for (uint32_t p = 0; p < q->placement_count && p < STATE_MAX_MIG_PLACEMENTS; p++) {
+            uint32_t qs = q->placement_start[p];
+            lost += gi_fits(l, qs, q->placement_size) && overlaps(qs, q->placement_size, start, size);
+        }
+    }
+    return lost;
+}
+
+static int ci_fits(const struct mig_gi *gi, uint32_t start, uint32_t size)
+{
+    for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+        if (gi->ci[c].used && overlaps(gi->ci[c].start, gi->ci[c].size, start, size)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* --- handles ---------------------------------------------------------------------------- */
+
+static nvmlGpuInstance_t gi_handle(const struct nvmlDevice_st *d, unsigned int id)
+{
+    return &gi_handles[d->index][id];
+}
+
+static nvmlComputeInstance_t ci_handle(const struct nvmlDevice_st *d, unsigned int gi, unsigned int ci)
+{
+    return &ci_handles[d->index][gi][ci];
+}
+
+/* Resolve a table address to (GPU, ids); 0 when it is not one of `count` entries of `size`. */
+static int decode(const void *handle, const void *table, size_t size, size_t count, size_t *pos)
+{
+    uintptr_t base = (uintptr_t)table;
+    uintptr_t p = (uintptr_t)handle;
+    if (p < base || p >= base + size * count || (p - base) % size != 0) {
+        return 0;
+    }
+    *pos = (p - base) / size;
+    return 1;
+}
+
+/* A GPU instance handle of this init cycle whose instance exists now. */
+static nvmlReturn_t get_gi(nvmlGpuInstance_t h, const struct nvmlDevice_st **d, struct mig_layout *l,
+                           struct mig_gi **gi)
+{
+    REQUIRE_LIVE();
+    size_t pos;
+    if (!decode(h, gi_handles, sizeof(gi_handles[0][0]), STATE_MAX_GPUS * MIG_IDS, &pos) ||
+        pos / MIG_IDS >= mock_device_count) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *d = &mock_devices[pos / MIG_IDS];
+    if (mock_lost(*d)) {
+        return NVML_ERROR_GPU_IS_LOST;
+    }
+    mig_read(*d, l);
+    *gi = find_gi(l, (unsigned int)(pos % MIG_IDS));
+    return *gi != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+static nvmlReturn_t get_ci(nvmlComputeInstance_t h, const struct nvmlDevice_st **d, struct mig_layout *l,
+                           struct mig_gi **gi, struct mig_ci **ci)
+{
+    REQUIRE_LIVE();
+    size_t pos;
+    if (!decode(h, ci_handles, sizeof(ci_handles[0][0][0]), STATE_MAX_GPUS * MIG_IDS * MIG_MAX_CI, &pos) ||
+        pos / (MIG_IDS * MIG_MAX_CI) >= mock_device_count) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *d = &mock_devices[pos / (MIG_IDS * MIG_MAX_CI)];
+    if (mock_lost(*d)) {
+        return NVML_ERROR_GPU_IS_LOST;
+    }
+    mig_read(*d, l);
+    *gi = find_gi(l, (unsigned int)(pos / MIG_MAX_CI % MIG_IDS));
+    *ci = *gi != NULL ? find_ci(*gi, (unsigned int)(pos % MIG_MAX_CI)) : NULL;
+    return *ci != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* MIG-<uuid>: 128 bits hashed from the GPU's UUID and the instance ids (stable per layout). */
+void mock_mig_uuid(const char *gpu_uuid, unsigned int gi, unsigned int ci, char *out, size_t cap)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = gpu_uuid; *p != '\0'; p++) {
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    }
+    uint64_t a = splitmix(h ^ ((uint64_t)gi << 8 | ci));
+    uint64_t b = splitmix(a ^ 0x4d49472d55554944ull);
+    a = (a & ~0xf000ull) | 0x5000ull;                          /* version 5 */
+    b = (b & 0x3fffffffffffffffull) | 0x8000000000000000ull; /* RFC 4122 variant */
+    snprintf(out, cap, "MIG-%08x-%04x-%04x-%04x-%012llx", (unsigned int)(a >> 32), (unsigned int)(a >> 16) & 0xffffu,
+             (unsigned int)a & 0xffffu, (unsigned int)(b >> 48), (unsigned long long)(b & 0xffffffffffffull));
+}
+
+/* A compute instance's profile name: the GPU instance's when it spans it, else "<n>c.<gi>". */
+static void mig_uuid(const struct nvmlDevice_st *d, unsigned int gi, unsigned int ci, char *out, size_t cap)
+{
+    mock_mig_uuid(d->s.uuid, gi, ci, out, cap);
+}
+
+static void ci_name(const struct state_mig_gi *gp, unsigned int slices, char *out, size_t cap)
+{
+    if (slices >= gp->slices) {
+        snprintf(out, cap, "%s", gp->name);
+    } else {
+        snprintf(out, cap, "%uc.%s", slices, gp->name);
+    }
+}
+
+static void fill_view(const struct nvmlDevice_st *d, const struct mig_gi *gi, const struct mig_ci *ci,
+                      struct mock_mig_view *v)
+{
+    const struct state_mig_gi *gp = gi_profile_by_index(d, gi->profile);
+    const struct state_mig_ci *cp = ci_profile(gp, ci->profile);
+    char prof[64];
+    ci_name(gp, cp->slices, prof, sizeof(prof));
+    memset(v, 0, sizeof(*v));
+    v->parent = d;
+    v->gi_id = gi->id;
+    v->ci_id = ci->id;
+    v->gi_slices = gp->slices;
+    v->ci_slices = cp->slices;
+    v->sms = cp->sms;
+    v->copy_engines = gp->copy_engines;
+    v->decoders = gp->decoders;
+    v->encoders = gp->encoders;
+    v->jpegs = gp->jpegs;
+    v->ofas = gp->ofas;
+    v->memory_mib = gp->memory_mib;
+    snprintf(v->name, sizeof(v->name), "%.58s MIG %.31s", d->s.name, prof);
+    mig_uuid(d, gi->id, ci->id, v->uuid, sizeof(v->uuid));
+}
+
+int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_t *rc)
+{
+    size_t pos;
+    if (!decode(device, mig_devs, sizeof(mig_devs[0][0][0]), STATE_MAX_GPUS * MIG_IDS * MIG_MAX_CI, &pos)) {
+        return 0;
+    }
+    *rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (!mock_is_live()) {
+        *rc = NVML_ERROR_UNINITIALIZED;
+        return 1;
+    }
+    if (pos / (MIG_IDS * MIG_MAX_CI) >= mock_device_count) {
+        return 1;
+    }
+    const struct nvmlDevice_st *d = &mock_devices[pos / (MIG_IDS * MIG_MAX_CI)];
+    if (mock_lost(d)) {
+        *rc = NVML_ERROR_GPU_IS_LOST;
+        return 1;
+    }
+    struct mig_layout l;
+    mig_read(d, &l);
+    struct mig_gi *gi = find_gi(&l, (unsigned int)(pos / MIG_MAX_CI % MIG_IDS));
+    struct mig_ci *ci = gi != NULL ? find_ci(gi, (unsigned int)(pos % MIG_MAX_CI)) : NULL;
+    if (ci == NULL || !mock_mig_visible(d->board, gi->id, ci->id)) {
+        return 1;
+    }
+    fill_view(d, gi, ci, view);
+    *rc = NVML_SUCCESS;
+    return 1;
+}
+
+/* The MIG devices of a GPU in index order (GPU instance id, then compute instance id). */
+static unsigned int mig_devices(const struct nvmlDevice_st *d, const struct mig_layout *l, unsigned int *gis,
+                                unsigned int *cis)
+{
+    unsigned int n = 0;
+    for (unsigned int id = 0; id < MIG_IDS; id++) {
+        for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+            const struct mig_gi *gi = &l->gi[g];
+            if (!gi->used || gi->id != id) {
+                continue;
+            }
+            for (unsigned int cid = 0; cid < MIG_MAX_CI; cid++) {
+                for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+                    if (gi->ci[c].used && gi->ci[c].id == cid && n < MIG_IDS * MIG_MAX_CI &&
+                        mock_mig_visible(d->board, id, cid)) {
+                        gis[n] = id;
+                        cis[n] = cid;
+                        n++;
+                    }
+                }
+            }
+        }
+    }
+    return n;
+}
+
+nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device)
+{
+    if (strncasecmp(uuid, "MIG-", 4) != 0) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    for (unsigned int i = 0; i < mock_device_count; i++) {
+        const struct nvmlDevice_st *d = &mock_devices[i];
+        if (!d->s.mig_capable) {
+            continue;
+        }
+        struct mig_layout l;
+        mig_read(d, &l);
+        for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+            for (unsigned int c = 0; l.gi[g].used && c < MIG_MAX_CI; c++) {
+                if (!l.gi[g].ci[c].used || !mock_mig_visible(d->board, l.gi[g].id, l.gi[g].ci[c].id)) {
+                    continue;
+                }
+                char u[48];
+                mig_uuid(d, l.gi[g].id, l.gi[g].ci[c].id, u, sizeof(u));
+                if (strcasecmp(u, uuid) == 0) {
+                    *device = (nvmlDevice_t)(void *)&mig_devs[i][l.gi[g].id][l.gi[g].ci[c].id];
+                    return mock_lost(d) ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+                }
+            }
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+/* --- MIG mode --------------------------------------------------------------------------- */
+
+/* A MIG-capable GPU handle (a whole GPU, not a MIG device). */
+#define GET_MIG_GPU(handle, var)                                 \
+    GET_DEVICE(handle, var);                                     \
+    do {                                                         \
+        if (!(var)->s.mig_capable) {                             \
+            return NVML_ERROR_NOT_SUPPORTED;                     \
+        }                                                        \
+    } while (0)
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode, unsigned int *pendingMode)
+{
+    GET_MIG_GPU(device, d);
+    REQUIRE_ARG(currentMode);
+    REQUIRE_ARG(pendingMode);
+    struct mig_layout l;
+    mig_read(d, &l);
+    *currentMode = l.current ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    *pendingMode = l.pending ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+}
+
+/*
+ * The new mode becomes pending; it is activated at once (the driver resets an idle GPU
+ * itself) unless the GPU is busy (live memory in use: processes hold it), when it stays
+ * pending with activationStatus IN_USE until a GPU reset (nvidia-smi -r). Disabling MIG while
+ * GPU instances exist is refused with IN_USE, as the driver refuses it.
+ */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus)
+{
+    GET_MIG_GPU(device, d);
+    REQUIRE_ARG(activationStatus);
+    if (d->s.mig_gi_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED; /* capable, but the state carries no profile table */
+    }
+    if (mode != NVML_DEVICE_MIG_DISABLE && mode != NVML_DEVICE_MIG_ENABLE) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    struct mig_txn t;
+    nvmlReturn_t rc = txn_begin(d, &t);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (mode == NVML_DEVICE_MIG_DISABLE) {
+        for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+            if (t.l.gi[g].used) {
+                txn_end(&t, 0);
+                return NVML_ERROR_IN_USE;
+            }
+        }
+    }
+    t.l.pending = mode;
+    if (live_memory_used_bytes(d) > 0 && t.l.current != mode) {
+        *activationStatus = NVML_ERROR_IN_USE;
+    } else {
+        t.l.current = mode;
+        *activationStatus = NVML_SUCCESS;
+    }
+    txn_end(&t, 1);
+    return NVML_SUCCESS;
+}
+
+/* A GPU reset on the node (called by the writer through ctypes): the pending mode becomes
+ * current and every instance is gone, as after a real reset. Returns 0, or -1 for a bad
+ * argument. The caller holds the file's flock. */
+MOCK_EXPORT int nvml_mock_live_mig_reset(void *base, size_t len, unsigned int gpu);
+
+int nvml_mock_live_mig_reset(void *base, size_t len, unsigned int gpu)
+{
+    if (base == NULL || len != LIVE_TOTAL_BYTES || gpu >= LIVE_GPU_SLOTS) {
+        return -1;
+    }
+    unsigned char *rec = (unsigned char *)base + LIVE_MIG_OFFSET + (size_t)gpu * LIVE_MIG_BYTES_PER_GPU;
+    struct mig_layout l;
+    copy_out(rec, &l);
+    uint32_t pending = l.pending == 1 ? 1 : 0;
+    memset(&l, 0, sizeof(l));
+    l.current = l.pending = pending;
+    uint64_t *seq = (uint64_t *)(void *)(rec + LIVE_MIG_SEQ);
+    uint64_t s = __atomic_load_n(seq, __ATOMIC_RELAXED);
+    uint64_t odd = (s & 1u) ? s + 2u : s + 1u;
+    __atomic_store_n(seq, odd, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    copy_in(rec, &l);
+    __atomic_fetch_add((uint64_t *)(void *)(rec + LIVE_MIG_WRITES), 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(seq, odd + 1u, __ATOMIC_RELEASE);
+    __atomic_fetch_add((uint64_t *)(void *)((unsigned char *)base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* --- GPU instances -------------------------------------------------------------------- */
+
+/* A MIG-capable GPU with MIG enabled now, and its layout. */
+static nvmlReturn_t enabled_gpu(nvmlDevice_t device, const struct nvmlDevice_st **out, struct mig_layout *l)
+{
+    const struct nvmlDevice_st *d = NULL;
+    nvmlReturn_t rc = mock_device(device, &d);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (!d->s.mig_capable || d->s.mig_gi_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    mig_read(d, l);
+    *out = d;
+    return l->current ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+static void fill_gi_info(const struct state_mig_gi *gp, unsigned int *fields /* id..ofa, 10 */,
+                         unsigned long long *mem)
+{
+    fields[0] = gp->id;
+    fields[1] = 0; /* P2P: not on these boards' MIG instances */
+    fields[2] = gp->slices;
+    fields[3] = gp->instances;
+    fields[4] = gp->sms;
+    fields[5] = gp->copy_engines;
+    fields[6] = gp->decoders;
+    fields[7] = gp->encoders;
+    fields[8] = gp->jpegs;
+    fields[9] = gp->ofas;
+    *mem = gp->memory_mib;
+}
+
+static nvmlReturn_t gi_profile_lookup(nvmlDevice_t device, unsigned int profile, const struct state_mig_gi **gp)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    nvmlReturn_t rc = enabled_gpu(device, &d, &l);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *gp = gi_profile_by_index(d, profile);
+    return *gp != NULL ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
+                                                             nvmlGpuInstanceProfileInfo_t *info)
+{
+    const struct state_mig_gi *gp = NULL;
+    nvmlReturn_t rc = gi_profile_lookup(device, profile, &gp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(info);
+    unsigned int f[10];
+    fill_gi_info(gp, f, &info->memorySizeMB);
+    info->id = f[0];
+    info->isP2pSupported = f[1];
+    info->sliceCount = f[2];
+    info->instanceCount = f[3];
+    info->multiprocessorCount = f[4];
+    info->copyEngineCount = f[5];
+    info->decoderCount = f[6];
+    info->encoderCount = f[7];
+    info->jpegCount = f[8];
+    info->ofaCount = f[9];
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t fill_gi_info_v(const struct state_mig_gi *gp, nvmlGpuInstanceProfileInfo_v2_t *info)
+{
+    unsigned int f[10];
+    if (info->version == nvmlGpuInstanceProfileInfo_v3) {
+        nvmlGpuInstanceProfileInfo_v3_t *v3 = (nvmlGpuInstanceProfileInfo_v3_t *)(void *)info;
+        fill_gi_info(gp, f, &v3->memorySizeMB);
+        v3->id = f[0];
+        v3->sliceCount = f[2];
+        v3->instanceCount = f[3];
+        v3->multiprocessorCount = f[4];
+        v3->copyEngineCount = f[5];
+        v3->decoderCount = f[6];
+        v3->encoderCount = f[7];
+        v3->jpegCount = f[8];
+        v3->ofaCount = f[9];
+        snprintf(v3->name, sizeof(v3->name), "MIG %s", gp->name);
+        v3->capabilities = 0;
+        return NVML_SUCCESS;
+    }
+    if (info->version != nvmlGpuInstanceProfileInfo_v2) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    fill_gi_info(gp, f, &info->memorySizeMB);
+    info->id = f[0];
+    info->isP2pSupported = f[1];
+    info->sliceCount = f[2];
+    info->instanceCount = f[3];
+    info->multiprocessorCount = f[4];
+    info->copyEngineCount = f[5];
+    info->decoderCount = f[6];
+    info->encoderCount = f[7];
+    info->jpegCount = f[8];
+    info->ofaCount = f[9];
+    snprintf(info->name, sizeof(info->name), "MIG %s", gp->name);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
+                                                              nvmlGpuInstanceProfileInfo_v2_t *info)
+{
+    const struct state_mig_gi *gp = NULL;
+    nvmlReturn_t rc = gi_profile_lookup(device, profile, &gp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(info);
+    return fill_gi_info_v(gp, info);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t device, unsigned int profileId,
+                                                                  nvmlGpuInstanceProfileInfo_v2_t *info)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    nvmlReturn_t rc = enabled_gpu(device, &d, &l);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(info);
+    const struct state_mig_gi *gp = gi_profile_by_id(d, profileId);
+    if (gp == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return fill_gi_info_v(gp, info);
+}
+
+/* The profile behind a profile id (what create/list calls take), on a GPU with MIG enabled. */
+static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, const struct nvmlDevice_st **d,
+                                  struct mig_layout *l, const struct state_mig_gi **gp)
+{
+    nvmlReturn_t rc = enabled_gpu(device, d, l);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    *gp = gi_profile_by_id(*d, profileId);
+    return *gp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profileId,
+                                                                       nvmlGpuInstancePlacement_t *placements,
+                                                                       unsigned int *count)
+{
+    const struct nvmlDevice_st *d = NULL;
+    const struct state_mig_gi *gp = NULL;
+    struct mig_layout l;
+    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(count);
+    if (placements == NULL) {
+        *count = gp->placement_count;
+        return NVML_SUCCESS;
+    }
+    if (*count < gp->placement_count) {
+        *count = gp->placement_count;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (uint32_t i = 0; i < gp->placement_count; i++) {
+        placements[i].start = gp->placement_start[i];
+        placements[i].size = gp->placement_size;
+    }
+    *count = gp->placement_count;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId,
+                                                                    nvmlGpuInstancePlacement_t *placements,
+                                                                    unsigned int *count)
+{
+    return nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profileId, placements, count);
+}
+
+/* Instances of the profile that could still be created: free placements, within its count. */
+static unsigned int gi_remaining(const struct mig_layout *l, const struct state_mig_gi *gp)
+{
+    unsigned int have = gi_count_of(l, gp->profile);
+    if (have >= gp->instances) {
+        return 0;
+    }
+    /* greedy from the lowest start, as creation places them */
+    struct mig_layout trial = *l;
+    unsigned int n = 0;
+    for (uint32_t i = 0; i < gp->placement_count && have + n < gp->instances; i++) {
+        if (gi_fits(&trial, gp->placement_start[i], gp->placement_size)) {
+            for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+                if (!trial.gi[g].used) {
+                    trial.gi[g].used = 1;
+                    trial.gi[g].start = gp->placement_start[i];
+                    trial.gi[g].size = gp->placement_size;
+                    n++;
+                    break;
+                }
+            }
+        }
+    }
+    return n;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
+                                                                   unsigned int *count)
+{
+    const struct nvmlDevice_st *d = NULL;
+    const struct state_mig_gi *gp = NULL;
+    struct mig_layout l;
+    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(count);
+    *count = gi_remaining(&l, gp);
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *want,
+                              nvmlGpuInstance_t *out)
+{
+    const struct nvmlDevice_st *d = NULL;
+    const struct state_mig_gi *gp = NULL;
+    struct mig_layout l;
+    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(out);
+    if (want != NULL) {
+        int known = 0;
+        for (uint32_t i = 0; i < gp->placement_count; i++) {
+            known |= gp->placement_start[i] == want->start;
+        }
+        if (!known || want->size != gp->placement_size) {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    struct mig_txn t;
+    rc = txn_begin(d, &t);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (!t.l.current) {
+        txn_end(&t, 0);
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    int start = -1;
+    unsigned int best = UINT_MAX;
+    if (gi_count_of(&t.l, gp->profile) < gp->instances) {
+        for (uint32_t i = 0; i < gp->placement_count; i++) {
+            uint32_t s = gp->placement_start[i];
+            if ((want == NULL || want->start == s) && gi_fits(&t.l, s, gp->placement_size)) {
+                unsigned int lost = gi_damage(d, &t.l, s, gp->placement_size);
+                if (lost < best) {
+                    best = lost;
+                    start = (int)s;
+                }
+            }
+        }
+    }
+    struct mig_gi *slot = NULL;
+    for (unsigned int g = 0; g < MIG_MAX_GI && slot == NULL; g++) {
+        slot = t.l.gi[g].used ? NULL : &t.l.gi[g];
+    }
+    if (start < 0 || slot == NULL) {
+        txn_end(&t, 0);
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    }
+    memset(slot, 0, sizeof(*slot));
+    slot->used = 1;
+    slot->profile = gp->profile;
+    slot->start = (uint32_t)start;
+    slot->size = gp->placement_size;
+    slot->id = gi_id(slot->start, slot->size);
+    *out = gi_handle(d, slot->id);
+    txn_end(&t, 1);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId,
+                                                     nvmlGpuInstance_t *gpuInstance)
+{
+    return create_gi(device, profileId, NULL, gpuInstance);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profileId,
+                                                                  const nvmlGpuInstancePlacement_t *placement,
+                                                                  nvmlGpuInstance_t *gpuInstance)
+{
+    REQUIRE_ARG(placement);
+    return create_gi(device, profileId, placement, gpuInstance);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    unsigned int id = gi->id;
+    struct mig_txn t;
+    rc = txn_begin(d, &t);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    struct mig_gi *now = find_gi(&t.l, id);
+    if (now == NULL) {
+        txn_end(&t, 0);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+        if (now->ci[c].used) {
+            txn_end(&t, 0);
+            return NVML_ERROR_IN_USE; /* compute instances first */
+        }
+    }
+    memset(now, 0, sizeof(*now));
+    txn_end(&t, 1);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                                   nvmlGpuInstance_t *gpuInstances, unsigned int *count)
+{
+    const struct nvmlDevice_st *d = NULL;
+    const struct state_mig_gi *gp = NULL;
+    struct mig_layout l;
+    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(gpuInstances);
+    REQUIRE_ARG(count);
+    unsigned int n = 0;
+    for (unsigned int id = 0; id < MIG_IDS; id++) {
+        struct mig_gi *gi = find_gi(&l, id);
+        if (gi != NULL && gi->profile == gp->profile && n < gp->instances && gi_visible(d, id)) {
+            gpuInstances[n++] = gi_handle(d, id);
+        }
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                                      nvmlGpuInstance_t *gpuInstance)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    nvmlReturn_t rc = enabled_gpu(device, &d, &l);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(gpuInstance);
+    if (id >= MIG_IDS || find_gi(&l, id) == NULL || !gi_visible(d, id)) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    *gpuInstance = gi_handle(d, id);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(info);
+    info->device = (nvmlDevice_t)(uintptr_t)d;
+    info->id = gi->id;
+    info->profileId = gi_profile_by_index(d, gi->profile)->id;
+    info->placement.start = gi->start;
+    info->placement.size = gi->size;
+    return NVML_SUCCESS;
+}
+
+/* --- compute instances ---------------------------------------------------------------- */
+
+static nvmlReturn_t ci_profile_lookup(nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
+                                      const struct state_mig_gi **gp, const struct state_mig_ci **cp)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || engProfile >= NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *gp = gi_profile_by_index(d, gi->profile);
+    *cp = ci_profile(*gp, profile);
+    return *cp != NULL ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+struct ci_info {
+    unsigned int id, slices, instances, sms, ce, dec, enc, jpg, ofa;
+    char name[96];
+};
+
+static void ci_info_of(const struct state_mig_gi *gp, const struct state_mig_ci *cp, struct ci_info *o)
+{
+    char prof[64];
+    o->id = (unsigned int)ci_index(cp->slices);
+    o->slices = cp->slices;
+    o->instances = ci_placements(cp->slices, gp->slices, NULL);
+    o->sms = cp->sms;
+    o->ce = gp->copy_engines;
+    o->dec = gp->decoders;
+    o->enc = gp->encoders;
+    o->jpg = gp->jpegs;
+    o->ofa = gp->ofas;
+    ci_name(gp, cp->slices, prof, sizeof(prof));
+    snprintf(o->name, sizeof(o->name), "MIG %s", prof);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned int profile,
+                                                                      unsigned int engProfile,
+                                                                      nvmlComputeInstanceProfileInfo_t *info)
+{
+    const struct state_mig_gi *gp = NULL;
+    const struct state_mig_ci *cp = NULL;
+    nvmlReturn_t rc = ci_profile_lookup(gpuInstance, profile, engProfile, &gp, &cp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(info);
+    struct ci_info o;
+    ci_info_of(gp, cp, &o);
+    info->id = o.id;
+    info->sliceCount = o.slices;
+    info->instanceCount = o.instances;
+    info->multiprocessorCount = o.sms;
+    info->sharedCopyEngineCount = o.ce;
+    info->sharedDecoderCount = o.dec;
+    info->sharedEncoderCount = o.enc;
+    info->sharedJpegCount = o.jpg;
+    info->sharedOfaCount = o.ofa;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpuInstance,
+                                                                       unsigned int profile, unsigned int engProfile,
+                                                                       nvmlComputeInstanceProfileInfo_v2_t *info)
+{
+    const struct state_mig_gi *gp = NULL;
+    const struct state_mig_ci *cp = NULL;
+    nvmlReturn_t rc = ci_profile_lookup(gpuInstance, profile, engProfile, &gp, &cp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(info);
+    if (info->version != nvmlComputeInstanceProfileInfo_v2 && info->version != nvmlComputeInstanceProfileInfo_v3) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    struct ci_info o;
+    ci_info_of(gp, cp, &o);
+    info->id = o.id;
+    info->sliceCount = o.slices;
+    info->instanceCount = o.instances;
+    info->multiprocessorCount = o.sms;
+    info->sharedCopyEngineCount = o.ce;
+    info->sharedDecoderCount = o.dec;
+    info->sharedEncoderCount = o.enc;
+    info->sharedJpegCount = o.jpg;
+    info->sharedOfaCount = o.ofa;
+    snprintf(info->name, sizeof(info->name), "%s", o.name);
+    if (info->version == nvmlComputeInstanceProfileInfo_v3) {
+        ((nvmlComputeInstanceProfileInfo_v3_t *)(void *)info)->capabilities = 0;
+    }
+    return NVML_SUCCESS;
+}
+
+/* The GPU instance and the compute profile whose id (= its index) the caller names. */
+static nvmlReturn_t ci_by_profile_id(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+                                     const struct nvmlDevice_st **d, struct mig_layout *l, struct mig_gi **gi,
+                                     const struct state_mig_gi **gp, const struct state_mig_ci **cp)
+{
+    nvmlReturn_t rc = get_gi(gpuInstance, d, l, gi);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    *gp = gi_profile_by_index(*d, (*gi)->profile);
+    *cp = profileId < NVML_COMPUTE_INSTANCE_PROFILE_COUNT ? ci_profile(*gp, profileId) : NULL;
+    return *cp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuInstance_t gpuInstance,
+                                                                             unsigned int profileId,
+                                                                             nvmlComputeInstancePlacement_t *placements,
+                                                                             unsigned int *count)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    const struct state_mig_gi *gp = NULL;
+    const struct state_mig_ci *cp = NULL;
+    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(count);
+    unsigned int starts[MIG_MAX_CI];
+    unsigned int n = ci_placements(cp->slices, gp->slices, starts);
+    if (placements == NULL) {
+        *count = n;
+        return NVML_SUCCESS;
+    }
+    if (*count < n) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        placements[i].start = starts[i];
+        placements[i].size = cp->slices;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+static unsigned int ci_remaining(const struct mig_gi *gi, const struct state_mig_gi *gp, const struct state_mig_ci *cp)
+{
+    unsigned int starts[MIG_MAX_CI];
+    unsigned int n = ci_placements(cp->slices, gp->slices, starts);
+    struct mig_gi trial = *gi;
+    unsigned int free_slots = 0;
+    for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+        free_slots += !trial.ci[c].used;
+    }
+    unsigned int k = 0;
+    for (unsigned int i = 0; i < n && k < free_slots; i++) {
+        if (ci_fits(&trial, starts[i], cp->slices)) {
+            for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
+                if (!trial.ci[c].used) {
+                    trial.ci[c].used = 1;
+                    trial.ci[c].start = starts[i];
+                    trial.ci[c].size = cp->slices;
+                    break;
+                }
+            }
+            k++;
+        }
+    }
+    return k;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
+                                                                            unsigned int profileId, unsigned int *count)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    const struct state_mig_gi *gp = NULL;
+    const struct state_mig_ci *cp = NULL;
+    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(count);
+    *count = ci_remaining(gi, gp, cp);
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+                              const nvmlComputeInstancePlacement_t *want, nvmlComputeInstance_t *out)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    const struct state_mig_gi *gp = NULL;
+    const struct state_mig_ci *cp = NULL;
+    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(out);
+    unsigned int starts[MIG_MAX_CI];
+    unsigned int n = ci_placements(cp->slices, gp->slices, starts);
+    if (want != NULL) {
+        int known = 0;
+        for (unsigned int i = 0; i < n; i++) {
+            known |= starts[i] == want->start;
+        }
+        if (!known || want->size != cp->slices) {
+            return NVML_ERROR_INVALID_ARGUMENT;
+        }
+    }
+    unsigned int gid = gi->id;
+    struct mig_txn t;
+    rc = txn_begin(d, &t);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    struct mig_gi *now = find_gi(&t.l, gid);
+    if (now == NULL) {
+        txn_end(&t, 0);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    int start = -1;
+    for (unsigned int i = 0; i < n && start < 0; i++) {
+        if ((want == NULL || want->start == starts[i]) && ci_fits(now, starts[i], cp->slices)) {
+            start = (int)starts[i];
+        }
+    }
+    struct mig_ci *slot = NULL;
+    for (unsigned int c = 0; c < MIG_MAX_CI && slot == NULL; c++) {
+        slot = now->ci[c].used ? NULL : &now->ci[c];
+    }
+    int id = -1;
+    for (unsigned int cid = 0; cid < MIG_MAX_CI && id < 0; cid++) {
+        id = find_ci(now, cid) == NULL ? (int)cid : -1;
+    }
+    if (start < 0 || slot == NULL || id < 0) {
+        txn_end(&t, 0);
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    }
+    slot->used = 1;
+    slot->id = (uint32_t)id;
+    slot->profile = profileId;
+    slot->start = (uint32_t)start;
+    slot->size = cp->slices;
+    *out = ci_handle(d, gid, (unsigned int)id);
+    txn_end(&t, 1);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+                                                              nvmlComputeInstance_t *computeInstance)
+{
+    return create_ci(gpuInstance, profileId, NULL, computeInstance);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlGpuInstance_t gpuInstance,
+                                                                           unsigned int profileId,
+                                                                           const nvmlComputeInstancePlacement_t *placement,
+                                                                           nvmlComputeInstance_t *computeInstance)
+{
+    REQUIRE_ARG(placement);
+    return create_ci(gpuInstance, profileId, placement, computeInstance);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    struct mig_ci *ci = NULL;
+    nvmlReturn_t rc = get_ci(computeInstance, &d, &l, &gi, &ci);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    unsigned int gid = gi->id;
+    unsigned int cid = ci->id;
+    struct mig_txn t;
+    rc = txn_begin(d, &t);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    struct mig_gi *now = find_gi(&t.l, gid);
+    struct mig_ci *cnow = now != NULL ? find_ci(now, cid) : NULL;
+    if (cnow == NULL) {
+        txn_end(&t, 0);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    memset(cnow, 0, sizeof(*cnow));
+    txn_end(&t, 1);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+                                                            nvmlComputeInstance_t *computeInstances,
+                                                            unsigned int *count)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    const struct state_mig_gi *gp = NULL;
+    const struct state_mig_ci *cp = NULL;
+    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(computeInstances);
+    REQUIRE_ARG(count);
+    unsigned int cap = ci_placements(cp->slices, gp->slices, NULL);
+    unsigned int n = 0;
+    for (unsigned int cid = 0; cid < MIG_MAX_CI; cid++) {
+        struct mig_ci *ci = find_ci(gi, cid);
+        if (ci != NULL && ci->profile == profileId && n < cap && mock_mig_visible(d->board, gi->id, cid)) {
+            computeInstances[n++] = ci_handle(d, gi->id, cid);
+        }
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance, unsigned int id,
+                                                               nvmlComputeInstance_t *computeInstance)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(computeInstance);
+    if (id >= MIG_MAX_CI || find_ci(gi, id) == NULL || !mock_mig_visible(d->board, gi->id, id)) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    *computeInstance = ci_handle(d, gi->id, id);
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
+                                                       nvmlComputeInstanceInfo_t *info)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    struct mig_gi *gi = NULL;
+    struct mig_ci *ci = NULL;
+    nvmlReturn_t rc = get_ci(computeInstance, &d, &l, &gi, &ci);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    REQUIRE_ARG(info);
+    info->device = (nvmlDevice_t)(uintptr_t)d;
+    info->gpuInstance = gi_handle(d, gi->id);
+    info->id = ci->id;
+    info->profileId = ci->profile;
+    info->placement.start = ci->start;
+    info->placement.size = ci->size;
+    return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance,
+                                                    nvmlComputeInstanceInfo_t *info)
+{
+    return nvmlComputeInstanceGetInfo_v2(computeInstance, info);
+}
+
+/* --- MIG devices ------------------------------------------------------------------------ */
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
 {
+    struct mock_mig_view v;
+    nvmlReturn_t rc;
+    if (mock_mig_device(device, &v, &rc)) {
+        REQUIRE_ARG(isMigDevice);
+        if (rc == NVML_SUCCESS) {
+            *isMigDevice = 1;
+        }
+        return rc;
+    }
     GET_DEVICE(device, d);
     (void)d;
     REQUIRE_ARG(isMigDevice);
@@ -30,30 +1531,85 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsign
     return NVML_SUCCESS;
 }
 
+/* Zero unless MIG is enabled, then the most compute instances a GPU can hold (7). */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
 {
-    GET_DEVICE(device, d);
+    GET_MIG_GPU(device, d);
     REQUIRE_ARG(count);
-    if (!d->s.mig_capable) {
-        return NVML_ERROR_NOT_SUPPORTED;
+    struct mig_layout l;
+    mig_read(d, &l);
+    unsigned int most = 0;
+    for (uint32_t i = 0; i < d->s.mig_gi_count; i++) {
+        most = d->s.mig_gi[i].slices > most ? d->s.mig_gi[i].slices : most;
     }
-    *count = 0; /* MIG is disabled, so no MIG device exists */
+    *count = l.current ? most : 0;
     return NVML_SUCCESS;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
                                                              nvmlDevice_t *migDevice)
 {
-    GET_DEVICE(device, d);
-    (void)index;
+    GET_MIG_GPU(device, d);
     REQUIRE_ARG(migDevice);
-    return d->s.mig_capable ? NVML_ERROR_NOT_FOUND : NVML_ERROR_NOT_SUPPORTED;
+    struct mig_layout l;
+    mig_read(d, &l);
+    unsigned int gis[MIG_IDS * MIG_MAX_CI];
+    unsigned int cis[MIG_IDS * MIG_MAX_CI];
+    unsigned int n = mig_devices(d, &l, gis, cis);
+    if (index >= n) {
+        return NVML_ERROR_NOT_FOUND;
+    }
+    *migDevice = (nvmlDevice_t)(void *)&mig_devs[d->index][gis[index]][cis[index]];
+    return NVML_SUCCESS;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
 {
+    struct mock_mig_view v;
+    nvmlReturn_t rc;
+    if (mock_mig_device(migDevice, &v, &rc)) {
+        REQUIRE_ARG(device);
+        if (rc == NVML_SUCCESS) {
+            *device = (nvmlDevice_t)(uintptr_t)v.parent;
+        }
+        return rc;
+    }
     GET_DEVICE(migDevice, d);
     (void)d;
     REQUIRE_ARG(device);
     return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device handle */
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    struct mock_mig_view v;
+    nvmlReturn_t rc;
+    if (mock_mig_device(device, &v, &rc)) {
+        REQUIRE_ARG(id);
+        if (rc == NVML_SUCCESS) {
+            *id = v.gi_id;
+        }
+        return rc;
+    }
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(id);
+    return NVML_ERROR_NOT_SUPPORTED; /* a whole GPU has no GPU instance id */
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    struct mock_mig_view v;
+    nvmlReturn_t rc;
+    if (mock_mig_device(device, &v, &rc)) {
+        REQUIRE_ARG(id);
+        if (rc == NVML_SUCCESS) {
+            *id = v.ci_id;
+        }
+        return rc;
+    }
+    GET_DEVICE(device, d);
+    (void)d;
+    REQUIRE_ARG(id);
+    return NVML_ERROR_NOT_SUPPORTED;
 }

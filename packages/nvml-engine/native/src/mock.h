@@ -161,6 +161,8 @@ static inline uint64_t mock_nvlink_errors(const struct nvmlDevice_st *d, unsigne
 
 /* The live layer's header (its event ring) bound at the last init; NULL without one. */
 extern _Atomic(const unsigned char *) mock_live_header;
+/* That file's path ("" without one), for the writers in the library (MIG). */
+extern char mock_live_path[4096];
 
 /* Answer UNINITIALIZED unless an init is outstanding (entry points that take no device). */
 #define REQUIRE_LIVE()                           \

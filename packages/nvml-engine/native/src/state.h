@@ -23,12 +23,43 @@
 #define STATE_MAX_CPUS 1024
 #define STATE_CPU_WORDS (STATE_MAX_CPUS / 64)
 #define STATE_ERR_LEN 256
+#define STATE_MAX_MIG_GI_PROFILES 18 /* NVML_GPU_INSTANCE_PROFILE_COUNT */
+#define STATE_MAX_MIG_CI_PROFILES 8
+#define STATE_MAX_MIG_PLACEMENTS 8
+#define STATE_MIG_NAME 32
 
 struct state_pci_addr {
     uint32_t domain;
     uint32_t bus;
     uint32_t device;
     uint32_t function;
+};
+
+/* One MIG compute-instance profile of a GPU-instance profile: its slice count and SMs. */
+struct state_mig_ci {
+    uint32_t slices;
+    uint32_t sms;
+};
+
+/* One MIG GPU-instance profile (key mig_gi_profile, STATE-FORMAT.md). */
+struct state_mig_gi {
+    uint32_t profile; /* NVML_GPU_INSTANCE_PROFILE_* index */
+    uint32_t id;      /* nvmlGpuInstanceProfileInfo_t.id */
+    char name[STATE_MIG_NAME];
+    uint32_t instances;
+    uint32_t slices;
+    uint32_t sms;
+    uint32_t copy_engines;
+    uint32_t decoders;
+    uint32_t encoders;
+    uint32_t jpegs;
+    uint32_t ofas;
+    uint64_t memory_mib;
+    uint32_t placement_count;
+    uint32_t placement_start[STATE_MAX_MIG_PLACEMENTS];
+    uint32_t placement_size;
+    uint32_t ci_count;
+    struct state_mig_ci ci[STATE_MAX_MIG_CI_PROFILES];
 };
 
 /*
@@ -45,6 +76,9 @@ struct state_pci_addr {
 #define STATE_FIELD_BUSLIST(field, size) \
     uint32_t field##_count;              \
     struct state_pci_addr field[STATE_MAX_NVLINKS];
+#define STATE_FIELD_MIGGI(field, size) \
+    uint32_t field##_count;            \
+    struct state_mig_gi field[STATE_MAX_MIG_GI_PROFILES];
 #define STATE_FIELD(name, field, kind, size, min, max, flags, dflt) STATE_FIELD_##kind(field, size)
 
 struct state_system {

@@ -26,6 +26,7 @@ enum key_type {
     K_UUID16,  /* 8-4-4-4-12 hex -> 16 bytes */
     K_CPULIST, /* 0-3,8,10-11 -> bitmask */
     K_BUSLIST, /* comma-separated bus ids */
+    K_MIGGI,   /* one MIG GPU-instance profile; the key repeats, one line per profile */
 };
 
 enum { F_REQUIRED = 1 };
@@ -334,6 +335,128 @@ static int parse_buslist(const char *s, size_t len, struct state_pci_addr *dst, 
     return 0;
 }
 
+/* Split s[0..len) at `sep` into at most `max` fields; returns the count, or -1 when there are
+ * more. Empty fields are kept (the caller refuses them where a value is needed). */
+static int split_fields(const char *s, size_t len, char sep, const char **start, size_t *flen, int max)
+{
+    int n = 0;
+    size_t i = 0;
+    for (;;) {
+        size_t j = i;
+        while (j < len && s[j] != sep) {
+            j++;
+        }
+        if (n >= max) {
+            return -1;
+        }
+        start[n] = s + i;
+        flen[n] = j - i;
+        n++;
+        if (j >= len) {
+            return n;
+        }
+        i = j + 1;
+    }
+}
+
+static int mig_u32(const char *s, size_t len, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    uint64_t v = 0;
+    if (state_parse_uint(s, len, hi, &v) != 0 || v < lo) {
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* A MIG profile name: 1..31 bytes of [a-z0-9.+-] (`1g.10gb`, `1g.10gb+me`). */
+static int mig_name(const char *s, size_t len, char *out)
+{
+    if (len == 0 || len >= STATE_MIG_NAME) {
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '+' || c == '-')) {
+            return -1;
+        }
+    }
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return 0;
+}
+
+/*
+ * One mig_gi_profile value: profile,id,name,instances,slices,sms,copy_engines,decoders,
+ * encoders,jpegs,ofas,memory_mib,starts,size,cis (STATE-FORMAT.md). Returns NULL, or what is
+ * wrong. A GPU has 8 memory slices and 7 compute slices at most; every placement fits in them.
+ */
+static const char *parse_mig_gi(const char *v, size_t vlen, struct state_mig_gi *g)
+{
+    const char *f[16];
+    size_t fl[16];
+    if (split_fields(v, vlen, ',', f, fl, 16) != 15) {
+        return "expected 15 comma-separated fields";
+    }
+    memset(g, 0, sizeof(*g));
+    if (mig_u32(f[0], fl[0], 0, STATE_MAX_MIG_GI_PROFILES - 1, &g->profile) != 0) {
+        return "profile is not an NVML GPU-instance profile index (0..17)";
+    }
+    if (mig_u32(f[1], fl[1], 0, 63, &g->id) != 0) {
+        return "id is not an integer in 0..63";
+    }
+    if (mig_name(f[2], fl[2], g->name) != 0) {
+        return "name is not 1..31 bytes of [a-z0-9.+-]";
+    }
+    if (mig_u32(f[3], fl[3], 1, 7, &g->instances) != 0 || mig_u32(f[4], fl[4], 1, 7, &g->slices) != 0) {
+        return "instances and slices must be integers in 1..7";
+    }
+    uint32_t *counts[] = {&g->sms, &g->copy_engines, &g->decoders, &g->encoders, &g->jpegs, &g->ofas};
+    for (int i = 0; i < 6; i++) {
+        if (mig_u32(f[5 + i], fl[5 + i], 0, 1024, counts[i]) != 0) {
+            return "engine and SM counts must be integers in 0..1024";
+        }
+    }
+    uint64_t mem = 0;
+    if (state_parse_uint(f[11], fl[11], 1u << 24, &mem) != 0 || mem == 0) {
+        return "memory_mib is not an integer in 1..16777216";
+    }
+    g->memory_mib = mem;
+    if (mig_u32(f[13], fl[13], 1, 8, &g->placement_size) != 0) {
+        return "size is not an integer in 1..8";
+    }
+    const char *p[STATE_MAX_MIG_PLACEMENTS + 1];
+    size_t pl[STATE_MAX_MIG_PLACEMENTS + 1];
+    int np = split_fields(f[12], fl[12], ':', p, pl, STATE_MAX_MIG_PLACEMENTS);
+    if (np < 1) {
+        return "starts must list 1..8 placement starts";
+    }
+    for (int i = 0; i < np; i++) {
+        if (mig_u32(p[i], pl[i], 0, 7, &g->placement_start[i]) != 0 ||
+            g->placement_start[i] + g->placement_size > 8) {
+            return "a placement start is not in 0..7 or its placement passes memory slice 8";
+        }
+    }
+    g->placement_count = (uint32_t)np;
+    int nc = split_fields(f[14], fl[14], ':', p, pl, STATE_MAX_MIG_CI_PROFILES);
+    if (nc < 1) {
+        return "cis must list 1..8 compute-instance profiles (slices@sms)";
+    }
+    for (int i = 0; i < nc; i++) {
+        const char *at = memchr(p[i], '@', pl[i]);
+        if (at == NULL) {
+            return "a compute-instance profile is not slices@sms";
+        }
+        size_t a = (size_t)(at - p[i]);
+        if (mig_u32(p[i], a, 1, g->slices, &g->ci[i].slices) != 0 ||
+            mig_u32(at + 1, pl[i] - a - 1, 1, 1024, &g->ci[i].sms) != 0) {
+            return "a compute-instance profile's slices exceed the GPU instance's, or its sms are not in 1..1024";
+        }
+    }
+    g->ci_count = (uint32_t)nc;
+    return NULL;
+}
+
 /* Well-formed UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. */
 static int valid_utf8(const char *s, size_t len)
 {
@@ -449,6 +572,24 @@ static int apply_value(struct parser *p, const struct key_def *k, void *base, co
                         q, STATE_MAX_CPUS);
         }
         return 0;
+    case K_MIGGI: {
+        struct state_gpu *g = (struct state_gpu *)base;
+        if (g->mig_gi_count >= STATE_MAX_MIG_GI_PROFILES) {
+            return fail(p, "key '%s': more than %d profiles", k->name, STATE_MAX_MIG_GI_PROFILES);
+        }
+        struct state_mig_gi gi;
+        const char *why = parse_mig_gi(v, vlen, &gi);
+        if (why != NULL) {
+            return fail(p, "key '%s': %s", k->name, why);
+        }
+        for (uint32_t i = 0; i < g->mig_gi_count; i++) {
+            if (g->mig_gi[i].profile == gi.profile) {
+                return fail(p, "key '%s': profile %u appears twice", k->name, gi.profile);
+            }
+        }
+        g->mig_gi[g->mig_gi_count++] = gi;
+        return 0;
+    }
     case K_BUSLIST: {
         struct state_gpu *g = (struct state_gpu *)base;
         if (parse_buslist(v, vlen, g->nvlink_remote, &g->nvlink_remote_count) != 0) {
@@ -670,7 +811,7 @@ static int parse_kv(struct parser *p, const char *line, size_t n, struct section
     if (idx < 0) {
         return 0; /* unknown keys are ignored for forward compatibility */
     }
-    if (sc->seen[idx]) {
+    if (sc->seen[idx] && sc->tab[idx]->type != K_MIGGI) {
         return fail(p, "key '%s' appears twice in this section", key);
     }
     sc->seen[idx] = 1;

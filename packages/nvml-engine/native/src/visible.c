@@ -13,7 +13,9 @@
  *     GPU-<uuid>                 the board GPU of that UUID (any case), or of the one UUID
  *                                it begins (a unique prefix)
  *     [domain:]bus:device.fn     the board GPU at that PCI address
- *     MIG-<uuid>, <gpu>:<mig>    MIG devices: refused until MIG is modelled (select_mig)
+ *     MIG-<uuid>                 that MIG device: its parent GPU, showing only the MIG
+ *                                devices so named (all of them if the GPU is named too)
+ *     <gpu>:<mig>                refused: MIG devices are named by UUID (select_mig_index)
  * Anything else names no device: the toolkit refuses to start such a container
  * ("<entry>: unknown device"), so the selection fails and init fails with that reason.
  */
@@ -23,11 +25,23 @@
 #include <string.h>
 #include <strings.h>
 
+#include "mig.h"
+
 #define SHOWN 80 /* characters of an offending entry that a message repeats */
 
 unsigned int mock_board_count;
 struct state_pci_addr mock_board_pci[STATE_MAX_GPUS];
 uint8_t mock_view_of_board[STATE_MAX_GPUS];
+uint8_t mock_mig_only[STATE_MAX_GPUS];
+uint8_t mock_mig_allowed[STATE_MAX_GPUS][VISIBLE_MIG_GIS];
+
+int mock_mig_visible(unsigned int board, unsigned int gi, unsigned int ci)
+{
+    if (board >= STATE_MAX_GPUS || !mock_mig_only[board]) {
+        return 1;
+    }
+    return gi < VISIBLE_MIG_GIS && ci < VISIBLE_MIG_CIS && ((mock_mig_allowed[board][gi] >> ci) & 1u);
+}
 
 int mock_board_has_gpu(const struct state_pci_addr *a)
 {
@@ -77,13 +91,40 @@ static int digits(const char *s, size_t n)
     return n > 0;
 }
 
-/* The hook for MIG device entries ("MIG-<uuid>", "<gpu>:<mig>"): a MIG device selects its
- * parent GPU and the instance; until the state models MIG, none exists to select. */
-static int select_mig(const char *tok, size_t n, const struct state *st, uint64_t *chosen, char *why, size_t why_len)
+/* A MIG- entry: the MIG device of that UUID selects its parent GPU, which then shows only the
+ * MIG devices so named (unless the GPU is also named whole). A MIG device's UUID follows from
+ * its GPU's UUID and its instance ids, so it is found without the layout: a device of that
+ * name that does not exist now is simply absent from the view until it is created. */
+static int select_mig(const char *tok, size_t n, const struct state *st, uint64_t *chosen, uint64_t *by_mig,
+                      struct visible_view *out, char *why, size_t why_len)
 {
-    (void)st;
-    (void)chosen;
-    snprintf(why, why_len, "%.*s: unknown device (MIG devices are not modelled yet)", (int)(n < SHOWN ? n : SHOWN),
+    int shown = (int)(n < SHOWN ? n : SHOWN);
+    for (unsigned int i = 0; i < st->gpu_count; i++) {
+        if (!st->gpu[i].mig_capable) {
+            continue;
+        }
+        for (unsigned int gi = 0; gi < VISIBLE_MIG_GIS; gi++) {
+            for (unsigned int ci = 0; ci < VISIBLE_MIG_CIS; ci++) {
+                char u[48];
+                mock_mig_uuid(st->gpu[i].uuid, gi, ci, u, sizeof(u));
+                if (strlen(u) == n && strncasecmp(u, tok, n) == 0) {
+                    *chosen |= 1ull << i;
+                    *by_mig |= 1ull << i;
+                    out->mig_allowed[i][gi] |= (uint8_t)(1u << ci);
+                    return 0;
+                }
+            }
+        }
+    }
+    snprintf(why, why_len, "%.*s: unknown device (no MIG device of the node has this UUID)", shown, tok);
+    return -1;
+}
+
+/* A "<gpu>:<mig>" entry names a MIG device by position, which the toolkit resolves against the
+ * node's layout at container start; the mock's view is taken from the board alone. */
+static int select_mig_index(const char *tok, size_t n, char *why, size_t why_len)
+{
+    snprintf(why, why_len, "%.*s: unknown device (give MIG devices by MIG- UUID)", (int)(n < SHOWN ? n : SHOWN),
              tok);
     return -1;
 }
@@ -123,15 +164,15 @@ static int select_uuid(const char *tok, size_t n, const struct state *st, uint64
     return -1;
 }
 
-static int select_entry(const char *tok, size_t n, const struct state *st, uint64_t *chosen, char *why,
-                        size_t why_len)
+static int select_entry(const char *tok, size_t n, const struct state *st, uint64_t *chosen, uint64_t *by_mig,
+                        struct visible_view *out, char *why, size_t why_len)
 {
     int shown = (int)(n < SHOWN ? n : SHOWN);
     if (begins(tok, n, "GPU-")) {
         return select_uuid(tok, n, st, chosen, why, why_len);
     }
     if (begins(tok, n, "MIG-")) {
-        return select_mig(tok, n, st, chosen, why, why_len);
+        return select_mig(tok, n, st, chosen, by_mig, out, why, why_len);
     }
     if (digits(tok, n)) {
         unsigned long long idx = 0;
@@ -153,7 +194,7 @@ static int select_entry(const char *tok, size_t n, const struct state *st, uint6
     const char *colon = memchr(tok, ':', n);
     if (colon != NULL && memchr(tok, '.', n) == NULL && digits(tok, (size_t)(colon - tok)) &&
         digits(colon + 1, n - (size_t)(colon - tok) - 1)) {
-        return select_mig(tok, n, st, chosen, why, why_len);
+        return select_mig_index(tok, n, why, why_len);
     }
     struct state_pci_addr a;
     if (colon != NULL && state_parse_bus_id(tok, n, &a) == 0) {
@@ -172,6 +213,8 @@ static int select_entry(const char *tok, size_t n, const struct state *st, uint6
 
 static void fill(struct visible_view *out, const struct state *st, uint64_t chosen)
 {
+    memset(out->mig_only, 0, sizeof(out->mig_only));
+    memset(out->mig_allowed, 0, sizeof(out->mig_allowed));
     memset(out->view, VISIBLE_NONE, sizeof(out->view));
     out->count = 0;
     for (unsigned int i = 0; i < st->gpu_count; i++) {
@@ -199,6 +242,10 @@ int mock_visible_select(const char *value, const struct state *st, struct visibl
         return 0;
     }
     uint64_t chosen = 0;
+    uint64_t whole = 0;  /* GPUs named as GPUs */
+    uint64_t by_mig = 0; /* GPUs named through their MIG devices */
+    struct visible_view mig;
+    memset(&mig, 0, sizeof(mig));
     for (;;) {
         const char *comma = memchr(s, ',', n);
         size_t len = comma != NULL ? (size_t)(comma - s) : n;
@@ -208,8 +255,15 @@ int mock_visible_select(const char *value, const struct state *st, struct visibl
         if (is(tok, tok_len, "all", 1)) {
             return 0; /* the view of every GPU is already in place */
         }
-        if (tok_len > 0 && select_entry(tok, tok_len, st, &chosen, why, why_len) != 0) {
+        uint64_t picked = 0;
+        uint64_t through_mig = 0;
+        if (tok_len > 0 && select_entry(tok, tok_len, st, &picked, &through_mig, &mig, why, why_len) != 0) {
             return -1;
+        }
+        chosen |= picked;
+        by_mig |= through_mig;
+        if (through_mig == 0) {
+            whole |= picked;
         }
         if (comma == NULL) {
             break;
@@ -218,5 +272,11 @@ int mock_visible_select(const char *value, const struct state *st, struct visibl
         n -= len + 1;
     }
     fill(out, st, chosen);
+    for (unsigned int i = 0; i < st->gpu_count; i++) {
+        if (((by_mig & ~whole) >> i) & 1u) {
+            out->mig_only[i] = 1;
+            memcpy(out->mig_allowed[i], mig.mig_allowed[i], sizeof(out->mig_allowed[i]));
+        }
+    }
     return 0;
 }

@@ -20,10 +20,18 @@
 /* No view index for a board GPU outside the view. */
 #define VISIBLE_NONE 0xffu
 
+/* GPU-instance ids a MIG device can have (0..13) and compute-instance ids within one (0..7). */
+#define VISIBLE_MIG_GIS 14u
+#define VISIBLE_MIG_CIS 8u
+
 struct visible_view {
     unsigned int count;              /* GPUs in the view */
     uint8_t board[STATE_MAX_GPUS];   /* view index -> board index */
     uint8_t view[STATE_MAX_GPUS];    /* board index -> view index, or VISIBLE_NONE */
+    /* A GPU in the view only through MIG- entries shows only those MIG devices: mig_only[b]
+     * is set and mig_allowed[b][gi] has bit ci set for each (board index b). */
+    uint8_t mig_only[STATE_MAX_GPUS];
+    uint8_t mig_allowed[STATE_MAX_GPUS][VISIBLE_MIG_GIS];
 };
 
 /*
@@ -41,6 +49,13 @@ extern struct state_pci_addr mock_board_pci[STATE_MAX_GPUS];
 /* Board index -> view index of the current init cycle, or VISIBLE_NONE (events carry
  * board indices). */
 extern uint8_t mock_view_of_board[STATE_MAX_GPUS];
+
+/* The MIG devices of the current init cycle's view, by board index (see visible_view). */
+extern uint8_t mock_mig_only[STATE_MAX_GPUS];
+extern uint8_t mock_mig_allowed[STATE_MAX_GPUS][VISIBLE_MIG_GIS];
+
+/* Whether the MIG device (gi, ci) of board GPU `board` is in the view. */
+int mock_mig_visible(unsigned int board, unsigned int gi, unsigned int ci);
 
 /* Whether `a` is the PCI address of a board GPU (inside the view or not). */
 int mock_board_has_gpu(const struct state_pci_addr *a);

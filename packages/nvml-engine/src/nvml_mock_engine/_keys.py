@@ -127,6 +127,7 @@ GPU_ROWS: Final[tuple[KeyRow, ...]] = (
     ('row_remapper_banks', 'UINT32', 255, None, None, '4096', False, None, None),
     ('unrepairable_memory', 'INT32', 255, -1, 1, '-1', False, None, 42),
     ('mig_capable', 'FLAG', 255, None, None, '0', False, None, None),
+    ('mig_gi_profile', 'MIG_GI_PROFILE', 255, None, None, None, False, 'render', None),
     ('nvlink_count', 'UINT32', 255, None, 18, '0', False, None, None),
     ('nvlink_version', 'UINT32', 255, None, 8, '0', False, None, None),
     ('nvlink_remote_bus_ids', 'BUS_ID_LIST', 255, None, None, None, False, 'render', None),
@@ -236,6 +237,26 @@ LIVE_PROCESS_FIELDS: Final = {
 }
 LIVE_MIG_BYTES_PER_GPU: Final = 4096
 LIVE_MIG_OFFSET: Final = 602112
+LIVE_MIG_SEQ: Final = 0
+LIVE_MIG_WRITES: Final = 8
+LIVE_MIG_CURRENT: Final = 16
+LIVE_MIG_PENDING: Final = 20
+LIVE_MIG_GI: Final = 64
+LIVE_MIG_MAX_GI: Final = 8
+LIVE_MIG_GI_BYTES: Final = 256
+LIVE_MIG_MAX_CI: Final = 8
+LIVE_MIG_CI_BYTES: Final = 24
+LIVE_MIG_GI_USED: Final = 0
+LIVE_MIG_GI_ID: Final = 4
+LIVE_MIG_GI_PROFILE: Final = 8
+LIVE_MIG_GI_START: Final = 12
+LIVE_MIG_GI_SIZE: Final = 16
+LIVE_MIG_GI_CI: Final = 32
+LIVE_MIG_CI_USED: Final = 0
+LIVE_MIG_CI_ID: Final = 4
+LIVE_MIG_CI_PROFILE: Final = 8
+LIVE_MIG_CI_START: Final = 12
+LIVE_MIG_CI_SIZE: Final = 16
 LIVE_EVENT_SLOTS: Final = 1024
 LIVE_EVENT_RECORD_BYTES: Final = 32
 LIVE_EVENTS_OFFSET: Final = 864256

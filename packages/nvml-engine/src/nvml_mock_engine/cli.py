@@ -198,10 +198,16 @@ def _cmd_render(settings: RenderSettings) -> int:
 
 
 def _cmd_stage(settings: StageSettings) -> int:
+    from nvml_mock_engine.mig_layout import parse_spec
     from nvml_mock_engine.stage import StageOptions, stage
 
     config = _engine_config(settings)
+    spec: object = settings.mig
+    if spec is None and settings.config is not None:
+        spec = load_config_file(settings.config).get("mig")
+    mig = parse_spec(spec, config.profile.mig, config.count)
     options = StageOptions(
+        mig=mig,
         devices=not settings.no_devices,
         mount_path=settings.mount_path,
         host_path=settings.host_path,

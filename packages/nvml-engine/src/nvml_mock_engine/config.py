@@ -58,6 +58,7 @@ _FILE_KEYS: Final = frozenset(
         "fabric",
         "defaults",
         "gpus",
+        "mig",
     }
 )
 _CUDA_BY_BRANCH: Final[Mapping[int, int]] = MappingProxyType(

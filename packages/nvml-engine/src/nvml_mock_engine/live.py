@@ -374,6 +374,17 @@ class LiveLayer:
                 raise LiveValueError(key, None, "is not a live key")
         self._write(gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, 0, _CLEAR) for k in names])
 
+    def reset_mig(self, gpu: int) -> None:
+        """What a GPU reset does to *gpu*'s MIG record: the pending mode becomes current and
+        every GPU and compute instance is gone (the library's own primitive, under the flock)."""
+        self._gpu(gpu)
+        if not self.writable:
+            raise LiveLayerError(f"the live layer {self.path} was opened read-only")
+        with _flock(self._fd):
+            rc = _library().nvml_mock_live_mig_reset(self._address(), _SIZE, gpu)
+        if rc != 0:
+            raise LiveLayerError(f"GPU {gpu}: the library refused the MIG reset of {self.path}")
+
     def values(self, gpu: int) -> dict[str, int]:
         """The live values set on *gpu* (keys that are not set are left out)."""
         self._gpu(gpu)

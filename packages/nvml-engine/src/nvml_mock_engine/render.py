@@ -19,9 +19,11 @@ from typing import Final
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import ConfigError
+from nvml_mock_engine.mig import records
 from nvml_mock_engine.schema import (
     GPU_KEYS,
     SYSTEM_KEYS,
+    Kind,
     ValueType,
     format_value,
     parse_default,
@@ -64,9 +66,15 @@ class RenderedState:
         for index, gpu in enumerate(self.gpus):
             lines.append("")
             lines.append(f"[gpu {index}]")
-            lines += [
-                f"{key}={format_value(GPU_KEYS[key], gpu[key])}" for key in GPU_KEYS if key in gpu
-            ]
+            for key in GPU_KEYS:
+                if key not in gpu:
+                    continue
+                value = gpu[key]
+                if GPU_KEYS[key].kind is Kind.MIG_GI_PROFILE:
+                    assert isinstance(value, tuple)
+                    lines += [f"{key}={record}" for record in value]
+                else:
+                    lines.append(f"{key}={format_value(GPU_KEYS[key], value)}")
         text = "\n".join(lines) + "\n"
         if len(text.encode()) > _MAX_STATE_BYTES:
             raise ConfigError("count", "the rendered state is larger than the format's 1 MiB")
@@ -121,6 +129,7 @@ def derive_gpu(config: EngineConfig, index: int) -> dict[str, ValueType]:
             "fabric_clique_id": config.fabric.clique_id if config.fabric else 0,
             "fabric_state": FABRIC_STATE_COMPLETED if config.fabric else 0,
             "gpu_group": index // profile.gpus_per_group,
+            "mig_gi_profile": records(profile.mig) if profile.gpu.get("mig_capable") else (),
         }
     )
     values.update(config.defaults)

@@ -59,6 +59,8 @@ class Kind(Enum):
     BUS_ID = "bus-id"
     BUS_ID_LIST = "bus-id-list"
     CPU_LIST = "cpu-list"
+    MIG_GI_PROFILE = "mig-gi-profile"
+    """A repeated key: one state line per MIG GPU-instance profile (``nvml_mock_engine.mig``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +172,15 @@ def validate_value(spec: KeySpec, value: object) -> ValueType:
                 raise ValueError(f"must be a positive integer, got {value!r}")
             raise ValueError(f"must be an integer in {low}..{high}, got {value!r}")
         return number
+    if kind is Kind.MIG_GI_PROFILE:
+        from nvml_mock_engine.mig import parse_record
+
+        if not isinstance(value, list | tuple) or not all(isinstance(i, str) for i in value):
+            raise ValueError(f"must be a list of MIG profile records, got {value!r}")
+        for item in value:
+            _check_text(item, spec.max_len)
+            parse_record(item)
+        return tuple(value)
     if kind is Kind.BUS_ID_LIST:
         items = value.split(",") if isinstance(value, str) and value else value
         if items in ("", []):

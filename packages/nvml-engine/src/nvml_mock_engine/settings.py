@@ -40,6 +40,7 @@ __all__ = [
     "ENV_IMEX_CHANNELS",
     "ENV_IMEX_MAJOR",
     "ENV_LIVE_FILE",
+    "ENV_MIG",
     "ENV_MOUNT_PATH",
     "ENV_PROFILE",
     "ENV_STATE_FILE",
@@ -72,6 +73,7 @@ ENV_LIVE_FILE: Final = names.ENV_MOCK_NVML_LIVE
 ENV_STATE_FILE: Final = names.ENV_MOCK_NVML_CONFIG
 ENV_IMEX_CHANNELS: Final = "NVML_MOCK_IMEX_CHANNELS"
 ENV_IMEX_MAJOR: Final = "NVML_MOCK_IMEX_MAJOR"
+ENV_MIG: Final = "NVML_MOCK_MIG"
 IMEX_CHANNELS_DEFAULT: Final = 8
 """IMEX channel nodes staged unless told otherwise (as many as the reference system stages)."""
 IMEX_CHANNELS_MAX: Final = 2048
@@ -130,6 +132,9 @@ class StageSettings(NodeSettings):
     """IMEX channel nodes under ``dev/nvidia-caps-imex-channels/``; 0 stages none."""
     imex_major: int | None = None
     """The channels' character major; None picks the first free one in 240..254."""
+    mig: str | None = None
+    """MIG layout made at staging (:mod:`nvml_mock_engine.mig_layout`); None: the config
+    file's ``mig``, else the node's layout is left as it is."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +162,11 @@ def _imex_major(value: str) -> int | None:
     if value.strip().lower() in ("", "auto"):
         return None
     return s.int_range(1, CHAR_MAJOR_MAX)(value)
+
+
+def _mig(value: str) -> str | None:
+    # checked against the board once the profile is known (mig_layout.parse_spec)
+    return value.strip() or None
 
 
 LOG_OPTIONS: Final[tuple[s.Option, ...]] = (
@@ -282,6 +292,18 @@ STAGE_OPTIONS: Final[tuple[s.Option, ...]] = (
         default_doc="`auto`: the first major in 240..254 the node's `/proc/devices` lacks",
         doc=f"the IMEX channels' character major, 1..{CHAR_MAJOR_MAX}; refused if the "
         "node's `/proc/devices` lists it",
+    ),
+    s.Option(
+        "mig",
+        "--mig",
+        ENV_MIG,
+        _mig,
+        "MIG layout to make: all-disabled, all-enabled, all-balanced, all-<profile> or a "
+        "mig-parted list (JSON/YAML)",
+        metavar="LAYOUT",
+        default_doc="the config file's `mig`, else the node's layout is kept",
+        doc="MIG layout made at staging, with mig-parted's names (`all-1g.10gb`) or a list of "
+        "`{devices, mig-enabled, mig-devices}`; replaces the GPUs' MIG layout",
     ),
 )
 

@@ -41,6 +41,8 @@ from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import LiveLayerError, StageError
 from nvml_mock_engine.library import LibraryNotBuiltError, library_path
+from nvml_mock_engine.mig_layout import MigPlan
+from nvml_mock_engine.mig_layout import apply as apply_mig
 from nvml_mock_engine.render import RenderedState, render
 from nvml_mock_engine.schema import GPU_KEYS, format_value
 from nvml_mock_engine.settings import CHAR_MAJOR_MAX, IMEX_CHANNELS_DEFAULT, IMEX_CHANNELS_MAX
@@ -129,6 +131,9 @@ class StageOptions:
     imex_major: int | None = None
     """The channels' character major; None takes the first major in :data:`IMEX_AUTO_MAJORS`
     that the node's ``/proc/devices`` does not list. A listed major is refused."""
+    mig: MigPlan | None = None
+    """A MIG layout to make once the live layer is in place (through the staged library);
+    None leaves the node's MIG layout as it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +254,12 @@ def stage(
                 runtime=state_root / runtime_name if runtime_name else None,
             )
             live_created = _ensure_live(state_root, state)
+            if options.mig is not None:
+                apply_mig(
+                    options.mig,
+                    generation / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME,
+                    generation / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME,
+                )
             devices = (
                 options.devices
                 and refused is None

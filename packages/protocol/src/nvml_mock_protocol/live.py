@@ -445,6 +445,7 @@ def _load(path: str) -> ctypes.CDLL:
             ctypes.c_int,
         ),
         "nvml_mock_live_proc_read": ([c_void, c_size, c_uint, c_void, c_size], ctypes.c_int),
+        "nvml_mock_live_mig_reset": ([c_void, c_size, c_uint], ctypes.c_int),
         "nvml_mock_live_layout_bytes": ([], ctypes.c_ulonglong),
     }
     for name, (argtypes, restype) in signatures.items():

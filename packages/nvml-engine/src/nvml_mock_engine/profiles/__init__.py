@@ -23,6 +23,7 @@ from typing import Final
 import yaml
 
 from nvml_mock_engine.errors import ProfileError
+from nvml_mock_engine.mig import MigGpuInstanceProfile, parse_mig_table
 from nvml_mock_engine.schema import GPU_KEYS, MAX_GPUS, KeySpec, Kind, ValueType, validate_value
 
 __all__ = [
@@ -74,6 +75,7 @@ _TOP_KEYS: Final = frozenset(
         "layout",
         "fabric",
         "gpu",
+        "mig",
     }
 )
 _LAYOUT_KEYS: Final = frozenset(
@@ -126,6 +128,8 @@ class Profile:
     """None for boards that answer fabric queries NOT_SUPPORTED."""
     gpu: Mapping[str, ValueType]
     """Validated state values shared by every GPU of the board."""
+    mig: tuple[MigGpuInstanceProfile, ...] = ()
+    """The board's MIG GPU-instance profiles (NVIDIA's published table); empty without MIG."""
 
 
 def profile_names() -> tuple[str, ...]:
@@ -231,7 +235,20 @@ class _Parser:
             rack_chassis=rack_chassis,
             fabric=self.fabric(data.get("fabric")),
             gpu=MappingProxyType(gpu),
+            mig=self.mig(data.get("mig"), gpu),
         )
+
+    def mig(self, value: object, gpu: Mapping[str, ValueType]) -> tuple[MigGpuInstanceProfile, ...]:
+        if value is None:
+            if gpu.get("mig_capable"):
+                raise self.fail("mig", "a MIG-capable board (gpu.mig_capable: 1) needs its table")
+            return ()
+        if not gpu.get("mig_capable"):
+            raise self.fail("mig", "only a MIG-capable board (gpu.mig_capable: 1) has a table")
+        try:
+            return parse_mig_table(value)
+        except ValueError as exc:
+            raise self.fail("mig", str(exc)) from None
 
     def unknown(self, data: dict[object, object], allowed: frozenset[str], prefix: str) -> None:
         for item in data:

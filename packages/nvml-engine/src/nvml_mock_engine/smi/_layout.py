@@ -48,7 +48,9 @@ class Entry:
     children (a retired-pages count, a supported memory clock). ``text_variant``: the text
     view prints the reading at ``path#text`` instead (PCI ids as ``0x18``). ``empty_text``:
     what the text view prints for a repeated group without items. ``raw``: an XML-only
-    element whose inner text sits on its own line. ``indent``: extra text indentation.
+    element whose inner text sits on its own line; a group with ``raw`` is that element only
+    while the readings give its repeated child no items (``<mig_devices>None``). ``indent``:
+    extra text indentation.
     ``text_only_with``: shown in text only when this ``-d`` category is asked for.
     ``old_labels``: ``((version, label), ...)``, oldest first: drivers before ``version``
     print ``label`` in text.
@@ -257,7 +259,48 @@ GPU: tuple[Entry, ...] = (
     E("persistence_mode", "Persistence Mode"),
     E("addressing_mode", "Addressing Mode"),
     _current_pending("mig_mode", "MIG Mode", "current_mig", "pending_mig"),
-    E("mig_devices", None, raw="None"),
+    G(
+        "mig_devices",
+        None,
+        G(
+            "mig_device",
+            "MIG Device",
+            E("index", "Index"),
+            E("gpu_instance_id", "GPU Instance ID"),
+            E("compute_instance_id", "Compute Instance ID"),
+            G(
+                "device_attributes",
+                "Device Attributes",
+                G(
+                    "shared",
+                    "Shared",
+                    E("multiprocessor_count", "Multiprocessor count"),
+                    E("copy_engine_count", "Copy Engine count"),
+                    E("encoder_count", "Encoder count"),
+                    E("decoder_count", "Decoder count"),
+                    E("ofa_count", "OFA count"),
+                    E("jpg_count", "JPG count"),
+                ),
+            ),
+            G(
+                "fb_memory_usage",
+                "FB Memory Usage",
+                E("total", "Total"),
+                E("reserved", "Reserved"),
+                E("used", "Used"),
+                E("free", "Free"),
+            ),
+            G(
+                "bar1_memory_usage",
+                "BAR1 Memory Usage",
+                E("total", "Total"),
+                E("used", "Used"),
+                E("free", "Free"),
+            ),
+            each=True,
+        ),
+        raw="None",
+    ),
     E("accounting_mode", "Accounting Mode", section="ACCOUNTING"),
     E("accounting_mode_buffer_size", "Accounting Mode Buffer Size", section="ACCOUNTING"),
     _current_pending("driver_model", "Driver Model", "current_dm", "pending_dm"),

@@ -600,6 +600,14 @@ class Device:
         self._c("nvmlDeviceGetAddressingMode", byref(mode))
         return int(mode.value)
 
+    def mig_capable(self) -> bool:
+        """Whether the GPU answers MIG mode at all (one call; ``-L`` asks it per GPU)."""
+        try:
+            self.mig_mode()
+        except NvmlError:
+            return False
+        return True
+
     def mig_mode(self) -> tuple[int, int]:
         return self._pair("nvmlDeviceGetMigMode")
 

@@ -164,7 +164,10 @@ def _scan(args: list[str], find: Callable[[str], Option | None]) -> dict[str, st
             continue
         if eq:
             value = inline
-        elif option.default is not None and (i + 1 >= len(args) or not args[i + 1].isdigit()):
+        elif option.default is not None and (
+            # a number, or a list of them (``-cci 0,0,0``), is the optional argument
+            i + 1 >= len(args) or not args[i + 1].replace(",", "").isdigit()
+        ):
             value = option.default
         else:
             if i + 1 >= len(args):

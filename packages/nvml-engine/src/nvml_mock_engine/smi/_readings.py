@@ -179,6 +179,7 @@ class Readings:
             self._fabric,
             self._supported_clocks,
             self._processes,
+            self._mig_devices,
         ):
             step()
         return self
@@ -758,6 +759,45 @@ class Readings:
             }
             for proc in procs
         ]
+
+    def _mig_devices(self) -> None:
+        """The GPU's MIG devices (none unless MIG is on), one walk shared with the table."""
+        from ._mig_view import mig_devices
+
+        def mib(value: int | None) -> str:
+            return NA if value is None else f"{value} MiB"
+
+        items = []
+        for m in mig_devices(self.d):
+            free = (
+                None
+                if m.total_mib is None or m.used_mib is None
+                else m.total_mib - m.used_mib - (m.reserved_mib or 0)
+            )
+            used_bar1, total_bar1 = m.bar1 if m.bar1 is not None else (None, None)
+            items.append(
+                {
+                    "index": str(m.index),
+                    "gpu_instance_id": str(m.gi),
+                    "compute_instance_id": str(m.ci),
+                    "device_attributes/shared/multiprocessor_count": str(m.sms),
+                    "device_attributes/shared/copy_engine_count": str(m.copy_engines),
+                    "device_attributes/shared/encoder_count": str(m.encoders),
+                    "device_attributes/shared/decoder_count": str(m.decoders),
+                    "device_attributes/shared/ofa_count": str(m.ofas),
+                    "device_attributes/shared/jpg_count": str(m.jpegs),
+                    "fb_memory_usage/total": mib(m.total_mib),
+                    "fb_memory_usage/reserved": mib(m.reserved_mib),
+                    "fb_memory_usage/used": mib(m.used_mib),
+                    "fb_memory_usage/free": mib(free),
+                    "bar1_memory_usage/total": mib(total_bar1),
+                    "bar1_memory_usage/used": mib(used_bar1),
+                    "bar1_memory_usage/free": mib(
+                        None if m.bar1 is None else m.bar1[1] - m.bar1[0]
+                    ),
+                }
+            )
+        self.facts["mig_devices/mig_device"] = items
 
     def _egm(self) -> str:
         try:

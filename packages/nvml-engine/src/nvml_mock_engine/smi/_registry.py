@@ -55,6 +55,7 @@ MODE_MODULES = (
     "report",
     "reset",
     "setters",
+    "mig_mode",
     "version",
     "help",
     "table",
@@ -68,6 +69,7 @@ DEFAULT_MODULE = "table"
 
 SUBCOMMAND_MODULES = (
     "dmon",
+    "mig",
     "nvlink",
     "pmon",
     "topo",

@@ -57,7 +57,9 @@ def _nodes(
 ) -> list[Node]:
     path = prefix + entry.tag
     deprecated = deprecated or (entry.deprecated is not None and driver >= entry.deprecated)
-    if entry.raw is not None:
+    if entry.raw is not None and not (
+        entry.children and facts.get(f"{path}/{entry.children[0].tag}")
+    ):
         node = Node(entry.tag, entry.label_for(driver), raw=entry.raw)
     elif entry.each:
         return [

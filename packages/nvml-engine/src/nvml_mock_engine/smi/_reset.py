@@ -91,7 +91,7 @@ def _records(layer: LiveLayer, buses: Sequence[str]) -> list[int | None]:
 
 
 def _clear(live: str, state: str | None, buses: Sequence[str]) -> None:
-    """Clear the live values of the GPUs at ``buses``, applying a pending ECC mode."""
+    """Clear the live values of the GPUs at ``buses``, applying a pending ECC or MIG mode."""
     from nvml_mock_engine.errors import NvmlEngineError
     from nvml_mock_engine.live import LiveLayer
 
@@ -106,6 +106,7 @@ def _clear(live: str, state: str | None, buses: Sequence[str]) -> None:
                 layer.clear(index)
                 if pending:
                     layer.set(index, {"ecc_enabled": pending == 2})
+                layer.reset_mig(index)  # a pending MIG mode takes effect; instances are gone
     except PermissionError:
         raise _refused(buses, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
     except (NvmlEngineError, OSError) as exc:

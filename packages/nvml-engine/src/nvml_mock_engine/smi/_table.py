@@ -135,6 +135,10 @@ def gpu_block(device: Device) -> list[str]:
     compute = _text(_try(device.compute_mode), lambda v: COMPUTE_MODES.get(v, "N/A"))
     mig = _try(device.mig_mode)
     mig_s = _text(mig) if isinstance(mig, NvmlError) else ("Enabled" if mig[0] else "Disabled")
+    if not isinstance(mig, NvmlError) and mig[0] == 1 and not isinstance(ecc, NvmlError) and ecc[0]:
+        # with MIG on the real tool shows the ECC mode in place of the (per MIG device) error
+        # count; utilization is N/A because NVML answers none in MIG mode
+        ecc_s = "On"
     return [
         row(
             f" {device.index:>3}  {name:<29}{persistence:>4}",
@@ -181,16 +185,27 @@ def process_table(rows: list[tuple[int, ProcessRow]], style: Style = CURRENT) ->
 
 def render(nvml: Nvml, devices: list[Device]) -> str:
     from ._generation import parse_driver_version
+    from ._mig_view import mig_devices, table_block
 
     driver = _try(nvml.driver_version)
     style = style_for(parse_driver_version("" if isinstance(driver, NvmlError) else driver))
     lines = header(nvml, style)
     procs: list[tuple[int, ProcessRow]] = []
+    migs: list[tuple[int, Any]] = []
+    any_mig = False
     for device in devices:
         lines += gpu_block(device)
         got = process_rows(device)
         if not isinstance(got, str):
             procs += [(device.index, p) for p in got]
+        mig = _try(device.mig_mode)
+        if not isinstance(mig, NvmlError) and mig[0] == 1:
+            any_mig = True
+            migs += [(device.index, m) for m in mig_devices(device)]
     lines.append(style.gap)
+    if any_mig:
+        # the real tool shows this box whenever a shown GPU has MIG on
+        lines += table_block(migs)
+        lines.append("")
     lines += process_table(procs, style)
     return "\n".join(lines) + "\n"

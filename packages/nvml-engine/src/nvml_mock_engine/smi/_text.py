@@ -20,6 +20,11 @@ def line(indent: int, label: str, value: str, width: int = KEY_WIDTH) -> str:
 
 
 def _emit(node: Node, indent: int, out: list[str], shown: frozenset[str], width: int) -> None:
+    if node.tag == "mig_devices" and node.children:
+        # no heading of its own in text: each MIG device is a section of the GPU
+        for child in node.children:
+            _emit(child, indent, out, shown, width)
+        return
     if node.label is None and node.tag != "process_info":
         return
     if node.text_only_with is not None and node.text_only_with not in shown:

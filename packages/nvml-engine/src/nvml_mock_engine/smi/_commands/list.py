@@ -47,6 +47,10 @@ def _lines(devices: list[Device]) -> str:
         except NvmlError as exc:
             raise handle_error(device, exc.code, exc.text) from None
         lines.append(f"GPU {device.index}: {name} (UUID: {uuid})")
+        if device.mig_capable():
+            from .mig import list_rows
+
+            lines += list_rows(device)
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,42 @@
+/*
+ * MIG device handles for the units that answer device queries: a MIG device handle is an
+ * nvmlDevice_t that points into mig.c's own table, never into mock_devices, so GET_DEVICE
+ * refuses it (INVALID_ARGUMENT) everywhere except where a unit asks mock_mig_device first.
+ */
+#ifndef NVML_MOCK_MIG_H
+#define NVML_MOCK_MIG_H
+
+#include <nvml.h>
+#include <stddef.h>
+
+/* What a MIG device handle stands for, read from the live MIG record at the call. */
+struct mock_mig_view {
+    const struct nvmlDevice_st *parent;
+    unsigned int gi_id;
+    unsigned int ci_id;
+    unsigned int gi_slices;
+    unsigned int ci_slices;
+    unsigned int sms;
+    unsigned int copy_engines, decoders, encoders, jpegs, ofas;
+    unsigned long long memory_mib;
+    char name[96]; /* the device name: "<board> MIG <profile>" */
+    char uuid[48]; /* "MIG-<uuid>" */
+};
+
+/* Whether `device` is a MIG device handle. 1 with *view filled when it is one of a compute
+ * instance that exists now; 1 with *rc = INVALID_ARGUMENT when the instance is gone (its handle
+ * is stale); 0 when it is not a MIG device handle at all. */
+int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_t *rc);
+
+/* The UUID ("MIG-...") of MIG device (gi, ci) of the GPU whose UUID is `gpu_uuid`: stable for
+ * the instance ids, so a container can be given one by name (NVIDIA_VISIBLE_DEVICES). */
+void mock_mig_uuid(const char *gpu_uuid, unsigned int gi, unsigned int ci, char *out, size_t cap);
+
+/* Whether MIG mode is current on the whole GPU `d` (0 on a board without MIG): whole-GPU
+ * utilization is then not answered, as on a real GPU in MIG mode. */
+int mock_mig_on(const struct nvmlDevice_st *d);
+
+/* The MIG device handle whose UUID is `uuid` (case ignored); NVML_ERROR_NOT_FOUND if none. */
+nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device);
+
+#endif
