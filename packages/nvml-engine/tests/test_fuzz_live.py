@@ -2,12 +2,13 @@
 
 ``native/fuzz/fuzz_live.c`` turns each input into a live file beside a fixed 2-GPU state
 (its first byte picks how: values, overlays of the header or records, truncation, raw
-bytes, an odd sequence counter, damaged process records), inits, and checks every live getter on both GPUs against
-the value the bytes predict; a broken invariant traps. Here it is compiled with the
-system compiler and ``native/fuzz/standalone_main.c`` against the shipped library, and
-run over ``native/fuzz/seeds-live`` and every ``native/fuzz/regressions/live-*`` input:
-one process per input (so a failure names its input) and all of them in one process (as
-a campaign runs them, re-initialising over one file that keeps changing). With clang's
+bytes, an odd sequence counter, damaged process records), inits, and checks every live
+getter on both GPUs against the value the bytes predict; a broken invariant traps. Here it
+is compiled with the system compiler and ``native/fuzz/standalone_main.c`` against the
+shipped library, and run over ``native/fuzz/seeds-live`` and every
+``native/fuzz/regressions/live-*`` input: one process per input (so a failure names its
+input) and all of them in one process (as a campaign runs them, re-initialising over one
+file that keeps changing). With clang's
 libFuzzer runtime at hand, the ASan/UBSan fuzz build replays them too.
 """
 
@@ -29,7 +30,9 @@ SEEDS = sorted(p for p in (FUZZ / "seeds-live").iterdir() if p.is_file())
 REGRESSIONS = sorted(p for p in (FUZZ / "regressions").glob("live-*") if p.is_file())
 INPUTS = SEEDS + REGRESSIONS
 MODES = 8  # first input byte % 8 (fuzz_live.c), below 0x80
-PROCESS_MODES = 4  # first input byte >> 5 from 0x80 on: records or raw overlay, high as written or raw
+PROCESS_MODES = (
+    4  # first input byte >> 5 from 0x80 on: records or raw overlay, high as written or raw
+)
 
 
 def mode(first: int) -> str:
@@ -80,7 +83,9 @@ def run(harness: Path, inputs: list[Path], **env: str) -> subprocess.CompletedPr
 
 def test_seed_corpus_covers_every_mode() -> None:
     modes = {mode(p.read_bytes()[0]) for p in SEEDS if p.stat().st_size > 0}
-    assert modes == {f"file-{m}" for m in range(MODES)} | {f"process-{m}" for m in range(PROCESS_MODES)}
+    assert modes == {f"file-{m}" for m in range(MODES)} | {
+        f"process-{m}" for m in range(PROCESS_MODES)
+    }
 
 
 @pytest.mark.parametrize("live_input", INPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -139,8 +144,9 @@ def test_a_wrong_process_list_is_caught(harness: Path, tmp_path: Path) -> None:
     shim.write_text(
         textwrap.dedent(
             """
-            int nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count, void *infos);
-            int nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count, void *infos)
+            typedef unsigned int uint;
+            int nvmlDeviceGetComputeRunningProcesses_v3(void *device, uint *count, void *infos);
+            int nvmlDeviceGetComputeRunningProcesses_v3(void *device, uint *count, void *infos)
             {
                 (void)device;
                 (void)infos;

@@ -272,7 +272,9 @@ def test_records_a_writer_left_mid_write_cost_a_reader_no_wait_after_the_first_s
             f.put(Allocation(f"c{i}", pid=100 + i, gpus=(0,), used_memory_bytes=GiB))
     with path.open("r+b") as raw:  # every record but the last: its writer died mid-write
         for slot in range(stuck):
-            raw.seek(_live_layout.LIVE_PROCESSES_OFFSET + slot * _live_layout.LIVE_PROCESS_RECORD_BYTES)
+            raw.seek(
+                _live_layout.LIVE_PROCESSES_OFFSET + slot * _live_layout.LIVE_PROCESS_RECORD_BYTES
+            )
             seq = int.from_bytes(raw.read(8), "little")
             raw.seek(-8, os.SEEK_CUR)
             raw.write((seq | 1).to_bytes(8, "little"))
@@ -283,7 +285,10 @@ def test_records_a_writer_left_mid_write_cost_a_reader_no_wait_after_the_first_s
             #include <stdio.h>
             static unsigned long yields;
             int sched_yield(void) { yields++; return 0; }
-            __attribute__((destructor)) static void report(void) { fprintf(stderr, "yields=%lu\\n", yields); }
+            __attribute__((destructor)) static void report(void)
+            {
+                fprintf(stderr, "yields=%lu\\n", yields);
+            }
             """
         )
     )
