@@ -24,6 +24,7 @@ import ctypes
 import errno
 import fcntl
 import functools
+import itertools
 import math
 import mmap
 import os
@@ -646,10 +647,14 @@ class LiveFile:
         checked before anything is written."""
         by_id = {slots[s].container_id: s for s in old}
         plan = [(by_id.pop(cid, None), record) for cid, record in records]
-        pool = sorted(by_id.values()) + [
-            s for s in range(layout.LIVE_PROCESS_SLOTS) if s not in slots
-        ]
-        if sum(1 for slot, _ in plan if slot is None) > len(pool):
+        needed = sum(1 for slot, _ in plan if slot is None)
+        pool = sorted(by_id.values())
+        if needed > len(pool):
+            # the lowest free slots, only as many as needed: a walk of all 1024 slots on every
+            # put was most of a life-cycle event's cost
+            free = (s for s in range(layout.LIVE_PROCESS_SLOTS) if s not in slots)
+            pool.extend(itertools.islice(free, needed - len(pool)))
+        if needed > len(pool):
             raise AllocationError(
                 f"the live layer {self.path} has no free process record "
                 f"({layout.LIVE_PROCESS_SLOTS} slots, all in use); nothing was written"
