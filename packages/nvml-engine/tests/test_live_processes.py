@@ -315,3 +315,27 @@ def test_records_a_writer_left_mid_write_cost_a_reader_no_wait_after_the_first_s
     # at most one scan's retry budget (LIVE_READ_TRIES = 64) in all; 32 records x 60 waits x
     # 100 calls before
     assert yields <= 64, done.stderr
+
+
+def test_a_record_a_writer_left_mid_write_is_skipped_and_its_slot_reused(
+    pynvml: Any, records: LiveFile, live_state: Path
+) -> None:
+    """A writer killed inside its write leaves one record with an odd sequence counter. The
+    other records stay listed and writable (the plugin and ``nvml-mock-ctl`` go on), and the
+    next put takes the abandoned slot, which heals it."""
+    records.put(Allocation("a", pid=1, gpus=(0,), used_memory_bytes=GiB))
+    records.put(Allocation("b", pid=2, gpus=(0,), used_memory_bytes=GiB))
+    path = live_state.parent / live.LIVE_FILE_NAME
+    with path.open("r+b") as raw:  # record 0 ("a"): its writer died mid-write
+        raw.seek(_live_layout.LIVE_PROCESSES_OFFSET)
+        seq = int.from_bytes(raw.read(8), "little")
+        raw.seek(_live_layout.LIVE_PROCESSES_OFFSET)
+        raw.write((seq | 1).to_bytes(8, "little"))
+    assert [a.container_id for a in records.list()] == ["b"]
+    pynvml.nvmlInit()
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+    assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)] == [2]
+    records.put(Allocation("c", pid=3, gpus=(0,), used_memory_bytes=GiB))
+    assert [a.container_id for a in records.list()] == ["c", "b"]  # slot 0 again, whole
+    assert sorted(p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)) == [2, 3]
+    assert records.remove("b") is True and [a.pid for a in records.list()] == [3]
