@@ -36,6 +36,7 @@ LIVE_H = ROOT / "native" / "src" / "live_layout.h"
 KEYS_PY = ROOT / "src" / "nvml_mock_engine" / "_keys.py"
 FORMAT_MD = ROOT / "native" / "STATE-FORMAT.md"
 FUZZ_DICT = ROOT / "native" / "fuzz" / "state.dict"
+LIVE_DICT = ROOT / "native" / "fuzz" / "live.dict"
 # The live layout for the protocol package's writer core (which may not import the engine).
 PROTOCOL_LAYOUT_PY = ROOT.parent / "protocol" / "src" / "nvml_mock_protocol" / "_live_layout.py"
 
@@ -822,6 +823,47 @@ def render_dict(keys: Sequence[Key]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _le(value: int, size: int) -> str:
+    """*value* as a dictionary token: its little-endian bytes, each as an escape."""
+    return "".join(f"\\x{b:02x}" for b in value.to_bytes(size, "little"))
+
+
+def render_live_dict(layout: Layout) -> str:
+    """Tokens for fuzz_live: the first bytes that pick its process modes, and the process
+    region's words a damaged or hostile record holds (in_use values, GPU masks at and past
+    the 64th bit, process_high at, past and far past the slots, the region's offset for the
+    overlay mode, a string field's worth of bytes without a NUL)."""
+    # libFuzzer takes tokens of up to 64 bytes
+    longest = min(64, max(f.size for f in layout.process_fields if f.type == "str"))
+    out = [
+        f"# {BANNER}",
+        "# libFuzzer dictionary for fuzz_live: mode bytes and the live file's process region.",
+        'magic="nvml-mock-live"',
+        'mode_records="\\x80"',
+        'mode_records_raw_high="\\xa0"',
+        'mode_overlay="\\xc0"',
+        'mode_overlay_raw_high="\\xe0"',
+        f'in_use_1="{_le(1, 4)}"',
+        f'in_use_2="{_le(2, 4)}"',
+        f'u32_max="{_le(2**32 - 1, 4)}"',
+        f'mask_gpu0="{_le(1, 8)}"',
+        f'mask_gpu1="{_le(2, 8)}"',
+        f'mask_both="{_le(3, 8)}"',
+        f'mask_bit63="{_le(1 << 63, 8)}"',
+        f'mask_all="{_le(2**64 - 1, 8)}"',
+        f'seq_odd="{_le(1, 8)}"',
+        f'slots="{_le(layout.process_slots, 4)}"',
+        f'slots_plus_one="{_le(layout.process_slots + 1, 4)}"',
+        f'record_bytes="{_le(layout.process_record_bytes, 4)}"',
+        f'processes_offset="{_le(layout.processes_offset, 4)}"',
+        f'process_high_offset="{_le(dict((n, o) for n, _c, o in HEADER_FIELDS)["process_high"], 4)}"',
+        f'string_no_nul="{"x" * longest}"',
+    ]
+    for field in layout.process_fields:
+        out.append(f'at_{field.name}="{_le(layout.processes_offset + field.offset, 4)}"')
+    return "\n".join(out) + "\n"
+
+
 def outputs(keys: Sequence[Key], layout: Layout) -> dict[Path, str]:
     """Every generated file's path and wanted text."""
     return {
@@ -831,6 +873,7 @@ def outputs(keys: Sequence[Key], layout: Layout) -> dict[Path, str]:
         FORMAT_MD: render_format_md(keys, FORMAT_MD.read_text(encoding="utf-8"), layout),
         PROTOCOL_LAYOUT_PY: render_protocol_layout_py(layout),
         FUZZ_DICT: render_dict(keys),
+        LIVE_DICT: render_live_dict(layout),
     }
 
 

@@ -519,3 +519,128 @@ def test_every_live_key_can_be_set(live_file: Path) -> None:
         assignments.append(f"{key}={max(low, 1) if spec.maximum != 0 else 0}")
     assert run(live_file, "set", *assignments, "-i", "0") == 0
     assert len(values(live_file, 0)) == len(LIVE_GPU_KEYS) - 3
+
+
+# -- allocations by hand ----------------------------------------------------------------
+
+GiB = 1 << 30
+
+
+def test_alloc_makes_gpus_busy_through_nvml_and_release_frees_them(
+    pynvml: Any, live_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pynvml.nvmlInit()
+    gpu0, gpu1 = pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.nvmlDeviceGetHandleByIndex(1)
+    board = pynvml.nvmlDeviceGetMemoryInfo(gpu0, version=pynvml.nvmlMemory_v2).used
+    argv = ["alloc", "--pid", "4242", "--gpus", "0,1", "--memory", "20Gi"]
+    argv += ["--utilization", "steady 60", "--name", "train", "--pod", "p1", "--namespace", "ml"]
+    assert run(live_file, *argv) == ctl.EXIT_OK
+    said = capsys.readouterr().out
+    assert said.startswith("allocation ctl-4242: pid 4242 on GPU 0 GPU-") and "20480MiB" in said
+    for handle in (gpu0, gpu1):
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        assert [(p.pid, p.usedGpuMemory) for p in procs] == [(4242, 20 * GiB)]
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+        assert info.used == board + 20 * GiB
+        assert pynvml.nvmlDeviceGetUtilizationRates(handle).gpu == 60
+    assert run(live_file, "alloc", "--pid", "77", "--gpus", "1", "--id", "job-b") == ctl.EXIT_OK
+    capsys.readouterr()
+
+    assert run(live_file, "status") == ctl.EXIT_OK
+    table = capsys.readouterr().out.splitlines()
+    assert table[3] == "allocations (2; memory is per GPU held)"
+    assert table[4].split() == [
+        "ID", "CONTAINER", "POD", "NAMESPACE", "PID", "GPUS", "MEMORY", "UTILIZATION"
+    ]  # fmt: skip
+    assert table[5].split() == [
+        "ctl-4242",
+        "train",
+        "p1",
+        "ml",
+        "4242",
+        "0,1",
+        "20480MiB",
+        "steady",
+        "60",
+    ]
+    assert table[6].split() == ["job-b", "-", "-", "-", "77", "1", "0MiB", "-"]
+    assert table[7].startswith("live layer ")
+    assert run(live_file, "status", "--json", "-i", "0") == ctl.EXIT_OK
+    (only,) = json.loads(capsys.readouterr().out)["allocations"]  # job-b holds GPU 1 only
+    assert {k: v for k, v in only.items() if k != "start_time_ms"} == {
+        "id": "ctl-4242",
+        "container": "train",
+        "pod": "p1",
+        "namespace": "ml",
+        "pid": 4242,
+        "gpus": [0, 1],
+        "gpu_uuids": [
+            "GPU-01000100-1111-2222-3333-000000000000",
+            "GPU-01000100-1111-2222-3333-000000000001",
+        ],
+        "memory_bytes": 20 * GiB,
+        "utilization": "steady 60",
+    }
+    assert abs(only["start_time_ms"] / 1000 - datetime.now(UTC).timestamp()) < 3600
+
+    assert run(live_file, "release", "ctl-4242", "job") == ctl.EXIT_OK  # a prefix naming one
+    assert capsys.readouterr().out.splitlines() == [
+        "released ctl-4242 (pid 4242)",
+        "released job-b (pid 77)",
+    ]
+    for handle in (gpu0, gpu1):
+        assert pynvml.nvmlDeviceGetComputeRunningProcesses(handle) == []
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+        assert info.used == board
+    assert run(live_file, "status") == ctl.EXIT_OK
+    assert "allocations" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["alloc", "--pid", "x", "--gpus", "0"], "pid='x'"),
+        (["alloc", "--pid", "0", "--gpus", "0"], "pid='0'"),
+        (["alloc", "--pid", "1", "--gpus", "7"], "gpu='7'"),
+        (["alloc", "--pid", "1", "--gpus", "0", "--memory", "3Q"], "memory='3Q'"),
+        (["alloc", "--pid", "1", "--gpus", "0", "--utilization", "zz"], "utilization='zz'"),
+        (["alloc", "--pid", "1", "--gpus", "0", "--id", "x" * 72], "container_id="),
+        (["release", "nobody"], "id='nobody'"),
+        (["release", "ctl-1", "nobody"], "id='nobody'"),  # none is removed
+    ],
+)
+def test_a_bad_allocation_is_refused_naming_it_and_nothing_is_written(
+    live_file: Path, argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(live_file, "alloc", "--pid", "1", "--gpus", "1") == ctl.EXIT_OK
+    before = generation(live_file)
+    capsys.readouterr()
+    assert run(live_file, *argv) == ctl.EXIT_VALUE
+    assert named in capsys.readouterr().err
+    assert generation(live_file) == before
+    with live.LiveLayer.open(live_file) as layer:
+        assert [a.container_id for a in layer.allocations.list()] == ["ctl-1"]
+
+
+def test_status_lists_a_damaged_record_without_failing(
+    live_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record whose GPU mask names GPUs the board lacks (a hand-edited or damaged file) and
+    whose strings fill their fields without a NUL is listed, not a crash."""
+    from nvml_mock_protocol import _live_layout as layout
+
+    assert run(live_file, "alloc", "--pid", "9", "--gpus", "0") == ctl.EXIT_OK
+    with live_file.open("r+b") as raw:
+        _, mask_at, _ = layout.LIVE_PROCESS_FIELDS["gpu_mask"]
+        raw.seek(layout.LIVE_PROCESSES_OFFSET + mask_at)
+        raw.write(((1 << 0) | (1 << 40)).to_bytes(8, "little"))
+        _, pod_at, pod_size = layout.LIVE_PROCESS_FIELDS["pod"]
+        raw.seek(layout.LIVE_PROCESSES_OFFSET + pod_at)
+        raw.write(b"p" * pod_size)
+    capsys.readouterr()
+    assert run(live_file, "status", "--json") == ctl.EXIT_OK
+    (row,) = json.loads(capsys.readouterr().out)["allocations"]
+    assert row["gpus"] == [0, 40] and row["gpu_uuids"][1] is None
+    assert row["pod"] == "p" * pod_size
+    assert run(live_file, "status") == ctl.EXIT_OK
+    assert " 0,40 " in capsys.readouterr().out

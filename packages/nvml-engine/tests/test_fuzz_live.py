@@ -2,12 +2,13 @@
 
 ``native/fuzz/fuzz_live.c`` turns each input into a live file beside a fixed 2-GPU state
 (its first byte picks how: values, overlays of the header or records, truncation, raw
-bytes, an odd sequence counter), inits, and checks every live getter on both GPUs against
-the value the bytes predict; a broken invariant traps. Here it is compiled with the
-system compiler and ``native/fuzz/standalone_main.c`` against the shipped library, and
-run over ``native/fuzz/seeds-live`` and every ``native/fuzz/regressions/live-*`` input:
-one process per input (so a failure names its input) and all of them in one process (as
-a campaign runs them, re-initialising over one file that keeps changing). With clang's
+bytes, an odd sequence counter, damaged process records), inits, and checks every live
+getter on both GPUs against the value the bytes predict; a broken invariant traps. Here it
+is compiled with the system compiler and ``native/fuzz/standalone_main.c`` against the
+shipped library, and run over ``native/fuzz/seeds-live`` and every
+``native/fuzz/regressions/live-*`` input: one process per input (so a failure names its
+input) and all of them in one process (as a campaign runs them, re-initialising over one
+file that keeps changing). With clang's
 libFuzzer runtime at hand, the ASan/UBSan fuzz build replays them too.
 """
 
@@ -28,7 +29,15 @@ BUILD = Path(__file__).resolve().parents[1] / "native" / "build" / "fuzz"
 SEEDS = sorted(p for p in (FUZZ / "seeds-live").iterdir() if p.is_file())
 REGRESSIONS = sorted(p for p in (FUZZ / "regressions").glob("live-*") if p.is_file())
 INPUTS = SEEDS + REGRESSIONS
-MODES = 8  # first input byte % 8 (fuzz_live.c)
+MODES = 8  # first input byte % 8 (fuzz_live.c), below 0x80
+PROCESS_MODES = (
+    4  # first input byte >> 5 from 0x80 on: records or raw overlay, high as written or raw
+)
+
+
+def mode(first: int) -> str:
+    """The mode an input's first byte picks, as fuzz_live.c reads it."""
+    return f"process-{(first >> 5) & 3}" if first & 0x80 else f"file-{first % MODES}"
 
 
 def compiler() -> str:
@@ -73,8 +82,10 @@ def run(harness: Path, inputs: list[Path], **env: str) -> subprocess.CompletedPr
 
 
 def test_seed_corpus_covers_every_mode() -> None:
-    modes = {p.read_bytes()[0] % MODES for p in SEEDS if p.stat().st_size > 0}
-    assert modes == set(range(MODES))
+    modes = {mode(p.read_bytes()[0]) for p in SEEDS if p.stat().st_size > 0}
+    assert modes == {f"file-{m}" for m in range(MODES)} | {
+        f"process-{m}" for m in range(PROCESS_MODES)
+    }
 
 
 @pytest.mark.parametrize("live_input", INPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -124,6 +135,40 @@ def test_a_wrong_live_answer_is_caught(harness: Path, tmp_path: Path) -> None:
     proc = run(harness, [seed], LD_PRELOAD=str(lib), TMPDIR=str(tmp_path))
     assert proc.returncode == -signal.SIGILL, (proc.returncode, proc.stderr[-2000:])
     assert "invariant broken" in proc.stderr and "temperature_c" in proc.stderr, proc.stderr
+
+
+def test_a_wrong_process_list_is_caught(harness: Path, tmp_path: Path) -> None:
+    """The process checks are not a no-op either: a library that lists no compute process
+    dies on the first input with a record on the GPU."""
+    shim = tmp_path / "no_processes.c"
+    shim.write_text(
+        textwrap.dedent(
+            """
+            typedef unsigned int uint;
+            int nvmlDeviceGetComputeRunningProcesses_v3(void *device, uint *count, void *infos);
+            int nvmlDeviceGetComputeRunningProcesses_v3(void *device, uint *count, void *infos)
+            {
+                (void)device;
+                (void)infos;
+                *count = 0;
+                return 0;
+            }
+            """
+        )
+    )
+    lib = tmp_path / "no_processes.so"
+    built = subprocess.run(
+        [compiler(), "-shared", "-fPIC", "-o", str(lib), str(shim)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    seed = FUZZ / "seeds-live" / "proc-one-record-both-gpus"
+    proc = run(harness, [seed], LD_PRELOAD=str(lib), TMPDIR=str(tmp_path))
+    assert proc.returncode == -signal.SIGILL, (proc.returncode, proc.stderr[-2000:])
+    assert "invariant broken" in proc.stderr and "count == n" in proc.stderr, proc.stderr
 
 
 def test_inputs_under_sanitizers() -> None:

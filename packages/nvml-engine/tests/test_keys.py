@@ -36,6 +36,7 @@ def test_the_drift_check_names_a_hand_edited_file(tmp_path: Path) -> None:
         "native/src/live_layout.h",
         "native/STATE-FORMAT.md",
         "native/fuzz/state.dict",
+        "native/fuzz/live.dict",
     ):
         (copy / rel).write_bytes((PACKAGE / rel).read_bytes())
     keys_h = copy / "native/src/keys.h"

@@ -256,3 +256,86 @@ def test_inside_a_visible_view_a_record_shows_on_its_board_gpu(
         [sys.executable, "-c", reader], check=True, capture_output=True, text=True, env=env
     )
     assert done.stdout.strip() == "1 [31]"
+
+
+def test_records_a_writer_left_mid_write_cost_a_reader_no_wait_after_the_first_scan(
+    live_state: Path, library_file: Path, tmp_path: Path
+) -> None:
+    """A writer that dies mid-write leaves its record's sequence counter odd for good. Readers
+    give up on such a record (it is not listed), but giving up takes waits (sched_yield, a
+    whole time slice each on a busy node): a region of such records must cost them once in
+    all, not once per record on every call. Counted with sched_yield interposed."""
+    path = live_state.parent / live.LIVE_FILE_NAME
+    stuck = 32
+    with LiveFile.open(path, library=library_file) as f:
+        for i in range(stuck + 1):
+            f.put(Allocation(f"c{i}", pid=100 + i, gpus=(0,), used_memory_bytes=GiB))
+    with path.open("r+b") as raw:  # every record but the last: its writer died mid-write
+        for slot in range(stuck):
+            raw.seek(
+                _live_layout.LIVE_PROCESSES_OFFSET + slot * _live_layout.LIVE_PROCESS_RECORD_BYTES
+            )
+            seq = int.from_bytes(raw.read(8), "little")
+            raw.seek(-8, os.SEEK_CUR)
+            raw.write((seq | 1).to_bytes(8, "little"))
+    shim = tmp_path / "count_yields.c"
+    shim.write_text(
+        textwrap.dedent(
+            """
+            #include <stdio.h>
+            static unsigned long yields;
+            int sched_yield(void) { yields++; return 0; }
+            __attribute__((destructor)) static void report(void)
+            {
+                fprintf(stderr, "yields=%lu\\n", yields);
+            }
+            """
+        )
+    )
+    lib = tmp_path / "count_yields.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(shim)], check=True)
+    calls = 100
+    reader = textwrap.dedent(
+        f"""
+        import ctypes, pynvml
+        ctypes.CDLL({str(library_file)!r}, mode=ctypes.RTLD_GLOBAL)
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        for _ in range({calls}):
+            procs = pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+        print([p.pid for p in procs])
+        """
+    )
+    env = {"MOCK_NVML_CONFIG": str(live_state), "PATH": "/usr/bin:/bin", "LD_PRELOAD": str(lib)}
+    done = subprocess.run(
+        [sys.executable, "-c", reader], check=True, capture_output=True, text=True, env=env
+    )
+    assert done.stdout.strip() == f"[{100 + stuck}]"
+    yields = int(done.stderr.strip().rsplit("yields=", 1)[1])
+    # at most one scan's retry budget (LIVE_READ_TRIES = 64) in all; 32 records x 60 waits x
+    # 100 calls before
+    assert yields <= 64, done.stderr
+
+
+def test_a_record_a_writer_left_mid_write_is_skipped_and_its_slot_reused(
+    pynvml: Any, records: LiveFile, live_state: Path
+) -> None:
+    """A writer killed inside its write leaves one record with an odd sequence counter. The
+    other records stay listed and writable (the plugin and ``nvml-mock-ctl`` go on), and the
+    next put takes the abandoned slot, which heals it."""
+    records.put(Allocation("a", pid=1, gpus=(0,), used_memory_bytes=GiB))
+    records.put(Allocation("b", pid=2, gpus=(0,), used_memory_bytes=GiB))
+    path = live_state.parent / live.LIVE_FILE_NAME
+    with path.open("r+b") as raw:  # record 0 ("a"): its writer died mid-write
+        raw.seek(_live_layout.LIVE_PROCESSES_OFFSET)
+        seq = int.from_bytes(raw.read(8), "little")
+        raw.seek(_live_layout.LIVE_PROCESSES_OFFSET)
+        raw.write((seq | 1).to_bytes(8, "little"))
+    assert [a.container_id for a in records.list()] == ["b"]
+    pynvml.nvmlInit()
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+    assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)] == [2]
+    records.put(Allocation("c", pid=3, gpus=(0,), used_memory_bytes=GiB))
+    assert [a.container_id for a in records.list()] == ["c", "b"]  # slot 0 again, whole
+    assert sorted(p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)) == [2, 3]
+    assert records.remove("b") is True and [a.pid for a in records.list()] == [3]

@@ -5,7 +5,10 @@ its live file and run 8 reader threads; the parent's writer thread maps the file
 the library's ``nvml_mock_live_write`` in a loop, setting memory used to ``k * (2^32 + 1)``
 (both halves equal) and both utilization rates to one value in each write, and clearing
 them every 16th. A reader that sees unequal halves, a memory sum that does not add up, or
-two different rates from one nvmlDeviceGetUtilizationRates call counts a torn value. The
+two different rates from one nvmlDeviceGetUtilizationRates call counts a torn value. On
+the other half of the GPUs the same loop puts and removes process records
+(``nvml_mock_live_proc_write``) while the readers there list compute processes and their
+utilization samples: an entry whose memory or utilization is not its pid's is torn. The
 writer makes at least WRITES writes and goes on until every reader has seen a change, so
 the counts below do not depend on how the threads are scheduled. Built here with the
 system compiler against the shipped library (always) and with the library sources under
@@ -31,7 +34,8 @@ WRITES = 20000
 SUMMARY = re.compile(
     r"^(?P<verdict>ok|FAILED) processes=(?P<processes>\d+) threads=(?P<threads>\d+) "
     r"gpus=(?P<gpus>\d+) writes=(?P<writes>\d+) reads=(?P<reads>\d+) "
-    r"changes=(?P<changes>\d+) torn=(?P<torn>\d+)$",
+    r"changes=(?P<changes>\d+) records=(?P<records>\d+) listed=(?P<listed>\d+) "
+    r"torn=(?P<torn>\d+)$",
     re.MULTILINE,
 )
 
@@ -77,6 +81,8 @@ def assert_never_torn(proc: subprocess.CompletedProcess[str]) -> None:
     assert int(match["writes"]) >= WRITES, report
     # every one of the 16 readers read and saw the values change (the program checks each)
     assert int(match["reads"]) >= 16 and int(match["changes"]) >= 16, report
+    # half the GPUs held process records that were put and removed as often, and were listed
+    assert int(match["records"]) == int(match["writes"]) and int(match["listed"]) > 0, report
 
 
 def test_live_writer_beside_sixteen_readers_plain_build(

@@ -43,7 +43,7 @@ from nvml_mock_nri.adjust import Policy, skip_reason
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import Settings
-from nvml_mock_nri.visible import Visibility, visible_gpus
+from nvml_mock_nri.visible import Visibility, VisibleSelection, visible_gpus
 
 __all__ = ["AllocationRecorder"]
 
@@ -111,10 +111,7 @@ class AllocationRecorder:
     def holds_gpus(policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bool:
         """Whether *container* may hold GPUs (decided from strings, before any I/O): the
         ambient case, opted-out pods and excluded namespaces never touch the live layer."""
-        if skip_reason(policy, pod.namespace, pod.annotations, ()) is not None:
-            return False
-        selection = visible_gpus(container)
-        return selection.allocated and selection.kind is not Visibility.NONE
+        return _held(policy, pod, container) is not None
 
     def allocation(
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
@@ -122,9 +119,12 @@ class AllocationRecorder:
         """The record for a running *container*, or None when it holds no GPU (or gets no
         overlay). Annotation values that cannot be used are logged and replaced by the
         defaults; they never keep the record from being written."""
-        if not self.holds_gpus(policy, pod, container):
-            return None
-        selection = visible_gpus(container)
+        selection = _held(policy, pod, container)
+        return None if selection is None else self._allocation(selection, pod, container)
+
+    def _allocation(
+        self, selection: VisibleSelection, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> Allocation | None:
         board = self._board
         if selection.kind is Visibility.ALL:
             gpus = tuple(g.index for g in board)
@@ -202,11 +202,12 @@ class AllocationRecorder:
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> None:
         """StartContainer / PostStartContainer: record what the container holds."""
-        if not self.holds_gpus(policy, pod, container):
+        selection = _held(policy, pod, container)  # read once: a third of an event's cost
+        if selection is None:
             return
         try:
             live = self._open()
-            alloc = self.allocation(policy, pod, container)
+            alloc = self._allocation(selection, pod, container)
             if alloc is None:
                 return
             live.put(alloc)
@@ -267,6 +268,18 @@ class AllocationRecorder:
             return 0
         self._ok()
         return len(wanted)
+
+
+def _held(
+    policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
+) -> VisibleSelection | None:
+    """What *container* holds, or None when it holds no GPU or gets no overlay."""
+    if skip_reason(policy, pod.namespace, pod.annotations, ()) is not None:
+        return None
+    selection = visible_gpus(container)
+    if not selection.allocated or selection.kind is Visibility.NONE:
+        return None
+    return selection
 
 
 def _fit(text: str, limit: int) -> str:

@@ -155,6 +155,12 @@ class Metrics:
             "was missing, unusable or full); the container was not affected.",
             registry=self.registry,
         )
+        self.unknown_devices_refused = Counter(
+            f"{PREFIX}_unknown_devices_refused",
+            "Containers whose creation failed because their own NVIDIA_VISIBLE_DEVICES names a "
+            "GPU the node lacks (as the NVIDIA container toolkit fails them).",
+            registry=self.registry,
+        )
         self.loop_lag = Gauge(
             f"{PREFIX}_event_loop_lag_seconds",
             "Seconds since the event loop last ran its heartbeat.",

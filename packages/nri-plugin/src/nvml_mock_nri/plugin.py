@@ -26,6 +26,10 @@ kubelet restarts the pod.
 Start, stop and removal of containers (and Synchronize) keep the live layer's allocation
 records (:mod:`nvml_mock_nri.allocations`): a few writes to a mapped file, inline, after the
 container's own answer is settled; none of it can fail a container.
+
+The one container CreateContainer fails is one whose own ``NVIDIA_VISIBLE_DEVICES`` names a
+GPU the node lacks, with the NVIDIA container toolkit's message, as a real node fails it
+(:mod:`nvml_mock_nri.unknown_devices`; ``--unknown-visible-devices allow`` turns it off).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from nvml_mock_protocol.hostgpu import HostDriver
 from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri import devices as devices_mod
+from nvml_mock_nri import unknown_devices
 from nvml_mock_nri.adjust import (
     Decision,
     FabricIdentity,
@@ -52,6 +57,7 @@ from nvml_mock_nri.adjust import (
 )
 from nvml_mock_nri.allocations import AllocationRecorder
 from nvml_mock_nri.devices import DeviceScan
+from nvml_mock_nri.errors import UnknownDeviceError
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache, Status
 from nvml_mock_nri.metrics import Metrics
@@ -99,6 +105,7 @@ class Injector:
         self.state = state or PluginState()
         self.identity = identity
         self.recorder = recorder or AllocationRecorder(settings, self.metrics, self.state)
+        self._node_gpus = unknown_devices.NodeGpus(self.recorder.state_path)
         self._scan = scan
         self._scan_channels = scan_channels
         self._cdi_spec_exists = cdi_spec_exists
@@ -271,12 +278,23 @@ class Injector:
     async def create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> api_pb2.CreateContainerResponse:
-        """The adjustment for one new container; never raises for bad input."""
+        """The adjustment for one new container. Raises only :class:`UnknownDeviceError`
+        (the container's own NVIDIA_VISIBLE_DEVICES names a GPU the node lacks), which fails
+        the creation as the NVIDIA container toolkit does; any other fault is logged and the
+        container starts without the overlay."""
         token = self.state.begin()
         started = time.perf_counter()
         self.metrics.in_flight.inc()
         try:
             return await self._create_container(pod, container)
+        except UnknownDeviceError as exc:
+            self.metrics.unknown_devices_refused.inc()
+            logger.warning(
+                "failing the container's creation: %s (as the NVIDIA container toolkit does)",
+                exc,
+                extra={**self._context(pod, container), "entry": exc.entry},
+            )
+            raise
         except Exception:
             self.metrics.errors.inc()
             logger.exception(
@@ -312,6 +330,8 @@ class Injector:
                 extra={**self._context(pod, container), "reason": decision.skip.value},
             )
             return api_pb2.CreateContainerResponse()
+        if self.settings.unknown_visible_devices == unknown_devices.FAIL:
+            unknown_devices.check(container, self._node_gpus)
         wants_gpus = wants_devices(policy, pod.annotations)
         wants_channels = wants_imex_channels(policy, pod.annotations)
         if wants_gpus or wants_channels:

@@ -38,7 +38,7 @@ from nvml_mock_protocol.nri.ttrpc import Code
 
 from nvml_mock_nri import devices as devices_mod
 from nvml_mock_nri.devices import DeviceScan
-from nvml_mock_nri.errors import ConfigError
+from nvml_mock_nri.errors import ConfigError, UnknownDeviceError
 from nvml_mock_nri.health import HealthServer, PluginState
 from nvml_mock_nri.identity import IdentityCache, IdentityWatcher
 from nvml_mock_nri.metrics import Metrics
@@ -122,7 +122,10 @@ class NriAdapter(Plugin):
     async def create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> api_pb2.CreateContainerResponse:
-        return await self.injector.create_container(pod, container)
+        try:
+            return await self.injector.create_container(pod, container)
+        except UnknownDeviceError as exc:  # the runtime fails the creation with this message
+            raise TtrpcError(Code.UNKNOWN, str(exc)) from None
 
 
 class PluginService:

@@ -104,6 +104,10 @@ class Settings:
     gpu_memory_share: float = 0.5
     """Share (0..1) of each held GPU's memory a container uses when its pod has no
     ``nvml-mock.nvidia.com/gpu-memory`` annotation."""
+    unknown_visible_devices: str = "fail"
+    """``fail``: CreateContainer fails, with the NVIDIA container toolkit's message, for a
+    container whose own ``NVIDIA_VISIBLE_DEVICES`` names a GPU the node lacks (what a real
+    node does); ``allow``: it starts, and its ``nvmlInit`` refuses the value."""
     log_format: LogFormat = "text"
     """``text`` or ``json`` (one object per line)."""
     log_level: str = "info"
@@ -265,6 +269,13 @@ def _share(value: str) -> float:
     if not 0.0 <= share <= 1.0:
         raise ValueError("must be a number from 0 to 1")
     return share
+
+
+def _unknown_devices_mode(value: str) -> str:
+    value = value.strip().lower()
+    if value not in ("fail", "allow"):
+        raise ValueError("must be fail or allow")
+    return value
 
 
 def _log_format(value: str) -> str:
@@ -476,6 +487,15 @@ OPTIONS: Final[tuple[Option, ...]] = (
         _share,
         "share (0..1) of a held GPU's memory a container uses without the gpu-memory annotation",
         "gpuMemoryShare",
+    ),
+    Option(
+        "unknown_visible_devices",
+        "--unknown-visible-devices",
+        "NVML_MOCK_UNKNOWN_VISIBLE_DEVICES",
+        _unknown_devices_mode,
+        "fail (the toolkit's CreateContainer error) or allow (left to nvmlInit) for a "
+        "container's own NVIDIA_VISIBLE_DEVICES naming a GPU the node lacks",
+        "unknownVisibleDevices",
     ),
     Option("log_format", "--log-format", logs.ENV_LOG_FORMAT, _log_format, "text or json"),
     Option("log_level", "--log-level", logs.ENV_LOG_LEVEL, _log_level, "log level"),

@@ -31,6 +31,14 @@
  *   6  values as mode 0, then the sequence counter of record (byte >> 3) & 1 left odd
  *   7  overlay the input after its first 4 bytes at offset LE32 % size
  *
+ * A first byte with bit 7 set writes the process (allocation) region instead, on a valid file
+ * (see derive_processes()): bit 6 clear, 32-byte record entries (slot, damage flags, in_use,
+ * pid, GPU mask, memory, pattern, start); bit 6 set, the input overlaid raw at the region's
+ * first record. Bit 5 takes the header's process_high from the input's first 4 bytes as they
+ * are (beyond the slots, below the records), else it is what a writer leaves. Whatever the
+ * region holds, the process lists, process utilization, used memory and utilization rates of
+ * both GPUs answer what an independent reading of the bytes predicts (expect_processes()).
+ *
  * standalone_main.c drives the same entry points without libFuzzer (the pytest replay).
  */
 #define _GNU_SOURCE
@@ -57,6 +65,9 @@ void __sanitizer_set_report_fd(void *fd) __attribute__((weak));
 #define GPUS 2
 #define EXTRA 4097u
 #define MAX_PAGES 64u
+#define NOW_MS 7680000ull /* the pinned clock: minute 128 (process start times are whole minutes) */
+#define NOW_MS_TEXT "7680000"
+#define QUANTUM_MS 100u   /* TELE_QUANTUM_MS: samples are stamped with the quantum's start */
 
 static void fail_at(int line, const char *what)
 {
@@ -205,6 +216,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     write_state();
     build_template();
     setenv("MOCK_NVML_CONFIG", state_path, 1);
+    /* "now" pinned, so a process's utilization pattern answers the same all through one input */
+    setenv("MOCK_NVML_NOW_MS", NOW_MS_TEXT, 1);
     unsetenv("MOCK_NVML_LIVE");
     unsetenv("MOCK_FABRIC_CLUSTER_UUID");
     unsetenv("MOCK_FABRIC_CLIQUE_ID");
@@ -349,10 +362,179 @@ static void expect_field_or_ns(int line, const nvmlFieldValue_t *v, uint64_t wan
     }
 }
 
+/* ---- the process (allocation) region ------------------------------------------------- */
+
+/* What a process record must answer, read here from the bytes independently of processes.c. */
+struct want_proc {
+    uint32_t pid;
+    uint64_t used;
+    unsigned int util_lo, util_hi; /* the SM utilization's range now (exact where equal) */
+};
+
+static struct want_proc want_procs[GPUS][LIVE_PROCESS_SLOTS];
+static unsigned int want_nprocs[GPUS];
+static uint64_t want_procs_used[GPUS]; /* their memory, summed (saturating) */
+static unsigned int got_procs_util[GPUS]; /* the sum of the samples the library gave, capped */
+
+/* The utilization range of pattern `kind` at level `level` started at `start_ms`, at NOW_MS. */
+static void util_range(uint32_t kind, uint32_t level, uint64_t start_ms, unsigned int *lo, unsigned int *hi)
+{
+    unsigned int peak = level > 100u ? 100u : level;
+    *lo = *hi = 0;
+    if (kind == 0 || kind > 4 || start_ms / QUANTUM_MS * QUANTUM_MS > NOW_MS) {
+        return; /* none, unknown, or not started yet */
+    }
+    switch (kind) {
+    case 1: *lo = *hi = peak; return;      /* steady */
+    case 2: *lo = 90; *hi = 100; return;   /* busy: 90..100 */
+    default: *hi = peak == 0 ? 100 : peak; /* burst or sine: up to the peak (0 = 100) */
+    }
+}
+
+static void predict_processes(void)
+{
+    memset(want_nprocs, 0, sizeof(want_nprocs));
+    memset(want_procs_used, 0, sizeof(want_procs_used));
+    if (!accepted) {
+        return; /* an ignored file holds no process either */
+    }
+    uint32_t high = get32(file, LIVE_HDR_PROCESS_HIGH);
+    high = high < LIVE_PROCESS_SLOTS ? high : LIVE_PROCESS_SLOTS;
+    for (uint32_t slot = 0; slot < high; slot++) {
+        const unsigned char *rec = file + LIVE_PROCESSES_OFFSET + (size_t)slot * LIVE_PROCESS_RECORD_BYTES;
+        if ((get64(rec, LIVE_PROC_SEQ) & 1u) != 0 || get32(rec, LIVE_PROC_IN_USE) != 1) {
+            continue; /* a writer died mid-write, or the slot is free (or damaged) */
+        }
+        uint64_t mask = get64(rec, LIVE_PROC_GPU_MASK);
+        for (unsigned int g = 0; g < GPUS; g++) {
+            if (((mask >> g) & 1u) == 0) {
+                continue;
+            }
+            struct want_proc *w = &want_procs[g][want_nprocs[g]++];
+            w->pid = get32(rec, LIVE_PROC_PID);
+            w->used = get64(rec, LIVE_PROC_USED_MEMORY_BYTES);
+            util_range(get32(rec, LIVE_PROC_UTIL_PATTERN), get32(rec, LIVE_PROC_UTIL_LEVEL),
+                       get64(rec, LIVE_PROC_START_TIME_MS), &w->util_lo, &w->util_hi);
+            uint64_t sum = want_procs_used[g] + w->used;
+            want_procs_used[g] = sum < w->used ? UINT64_MAX : sum;
+        }
+    }
+}
+
+#define NO_INSTANCE 0xFFFFFFFFu
+
+/* The compute lists (v1, v2, v3) and the detail list, by NVML's two-call protocol, into
+ * buffers of exactly the size asked for (ASan sees an overrun); graphics and MPS are empty. */
+static void read_process_lists(unsigned int g, nvmlDevice_t dev)
+{
+    unsigned int n = want_nprocs[g];
+    const struct want_proc *w = want_procs[g];
+    nvmlReturn_t more = n > 0 ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    unsigned int count = 0;
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, NULL) == more && count == n);
+    count = 0;
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v2(dev, &count, NULL) == more && count == n);
+    count = 0;
+    CHECK(nvmlDeviceGetComputeRunningProcesses(dev, &count, NULL) == more && count == n);
+
+    size_t cap = n > 0 ? n : 1u; /* exactly the count (malloc(0) may answer NULL) */
+    nvmlProcessInfo_t *v3 = malloc(sizeof(*v3) * cap);
+    nvmlProcessInfo_v1_t *v1 = malloc(sizeof(*v1) * cap);
+    CHECK(v3 != NULL && v1 != NULL);
+    if (n > 0) { /* one short: the count, and nothing written past it */
+        count = n - 1u;
+        nvmlProcessInfo_t *shorter = n > 1 ? malloc(sizeof(*shorter) * (n - 1u)) : NULL;
+        CHECK(n == 1 || shorter != NULL);
+        CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, n > 1 ? shorter : NULL) == more && count == n);
+        free(shorter);
+    }
+    count = n;
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, v3) == NVML_SUCCESS && count == n);
+    for (unsigned int i = 0; i < n; i++) {
+        CHECK(v3[i].pid == w[i].pid && v3[i].usedGpuMemory == w[i].used);
+        CHECK(v3[i].gpuInstanceId == NO_INSTANCE && v3[i].computeInstanceId == NO_INSTANCE);
+    }
+    count = n;
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v2(dev, &count, (nvmlProcessInfo_v2_t *)v3) == NVML_SUCCESS);
+    CHECK(count == n);
+    for (unsigned int i = 0; i < n; i++) {
+        CHECK(v3[i].pid == w[i].pid && v3[i].usedGpuMemory == w[i].used);
+    }
+    count = n;
+    CHECK(nvmlDeviceGetComputeRunningProcesses(dev, &count, v1) == NVML_SUCCESS && count == n);
+    for (unsigned int i = 0; i < n; i++) {
+        CHECK(v1[i].pid == w[i].pid && v1[i].usedGpuMemory == w[i].used);
+    }
+    count = 5;
+    CHECK(nvmlDeviceGetGraphicsRunningProcesses_v3(dev, &count, v3) == NVML_SUCCESS && count == 0);
+    count = 5;
+    CHECK(nvmlDeviceGetMPSComputeRunningProcesses_v3(dev, &count, v3) == NVML_SUCCESS && count == 0);
+    free(v3);
+    free(v1);
+
+    nvmlProcessDetailList_t list = {.version = nvmlProcessDetailList_v1, .mode = NVML_PROCESS_MODE_COMPUTE};
+    CHECK(nvmlDeviceGetRunningProcessDetailList(dev, &list) == more && list.numProcArrayEntries == n);
+    nvmlProcessDetail_v1_t *detail = n > 0 ? malloc(sizeof(*detail) * n) : NULL;
+    CHECK(n == 0 || detail != NULL);
+    list.procArray = detail;
+    list.numProcArrayEntries = n;
+    OK(nvmlDeviceGetRunningProcessDetailList(dev, &list));
+    CHECK(list.numProcArrayEntries == n);
+    for (unsigned int i = 0; i < n; i++) {
+        CHECK(detail[i].pid == w[i].pid && detail[i].usedGpuMemory == w[i].used);
+        CHECK(detail[i].gpuInstanceId == NO_INSTANCE && detail[i].usedGpuCcProtectedMemory == 0);
+    }
+    list.mode = NVML_PROCESS_MODE_GRAPHICS;
+    OK(nvmlDeviceGetRunningProcessDetailList(dev, &list));
+    CHECK(list.numProcArrayEntries == 0);
+    free(detail);
+}
+
+static unsigned int mem_util(unsigned int u) { return (u * 40u + 50u) / 100u; } /* a pattern's */
+
+/* Process utilization, both forms: one sample per process stamped with the pinned quantum,
+ * each within its pattern's range (exact where the pattern is), the same in both forms;
+ * their sum is kept for the utilization rates. */
+static void read_process_util(unsigned int g, nvmlDevice_t dev)
+{
+    unsigned int n = want_nprocs[g];
+    const struct want_proc *w = want_procs[g];
+    const unsigned long long now_us = NOW_MS / QUANTUM_MS * QUANTUM_MS * 1000u;
+    unsigned int count = 0;
+    nvmlReturn_t rc = nvmlDeviceGetProcessUtilization(dev, NULL, &count, 0);
+    CHECK(count == n && rc == (n == 0 ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INSUFFICIENT_SIZE));
+    size_t cap = n > 0 ? n : 1u;
+    nvmlProcessUtilizationSample_t *s = malloc(sizeof(*s) * cap);
+    nvmlProcessUtilizationInfo_v1_t *s1 = malloc(sizeof(*s1) * cap);
+    CHECK(s != NULL && s1 != NULL);
+    count = n;
+    rc = nvmlDeviceGetProcessUtilization(dev, s, &count, 0);
+    CHECK(count == n && rc == (n == 0 ? NVML_ERROR_NOT_FOUND : NVML_SUCCESS));
+    count = n;
+    CHECK(nvmlDeviceGetProcessUtilization(dev, s, &count, now_us) == NVML_ERROR_NOT_FOUND && count == 0);
+    nvmlProcessesUtilizationInfo_t info = {
+        .version = nvmlProcessesUtilizationInfo_v1, .processSamplesCount = n, .procUtilArray = s1};
+    OK(nvmlDeviceGetProcessesUtilizationInfo(dev, &info));
+    CHECK(info.processSamplesCount == n);
+    unsigned int sum = 0;
+    for (unsigned int i = 0; i < n; i++) {
+        CHECK(s[i].pid == w[i].pid && s[i].timeStamp == now_us);
+        CHECK(s[i].smUtil >= w[i].util_lo && s[i].smUtil <= w[i].util_hi && s[i].memUtil == mem_util(s[i].smUtil));
+        CHECK(s1[i].pid == s[i].pid && s1[i].timeStamp == now_us && s1[i].smUtil == s[i].smUtil);
+        CHECK(s1[i].memUtil == s[i].memUtil);
+        sum += s[i].smUtil;
+    }
+    got_procs_util[g] = sum > 100u ? 100u : sum;
+    free(s);
+    free(s1);
+}
+
 static void read_memory(unsigned int g, nvmlDevice_t dev)
 {
     uint64_t room = MEM_TOTAL - MEM_RESERVED;
-    uint64_t used = U(g, S_memory_used_bytes) > room ? room : U(g, S_memory_used_bytes);
+    uint64_t used = U(g, S_memory_used_bytes) + want_procs_used[g];
+    used = used < want_procs_used[g] ? UINT64_MAX : used; /* the board's (or live) plus the records' */
+    used = used > room ? room : used;
     nvmlMemory_t m1;
     OK(nvmlDeviceGetMemoryInfo(dev, &m1));
     CHECK(m1.total == MEM_TOTAL && m1.used == used + MEM_RESERVED && m1.used + m1.free == m1.total);
@@ -524,8 +706,14 @@ static void read_thermal_util(unsigned int g, nvmlDevice_t dev)
 
     nvmlUtilization_t util;
     OK(nvmlDeviceGetUtilizationRates(dev, &util));
-    KEY(g, util_gpu_pct, util.gpu);
-    KEY(g, util_mem_pct, util.memory);
+    /* the GPU's own rates, or its processes' where those are higher */
+    unsigned int procs = got_procs_util[g];
+    CHECK(util.gpu == (procs > U(g, S_util_gpu_pct) ? procs : U(g, S_util_gpu_pct)));
+    CHECK(util.memory == (mem_util(procs) > U(g, S_util_mem_pct) ? mem_util(procs) : U(g, S_util_mem_pct)));
+    if (want_nprocs[g] == 0) {
+        KEY(g, util_gpu_pct, util.gpu);
+        KEY(g, util_mem_pct, util.memory);
+    }
     OK(nvmlDeviceGetEncoderUtilization(dev, &u, &period));
     KEY(g, util_encoder_pct, u);
     OK(nvmlDeviceGetDecoderUtilization(dev, &u, &period));
@@ -760,6 +948,77 @@ static void overlay(size_t at, const uint8_t *p, size_t n)
     touch(at, at + n);
 }
 
+/*
+ * The process region from the input (a first byte with bit 7 set), on an otherwise valid file.
+ * p[0..3]: process_high as it is when `raw_high` (bit 5), else ignored and the header gets what
+ * a writer leaves (one past the last slot in use). Bit 6 clear: 32-byte entries, each
+ *   [0] slot  [1] flags: 1 sequence left odd, 2 every string filled to its size without a NUL,
+ *                        4 in_use as [2..5] (else 1)
+ *   [2..5] in_use  [6..9] pid  [10..17] GPU mask  [18..25] used memory  [26] pattern
+ *   [27] level  [28..29] period  [30] start minute (now is minute 128)  [31] seed
+ * Bit 6 set: the rest overlaid raw at the first record.
+ */
+static const unsigned int proc_strings[][2] = {
+    {LIVE_PROC_CONTAINER_ID, LIVE_PROC_CONTAINER_ID_BYTES},
+    {LIVE_PROC_NAMESPACE, LIVE_PROC_NAMESPACE_BYTES},
+    {LIVE_PROC_CONTAINER_NAME, LIVE_PROC_CONTAINER_NAME_BYTES},
+    {LIVE_PROC_POD, LIVE_PROC_POD_BYTES},
+};
+
+static void put32(unsigned char *p, unsigned int off, uint32_t v) { memcpy(p + off, &v, sizeof(v)); }
+
+static size_t derive_processes(uint8_t how, const uint8_t *p, size_t n)
+{
+    unsigned char *region = file + LIVE_PROCESSES_OFFSET;
+    uint32_t high = 0;
+    size_t hi = 0; /* bytes of the region written */
+    const uint8_t *body = n > 4 ? p + 4 : p + n;
+    size_t len = n > 4 ? n - 4 : 0;
+    if (how & 0x40u) {
+        size_t room = (size_t)LIVE_PROCESS_SLOTS * LIVE_PROCESS_RECORD_BYTES;
+        hi = len < room ? len : room;
+        memcpy(region, body, hi);
+        for (uint32_t slot = 0; (size_t)slot * LIVE_PROCESS_RECORD_BYTES < hi; slot++) {
+            if (get32(region + (size_t)slot * LIVE_PROCESS_RECORD_BYTES, LIVE_PROC_IN_USE) != 0) {
+                high = slot + 1u;
+            }
+        }
+    } else {
+        for (size_t i = 0; i + 32 <= len; i += 32) {
+            const uint8_t *e = body + i;
+            unsigned char *rec = region + (size_t)e[0] * LIVE_PROCESS_RECORD_BYTES;
+            uint64_t v;
+            put64(rec, LIVE_PROC_SEQ, get64(rec, LIVE_PROC_SEQ) + 2u + (e[1] & 1u));
+            put32(rec, LIVE_PROC_IN_USE, (e[1] & 4u) ? le32(e + 2, 4) : 1u);
+            put32(rec, LIVE_PROC_PID, le32(e + 6, 4));
+            memcpy(&v, e + 10, 8);
+            put64(rec, LIVE_PROC_GPU_MASK, v);
+            memcpy(&v, e + 18, 8);
+            put64(rec, LIVE_PROC_USED_MEMORY_BYTES, v);
+            put32(rec, LIVE_PROC_UTIL_PATTERN, e[26]);
+            put32(rec, LIVE_PROC_UTIL_LEVEL, e[27]);
+            put32(rec, LIVE_PROC_UTIL_PERIOD_MS, (uint32_t)e[28] | (uint32_t)e[29] << 8);
+            put64(rec, LIVE_PROC_START_TIME_MS, (uint64_t)e[30] * 60000u);
+            put64(rec, LIVE_PROC_UTIL_SEED, e[31]);
+            for (size_t k = 0; k < sizeof(proc_strings) / sizeof(proc_strings[0]); k++) {
+                memset(rec + proc_strings[k][0], (e[1] & 2u) ? 'x' : 0, proc_strings[k][1]);
+                if (!(e[1] & 2u)) {
+                    memcpy(rec + proc_strings[k][0], "c", 2);
+                }
+            }
+            high = e[0] + 1u > high ? e[0] + 1u : high;
+            size_t end = ((size_t)e[0] + 1u) * LIVE_PROCESS_RECORD_BYTES;
+            hi = end > hi ? end : hi;
+        }
+    }
+    put32(file, LIVE_HDR_PROCESS_HIGH, (how & 0x20u) ? le32(p, n) : high);
+    touch(LIVE_HDR_PROCESS_HIGH, LIVE_HDR_PROCESS_HIGH + 4u);
+    if (hi > 0) {
+        touch(LIVE_PROCESSES_OFFSET, LIVE_PROCESSES_OFFSET + hi);
+    }
+    return LIVE_TOTAL_BYTES;
+}
+
 static size_t derive_file(const uint8_t *data, size_t size)
 {
     /* back to the template where the previous input changed it */
@@ -777,6 +1036,9 @@ static size_t derive_file(const uint8_t *data, size_t size)
     }
     const uint8_t *p = data + 1;
     size_t n = size - 1;
+    if (data[0] & 0x80u) {
+        return derive_processes(data[0], p, n);
+    }
     switch (data[0] % 8u) {
     case 0: apply_values(p, n); return LIVE_TOTAL_BYTES;
     case 1: overlay(0, p, n); return LIVE_TOTAL_BYTES;
@@ -859,6 +1121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = make_file(data, size);
     write_live(len);
     accepted = valid_file(file, len);
+    predict_processes();
 
     CHECK(init_capturing_stderr() == NVML_SUCCESS); /* a bad live file never fails init */
     const char *why = nvmlErrorString(NVML_ERROR_INVALID_STATE);
@@ -879,6 +1142,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (unsigned int g = 0; g < GPUS; g++) {
         nvmlDevice_t dev = NULL;
         OK(nvmlDeviceGetHandleByIndex_v2(g, &dev));
+        read_process_lists(g, dev);
+        read_process_util(g, dev);
         read_memory(g, dev);
         read_pcie_modes(g, dev);
         read_clocks(g, dev);

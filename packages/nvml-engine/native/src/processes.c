@@ -27,18 +27,40 @@ static uint32_t ld32(const unsigned char *rec, unsigned int off)
     return __atomic_load_n((const uint32_t *)(const void *)(rec + off), __ATOMIC_RELAXED);
 }
 
-/* One consistent read of record `rec`: 1 when it is in use and holds GPU `gpu` (and *p is
- * filled), 0 when not (or when no consistent read could be taken: a writer died mid-write). */
-static int read_proc(const unsigned char *rec, unsigned int gpu, struct mock_proc *p)
+/*
+ * Odd sequence values a scan gave up on, by slot. A record still showing the same odd value
+ * on a later scan is skipped at once: its writer died mid-write (a live writer moves the
+ * counter on within microseconds, and the record is read again as soon as it does). Without
+ * this, one such record costs every later call LIVE_READ_TRIES waits, and a damaged region
+ * with many of them makes each call wait once per record, which on a busy node is a
+ * scheduler time slice each.
+ */
+static uint64_t stuck_seq[LIVE_PROCESS_SLOTS];
+
+/* One consistent read of record `slot` (at `rec`): 1 when it is in use and holds GPU `gpu`
+ * (and *p is filled), 0 when not (or when no consistent read could be taken: a writer died
+ * mid-write). Each retry takes one from *budget, shared by the whole scan; with none left a
+ * record gets one attempt. */
+static int read_proc(const unsigned char *rec, uint32_t slot, unsigned int gpu, struct mock_proc *p,
+                     unsigned int *budget)
 {
     const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_PROC_SEQ);
     /* fast path: a free slot, or one not holding this GPU, answers without the lock */
-    if (ld32(rec, LIVE_PROC_IN_USE) == 0 && (__atomic_load_n(seq, __ATOMIC_RELAXED) & 1u) == 0) {
+    uint64_t s0 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+    if (ld32(rec, LIVE_PROC_IN_USE) == 0 && (s0 & 1u) == 0) {
         return 0;
     }
-    for (unsigned int attempt = 0; attempt < LIVE_READ_TRIES; attempt++) {
+    if ((s0 & 1u) && __atomic_load_n(&stuck_seq[slot], __ATOMIC_RELAXED) == s0) {
+        return 0; /* given up on before, and no writer has touched it since */
+    }
+    for (unsigned int attempt = 0;; attempt++) {
         uint64_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
         if (s1 & 1u) {
+            if (*budget == 0) {
+                __atomic_store_n(&stuck_seq[slot], s1, __ATOMIC_RELAXED);
+                return 0;
+            }
+            (*budget)--;
             mock_live_pause(attempt);
             continue;
         }
@@ -61,8 +83,11 @@ static int read_proc(const unsigned char *rec, unsigned int gpu, struct mock_pro
             *p = got;
             return 1;
         }
+        if (*budget == 0) {
+            return 0;
+        }
+        (*budget)--;
     }
-    return 0;
 }
 
 unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const struct mock_proc *, void *), void *arg)
@@ -77,10 +102,11 @@ unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const str
         high = LIVE_PROCESS_SLOTS; /* a damaged or hostile header: never read past the region */
     }
     unsigned int n = 0;
+    unsigned int budget = LIVE_READ_TRIES; /* retries for the whole scan, not per record */
     for (uint32_t slot = 0; slot < high; slot++) {
         const unsigned char *rec = h + LIVE_PROCESSES_OFFSET + (size_t)slot * LIVE_PROCESS_RECORD_BYTES;
         struct mock_proc p;
-        if (read_proc(rec, (unsigned int)gpu, &p)) {
+        if (read_proc(rec, slot, (unsigned int)gpu, &p, &budget)) {
             fn(&p, arg);
             n++;
         }

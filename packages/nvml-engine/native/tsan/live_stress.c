@@ -14,7 +14,18 @@
  *                                         kmax fits the board's room: total - reserved)
  *   util_gpu_pct = util_mem_pct = u
  *
- * and every 16th call clearing all three instead. A reader sees a torn value when the used
+ * and every 16th call clearing all three instead, on the first half of the GPUs (all of them
+ * when there is one). On the other half it puts and removes process (allocation) records
+ * with nvml_mock_live_proc_write in the same loop, one call per value write: slot
+ * (i * 7) % PROC_SLOTS, every third call a removal, each record holding one GPU of that half
+ * with
+ *
+ *   pid = p (changes every put), used memory = p * PROC_BYTES + 7, a steady pattern at p % 101
+ *
+ * and a reader of such a GPU lists its compute processes (nvmlDeviceGetComputeRunningProcesses_v3)
+ * and their utilization samples: an entry whose memory is not its pid's, a sample whose
+ * utilization is not its pid's pattern, a list longer than the slots, or used + free +
+ * reserved != total is torn. A reader sees a torn value when the used
  * memory is neither the board's nor of that form, when used + free + reserved != total, or
  * when nvmlDeviceGetUtilizationRates (which reads both rates in one snapshot) answers two
  * different rates other than the board's pair. A reader counts a change whenever what it
@@ -22,7 +33,7 @@
  * WRITES times, and goes on (at most 100 times as long) until every reader has seen a
  * change, so the counts do not depend on scheduling. The last line is the summary:
  *
- *   ok processes=2 threads=16 gpus=N writes=W reads=R changes=C torn=0
+ *   ok processes=2 threads=16 gpus=N writes=W reads=R changes=C records=P listed=L torn=0
  *
  *   live_stress STATE LIVE [WRITES]   (exit 0 clean, 1 a torn value, a reader that saw no
  *                                      change or a failed call, 2 usage or setup)
@@ -42,6 +53,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef NVML_NO_UNVERSIONED_FUNC_DEFS
@@ -55,6 +67,8 @@
 int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n, const unsigned int *slots,
                          const uint64_t *values, const unsigned char *set);
 unsigned long long nvml_mock_live_layout_bytes(void);
+int nvml_mock_live_proc_write(void *base, size_t len, unsigned int slot, const unsigned char *record,
+                              size_t record_len);
 
 #define PROCESSES 2
 #define THREADS_PER_PROCESS 8
@@ -62,6 +76,9 @@ unsigned long long nvml_mock_live_layout_bytes(void);
 #define MAX_GPUS 64
 #define CLEAR_EVERY 16
 #define HALVES 0x100000001ULL /* 2^32 + 1: both halves of k * HALVES equal k */
+#define PROC_SLOTS 24        /* process slots the writer uses (7 is prime to it: every slot in turn) */
+#define PROC_BYTES 4096ULL   /* a record's memory is pid * PROC_BYTES + 7 */
+#define PROC_LIST_MAX 64
 #define YIELD_EVERY 16 /* reads; on few cores, lets the writer in while a reader's slice lasts */
 
 #define SLOT_OF(key, slot, is_signed, lo, hi) SLOT_##key = (slot),
@@ -76,6 +93,7 @@ struct shared {
     atomic_ullong changes[PROCESSES];
     atomic_ullong torn[PROCESSES];
     atomic_ullong failures[PROCESSES];
+    atomic_ullong listed[PROCESSES]; /* process entries read */
 };
 
 struct board {
@@ -87,6 +105,8 @@ struct board {
 static struct shared *sh;
 static struct board boards[MAX_GPUS];
 static unsigned int gpu_count;
+static unsigned int value_gpus; /* GPUs [0, value_gpus) get values, the rest process records */
+static unsigned long long records_done;
 static int process_index;
 static unsigned long long writes_wanted = 20000;
 static unsigned long long writes_done;
@@ -103,11 +123,58 @@ static void report(const char *what, unsigned int gpu, unsigned long long a, uns
 struct seen {
     unsigned long long used;
     unsigned int util_gpu, util_mem;
+    unsigned int nprocs;
+    unsigned int pids[PROC_LIST_MAX];
 };
+
+/* One read of a GPU that holds process records: each entry and sample must be one record's. */
+static int read_procs_once(unsigned int g, nvmlDevice_t dev, struct seen *out)
+{
+    nvmlProcessInfo_t infos[PROC_LIST_MAX];
+    nvmlProcessUtilizationSample_t samples[PROC_LIST_MAX];
+    unsigned int n = PROC_LIST_MAX;
+    unsigned int ns = PROC_LIST_MAX;
+    nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
+    nvmlReturn_t us;
+    if (nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, infos) != NVML_SUCCESS ||
+        nvmlDeviceGetMemoryInfo_v2(dev, &mem) != NVML_SUCCESS ||
+        ((us = nvmlDeviceGetProcessUtilization(dev, samples, &ns, 0)) != NVML_SUCCESS && us != NVML_ERROR_NOT_FOUND)) {
+        atomic_fetch_add(&sh->failures[process_index], 1);
+        report("a process call failed", g, n, ns);
+        return 0;
+    }
+    atomic_fetch_add_explicit(&sh->reads[process_index], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&sh->listed[process_index], n, memory_order_relaxed);
+    if (n > PROC_SLOTS || ns > PROC_SLOTS || mem.used + mem.free + mem.reserved != mem.total) {
+        atomic_fetch_add(&sh->torn[process_index], 1);
+        report("process count or memory sum", g, n, ns);
+    }
+    memset(out, 0, sizeof(*out));
+    for (unsigned int i = 0; i < n && i < PROC_LIST_MAX; i++) {
+        if (infos[i].usedGpuMemory != infos[i].pid * PROC_BYTES + 7u || infos[i].pid == 0) {
+            atomic_fetch_add(&sh->torn[process_index], 1);
+            report("torn process pid/memory", g, infos[i].pid, infos[i].usedGpuMemory);
+        }
+        out->pids[i] = infos[i].pid;
+    }
+    for (unsigned int i = 0; us == NVML_SUCCESS && i < ns && i < PROC_LIST_MAX; i++) {
+        unsigned int want = samples[i].pid % 101u;
+        if (samples[i].smUtil != want || samples[i].memUtil != (want * 40u + 50u) / 100u) {
+            atomic_fetch_add(&sh->torn[process_index], 1);
+            report("torn process pid/utilization", g, samples[i].pid, samples[i].smUtil);
+        }
+    }
+    out->nprocs = n;
+    out->used = mem.used;
+    return 1;
+}
 
 /* One read of GPU `g`: counts torn values and failed calls; returns 0 on a failed call. */
 static int read_once(unsigned int g, nvmlDevice_t dev, struct seen *out)
 {
+    if (g >= value_gpus) {
+        return read_procs_once(g, dev, out);
+    }
     const struct board *b = &boards[g];
     nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
     nvmlUtilization_t util;
@@ -128,6 +195,7 @@ static int read_once(unsigned int g, nvmlDevice_t dev, struct seen *out)
         atomic_fetch_add(&sh->torn[process_index], 1);
         report("torn utilization gpu/memory", g, util.gpu, util.memory);
     }
+    memset(out, 0, sizeof(*out));
     out->used = mem.used;
     out->util_gpu = util.gpu;
     out->util_mem = util.memory;
@@ -171,6 +239,31 @@ static void *reader(void *arg)
     return NULL;
 }
 
+/* Put (or, every third call, remove) process record (i * 7) % PROC_SLOTS on a GPU of the
+ * second half; pid, memory and pattern change together. Returns the library's answer. */
+static int write_record(void *base, size_t len, unsigned long long i, uint64_t now_ms)
+{
+    unsigned char rec[LIVE_PROCESS_RECORD_BYTES];
+    unsigned int slot = (unsigned int)((i * 7u) % PROC_SLOTS);
+    uint32_t in_use = i % 3u == 2u ? 0u : 1u;
+    uint32_t pid = (uint32_t)(1u + i % 1000000u);
+    uint64_t mask = 1ULL << (value_gpus + slot % (gpu_count - value_gpus));
+    uint64_t used = pid * PROC_BYTES + 7u;
+    uint64_t start = now_ms - 60000u;
+    uint32_t pattern = 1u; /* steady */
+    uint32_t level = pid % 101u;
+    memset(rec, 0, sizeof(rec));
+    memcpy(rec + LIVE_PROC_IN_USE, &in_use, sizeof(in_use));
+    memcpy(rec + LIVE_PROC_PID, &pid, sizeof(pid));
+    memcpy(rec + LIVE_PROC_GPU_MASK, &mask, sizeof(mask));
+    memcpy(rec + LIVE_PROC_USED_MEMORY_BYTES, &used, sizeof(used));
+    memcpy(rec + LIVE_PROC_START_TIME_MS, &start, sizeof(start));
+    memcpy(rec + LIVE_PROC_UTIL_PATTERN, &pattern, sizeof(pattern));
+    memcpy(rec + LIVE_PROC_UTIL_LEVEL, &level, sizeof(level));
+    snprintf((char *)rec + LIVE_PROC_CONTAINER_ID, LIVE_PROC_CONTAINER_ID_BYTES, "stress-%u", slot);
+    return nvml_mock_live_proc_write(base, len, slot, rec, sizeof(rec));
+}
+
 static void *writer(void *arg)
 {
     (void)arg;
@@ -187,6 +280,9 @@ static void *writer(void *arg)
         sched_yield();
     }
     static const unsigned int slots[3] = {SLOT_memory_used_bytes, SLOT_util_gpu_pct, SLOT_util_mem_pct};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const uint64_t now_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
     const unsigned long long everyone = THREADS == 64 ? ~0ULL : (1ULL << THREADS) - 1;
     unsigned long long i = 0;
     for (; i < writes_wanted * 100; i++) {
@@ -196,8 +292,8 @@ static void *writer(void *arg)
         if (i % 1024 == 0 && (atomic_load(&sh->failures[0]) != 0 || atomic_load(&sh->failures[1]) != 0)) {
             break; /* a process already failed: no point in waiting for its readers */
         }
-        unsigned int g = (unsigned int)(i % gpu_count);
-        unsigned long long round = i / gpu_count;
+        unsigned int g = (unsigned int)(i % value_gpus);
+        unsigned long long round = i / value_gpus;
         unsigned long long k = 1 + round % boards[g].kmax;
         unsigned long long u = (round * 7) % 101;
         uint64_t values[3] = {k * HALVES, u, u};
@@ -207,11 +303,22 @@ static void *writer(void *arg)
             atomic_fetch_add(&sh->failures[0], 1);
             break;
         }
-        if (g == gpu_count - 1) {
+        if (value_gpus < gpu_count) {
+            if (write_record(base, len, i, now_ms) != 0) {
+                atomic_fetch_add(&sh->failures[0], 1);
+                break;
+            }
+            records_done++;
+        }
+        if (g == value_gpus - 1) {
             sched_yield(); /* a round done: let readers in, so they see rounds, not a blur */
         }
     }
     writes_done = i;
+    for (unsigned int slot = 0; slot < PROC_SLOTS && value_gpus < gpu_count; slot++) { /* and no record */
+        unsigned char none[LIVE_PROCESS_RECORD_BYTES] = {0};
+        (void)nvml_mock_live_proc_write(base, len, slot, none, sizeof(none));
+    }
     for (unsigned int g = 0; g < gpu_count; g++) { /* leave the board values answering */
         uint64_t zero[3] = {0, 0, 0};
         unsigned char clear[3] = {0, 0, 0};
@@ -232,6 +339,7 @@ static int run_process(int with_writer)
         fprintf(stderr, "process %d: init failed: %s\n", process_index, nvmlErrorString(rc));
         return 2;
     }
+    value_gpus = gpu_count >= 2 ? gpu_count / 2 : gpu_count;
     for (unsigned int g = 0; g < gpu_count; g++) {
         nvmlDevice_t dev = NULL;
         nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
@@ -241,6 +349,9 @@ static int run_process(int with_writer)
             nvmlDeviceGetUtilizationRates(dev, &util) != NVML_SUCCESS) {
             fprintf(stderr, "process %d: GPU %u does not answer\n", process_index, g);
             return 2;
+        }
+        if (g >= value_gpus) {
+            continue; /* process GPUs: only sums and per-record consistency are checked */
         }
         struct board *b = &boards[g];
         *b = (struct board){mem.total, mem.reserved, mem.used, util.gpu, util.memory, 0};
@@ -320,12 +431,13 @@ int main(int argc, char **argv)
     if (!child_ok) {
         fprintf(stderr, "the reader process failed (status %d)\n", status);
     }
-    unsigned long long reads = 0, changes = 0, torn = 0, failures = 0;
+    unsigned long long reads = 0, changes = 0, torn = 0, failures = 0, listed = 0;
     for (int p = 0; p < PROCESSES; p++) {
         reads += sh->reads[p];
         changes += sh->changes[p];
         torn += sh->torn[p];
         failures += sh->failures[p];
+        listed += sh->listed[p];
     }
     unsigned long long all = THREADS == 64 ? ~0ULL : (1ULL << THREADS) - 1;
     unsigned long long missed = all & ~(unsigned long long)sh->saw_change;
@@ -333,7 +445,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "reader threads that saw no change: mask 0x%llx\n", missed);
     }
     int ok = rc == 0 && child_ok && torn == 0 && failures == 0 && missed == 0;
-    printf("%s processes=%d threads=%d gpus=%u writes=%llu reads=%llu changes=%llu torn=%llu\n", ok ? "ok" : "FAILED",
-           PROCESSES, THREADS, gpu_count, writes_done, reads, changes, torn);
+    printf("%s processes=%d threads=%d gpus=%u writes=%llu reads=%llu changes=%llu records=%llu listed=%llu "
+           "torn=%llu\n",
+           ok ? "ok" : "FAILED", PROCESSES, THREADS, gpu_count, writes_done, reads, changes, records_done, listed, torn);
     return ok ? 0 : (rc == 2 ? 2 : 1);
 }

@@ -5,7 +5,8 @@ reaches every process on the node, and in every container, on its next NVML call
 keep the names users of the reference system know (``fail``, ``xid``, ``temp``, ``power``,
 ``util``, ``clocks``, ``throttle``, ``pstate``, ``ecc``, ``nvlink``, ``fabric-health``,
 ``recovery-action``, ``set``, ``status``, ``reset``); faults follow the recipes of
-:mod:`nvml_mock_engine.faults`.
+:mod:`nvml_mock_engine.faults`. ``alloc`` and ``release`` put and remove an allocation
+record by hand (:mod:`nvml_mock_engine.ctl_alloc`), as the NRI plugin does for a container.
 
 A command computes the change for every GPU it names and validates all of it before it writes
 any: a bad value is refused naming the key and the value, and nothing changes. Exit codes: 0
@@ -31,7 +32,7 @@ from typing import Final
 from nvml_mock_protocol import settings as s
 from nvml_mock_protocol.logs import configure_logging
 
-from nvml_mock_engine import faults
+from nvml_mock_engine import ctl_alloc, faults
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
@@ -677,8 +678,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     "trigger": _trigger_text(values),
                 }
             )
+        records = ctl_alloc.holding(layer.allocations.list(), gpus)
         if args.json:
-            document = {"live_file": str(layer.path), "generation": layer.generation, "gpus": rows}
+            document = {
+                "live_file": str(layer.path),
+                "generation": layer.generation,
+                "gpus": rows,
+                "allocations": ctl_alloc.allocation_rows(records, layer.board),
+            }
             print(json.dumps(document, indent=2))
             return EXIT_OK
         print(f"{'GPU':<4} {'UUID':<41} {'STATE':<8} LIVE VALUES")
@@ -700,7 +707,42 @@ def _cmd_status(args: argparse.Namespace) -> int:
             if row_armed:
                 line += f"  (* when triggered: {row['trigger']})"
             print(line)
+        ctl_alloc.print_allocations(records)
         print(f"live layer {layer.path}, generation {layer.generation}")
+    return EXIT_OK
+
+
+def _cmd_alloc(args: argparse.Namespace) -> int:
+    with _open(args, writable=True) as layer:
+        gpus = select_gpus(layer, args.gpus)
+        alloc = ctl_alloc.make(
+            gpus=gpus,
+            pid=args.pid,
+            memory=args.memory,
+            utilization=args.utilization,
+            container_id=args.id,
+            name=args.name,
+            pod=args.pod,
+            namespace=args.namespace,
+        )
+        ctl_alloc.put(layer, alloc)
+        held = ", ".join(f"{g} {layer.board[g].uuid}" for g in alloc.gpus)
+        print(
+            f"allocation {alloc.container_id}: pid {alloc.pid} on GPU {held}; "
+            f"{alloc.used_memory_bytes // (1 << 20)}MiB each, utilization "
+            f"{ctl_alloc.utilization_text(alloc)}"
+        )
+    return EXIT_OK
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    with _open(args, writable=True) as layer:
+        for wanted in args.ids:  # every id is found before the first is removed
+            ctl_alloc.find(layer, wanted)
+        for wanted in args.ids:
+            alloc = ctl_alloc.find(layer, wanted)
+            layer.allocations.remove(alloc.container_id)
+            print(f"released {alloc.container_id} (pid {alloc.pid})")
     return EXIT_OK
 
 
@@ -849,7 +891,9 @@ def _parser() -> argparse.ArgumentParser:
     set_.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
     _add_trigger_args(set_)
 
-    status = verb("status", "show the live values of the GPUs", None, gpu_default="all")
+    status = verb(
+        "status", "show the live values of the GPUs and their allocations", None, gpu_default="all"
+    )
     status.add_argument("--json", action="store_true", help="one JSON document")
     status.set_defaults(handler=_cmd_status)
 
@@ -859,6 +903,34 @@ def _parser() -> argparse.ArgumentParser:
         "keys", nargs="*", metavar="KEY", help="only these keys (default: every live key)"
     )
     add_scenario_verb(verbs)
+
+    alloc_help = "record a process holding GPUs (memory used, utilization), as for a container"
+    alloc = verbs.add_parser("alloc", help=alloc_help, description=alloc_help)
+    s.add_options(alloc, (*LOG_OPTIONS, *CTL_OPTIONS), defaults, suppress=True)
+    alloc.add_argument(
+        "--gpus", required=True, help="GPUs: indices and/or UUIDs, comma separated, or all"
+    )
+    alloc.add_argument("--pid", required=True, help="the process id NVML lists (a host PID)")
+    alloc.add_argument("--memory", help="memory used on each GPU: 20Gi, 512Mi, bytes (default 0)")
+    alloc.add_argument(
+        "--utilization",
+        metavar="PATTERN",
+        help="N, idle, steady N, busy, burst [PEAK], sine [PEAK], then period=30s seed=N "
+        "(default: none)",
+    )
+    alloc.add_argument(
+        "--id", help=f"the record's id, which release takes (default {ctl_alloc.ID_PREFIX}PID)"
+    )
+    alloc.add_argument("--name", help="the container's name")
+    alloc.add_argument("--pod", help="the pod's name")
+    alloc.add_argument("--namespace", help="the pod's namespace")
+    alloc.set_defaults(handler=_cmd_alloc)
+
+    release_help = "remove allocation records (by id, or a prefix naming one)"
+    release = verbs.add_parser("release", help=release_help, description=release_help)
+    s.add_options(release, (*LOG_OPTIONS, *CTL_OPTIONS), defaults, suppress=True)
+    release.add_argument("ids", nargs="+", metavar="ID")
+    release.set_defaults(handler=_cmd_release)
     return parser
 
 

@@ -24,6 +24,7 @@ import ctypes
 import errno
 import fcntl
 import functools
+import itertools
 import math
 import mmap
 import os
@@ -567,25 +568,32 @@ class LiveFile:
     # --- allocations ----------------------------------------------------------------------
 
     def _read_slot(self, slot: int, out: ctypes.Array[ctypes.c_char]) -> Allocation | None:
+        """Record *slot*, or None when it is free or no consistent copy could be taken."""
         rc = self.lib.nvml_mock_live_proc_read(
             self.address(), SIZE, slot, ctypes.addressof(out), layout.LIVE_PROCESS_RECORD_BYTES
         )
-        if rc < 0:
-            raise LiveFileError(
-                f"process record {slot}: no consistent read of {self.path}"
-                " (a writer died mid-write?)"
-            )
         return _unpack(out.raw) if rc == 1 else None
 
-    def _slots(self) -> dict[int, Allocation]:
+    def _slots(self, *, locked: bool = False) -> dict[int, Allocation]:
+        """The records in use, by slot. A record whose sequence counter stays odd was left by a
+        writer that died mid-write: it is not listed (NVML does not show it either), and
+        under the writers' lock (*locked*: no writer can be active) it is not even waited for,
+        so its slot counts as free and the next put rewrites it whole."""
         out = ctypes.create_string_buffer(layout.LIVE_PROCESS_RECORD_BYTES)
         high = min(self.u32("process_high"), layout.LIVE_PROCESS_SLOTS)
         found: dict[int, Allocation] = {}
         for slot in range(high):
+            if locked and self._seq(slot) & 1:
+                continue
             alloc = self._read_slot(slot, out)
             if alloc is not None:
                 found[slot] = alloc
         return found
+
+    def _seq(self, slot: int) -> int:
+        at = layout.LIVE_PROCESSES_OFFSET + slot * layout.LIVE_PROCESS_RECORD_BYTES
+        value: int = struct.unpack_from("<Q", self._map, at)[0]
+        return value
 
     def _write_slot(self, slot: int, record: bytes) -> None:
         rc = self.lib.nvml_mock_live_proc_write(
@@ -610,7 +618,7 @@ class LiveFile:
         self._require_writable()
         records = [(a.container_id, _pack(a, self.gpu_count)) for a in allocs]
         with flock(self._fd):
-            slots = self._slots()
+            slots = self._slots(locked=True)
             mine = [s for s, a in slots.items() if a.container_id == container_id]
             self._apply(slots, mine, records)
 
@@ -618,7 +626,7 @@ class LiveFile:
         """Remove the record of *container_id*; True when there was one."""
         self._require_writable()
         with flock(self._fd):
-            slots = self._slots()
+            slots = self._slots(locked=True)
             mine = [s for s, a in slots.items() if a.container_id == container_id]
             self._apply(slots, mine, [])
         return bool(mine)
@@ -633,7 +641,7 @@ class LiveFile:
             raise AllocationError("replace_all: a container id appears twice")
         records = [(a.container_id, _pack(a, self.gpu_count)) for a in wanted]
         with flock(self._fd):
-            slots = self._slots()
+            slots = self._slots(locked=True)
             self._apply(slots, list(slots), records)
 
     def _apply(
@@ -647,10 +655,14 @@ class LiveFile:
         checked before anything is written."""
         by_id = {slots[s].container_id: s for s in old}
         plan = [(by_id.pop(cid, None), record) for cid, record in records]
-        pool = sorted(by_id.values()) + [
-            s for s in range(layout.LIVE_PROCESS_SLOTS) if s not in slots
-        ]
-        if sum(1 for slot, _ in plan if slot is None) > len(pool):
+        needed = sum(1 for slot, _ in plan if slot is None)
+        pool = sorted(by_id.values())
+        if needed > len(pool):
+            # the lowest free slots, only as many as needed: a walk of all 1024 slots on every
+            # put was most of a life-cycle event's cost
+            free = (s for s in range(layout.LIVE_PROCESS_SLOTS) if s not in slots)
+            pool.extend(itertools.islice(free, needed - len(pool)))
+        if needed > len(pool):
             raise AllocationError(
                 f"the live layer {self.path} has no free process record "
                 f"({layout.LIVE_PROCESS_SLOTS} slots, all in use); nothing was written"

@@ -1,0 +1,86 @@
+"""A container whose own ``NVIDIA_VISIBLE_DEVICES`` names a GPU the node lacks fails, as with
+the NVIDIA container toolkit.
+
+On a real node the toolkit's hook resolves every entry of the variable before the container
+runs; an entry that names no device (``7`` on a four-GPU node, a UUID of another node) fails
+the container's creation with ``nvidia-container-cli: device error: 7: unknown device``, and
+the workload never starts. Without this rule the mock container would start and only its
+``nvmlInit`` would fail (the library refuses the same value), which no real node shows. So the
+plugin answers CreateContainer with that error (``--unknown-visible-devices fail``, the
+default), or leaves the refusal to ``nvmlInit`` (``allow``).
+
+Only the container's own variable is checked: CDI names (``nvidia.com/gpu=…``) are resolved by
+the runtime against the CDI specs before the plugin sees the container, and an unresolvable one
+already fails there (``unresolvable CDI devices``). ``MIG-`` entries are left to the library,
+which knows the node's MIG layout. The node's GPUs come from the staged state file, re-read
+only when it changes; without a readable state nothing is refused (the library still is).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Final
+
+from nvml_mock_protocol.live import BoardSummary, LiveFileError, read_board_summary, resolve_gpus
+
+from nvml_mock_nri.errors import UnknownDeviceError
+from nvml_mock_nri.visible import Container, Visibility, VisibleSource, visible_gpus
+
+__all__ = ["FAIL", "MODES", "NodeGpus", "check", "toolkit_message"]
+
+logger = logging.getLogger(__name__)
+
+FAIL: Final = "fail"
+ALLOW: Final = "allow"
+MODES: Final = (FAIL, ALLOW)
+
+
+def toolkit_message(entry: str) -> str:
+    """The toolkit's words for *entry* naming no device (its ``nvidia-container-cli``)."""
+    return f"nvidia-container-cli: device error: {entry}: unknown device"
+
+
+class NodeGpus:
+    """The node's GPUs, from the staged state file; re-read when the file changes (one stat
+    per call otherwise)."""
+
+    def __init__(self, state_path: Path) -> None:
+        self.state_path = state_path
+        self._key: tuple[int, int, int] | None = None
+        self._board: list[BoardSummary] | None = None
+
+    def get(self) -> list[BoardSummary] | None:
+        """The GPUs, or None when there is no readable state (nothing can be judged)."""
+        try:
+            info = os.stat(self.state_path)
+        except OSError:
+            self._key, self._board = None, None
+            return None
+        key = (info.st_ino, info.st_mtime_ns, info.st_size)
+        if key != self._key:
+            try:
+                self._board = read_board_summary(self.state_path)
+            except LiveFileError as exc:
+                logger.debug("visible-device check skipped: %s", exc)
+                self._board = None
+            self._key = key
+        return self._board
+
+
+def check(container: Container, gpus: NodeGpus) -> None:
+    """Raise :class:`UnknownDeviceError` (the toolkit's message, the first unknown entry)
+    when the container's own ``NVIDIA_VISIBLE_DEVICES`` names a GPU the node lacks."""
+    selection = visible_gpus(container)
+    if selection.source is not VisibleSource.ENV or selection.kind is not Visibility.LIST:
+        return
+    tokens = [t for t in selection.tokens if not t.upper().startswith("MIG-")]
+    if not tokens:
+        return
+    board = gpus.get()
+    if board is None:
+        return
+    _, unknown = resolve_gpus(tokens, board)
+    if unknown:
+        raise UnknownDeviceError(unknown[0], toolkit_message(unknown[0]))

@@ -1,0 +1,181 @@
+"""``nvml-mock-ctl``'s allocation verbs and the allocations part of ``status``.
+
+A test suite without Kubernetes makes GPUs busy the way the NRI plugin does for a running
+container: ``alloc`` puts one allocation record into the node's live layer (a process with
+its PID on the GPUs it holds, using memory and following a utilization pattern), ``release``
+removes it, and ``status`` lists every record. All of it goes through the allocation API of
+:mod:`nvml_mock_protocol.live` (the one the plugin writes with), so what a hand-made record
+shows through NVML is exactly what a container's would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from nvml_mock_protocol.live import (
+    UTIL_PATTERNS,
+    Allocation,
+    AllocationError,
+    parse_memory,
+    parse_utilization,
+)
+
+from nvml_mock_engine.errors import LiveValueError
+from nvml_mock_engine.live import BoardGpu, LiveLayer
+
+__all__ = [
+    "ID_PREFIX",
+    "allocation_rows",
+    "find",
+    "holding",
+    "make",
+    "print_allocations",
+    "put",
+    "utilization_text",
+]
+
+ID_PREFIX: Final = "ctl-"
+"""Ids ``alloc`` makes up when none is given: ``ctl-<pid>``, so the plugin's (runtime
+container ids) and hand-made ones never collide."""
+
+_PATTERN_NAMES: Final = {number: name for name, number in UTIL_PATTERNS.items()}
+_MiB: Final = 1 << 20
+
+
+def make(
+    *,
+    gpus: Sequence[int],
+    pid: str,
+    memory: str | None,
+    utilization: str | None,
+    container_id: str | None,
+    name: str | None,
+    pod: str | None,
+    namespace: str | None,
+    now_ms: int | None = None,
+) -> Allocation:
+    """The allocation ``alloc`` records, from its flags as typed; every value is checked
+    before anything is written (LiveValueError names the flag and the value)."""
+    if not pid.strip().isdigit() or not 0 < int(pid) < 1 << 32:
+        raise LiveValueError("pid", pid, "must be a process id, 1..4294967295")
+    try:
+        used = parse_memory(memory) if memory is not None else 0
+    except ValueError as exc:
+        raise LiveValueError("memory", memory, str(exc)) from None
+    pattern = level = period = seed = 0
+    if utilization is not None:
+        try:
+            pattern, level, period, seed = parse_utilization(utilization)
+        except ValueError as exc:
+            raise LiveValueError("utilization", utilization, str(exc)) from None
+    return Allocation(
+        container_id=container_id if container_id is not None else f"{ID_PREFIX}{int(pid)}",
+        pid=int(pid),
+        gpus=tuple(gpus),
+        used_memory_bytes=used,
+        pod=pod or "",
+        namespace=namespace or "",
+        container_name=name or "",
+        util_pattern=pattern,
+        util_level=level,
+        util_period_ms=period,
+        util_seed=seed,
+        start_time_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
+    )
+
+
+def put(layer: LiveLayer, alloc: Allocation) -> None:
+    """Record *alloc* (replacing a record of the same id); a refused field is a
+    LiveValueError, so the command exits 3 with nothing written."""
+    try:
+        layer.allocations.put(alloc)
+    except AllocationError as exc:
+        raise LiveValueError("allocation", alloc.container_id, str(exc)) from None
+
+
+def find(layer: LiveLayer, wanted: str) -> Allocation:
+    """The record whose id is *wanted*, or starts with it when that names one record (ids
+    from a runtime are 64 hex digits)."""
+    records = layer.allocations.list()
+    exact = [a for a in records if a.container_id == wanted]
+    if exact:
+        return exact[0]
+    prefixed = [a for a in records if wanted and a.container_id.startswith(wanted)]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if prefixed:
+        raise LiveValueError("id", wanted, f"is the start of {len(prefixed)} allocations' ids")
+    raise LiveValueError("id", wanted, "is no allocation of this node (status lists them)")
+
+
+def utilization_text(alloc: Allocation) -> str:
+    """The record's utilization pattern as ``parse_utilization`` reads it back."""
+    name = _PATTERN_NAMES.get(alloc.util_pattern)
+    if name is None:
+        return f"pattern {alloc.util_pattern}"
+    if name == "none":
+        return "-"
+    if name == "steady":
+        text = "idle" if alloc.util_level == 0 else f"steady {alloc.util_level}"
+    elif name == "busy":
+        text = "busy"
+    else:
+        text = f"{name} {alloc.util_level}"
+    if alloc.util_period_ms:
+        text += f" period={alloc.util_period_ms}ms"
+    if alloc.util_seed:
+        text += f" seed={alloc.util_seed}"
+    return text
+
+
+def holding(records: Sequence[Allocation], gpus: Sequence[int]) -> list[Allocation]:
+    """The records that hold any of *gpus*, in slot order."""
+    return [a for a in records if set(a.gpus) & set(gpus)]
+
+
+def allocation_rows(
+    records: Sequence[Allocation], board: Sequence[BoardGpu]
+) -> list[dict[str, object]]:
+    """*records* as ``status --json`` shows them. A GPU bit past the board (a damaged
+    record) shows with no UUID rather than failing the listing."""
+    return [
+        {
+            "id": alloc.container_id,
+            "container": alloc.container_name,
+            "pod": alloc.pod,
+            "namespace": alloc.namespace,
+            "pid": alloc.pid,
+            "gpus": list(alloc.gpus),
+            "gpu_uuids": [board[g].uuid if g < len(board) else None for g in alloc.gpus],
+            "memory_bytes": alloc.used_memory_bytes,
+            "utilization": utilization_text(alloc),
+            "start_time_ms": alloc.start_time_ms,
+        }
+        for alloc in records
+    ]
+
+
+def print_allocations(records: Sequence[Allocation]) -> None:
+    """The table ``status`` prints under the GPUs' (nothing when there is no record)."""
+    if not records:
+        return
+    header = ("ID", "CONTAINER", "POD", "NAMESPACE", "PID", "GPUS", "MEMORY", "UTILIZATION")
+    body = [
+        (
+            alloc.container_id,
+            alloc.container_name or "-",
+            alloc.pod or "-",
+            alloc.namespace or "-",
+            str(alloc.pid),
+            ",".join(str(g) for g in alloc.gpus),
+            f"{alloc.used_memory_bytes // _MiB}MiB",
+            utilization_text(alloc),
+        )
+        for alloc in records
+    ]
+    widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
+    print(f"allocations ({len(records)}; memory is per GPU held)")
+    for line in (header, *body):
+        print(" ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
