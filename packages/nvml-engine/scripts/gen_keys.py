@@ -590,9 +590,10 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
     out = [
         f'"""{BANNER}',
         "",
-        "The key tables of the state format and the live layer's layout, as plain data: the render",
-        "schema (:mod:`nvml_mock_engine.schema`) and the live writer (:mod:`nvml_mock_engine.live`)",
-        "read them, so Python and the C library cannot disagree on a key, a bound or an offset.",
+        "The key tables of the state format and the live layer, as plain data: the render schema",
+        "(:mod:`nvml_mock_engine.schema`) and the live writer (:mod:`nvml_mock_engine.live`) read",
+        "them, so Python and the C library cannot disagree on a key or a bound. The live layer's",
+        "offsets are generated once, into :mod:`nvml_mock_protocol._live_layout`.",
         '"""',
         "",
         "from __future__ import annotations",
@@ -627,47 +628,6 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
             out.append(f"    {row!r},")
         out.append(")")
         out.append("")
-    out += [
-        f"LIVE_MAGIC: Final = {LIVE_MAGIC.encode()!r}",
-        f"LIVE_FORMAT: Final = {layout.format}",
-        f"LIVE_HEADER_BYTES: Final = {HEADER_BYTES}",
-        "LIVE_HEADER_FIELDS: Final = {",
-    ]
-    for name, ctype, offset in HEADER_FIELDS:
-        out.append(f"    {name!r}: ({ctype!r}, {offset}),")
-    out += [
-        "}",
-        f"LIVE_GPU_SLOTS: Final = {layout.gpu_slots}",
-        f"LIVE_KEY_SLOTS: Final = {layout.key_slots}",
-        f"LIVE_RECORD_BYTES: Final = {layout.record_bytes}",
-        f"LIVE_RECORD_SEQ: Final = {RECORD_SEQ}",
-        f"LIVE_RECORD_WRITES: Final = {RECORD_WRITES}",
-        f"LIVE_RECORD_UUID: Final = {RECORD_UUID}",
-        f"LIVE_RECORD_UUID_BYTES: Final = {RECORD_UUID_BYTES}",
-        f"LIVE_RECORD_MASK: Final = {RECORD_MASK}",
-        f"LIVE_RECORD_ARMED: Final = {RECORD_ARMED}",
-        f"LIVE_RECORD_VALUES: Final = {RECORD_VALUES}",
-        f"LIVE_EVENT_SEQ: Final = {EVENT_SEQ}",
-        f"LIVE_EVENT_GPU: Final = {EVENT_GPU}",
-        f"LIVE_EVENT_TYPE: Final = {EVENT_TYPE}",
-        f"LIVE_EVENT_DATA: Final = {EVENT_DATA}",
-        f"LIVE_RECORDS_OFFSET: Final = {layout.records_offset}",
-        f"LIVE_PROCESS_SLOTS: Final = {layout.process_slots}",
-        f"LIVE_PROCESS_RECORD_BYTES: Final = {layout.process_record_bytes}",
-        f"LIVE_PROCESSES_OFFSET: Final = {layout.processes_offset}",
-        "# name: (type, offset, bytes) of a process record's fields",
-        "LIVE_PROCESS_FIELDS: Final = {",
-        *(f"    {f.name!r}: ({f.type!r}, {f.offset}, {f.size})," for f in layout.process_fields),
-        "}",
-        f"LIVE_MIG_BYTES_PER_GPU: Final = {layout.mig_bytes_per_gpu}",
-        f"LIVE_MIG_OFFSET: Final = {layout.mig_offset}",
-        *_mig_py_lines(),
-        f"LIVE_EVENT_SLOTS: Final = {layout.event_slots}",
-        f"LIVE_EVENT_RECORD_BYTES: Final = {layout.event_record_bytes}",
-        f"LIVE_EVENTS_OFFSET: Final = {layout.events_offset}",
-        f"LIVE_TOTAL_BYTES: Final = {layout.total_bytes}",
-        "",
-    ]
     return "\n".join(out)
 
 
@@ -724,7 +684,9 @@ def render_tables(keys: Sequence[Key]) -> str:
 
 
 def render_protocol_layout_py(layout: Layout) -> str:
-    """The live layout for :mod:`nvml_mock_protocol.live`: the same numbers as ``_keys.py``."""
+    """The live layer's layout, generated once: the protocol's writer core reads it, and so
+    does the engine (which depends on the protocol package; the NRI plugin may not import
+    the engine)."""
     out = [
         f'"""{BANNER}',
         "",
@@ -736,17 +698,31 @@ def render_protocol_layout_py(layout: Layout) -> str:
         "",
         "from typing import Final",
         "",
+    ]
+    out += [
         f"LIVE_MAGIC: Final = {LIVE_MAGIC.encode()!r}",
         f"LIVE_FORMAT: Final = {layout.format}",
         f"LIVE_HEADER_BYTES: Final = {HEADER_BYTES}",
         "LIVE_HEADER_FIELDS: Final = {",
-        *(f"    {name!r}: ({ctype!r}, {offset})," for name, ctype, offset in HEADER_FIELDS),
+    ]
+    for name, ctype, offset in HEADER_FIELDS:
+        out.append(f"    {name!r}: ({ctype!r}, {offset}),")
+    out += [
         "}",
         f"LIVE_GPU_SLOTS: Final = {layout.gpu_slots}",
         f"LIVE_KEY_SLOTS: Final = {layout.key_slots}",
         f"LIVE_RECORD_BYTES: Final = {layout.record_bytes}",
+        f"LIVE_RECORD_SEQ: Final = {RECORD_SEQ}",
+        f"LIVE_RECORD_WRITES: Final = {RECORD_WRITES}",
         f"LIVE_RECORD_UUID: Final = {RECORD_UUID}",
         f"LIVE_RECORD_UUID_BYTES: Final = {RECORD_UUID_BYTES}",
+        f"LIVE_RECORD_MASK: Final = {RECORD_MASK}",
+        f"LIVE_RECORD_ARMED: Final = {RECORD_ARMED}",
+        f"LIVE_RECORD_VALUES: Final = {RECORD_VALUES}",
+        f"LIVE_EVENT_SEQ: Final = {EVENT_SEQ}",
+        f"LIVE_EVENT_GPU: Final = {EVENT_GPU}",
+        f"LIVE_EVENT_TYPE: Final = {EVENT_TYPE}",
+        f"LIVE_EVENT_DATA: Final = {EVENT_DATA}",
         f"LIVE_RECORDS_OFFSET: Final = {layout.records_offset}",
         f"LIVE_PROCESS_SLOTS: Final = {layout.process_slots}",
         f"LIVE_PROCESS_RECORD_BYTES: Final = {layout.process_record_bytes}",
@@ -757,6 +733,7 @@ def render_protocol_layout_py(layout: Layout) -> str:
         "}",
         f"LIVE_MIG_BYTES_PER_GPU: Final = {layout.mig_bytes_per_gpu}",
         f"LIVE_MIG_OFFSET: Final = {layout.mig_offset}",
+        *_mig_py_lines(),
         f"LIVE_EVENT_SLOTS: Final = {layout.event_slots}",
         f"LIVE_EVENT_RECORD_BYTES: Final = {layout.event_record_bytes}",
         f"LIVE_EVENTS_OFFSET: Final = {layout.events_offset}",

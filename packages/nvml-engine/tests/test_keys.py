@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from nvml_mock_engine import _keys
 from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, SYSTEM_KEYS
+from nvml_mock_protocol import _live_layout
 
 PACKAGE = Path(__file__).resolve().parents[1]
 SCRIPT = PACKAGE / "scripts" / "gen_keys.py"
@@ -102,7 +103,7 @@ def test_every_key_the_c_parser_reads_is_in_the_python_schema() -> None:
 def test_live_slots_are_unique_and_inside_the_record() -> None:
     slots = [spec.live_slot for spec in LIVE_GPU_KEYS.values()]
     assert len(slots) == len(set(slots))
-    assert all(s is not None and 0 <= s < _keys.LIVE_KEY_SLOTS for s in slots)
+    assert all(s is not None and 0 <= s < _live_layout.LIVE_KEY_SLOTS for s in slots)
 
 
 def test_no_getter_reads_the_board_value_of_a_live_key_directly() -> None:

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 from conftest import StateWriter, needs_mount_namespaces, read_only_bind
-from nvml_mock_engine import _keys, live
+from nvml_mock_engine import live
+from nvml_mock_protocol import _live_layout
 
 XID = 0x8
 DBE = 0x2
@@ -114,7 +115,7 @@ def test_a_lapped_set_goes_on_from_the_oldest_event_still_in_the_ring(
     pynvml.nvmlInit()
     event_set = pynvml.nvmlEventSetCreate()
     pynvml.nvmlDeviceRegisterEvents(pynvml.nvmlDeviceGetHandleByIndex(0), XID, event_set)
-    slots = _keys.LIVE_EVENT_SLOTS
+    slots = _live_layout.LIVE_EVENT_SLOTS
     extra = 10
     for data in range(1, slots + extra + 1):
         layer.event(0, XID, data)
@@ -237,7 +238,9 @@ def _ring_words(pid: int) -> set[int]:
             and fields[1] == "r--s"
             and int(fields[2], 16) == 0
         ):
-            words.add(int(fields[0].split("-")[0], 16) + _keys.LIVE_HEADER_FIELDS["event_futex"][1])
+            words.add(
+                int(fields[0].split("-")[0], 16) + _live_layout.LIVE_HEADER_FIELDS["event_futex"][1]
+            )
     return words
 
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 from conftest import StateWriter, needs_mount_namespaces, read_only_bind
-from nvml_mock_engine import _keys, live
+from nvml_mock_engine import live
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
+from nvml_mock_protocol import _live_layout
 
 NVML_ERROR_INVALID_STATE = 29
 
@@ -143,7 +144,7 @@ def test_every_live_key_reaches_the_library_clamped_to_its_bounds(
 def _header_field(path: Path, name: str, value: int) -> None:
     import struct
 
-    ctype, offset = _keys.LIVE_HEADER_FIELDS[name]
+    ctype, offset = _live_layout.LIVE_HEADER_FIELDS[name]
     data = bytearray(path.read_bytes())
     struct.pack_into("<I" if ctype == "uint32_t" else "<Q", data, offset, value)
     path.write_bytes(bytes(data))
@@ -167,7 +168,7 @@ def _corrupt(kind: str, path: Path) -> str:
         return "layout differs"
     if kind == "stale":
         data = bytearray(path.read_bytes())
-        start = _keys.LIVE_RECORDS_OFFSET + _keys.LIVE_RECORD_UUID
+        start = _live_layout.LIVE_RECORDS_OFFSET + _live_layout.LIVE_RECORD_UUID
         data[start : start + 4] = b"GPU-"[::-1]
         path.write_bytes(bytes(data))
         return "belongs to another GPU"
@@ -243,7 +244,7 @@ def test_a_writer_that_died_mid_write_leaves_the_board_value_and_no_hang(
     with live.LiveLayer.open(path) as layer:
         layer.set(0, {"temperature_c": 66})
     data = bytearray(path.read_bytes())
-    seq_at = _keys.LIVE_RECORDS_OFFSET + _keys.LIVE_RECORD_SEQ
+    seq_at = _live_layout.LIVE_RECORDS_OFFSET + _live_layout.LIVE_RECORD_SEQ
     struct.pack_into("<Q", data, seq_at, struct.unpack_from("<Q", data, seq_at)[0] + 1)
     path.write_bytes(bytes(data))  # same inode: the sequence is left odd, as by a crash
     pynvml.nvmlInit()

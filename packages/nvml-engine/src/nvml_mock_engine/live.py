@@ -33,10 +33,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from nvml_mock_protocol import _live_layout, names
 from nvml_mock_protocol import live as core
-from nvml_mock_protocol import names
 
-from nvml_mock_engine import _keys
 from nvml_mock_engine._files import gpu_sections, write_atomic
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError
 from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, Kind, validate_value
@@ -52,8 +51,8 @@ __all__ = [
 ]
 
 LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
-_SIZE: Final = _keys.LIVE_TOTAL_BYTES
-_MASK_WORDS: Final = (_keys.LIVE_KEY_SLOTS + 63) // 64
+_SIZE: Final = _live_layout.LIVE_TOTAL_BYTES
+_MASK_WORDS: Final = (_live_layout.LIVE_KEY_SLOTS + 63) // 64
 _U64: Final = (1 << 64) - 1
 _FIELD_FORMATS: Final = {"uint32_t": "<I", "uint64_t": "<Q"}
 _CLEAR, _SET, _ARMED = 0, 1, 2
@@ -94,7 +93,7 @@ def read_board(state_path: Path) -> list[BoardGpu]:
         raise LiveLayerError(f"cannot read the board state {state_path}: {exc}") from None
     gpus = gpu_sections(text)
     board = [BoardGpu(i, values.get("uuid", ""), values) for i, values in enumerate(gpus)]
-    if len(board) > _keys.LIVE_GPU_SLOTS or any(not gpu.uuid for gpu in board):
+    if len(board) > _live_layout.LIVE_GPU_SLOTS or any(not gpu.uuid for gpu in board):
         raise LiveLayerError(f"{state_path}: not a board state the live layer can follow")
     return board
 
@@ -104,7 +103,7 @@ def _header_bytes(gpu_count: int) -> bytearray:
 
 
 def _record_offset(gpu: int) -> int:
-    return _keys.LIVE_RECORDS_OFFSET + gpu * _keys.LIVE_RECORD_BYTES
+    return _live_layout.LIVE_RECORDS_OFFSET + gpu * _live_layout.LIVE_RECORD_BYTES
 
 
 def _header_problem(data: bytes | mmap.mmap) -> str | None:
@@ -124,14 +123,16 @@ def create(path: Path, board: Sequence[BoardGpu]) -> Path:
     marked), so processes that mapped it fall back to the board values at once instead of
     reading values that no longer apply.
     """
-    if len(board) > _keys.LIVE_GPU_SLOTS:
-        raise LiveLayerError(f"{len(board)} GPUs, the live layer holds {_keys.LIVE_GPU_SLOTS}")
+    if len(board) > _live_layout.LIVE_GPU_SLOTS:
+        raise LiveLayerError(
+            f"{len(board)} GPUs, the live layer holds {_live_layout.LIVE_GPU_SLOTS}"
+        )
     data = _header_bytes(len(board))
     for gpu in board:
         raw = gpu.uuid.encode()
-        if len(raw) >= _keys.LIVE_RECORD_UUID_BYTES:
+        if len(raw) >= _live_layout.LIVE_RECORD_UUID_BYTES:
             raise LiveLayerError(f"GPU {gpu.index}: UUID {gpu.uuid!r} is too long")
-        start = _record_offset(gpu.index) + _keys.LIVE_RECORD_UUID
+        start = _record_offset(gpu.index) + _live_layout.LIVE_RECORD_UUID
         data[start : start + len(raw)] = raw
     write_atomic(path, bytes(data), before_replace=lambda: _retire(path))
     return path
@@ -150,8 +151,8 @@ def ensure(path: Path, board: Sequence[BoardGpu]) -> bool:
         raise LiveLayerError(f"cannot read the live layer {path}: {exc.strerror}") from None
     fits = (
         _header_problem(data) is None
-        and struct.unpack_from("<I", data, _keys.LIVE_HEADER_FIELDS["retired"][1])[0] == 0
-        and struct.unpack_from("<I", data, _keys.LIVE_HEADER_FIELDS["gpu_count"][1])[0]
+        and struct.unpack_from("<I", data, _live_layout.LIVE_HEADER_FIELDS["retired"][1])[0] == 0
+        and struct.unpack_from("<I", data, _live_layout.LIVE_HEADER_FIELDS["gpu_count"][1])[0]
         == len(board)
         and all(_record_uuid(data, gpu.index) == gpu.uuid for gpu in board)
     )
@@ -260,7 +261,7 @@ class LiveLayer:
             raise LiveLayerError(f"the live layer {self.path} cannot be used: {problem}")
 
     def _u32(self, field: str) -> int:
-        offset = _keys.LIVE_HEADER_FIELDS[field][1]
+        offset = _live_layout.LIVE_HEADER_FIELDS[field][1]
         value: int = struct.unpack_from("<I", self._map, offset)[0]
         return value
 
@@ -294,9 +295,9 @@ class LiveLayer:
     @property
     def generation(self) -> int:
         """Writes to this file so far (any GPU); a change means something changed."""
-        value: int = struct.unpack_from("<Q", self._map, _keys.LIVE_HEADER_FIELDS["generation"][1])[
-            0
-        ]
+        value: int = struct.unpack_from(
+            "<Q", self._map, _live_layout.LIVE_HEADER_FIELDS["generation"][1]
+        )[0]
         return value
 
     def validate(self, gpu: int, values: Mapping[str, object]) -> dict[str, int]:
@@ -389,7 +390,7 @@ class LiveLayer:
         """The live values set on *gpu* (keys that are not set are left out)."""
         self._gpu(gpu)
         mask = (ctypes.c_uint64 * _MASK_WORDS)()
-        slots = (ctypes.c_uint64 * _keys.LIVE_KEY_SLOTS)()
+        slots = (ctypes.c_uint64 * _live_layout.LIVE_KEY_SLOTS)()
         writes = ctypes.c_uint64()
         if self.writable:
             rc = _library().nvml_mock_live_snapshot(
@@ -416,7 +417,7 @@ class LiveLayer:
         """The set keys of *gpu* that wait for its fault trigger (a display read: a write under
         way may show the mask before or after it)."""
         self._gpu(gpu)
-        start = _record_offset(gpu) + _keys.LIVE_RECORD_ARMED
+        start = _record_offset(gpu) + _live_layout.LIVE_RECORD_ARMED
         words = struct.unpack_from(f"<{_MASK_WORDS}Q", self._map, start)
         return frozenset(
             key
@@ -427,13 +428,13 @@ class LiveLayer:
     def events(self, after: int = 0) -> list[LiveEvent]:
         """The events of the ring with a sequence number above *after*, oldest first (at most
         the ring's size; records a writer is overwriting are left out)."""
-        head_at = _keys.LIVE_HEADER_FIELDS["event_head"][1]
+        head_at = _live_layout.LIVE_HEADER_FIELDS["event_head"][1]
         head: int = struct.unpack_from("<Q", self._map, head_at)[0]
-        first = max(after + 1, head - _keys.LIVE_EVENT_SLOTS + 1, 1)
+        first = max(after + 1, head - _live_layout.LIVE_EVENT_SLOTS + 1, 1)
         found: list[LiveEvent] = []
         for seq in range(first, head + 1):
-            slot = seq % _keys.LIVE_EVENT_SLOTS
-            at = _keys.LIVE_EVENTS_OFFSET + slot * _keys.LIVE_EVENT_RECORD_BYTES
+            slot = seq % _live_layout.LIVE_EVENT_SLOTS
+            at = _live_layout.LIVE_EVENTS_OFFSET + slot * _live_layout.LIVE_EVENT_RECORD_BYTES
             rec_seq, gpu, event_type, data = struct.unpack_from("<4Q", self._map, at)
             if rec_seq == seq:
                 found.append(LiveEvent(seq, gpu, event_type, data))
