@@ -17,9 +17,6 @@ captures (``tests/smi_fixtures/exporter``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from functools import cached_property
-from typing import Any, NamedTuple
 
 from ._errors import EXIT_INVALID_ARGUMENT, SmiError, WorkAlikeError
 from ._generation import parse_driver_version
@@ -77,6 +74,32 @@ from ._values import (
     timestamp_us,
     yes_no,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from functools import cached_property
+    from typing import Any
+
+    Reader = Callable[["Ctx"], Any]
+else:
+    # functools, typing and collections.abc cost a --query-gpu run more start-up time
+    # than its NVML calls
+
+    class cached_property:  # noqa: N801 (stands in for functools.cached_property)
+        """The part of ``functools.cached_property`` that :class:`Ctx` uses: the first
+        read stores the answer in the instance; an exception stores nothing."""
+
+        def __init__(self, fn: Callable[[Any], Any]) -> None:
+            self.fn = fn
+            self.name = fn.__name__
+
+        def __get__(self, obj: object, owner: type | None = None) -> Any:
+            if obj is None:
+                return self
+            value = obj.__dict__[self.name] = self.fn(obj)
+            return value
+
 
 NOT_APPLICABLE = "[N/A]"
 DEPRECATED = "[Requested functionality has been deprecated]"
@@ -170,18 +193,35 @@ class Ctx:
         return info
 
 
-Reader = Callable[[Ctx], Any]
+class Field:
+    """One property: its names (the first is the header's), unit, reader and help text.
 
+    A plain class rather than a ``NamedTuple``: importing ``typing`` would cost each
+    ``--query-gpu`` run more than its NVML calls do.
+    """
 
-class Field(NamedTuple):
-    names: tuple[str, ...]
-    unit: str
-    read: Reader
-    help: str
-    since: tuple[int, ...] = ()
-    """The first driver whose tool accepts the property (empty: every driver)."""
-    until: tuple[int, ...] | None = None
-    """The first driver whose tool no longer accepts it (None: still accepted)."""
+    __slots__ = ("help", "names", "read", "since", "unit", "until")
+
+    def __init__(  # noqa: PLR0917 (the NamedTuple it replaces took these by position)
+        self,
+        names: tuple[str, ...],
+        unit: str,
+        read: Reader,
+        help: str,
+        since: tuple[int, ...] = (),
+        until: tuple[int, ...] | None = None,
+    ) -> None:
+        self.names = names
+        self.unit = unit
+        self.read = read
+        self.help = help
+        self.since = since
+        """The first driver whose tool accepts the property (empty: every driver)."""
+        self.until = until
+        """The first driver whose tool no longer accepts it (None: still accepted)."""
+
+    def __repr__(self) -> str:
+        return f"Field({self.names!r})"
 
     @property
     def name(self) -> str:
