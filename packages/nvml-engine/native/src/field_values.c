@@ -344,6 +344,15 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
             set_uint(v, (unsigned int)link_value(d, v->scopeId, LINK_SPEED));
         }
         return;
+    case NVML_FI_DEV_NVLINK_REMOTE_NVLINK_ID:
+        if (!scoped_link_refused(d, v)) {
+            unsigned int remote = 0;
+            v->nvmlReturn = mock_nvlink_remote_link(d, v->scopeId, &remote);
+            if (v->nvmlReturn == NVML_SUCCESS) {
+                set_uint(v, remote);
+            }
+        }
+        return;
     case NVML_FI_DEV_NVLINK_LINK_COUNT: set_uint(v, links_up(d)); return;
     case NVML_FI_DEV_NVLINK_GET_STATE:
         if (!scoped_link_refused(d, v)) {

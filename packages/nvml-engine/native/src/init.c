@@ -301,6 +301,7 @@ static void publish(const struct state *st, const struct visible_view *view)
         mock_board_pci[i] = st->gpu[i].pci;
     }
     memcpy(mock_view_of_board, view->view, sizeof(mock_view_of_board));
+    mock_nvlink_derive(st);
     for (uint32_t i = 0; i < view->count; i++) {
         struct nvmlDevice_st *d = &mock_devices[i];
         memset(d, 0, sizeof(*d));

@@ -205,6 +205,11 @@ nvmlReturn_t mock_list_devices(unsigned int *count, nvmlDevice_t *out, const str
                                int (*pred)(const struct nvmlDevice_st *, const struct nvmlDevice_st *, unsigned long),
                                unsigned long arg);
 
+/* The far-end link number of each board GPU's NVLinks, derived from `st` at init (nvlink.c),
+ * and one of them: NOT_SUPPORTED without links or remote ends, INVALID_ARGUMENT past them. */
+void mock_nvlink_derive(const struct state *st);
+nvmlReturn_t mock_nvlink_remote_link(const struct nvmlDevice_st *d, unsigned int link, unsigned int *out);
+
 /* Fabric health summary derived from a health mask. */
 unsigned char mock_fabric_health_summary(unsigned int mask);
 
