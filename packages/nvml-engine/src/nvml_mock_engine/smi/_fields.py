@@ -340,6 +340,23 @@ def _mask(shift: int, names: dict[int, str]) -> Reader:
     return read
 
 
+def _fabric(read: Reader) -> Reader:
+    """A ``fabric.*`` field: a board without an NVLink fabric (its fabric info answers
+    ``NVML_ERROR_NOT_SUPPORTED``) answers a bare ``N/A``, as the real tool prints these there
+    (the L40S and RTX captures of 595 and 610)."""
+
+    def field(c: Ctx) -> Any:
+        try:
+            c.fabric  # noqa: B018 (reads, and caches, the fabric info)
+        except NvmlError as exc:
+            if exc.code == ERROR_NOT_SUPPORTED:
+                return "N/A"
+            raise
+        return read(c)
+
+    return field
+
+
 def _platform(read: Callable[[Any], Any]) -> Reader:
     """A ``platform.*`` field: a board without platform info answers a bare ``N/A``, as the
     real tool prints these."""
@@ -1249,67 +1266,67 @@ FIELDS: list[Field] = [
     F(
         ("fabric.state",),
         "",
-        lambda c: FABRIC_STATES.get(int(c.fabric.state), "N/A"),
+        _fabric(lambda c: FABRIC_STATES.get(int(c.fabric.state), "N/A")),
         "Where the GPU is in NVLink fabric registration.",
     ),
     F(
         ("fabric.status",),
         "",
-        lambda c: c.nvml.error_string(int(c.fabric_done().status)),
+        _fabric(lambda c: c.nvml.error_string(int(c.fabric_done().status))),
         "The result of fabric registration once it completed.",
     ),
     F(
         ("fabric.cliqueId",),
         "",
-        lambda c: c.fabric_done().cliqueId,
+        _fabric(lambda c: c.fabric_done().cliqueId),
         "The NVLink clique the GPU belongs to.",
     ),
     F(
         ("fabric.clusterUuid",),
         "",
-        lambda c: fabric_uuid(c.fabric_done().clusterUuid),
+        _fabric(lambda c: fabric_uuid(c.fabric_done().clusterUuid)),
         "The UUID of the NVLink cluster (ComputeDomain) the GPU belongs to.",
     ),
     F(
         ("fabric.health.summary",),
         "",
-        lambda c: FABRIC_SUMMARY.get(int(c.fabric_done().healthSummary), "N/A"),
+        _fabric(lambda c: FABRIC_SUMMARY.get(int(c.fabric_done().healthSummary), "N/A")),
         "Overall fabric health.",
     ),
     F(
         ("fabric.health.bandwidth",),
         "",
-        _mask(0, BANDWIDTH),
+        _fabric(_mask(0, BANDWIDTH)),
         "Whether NVLink bandwidth is full or degraded.",
     ),
     F(
         ("fabric.health.route_recovery_in_progress",),
         "",
-        _mask(2, TRUE_FALSE),
+        _fabric(_mask(2, TRUE_FALSE)),
         "Whether a fabric route is being recovered.",
     ),
     F(
         ("fabric.health.route_unhealthy",),
         "",
-        _mask(4, TRUE_FALSE),
+        _fabric(_mask(4, TRUE_FALSE)),
         "Whether a fabric route is unhealthy.",
     ),
     F(
         ("fabric.health.access_timeout_recovery",),
         "",
-        _mask(6, TRUE_FALSE),
+        _fabric(_mask(6, TRUE_FALSE)),
         "Whether the GPU recovers from a fabric access timeout.",
     ),
     F(
         ("fabric.health.incorrect_configuration",),
         "",
-        _mask(8, INCORRECT_CONFIG),
+        _fabric(_mask(8, INCORRECT_CONFIG)),
         "What, if anything, is misconfigured in the fabric.",
     ),
     F(
         ("fabric.health.partition_assigned",),
         "",
-        _mask(12, TRUE_FALSE),
+        _fabric(_mask(12, TRUE_FALSE)),
         "Whether the GPU has a fabric partition.",
         V595,
     ),
