@@ -205,6 +205,10 @@ nvmlReturn_t mock_list_devices(unsigned int *count, nvmlDevice_t *out, const str
                                int (*pred)(const struct nvmlDevice_st *, const struct nvmlDevice_st *, unsigned long),
                                unsigned long arg);
 
+/* One link's rate (MB/s) by nvmlNvlinkVersion_t: the speed fields report it and the NVLink
+ * throughput counters integrate it (nvlink.c). */
+unsigned int mock_nvlink_link_mbps(unsigned int version);
+
 /* The far-end link number of each board GPU's NVLinks, derived from `st` at init (nvlink.c),
  * and one of them: NOT_SUPPORTED without links or remote ends, INVALID_ARGUMENT past them. */
 void mock_nvlink_derive(const struct state *st);

@@ -17,6 +17,21 @@
 /* NVSwitch PCI ids reported for remote switch ports (device << 16 | vendor). */
 #define NVSWITCH_PCI_DEVICE_ID 0x22A310DEu
 
+unsigned int mock_nvlink_link_mbps(unsigned int version)
+{
+    switch (version) {
+    case NVML_NVLINK_VERSION_1_0: return 20000;
+    case NVML_NVLINK_VERSION_2_0:
+    case NVML_NVLINK_VERSION_2_2:
+    case NVML_NVLINK_VERSION_3_0:
+    case NVML_NVLINK_VERSION_3_1: return 25000;
+    case NVML_NVLINK_VERSION_4_0: return 26562;
+    case NVML_NVLINK_VERSION_5_0: return 50000;
+    case NVML_NVLINK_VERSION_6_0: return 100000;
+    default: return 0;
+    }
+}
+
 /* Validate a link index against the device's active links. */
 static nvmlReturn_t check_link(const struct nvmlDevice_st *d, unsigned int link)
 {
