@@ -201,3 +201,29 @@ def test_580_still_reports_the_values_590_deprecated(
     assert display in ("Enabled", "Disabled")
     assert re.fullmatch(r"\d+ MHz", clock)
     assert reset == "No"
+
+
+@pytest.mark.parametrize(
+    ("capture", "profile", "driver"),
+    [
+        (H100_590, "h100", "590.48.01"),
+        (L40S_595, "l40s", "595.80"),
+        (RTX_610, "l40s", "610.57.04"),
+        (L40S_595, "t4", "595.80"),  # T4 has no fabric either; no T4 capture of 595 exists
+    ],
+)
+def test_fabric_cells_match_the_real_run(
+    use_driver: object, library_file: Path, capture: Path, profile: str, driver: str
+) -> None:
+    """A board without an NVLink fabric prints a bare ``N/A`` in every ``fabric.*`` cell (the
+    real tool brackets ``[N/A]`` elsewhere); H100 answers its registration."""
+    use_driver(profile, driver)  # type: ignore[operator]
+    query, header, real_row = real_csv(capture)
+    rc, out = smi(library_file, f"--query-gpu={query}", "--format=csv")
+    assert rc == 0, out
+    rows = list(csv.reader(io.StringIO(out), skipinitialspace=True))
+    mine = dict(zip(header, rows[1], strict=True))
+    real = dict(zip(header, real_row, strict=True))
+    fabric = [name for name in header if name.startswith("fabric.")]
+    assert len(fabric) >= 10
+    assert {name: mine[name] for name in fabric} == {name: real[name] for name in fabric}

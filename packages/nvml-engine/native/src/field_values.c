@@ -12,22 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Per-link NVLink bandwidth (MB/s) by nvmlNvlinkVersion_t. */
-static unsigned int nvlink_speed_mbps(unsigned int version)
-{
-    switch (version) {
-    case NVML_NVLINK_VERSION_1_0: return 20000;
-    case NVML_NVLINK_VERSION_2_0:
-    case NVML_NVLINK_VERSION_2_2: return 25000;
-    case NVML_NVLINK_VERSION_3_0:
-    case NVML_NVLINK_VERSION_3_1: return 25000;
-    case NVML_NVLINK_VERSION_4_0: return 26562;
-    case NVML_NVLINK_VERSION_5_0: return 50000;
-    case NVML_NVLINK_VERSION_6_0: return 100000;
-    default: return 0;
-    }
-}
-
 static void set_uint(nvmlFieldValue_t *v, unsigned int x)
 {
     v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
@@ -87,7 +71,7 @@ static const struct link_range link_ranges[] = {
 static uint64_t link_value(const struct nvmlDevice_st *d, unsigned int link, enum link_value what)
 {
     switch (what) {
-    case LINK_SPEED: return mock_nvlink_is_down(d, link) ? 0 : nvlink_speed_mbps(d->s.nvlink_version);
+    case LINK_SPEED: return mock_nvlink_is_down(d, link) ? 0 : mock_nvlink_link_mbps(d->s.nvlink_version);
     case LINK_CRC: return mock_nvlink_errors(d, link, NVML_NVLINK_ERROR_DL_CRC_FLIT);
     case LINK_REPLAY: return mock_nvlink_errors(d, link, NVML_NVLINK_ERROR_DL_REPLAY);
     case LINK_RECOVERY: return mock_nvlink_errors(d, link, NVML_NVLINK_ERROR_DL_RECOVERY);
@@ -334,7 +318,7 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
         return;
     case NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
         if (have_links) {
-            set_uint(v, nvlink_speed_mbps(d->s.nvlink_version));
+            set_uint(v, mock_nvlink_link_mbps(d->s.nvlink_version));
         } else {
             v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         }
@@ -342,6 +326,15 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_NVLINK_GET_SPEED:
         if (!scoped_link_refused(d, v)) {
             set_uint(v, (unsigned int)link_value(d, v->scopeId, LINK_SPEED));
+        }
+        return;
+    case NVML_FI_DEV_NVLINK_REMOTE_NVLINK_ID:
+        if (!scoped_link_refused(d, v)) {
+            unsigned int remote = 0;
+            v->nvmlReturn = mock_nvlink_remote_link(d, v->scopeId, &remote);
+            if (v->nvmlReturn == NVML_SUCCESS) {
+                set_uint(v, remote);
+            }
         }
         return;
     case NVML_FI_DEV_NVLINK_LINK_COUNT: set_uint(v, links_up(d)); return;

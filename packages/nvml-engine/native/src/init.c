@@ -303,6 +303,7 @@ static void publish(const struct state *st, const struct visible_view *view)
     memcpy(mock_view_of_board, view->view, sizeof(mock_view_of_board));
     memcpy(mock_mig_only, view->mig_only, sizeof(mock_mig_only));
     memcpy(mock_mig_allowed, view->mig_allowed, sizeof(mock_mig_allowed));
+    mock_nvlink_derive(st);
     for (uint32_t i = 0; i < view->count; i++) {
         struct nvmlDevice_st *d = &mock_devices[i];
         memset(d, 0, sizeof(*d));

@@ -50,15 +50,23 @@ struct nvmlDevice_st {
 LIVE_GPU_KEYS(MOCK_LIVE_GETTER)
 
 /* live_<key>(d) for a live-only key: its live value, or its declared default while unset
- * (uint64_t; int64_t for a signed key). */
+ * (uint64_t; int64_t, clamped as signed, for a signed key). The generator writes is_signed
+ * as the token 0 or 1, which names the type: a conditional expression would not, since
+ * `c ? (int64_t)x : (uint64_t)y` has type uint64_t whatever c is. */
+#define MOCK_LIVE_ONLY_TYPE_0 uint64_t
+#define MOCK_LIVE_ONLY_TYPE_1 int64_t
+#define MOCK_LIVE_ONLY_TYPE(is_signed) MOCK_LIVE_ONLY_TYPE_##is_signed
 #define MOCK_LIVE_ONLY_GETTER(key, slot, is_signed, lo, hi, dflt)                                   \
-    static inline __typeof__(is_signed ? (int64_t)0 : (uint64_t)0) live_##key(const struct nvmlDevice_st *d) \
+    static inline MOCK_LIVE_ONLY_TYPE(is_signed) live_##key(const struct nvmlDevice_st *d)        \
     {                                                                                             \
         uint64_t v;                                                                               \
         if (__builtin_expect(d->live == NULL, 1) || !mock_live_load(d->live, (slot), &v)) {       \
-            return dflt;                                                                          \
+            return (MOCK_LIVE_ONLY_TYPE(is_signed))(dflt);                                        \
         }                                                                                         \
-        return mock_live_clamp_u(v, (uint64_t)(lo), (uint64_t)(hi));                             \
+        if (is_signed) {                                                                          \
+            return (MOCK_LIVE_ONLY_TYPE(is_signed))mock_live_clamp_s((int64_t)v, (int64_t)(lo), (int64_t)(hi)); \
+        }                                                                                         \
+        return (MOCK_LIVE_ONLY_TYPE(is_signed))mock_live_clamp_u(v, (uint64_t)(lo), (uint64_t)(hi)); \
     }
 LIVE_ONLY_GPU_KEYS(MOCK_LIVE_ONLY_GETTER)
 
@@ -206,6 +214,15 @@ void mock_pci_to_v2(const nvmlPciInfo_t *pci, void *out);
 nvmlReturn_t mock_list_devices(unsigned int *count, nvmlDevice_t *out, const struct nvmlDevice_st *self,
                                int (*pred)(const struct nvmlDevice_st *, const struct nvmlDevice_st *, unsigned long),
                                unsigned long arg);
+
+/* One link's rate (MB/s) by nvmlNvlinkVersion_t: the speed fields report it and the NVLink
+ * throughput counters integrate it (nvlink.c). */
+unsigned int mock_nvlink_link_mbps(unsigned int version);
+
+/* The far-end link number of each board GPU's NVLinks, derived from `st` at init (nvlink.c),
+ * and one of them: NOT_SUPPORTED without links or remote ends, INVALID_ARGUMENT past them. */
+void mock_nvlink_derive(const struct state *st);
+nvmlReturn_t mock_nvlink_remote_link(const struct nvmlDevice_st *d, unsigned int link, unsigned int *out);
 
 /* Fabric health summary derived from a health mask. */
 unsigned char mock_fabric_health_summary(unsigned int mask);

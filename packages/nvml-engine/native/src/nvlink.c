@@ -7,6 +7,7 @@
  * last one repeated for later links): a modelled GPU at that address answers as a GPU peer,
  * any other address as an NVSwitch port. The unversioned remote-PCI symbol writes the older
  * 52-byte nvmlPciInfo_t (device_identity.c's layouts), as callers built on old headers pass.
+ * The link number at each far end is derived from the board's links (mock_nvlink_derive).
  */
 #include "mock.h"
 #include "visible.h"
@@ -15,6 +16,21 @@
 
 /* NVSwitch PCI ids reported for remote switch ports (device << 16 | vendor). */
 #define NVSWITCH_PCI_DEVICE_ID 0x22A310DEu
+
+unsigned int mock_nvlink_link_mbps(unsigned int version)
+{
+    switch (version) {
+    case NVML_NVLINK_VERSION_1_0: return 20000;
+    case NVML_NVLINK_VERSION_2_0:
+    case NVML_NVLINK_VERSION_2_2:
+    case NVML_NVLINK_VERSION_3_0:
+    case NVML_NVLINK_VERSION_3_1: return 25000;
+    case NVML_NVLINK_VERSION_4_0: return 26562;
+    case NVML_NVLINK_VERSION_5_0: return 50000;
+    case NVML_NVLINK_VERSION_6_0: return 100000;
+    default: return 0;
+    }
+}
 
 /* Validate a link index against the device's active links. */
 static nvmlReturn_t check_link(const struct nvmlDevice_st *d, unsigned int link)
@@ -79,6 +95,119 @@ static const struct state_pci_addr *remote_of(const struct nvmlDevice_st *d, uns
     }
     unsigned int i = link < d->s.nvlink_remote_count ? link : d->s.nvlink_remote_count - 1;
     return &d->s.nvlink_remote[i];
+}
+
+/*
+ * The link number at the far end of each board GPU's links (`nvidia-smi nvlink -R`,
+ * NVML_FI_DEV_NVLINK_REMOTE_NVLINK_ID), derived at init from the whole board so that it does
+ * not depend on which GPUs this process sees:
+ *  - a GPU peer: GPU A's k-th link to B ends at B's k-th link to A (link order on both
+ *    sides); a link B does not return ends at the same number as A's.
+ *  - any other device (an NVSwitch): its ports numbered in board order, GPU by GPU and link
+ *    by link, as every GPU's links to that switch come in; so a switch's ports are distinct.
+ */
+static uint8_t remote_link_of[STATE_MAX_GPUS][STATE_MAX_NVLINKS];
+
+static const struct state_pci_addr *board_remote(const struct state_gpu *g, unsigned int link)
+{
+    if (g->nvlink_remote_count == 0) {
+        return NULL;
+    }
+    unsigned int i = link < g->nvlink_remote_count ? link : g->nvlink_remote_count - 1;
+    return &g->nvlink_remote[i];
+}
+
+static int same_addr(const struct state_pci_addr *a, const struct state_pci_addr *b)
+{
+    return memcmp(a, b, sizeof(*a)) == 0;
+}
+
+/* How many of g's links before `link` end at `a`. */
+static unsigned int links_before(const struct state_gpu *g, unsigned int link, const struct state_pci_addr *a)
+{
+    unsigned int n = 0;
+    for (unsigned int l = 0; l < link && l < g->nvlink_count; l++) {
+        const struct state_pci_addr *r = board_remote(g, l);
+        n += r != NULL && same_addr(r, a);
+    }
+    return n;
+}
+
+/* The board index of the GPU at `a`, or -1 for any other device. */
+static int board_gpu_at(const struct state *st, const struct state_pci_addr *a)
+{
+    for (unsigned int i = 0; i < st->gpu_count; i++) {
+        if (same_addr(&st->gpu[i].pci, a)) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* GPU gi's link `link` ends at GPU pi: the link of pi that is its k-th back to gi, where
+ * `link` is gi's k-th to pi; `link` itself when pi has no such link. */
+static unsigned int peer_link(const struct state *st, unsigned int gi, unsigned int pi, unsigned int link)
+{
+    const struct state_gpu *g = &st->gpu[gi];
+    const struct state_gpu *p = &st->gpu[pi];
+    unsigned int k = links_before(g, link, &p->pci);
+    for (unsigned int l = 0; l < p->nvlink_count; l++) {
+        const struct state_pci_addr *back = board_remote(p, l);
+        if (back != NULL && same_addr(back, &g->pci) && k-- == 0) {
+            return l;
+        }
+    }
+    return link;
+}
+
+void mock_nvlink_derive(const struct state *st)
+{
+    /* the next free port of each switch seen so far (at most one per link of the board) */
+    static struct {
+        struct state_pci_addr addr;
+        unsigned int next;
+    } ports[STATE_MAX_GPUS * STATE_MAX_NVLINKS];
+    unsigned int switches = 0;
+    memset(remote_link_of, 0, sizeof(remote_link_of));
+    for (unsigned int gi = 0; gi < st->gpu_count && gi < STATE_MAX_GPUS; gi++) {
+        const struct state_gpu *g = &st->gpu[gi];
+        for (unsigned int l = 0; l < g->nvlink_count && l < STATE_MAX_NVLINKS; l++) {
+            const struct state_pci_addr *r = board_remote(g, l);
+            if (r == NULL) {
+                continue;
+            }
+            int pi = board_gpu_at(st, r);
+            unsigned int v;
+            if (pi >= 0 && (unsigned int)pi != gi) {
+                v = peer_link(st, gi, (unsigned int)pi, l);
+            } else {
+                unsigned int s = 0;
+                while (s < switches && !same_addr(&ports[s].addr, r)) {
+                    s++;
+                }
+                if (s == switches) {
+                    ports[switches].addr = *r;
+                    ports[switches].next = 0;
+                    switches++;
+                }
+                v = ports[s].next++;
+            }
+            remote_link_of[gi][l] = (uint8_t)(v < 255u ? v : 255u);
+        }
+    }
+}
+
+nvmlReturn_t mock_nvlink_remote_link(const struct nvmlDevice_st *d, unsigned int link, unsigned int *out)
+{
+    nvmlReturn_t rc = check_link(d, link);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (d->s.nvlink_remote_count == 0 || d->board >= STATE_MAX_GPUS) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *out = remote_link_of[d->board][link];
+    return NVML_SUCCESS;
 }
 
 static const struct nvmlDevice_st *gpu_at(const struct state_pci_addr *a)

@@ -243,22 +243,6 @@ static unsigned int pcie_lane_mbps(uint64_t gen)
     return gen < sizeof(mbps) / sizeof(mbps[0]) ? mbps[gen] : 0;
 }
 
-/* Per-link NVLink rate (MB/s) by nvmlNvlinkVersion_t, as the field values report it. */
-static unsigned int nvlink_link_mbps(unsigned int version)
-{
-    switch (version) {
-    case NVML_NVLINK_VERSION_1_0: return 20000;
-    case NVML_NVLINK_VERSION_2_0:
-    case NVML_NVLINK_VERSION_2_2:
-    case NVML_NVLINK_VERSION_3_0:
-    case NVML_NVLINK_VERSION_3_1: return 25000;
-    case NVML_NVLINK_VERSION_4_0: return 26562;
-    case NVML_NVLINK_VERSION_5_0: return 50000;
-    case NVML_NVLINK_VERSION_6_0: return 100000;
-    default: return 0;
-    }
-}
-
 static unsigned int lerp_u(unsigned int from, unsigned int to, double share)
 {
     double v = (double)from + ((double)to - (double)from) * share;
@@ -389,7 +373,7 @@ static void compute(const struct nvmlDevice_st *d, const struct snapshot *sn, ui
         down &= (1ull << links) - 1u;
     }
     links -= (unsigned int)__builtin_popcountll(down) > links ? links : (unsigned int)__builtin_popcountll(down);
-    uint64_t link_mbps = (uint64_t)nvlink_link_mbps(s->nvlink_version) * links; /* MB/s */
+    uint64_t link_mbps = (uint64_t)mock_nvlink_link_mbps(s->nvlink_version) * links; /* MB/s */
     /* KiB = MB/s x 10^6 / 1024 x share / 100 x (integral2 / 200: load x ms) / 1000 */
     uint64_t data_kib = muldiv(link_mbps * NVLINK_SHARE_PCT, integral2, 1024u * 20u);
     out[TELE_NVLINK_DATA_TX_KIB] = data_kib;

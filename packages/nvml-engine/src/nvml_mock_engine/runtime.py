@@ -5,8 +5,9 @@ overlay carries its own: this interpreter's binary, every shared library it and 
 extension modules load (the ``ldd`` closure, the dynamic loader included), the standard
 library without what a command-line tool never imports (tests, IDLE, Tk, ensurepip), and
 the distributions the overlay's tools import with their dependencies. The launchers run
-``<runtime>/lib/<loader> --library-path <runtime>/lib <runtime>/bin/python3 -I -m …``, so
-nothing of the container's libc, loader or Python is used, and no shim sits in front.
+``<runtime>/lib/<loader> --library-path <runtime>/lib <runtime>/bin/python3 -I -c 'import
+<module>.__main__'``, so nothing of the container's libc, loader or Python is used, and no
+shim sits in front.
 
 Building copies some tens of MiB; ``fingerprint`` names a runtime by everything that goes
 into it, so re-staging reuses an identical runtime instead of copying it again.

@@ -481,7 +481,7 @@ def _populate(
 
 
 def launcher_script(tool: str, module: str, *, loader: str, mount_path: str) -> str:
-    """The ``/bin/sh`` launcher that runs ``python -m <module>`` on the overlay's runtime."""
+    """The ``/bin/sh`` launcher that runs ``<module>.__main__`` on the overlay's runtime."""
     template = resources.files("nvml_mock_engine").joinpath("launcher.sh.in").read_text("utf-8")
     return (
         template.replace("@TOOL@", tool)

@@ -17,9 +17,6 @@ captures (``tests/smi_fixtures/exporter``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from functools import cached_property
-from typing import Any, NamedTuple
 
 from ._errors import EXIT_INVALID_ARGUMENT, SmiError, WorkAlikeError
 from ._generation import parse_driver_version
@@ -77,6 +74,32 @@ from ._values import (
     timestamp_us,
     yes_no,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from functools import cached_property
+    from typing import Any
+
+    Reader = Callable[["Ctx"], Any]
+else:
+    # functools, typing and collections.abc cost a --query-gpu run more start-up time
+    # than its NVML calls
+
+    class cached_property:  # noqa: N801 (stands in for functools.cached_property)
+        """The part of ``functools.cached_property`` that :class:`Ctx` uses: the first
+        read stores the answer in the instance; an exception stores nothing."""
+
+        def __init__(self, fn: Callable[[Any], Any]) -> None:
+            self.fn = fn
+            self.name = fn.__name__
+
+        def __get__(self, obj: object, owner: type | None = None) -> Any:
+            if obj is None:
+                return self
+            value = obj.__dict__[self.name] = self.fn(obj)
+            return value
+
 
 NOT_APPLICABLE = "[N/A]"
 DEPRECATED = "[Requested functionality has been deprecated]"
@@ -170,18 +193,35 @@ class Ctx:
         return info
 
 
-Reader = Callable[[Ctx], Any]
+class Field:
+    """One property: its names (the first is the header's), unit, reader and help text.
 
+    A plain class rather than a ``NamedTuple``: importing ``typing`` would cost each
+    ``--query-gpu`` run more than its NVML calls do.
+    """
 
-class Field(NamedTuple):
-    names: tuple[str, ...]
-    unit: str
-    read: Reader
-    help: str
-    since: tuple[int, ...] = ()
-    """The first driver whose tool accepts the property (empty: every driver)."""
-    until: tuple[int, ...] | None = None
-    """The first driver whose tool no longer accepts it (None: still accepted)."""
+    __slots__ = ("help", "names", "read", "since", "unit", "until")
+
+    def __init__(  # noqa: PLR0917 (the NamedTuple it replaces took these by position)
+        self,
+        names: tuple[str, ...],
+        unit: str,
+        read: Reader,
+        help: str,
+        since: tuple[int, ...] = (),
+        until: tuple[int, ...] | None = None,
+    ) -> None:
+        self.names = names
+        self.unit = unit
+        self.read = read
+        self.help = help
+        self.since = since
+        """The first driver whose tool accepts the property (empty: every driver)."""
+        self.until = until
+        """The first driver whose tool no longer accepts it (None: still accepted)."""
+
+    def __repr__(self) -> str:
+        return f"Field({self.names!r})"
 
     @property
     def name(self) -> str:
@@ -298,6 +338,23 @@ def _mask(shift: int, names: dict[int, str]) -> Reader:
         return value  # the real tool prints a bare N/A for an unknown health bit
 
     return read
+
+
+def _fabric(read: Reader) -> Reader:
+    """A ``fabric.*`` field: a board without an NVLink fabric (its fabric info answers
+    ``NVML_ERROR_NOT_SUPPORTED``) answers a bare ``N/A``, as the real tool prints these there
+    (the L40S and RTX captures of 595 and 610)."""
+
+    def field(c: Ctx) -> Any:
+        try:
+            c.fabric  # noqa: B018 (reads, and caches, the fabric info)
+        except NvmlError as exc:
+            if exc.code == ERROR_NOT_SUPPORTED:
+                return "N/A"
+            raise
+        return read(c)
+
+    return field
 
 
 def _platform(read: Callable[[Any], Any]) -> Reader:
@@ -1209,67 +1266,67 @@ FIELDS: list[Field] = [
     F(
         ("fabric.state",),
         "",
-        lambda c: FABRIC_STATES.get(int(c.fabric.state), "N/A"),
+        _fabric(lambda c: FABRIC_STATES.get(int(c.fabric.state), "N/A")),
         "Where the GPU is in NVLink fabric registration.",
     ),
     F(
         ("fabric.status",),
         "",
-        lambda c: c.nvml.error_string(int(c.fabric_done().status)),
+        _fabric(lambda c: c.nvml.error_string(int(c.fabric_done().status))),
         "The result of fabric registration once it completed.",
     ),
     F(
         ("fabric.cliqueId",),
         "",
-        lambda c: c.fabric_done().cliqueId,
+        _fabric(lambda c: c.fabric_done().cliqueId),
         "The NVLink clique the GPU belongs to.",
     ),
     F(
         ("fabric.clusterUuid",),
         "",
-        lambda c: fabric_uuid(c.fabric_done().clusterUuid),
+        _fabric(lambda c: fabric_uuid(c.fabric_done().clusterUuid)),
         "The UUID of the NVLink cluster (ComputeDomain) the GPU belongs to.",
     ),
     F(
         ("fabric.health.summary",),
         "",
-        lambda c: FABRIC_SUMMARY.get(int(c.fabric_done().healthSummary), "N/A"),
+        _fabric(lambda c: FABRIC_SUMMARY.get(int(c.fabric_done().healthSummary), "N/A")),
         "Overall fabric health.",
     ),
     F(
         ("fabric.health.bandwidth",),
         "",
-        _mask(0, BANDWIDTH),
+        _fabric(_mask(0, BANDWIDTH)),
         "Whether NVLink bandwidth is full or degraded.",
     ),
     F(
         ("fabric.health.route_recovery_in_progress",),
         "",
-        _mask(2, TRUE_FALSE),
+        _fabric(_mask(2, TRUE_FALSE)),
         "Whether a fabric route is being recovered.",
     ),
     F(
         ("fabric.health.route_unhealthy",),
         "",
-        _mask(4, TRUE_FALSE),
+        _fabric(_mask(4, TRUE_FALSE)),
         "Whether a fabric route is unhealthy.",
     ),
     F(
         ("fabric.health.access_timeout_recovery",),
         "",
-        _mask(6, TRUE_FALSE),
+        _fabric(_mask(6, TRUE_FALSE)),
         "Whether the GPU recovers from a fabric access timeout.",
     ),
     F(
         ("fabric.health.incorrect_configuration",),
         "",
-        _mask(8, INCORRECT_CONFIG),
+        _fabric(_mask(8, INCORRECT_CONFIG)),
         "What, if anything, is misconfigured in the fabric.",
     ),
     F(
         ("fabric.health.partition_assigned",),
         "",
-        _mask(12, TRUE_FALSE),
+        _fabric(_mask(12, TRUE_FALSE)),
         "Whether the GPU has a fabric partition.",
         V595,
     ),

@@ -1,4 +1,4 @@
-"""``nvlink -e``, ``nvlink -gt d|r`` and ``topo -p2p r|w|n|a|p``; and the real tool's line for a
+"""``nvlink -e``, ``-R``, ``-gt d|r`` and ``topo -p2p r|w|n|a|p``; and the real tool's line for a
 GPU without NVLink, which every ``nvlink`` view prints in its place.
 
 The per-link views print one block per GPU (``GPU 0: NAME (UUID: ...)``) and tab-indented
@@ -13,7 +13,7 @@ from __future__ import annotations
 from ctypes import byref, c_int, c_uint, c_ulonglong
 
 from ._generation import parse_driver_version
-from ._nvml import ERROR_NOT_SUPPORTED, Device, NvmlError
+from ._nvml import ERROR_NOT_SUPPORTED, FI_NVLINK_REMOTE_NVLINK_ID, Device, NvmlError
 from ._topology import _header, link_count
 
 TYPE_CHECKING = False
@@ -75,6 +75,26 @@ def error_counters(devices: list[Device]) -> str:
                 except NvmlError as exc:
                     text = _value(exc)
                 out.append(f"\t Link {link}: {label}: {text}")
+        return out
+
+    return _blocks(devices, lines)
+
+
+def remote_links(devices: list[Device]) -> str:
+    """``nvlink -R``: each link's far end, ``Link 0: Remote Device 00000000:07:00.0: Link 46``
+    (the remote PCI bus id, and the link number there from
+    ``NVML_FI_DEV_NVLINK_REMOTE_NVLINK_ID``); a link that cannot say prints the error."""
+
+    def lines(d: Device) -> list[str]:
+        out: list[str] = []
+        for link in range(link_count(d)):
+            try:
+                bus = d.nvlink_remote_pci(link).busId.decode()
+                far = int(d.field_value(FI_NVLINK_REMOTE_NVLINK_ID, link))
+                text = f"Remote Device {bus}: Link {far}"
+            except NvmlError as exc:
+                text = _value(exc)
+            out.append(f"\t Link {link}: {text}")
         return out
 
     return _blocks(devices, lines)

@@ -86,6 +86,7 @@ AFFINITY_SCOPE_NODE = 0
 FI_PERF_POLICY_POWER = 74
 FI_PERF_POLICY_SYNC_BOOST = 76
 FI_NVLINK_LINK_COUNT = 91
+FI_NVLINK_REMOTE_NVLINK_ID = 146
 FI_NVLINK_GET_SPEED = 164
 FI_POWER_AVERAGE = 185
 FI_POWER_INSTANT = 186
@@ -367,6 +368,7 @@ class Nvml:
         except OSError as exc:
             raise LibraryNotFoundError(str(exc)) from exc
         self._cache: dict[str, Any] = {}
+        self._errors: dict[int, str] = {}
         err = self._symbol("nvmlErrorString")
         if err is not None:
             err.restype = c_char_p
@@ -382,11 +384,15 @@ class Nvml:
         return fn
 
     def error_string(self, code: int) -> str:
-        fn = self._symbol("nvmlErrorString")
-        if fn is None:
-            return f"Unknown Error ({code})"
-        raw = fn(c_int(code))
-        return raw.decode("utf-8", "replace") if raw else f"Unknown Error ({code})"
+        """``nvmlErrorString(code)``, asked once per code: a report turns a few hundred
+        answers (mostly ``Not Supported``) into text, and the string is fixed per library."""
+        text = self._errors.get(code)
+        if text is None:
+            fn = self._symbol("nvmlErrorString")
+            raw = fn(c_int(code)) if fn is not None else None
+            text = raw.decode("utf-8", "replace") if raw else f"Unknown Error ({code})"
+            self._errors[code] = text
+        return text
 
     def call(self, name: str, *args: Any) -> None:
         """Call ``name``; raise :class:`NvmlError` unless it returns ``NVML_SUCCESS``."""
@@ -473,6 +479,7 @@ class Device:
         self.index = index
         self.lost = lost
         """The handle lookup answered ``NVML_ERROR_GPU_IS_LOST``."""
+        self._prefetched: dict[tuple[int, int], FieldValue] = {}
 
     def _c(self, name: str, *args: Any) -> None:
         self.nvml.call(name, self.handle, *args)
@@ -743,8 +750,23 @@ class Device:
         self._c("nvmlDeviceGetFieldValues", c_int(len(ids)), values)
         return list(values)
 
+    def prefetch_fields(self, ids: tuple[tuple[int, int], ...]) -> None:
+        """Read the ``(field, scope)`` pairs of ``ids`` in one ``nvmlDeviceGetFieldValues``
+        call, for the :meth:`field_value` calls that follow: a report reads two dozen fields
+        per GPU, and one call with all of them answers each slot as its own call would. The
+        answers stand for this handle until the next prefetch (a report is one moment; each
+        ``-l`` pass opens fresh handles); if the batch call itself fails, every field is
+        asked alone."""
+        try:
+            values = self.field_values(list(ids))
+        except NvmlError:
+            return
+        self._prefetched = dict(zip(ids, values, strict=True))
+
     def field_value(self, fid: int, scope: int = 0) -> int | float:
-        fv = self.field_values([(fid, scope)])[0]
+        fv = self._prefetched.get((fid, scope))
+        if fv is None:
+            fv = self.field_values([(fid, scope)])[0]
         if fv.nvmlReturn != SUCCESS:
             raise NvmlError(fv.nvmlReturn, self.nvml.error_string(fv.nvmlReturn))
         return field_number(fv)

@@ -15,7 +15,6 @@ What a board supports is read from NVML, as the real tool does: an answer of
 from __future__ import annotations
 
 from ctypes import byref, c_ulong, c_ulonglong
-from functools import partial
 
 from ._layout import REASONS
 from ._nvml import (
@@ -113,6 +112,34 @@ REASON_FIELDS = (
 """The field ids behind :data:`._layout.REASON_COUNTERS`, in its order."""
 
 
+REPORT_FIELDS = (
+    (FI_GPU_RECOVERY_ACTION, 0),
+    (FI_PCIE_REPLAY_ROLLOVER, 0),
+    (FI_PCIE_OUTBOUND_ATOMICS_MASK, 0),
+    (FI_PCIE_INBOUND_ATOMICS_MASK, 0),
+    *((fid, 0) for fid in REASON_FIELDS),
+    (FI_MEMORY_TEMP, 0),
+    (FI_POWER_INSTANT, 0),
+    (FI_POWER_AVERAGE, 0),
+    *(
+        (fid, scope)
+        for scope in (POWER_SCOPE_MEMORY, POWER_SCOPE_MODULE)
+        for fid in (
+            FI_POWER_AVERAGE,
+            FI_POWER_INSTANT,
+            FI_POWER_CURRENT_LIMIT,
+            FI_POWER_REQUESTED_LIMIT,
+            FI_POWER_DEFAULT_LIMIT,
+            FI_POWER_MIN_LIMIT,
+            FI_POWER_MAX_LIMIT,
+        )
+    ),
+    (FI_EDPP_MULTIPLIER, 0),
+)
+"""Every ``(field, scope)`` the report reads, asked in one call per GPU
+(:meth:`._nvml.Device.prefetch_fields`); a field missing here is still read, on its own."""
+
+
 ATOMICS = ("FETCHADD_32", "FETCHADD_64", "SWAP_32", "SWAP_64", "CAS_32", "CAS_64", "CAS_128")
 """``NVML_PCIE_ATOMICS_CAP_*``, bit 0 first."""
 
@@ -135,6 +162,12 @@ def get(fn: Callable[[], Any], fmt: Callable[[Any], str] = str) -> str:
         return err(exc)
 
 
+def bind(fn: Callable[[Any], Any], arg: Any) -> Callable[[], Any]:
+    """``functools.partial(fn, arg)`` without importing functools (and the collections it
+    loads), which would cost each ``-q`` run a millisecond or two."""
+    return lambda: fn(arg)
+
+
 def raw(fn: Callable[[], Any]) -> Any:
     """The answer, or the :class:`NvmlError` itself (callers render both)."""
     try:
@@ -152,6 +185,7 @@ class Readings:
         self.flags: set[str] = set()
         self.arch = raw(device.architecture)
         self.pci = raw(device.pci_info)
+        device.prefetch_fields(REPORT_FIELDS)
 
     @property
     def bus_id(self) -> str:
@@ -396,7 +430,7 @@ class Readings:
         from ._layout import REASON_COUNTERS
 
         for (tag, _), fid in zip(REASON_COUNTERS, REASON_FIELDS, strict=True):
-            value = get(partial(d.field_value, fid), lambda v: f"{int(v) // 1000} us")
+            value = get(bind(d.field_value, fid), lambda v: f"{int(v) // 1000} us")
             self.facts[f"clocks_event_reasons_counters/{tag}"] = value
 
     def _memory(self) -> None:
@@ -515,7 +549,7 @@ class Readings:
             ("multiple_single_bit_retirement", PAGE_RETIREMENT_MULTIPLE_SBE),
             ("double_bit_retirement", PAGE_RETIREMENT_DBE),
         ):
-            got = raw(partial(d.retired_pages_count, cause))
+            got = raw(bind(d.retired_pages_count, cause))
             path = f"retired_pages/{tag}"
             if isinstance(got, NvmlError):
                 self._set(path, retired_count=err(got), retired_pagelist=err(got))
@@ -670,7 +704,7 @@ class Readings:
             }
             for name in which:
                 kind = kinds[name]
-                self.facts[f"{tag}/{name}"] = get(partial(fn, kind), mhz)
+                self.facts[f"{tag}/{name}"] = get(bind(fn, kind), mhz)
 
         four = ("graphics_clock", "sm_clock", "mem_clock", "video_clock")
         clocks("clocks", d.clock_info, four)
@@ -738,7 +772,7 @@ class Readings:
             return
         items: list[Facts] = []
         for mem in mems:
-            gfx = raw(partial(d.supported_graphics_clocks, mem))
+            gfx = raw(bind(d.supported_graphics_clocks, mem))
             clocks = [err(gfx)] if isinstance(gfx, NvmlError) else [mhz(g) for g in gfx]
             items.append({"value": mhz(mem), "supported_graphics_clock": clocks})
         self.facts["supported_clocks/supported_mem_clock"] = items

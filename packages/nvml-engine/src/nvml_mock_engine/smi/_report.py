@@ -10,7 +10,7 @@ without a reading is a programming error (``KeyError``), caught by the report te
 from __future__ import annotations
 
 from ._layout import DEPRECATED, GPU, Entry
-from ._tree import Node, leaf
+from ._tree import Node
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,11 +18,44 @@ if TYPE_CHECKING:
     from typing import Any
 
     Version = tuple[int, ...]
+    Step = tuple[Entry, str | None, bool]
 
 
 def build(facts: Mapping[str, Any], flags: frozenset[str], driver: Version) -> list[Node]:
     """The children of ``<gpu id=...>`` for the tool of ``driver``."""
     return _children(GPU, facts, "", flags, driver, deprecated=False)
+
+
+_PLANS: dict[tuple[int, frozenset[str], Version, bool], tuple[Step, ...]] = {}
+""":func:`_plan`'s answers. The keys hold the ``id`` of a layout tuple: those are module
+constants of :mod:`._layout`, alive (and so never reused) for the whole process."""
+
+
+def _plan(
+    entries: tuple[Entry, ...], flags: frozenset[str], driver: Version, deprecated: bool
+) -> tuple[Step, ...]:
+    """The entries of ``entries`` that the tool of ``driver`` shows on a board with
+    ``flags``, each with its text label and whether it prints the deprecation text.
+
+    This is the gating half of the walk, and it depends only on the layout, the driver and
+    the flags, not on one GPU's values: the GPUs of a node share their board, so an 8-GPU
+    report resolves each part of the layout once and only fills in values per GPU.
+    """
+    key = (id(entries), flags, driver, deprecated)
+    plan = _PLANS.get(key)
+    if plan is None:
+        steps: list[Step] = []
+        for entry in entries:
+            chosen: Entry | None = entry
+            if entry.alternatives:
+                chosen = next((a for a in entry.alternatives if a.shown(driver, flags)), None)
+            elif not entry.shown(driver, flags):
+                chosen = None
+            if chosen is not None:
+                gone = deprecated or (chosen.deprecated is not None and driver >= chosen.deprecated)
+                steps.append((chosen, chosen.label_for(driver), gone))
+        plan = _PLANS[key] = tuple(steps)
+    return plan
 
 
 def _children(
@@ -35,42 +68,36 @@ def _children(
     deprecated: bool,
 ) -> list[Node]:
     out: list[Node] = []
-    for entry in entries:
-        chosen: Entry | None = entry
-        if entry.alternatives:
-            chosen = next((a for a in entry.alternatives if a.shown(driver, flags)), None)
-        elif not entry.shown(driver, flags):
-            chosen = None
-        if chosen is not None:
-            out.extend(_nodes(chosen, facts, prefix, flags, driver, deprecated=deprecated))
+    for entry, label, gone in _plan(entries, flags, driver, deprecated):
+        out.extend(_nodes(entry, label, facts, prefix, flags=flags, driver=driver, deprecated=gone))
     return out
 
 
 def _nodes(
     entry: Entry,
+    label: str | None,
     facts: Mapping[str, Any],
     prefix: str,
+    *,
     flags: frozenset[str],
     driver: Version,
-    *,
     deprecated: bool,
 ) -> list[Node]:
     path = prefix + entry.tag
-    deprecated = deprecated or (entry.deprecated is not None and driver >= entry.deprecated)
     if entry.raw is not None and not (
         entry.children and facts.get(f"{path}/{entry.children[0].tag}")
     ):
-        node = Node(entry.tag, entry.label_for(driver), raw=entry.raw)
+        node = Node(entry.tag, label, raw=entry.raw)
     elif entry.each:
         return [
             _mark(n, entry)
-            for n in _repeated(entry, facts[path], flags, driver, deprecated=deprecated)
+            for n in _repeated(entry, label, facts[path], flags, driver, deprecated=deprecated)
         ]
     elif entry.group:
         own = facts.get(path)
         if isinstance(own, str):
             # one answer for the whole group: the board has none of it
-            node = leaf(entry.tag, entry.label_for(driver), own)
+            node = Node(entry.tag, label, value=own)
         else:
             assert entry.children is not None
             kids = _children(
@@ -79,19 +106,22 @@ def _nodes(
             text = facts[f"{path}/{entry.text_from}"] if entry.text_from else None
             if entry.empty_text is not None and not kids:
                 text = entry.empty_text
-            node = Node(entry.tag, entry.label_for(driver), children=kids, text=text)
+            node = Node(entry.tag, label, children=kids, text=text)
     else:
         value = DEPRECATED if deprecated else facts[path]
         if value is None:
-            node = Node(entry.tag, entry.label_for(driver), children=[])
+            node = Node(entry.tag, label, children=[])
         else:
             text = facts[path + "#text"] if entry.text_variant and not deprecated else None
-            node = leaf(entry.tag, entry.label_for(driver), value, text=text, indent=entry.indent)
-    return [_mark(node, entry)]
+            node = Node(entry.tag, label, value=value, text=text, text_indent=entry.indent)
+    node.section = entry.section
+    node.text_only_with = entry.text_only_with
+    return [node]
 
 
 def _repeated(
     entry: Entry,
+    label: str | None,
     items: list[Any],
     flags: frozenset[str],
     driver: Version,
@@ -99,15 +129,13 @@ def _repeated(
     deprecated: bool,
 ) -> list[Node]:
     if not entry.group:
-        return [
-            leaf(entry.tag, entry.label_for(driver), value, indent=entry.indent) for value in items
-        ]
+        return [Node(entry.tag, label, value=value, text_indent=entry.indent) for value in items]
     assert entry.children is not None
     nodes = []
     for item in items:
         kids = _children(entry.children, item, "", flags, driver, deprecated=deprecated)
         text = item[entry.text_from] if entry.text_from else None
-        nodes.append(Node(entry.tag, entry.label_for(driver), children=kids, text=text))
+        nodes.append(Node(entry.tag, label, children=kids, text=text))
     return nodes
 
 

@@ -11,14 +11,20 @@ the PID column ten characters (the process name the six saved).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 from ._nvml import ECC_UNCORRECTED, ECC_VOLATILE, ERROR_NOT_SUPPORTED, Device, Nvml, NvmlError
 from ._processes import ProcessRow, process_rows
 from ._values import COMPUTE_MODES, cuda_version
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    # not at run time: typing and collections.abc would cost the bare table more
+    # start-up time than its NVML calls
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
 WIDE = "+" + "-" * 89 + "+"
 SPLIT = "+" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
 DOUBLE = "|" + "=" * 41 + "+" + "=" * 24 + "+" + "=" * 22 + "|"

@@ -1,5 +1,6 @@
-"""``nvlink -s`` (each link's speed), ``-c`` (its capabilities), ``-e`` (its error counters) and
-``-gt d|r`` (its throughput counters); a GPU without NVLink prints the real tool's line."""
+"""``nvlink -s`` (each link's speed), ``-c`` (its capabilities), ``-e`` (its error counters),
+``-R`` (its far end) and ``-gt d|r`` (its throughput counters); a GPU without NVLink prints the
+real tool's line."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ if TYPE_CHECKING:
 STATUS = Option(("-s", "--status"), "status")
 CAPABILITIES = Option(("-c", "--capabilities"), "capabilities")
 ERRORS = Option(("-e", "--errorcounters"), "errors")
+REMOTE = Option(("-R", "--remotelinkinfo"), "remote")
 THROUGHPUT = Option(("-gt", "--getthroughput"), "throughput", value=True)
 _MODES = {
     "status": "nvlink-status",
     "capabilities": "nvlink-caps",
     "errors": "nvlink-errors",
+    "remote": "nvlink-remote",
     "throughput": "nvlink-throughput",
 }
 
@@ -37,11 +40,13 @@ def _build(values: Mapping[str, str], environ: Mapping[str, str]) -> Options:
 
 
 def _view(options: Options) -> Callable[[list[Device]], str]:
-    from .._links import error_counters, per_gpu, throughput
+    from .._links import error_counters, per_gpu, remote_links, throughput
     from .._topology import nvlink_capabilities, nvlink_status
 
     if options.mode == "nvlink-errors":
         return error_counters
+    if options.mode == "nvlink-remote":
+        return remote_links
     if options.mode == "nvlink-throughput":
         return lambda devices: throughput(devices, options.extra["kind"])
     view = nvlink_status if options.mode == "nvlink-status" else nvlink_capabilities
@@ -65,7 +70,7 @@ COMMANDS = (
     Command(
         "nvlink",
         word="nvlink",
-        options=(STATUS, CAPABILITIES, ERRORS, THROUGHPUT, ID, LIBRARY, FILENAME),
+        options=(STATUS, CAPABILITIES, ERRORS, REMOTE, THROUGHPUT, ID, LIBRARY, FILENAME),
         build=_build,
         run=_run,
     ),
