@@ -8,7 +8,6 @@ with the same ids and figures. A GPU without MIG (or with MIG off) has none.
 from __future__ import annotations
 
 from ctypes import Structure, byref, c_uint, c_ulonglong, c_void_p
-from dataclasses import dataclass
 
 from ._nvml import ECC_UNCORRECTED, ECC_VOLATILE, Device, NvmlError
 
@@ -33,24 +32,61 @@ class _Attributes(Structure):
     ]
 
 
-@dataclass(frozen=True)
 class MigDevice:
-    """One MIG device: its index under the GPU, its instance ids, figures in MiB."""
+    """One MIG device: its index under the GPU, its instance ids, figures in MiB; ``bar1``
+    is (used, total) MiB, None where the library has none. A plain class, not a dataclass:
+    the common commands read it, and ``dataclasses`` costs their start-up (see
+    ``tests/test_smi_startup.py``)."""
 
-    index: int
-    gi: int
-    ci: int
-    sms: int
-    copy_engines: int
-    encoders: int
-    decoders: int
-    ofas: int
-    jpegs: int
-    total_mib: int | None
-    used_mib: int | None
-    reserved_mib: int | None
-    bar1: tuple[int, int] | None  # (used, total) MiB; None where the library has none
-    ecc_volatile_uncorrected: int | None
+    __slots__ = (
+        "bar1",
+        "ci",
+        "copy_engines",
+        "decoders",
+        "ecc_volatile_uncorrected",
+        "encoders",
+        "gi",
+        "index",
+        "jpegs",
+        "ofas",
+        "reserved_mib",
+        "sms",
+        "total_mib",
+        "used_mib",
+    )
+
+    def __init__(
+        self,
+        *,
+        index: int,
+        gi: int,
+        ci: int,
+        sms: int,
+        copy_engines: int,
+        encoders: int,
+        decoders: int,
+        ofas: int,
+        jpegs: int,
+        total_mib: int | None,
+        used_mib: int | None,
+        reserved_mib: int | None,
+        bar1: tuple[int, int] | None,
+        ecc_volatile_uncorrected: int | None,
+    ) -> None:
+        self.index = index
+        self.gi = gi
+        self.ci = ci
+        self.sms = sms
+        self.copy_engines = copy_engines
+        self.encoders = encoders
+        self.decoders = decoders
+        self.ofas = ofas
+        self.jpegs = jpegs
+        self.total_mib = total_mib
+        self.used_mib = used_mib
+        self.reserved_mib = reserved_mib
+        self.bar1 = bar1
+        self.ecc_volatile_uncorrected = ecc_volatile_uncorrected
 
 
 def mig_devices(device: Device) -> list[MigDevice]:
