@@ -44,7 +44,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return {"topology": topology, "scenarios": scenarios, "token": token}
 
 
-def start(files: dict[str, Path], *, token: bool = True) -> LiveServer:
+def start(files: dict[str, Path], *, token: bool = True, report_rate: float = 0) -> LiveServer:
     settings = Settings(
         topology_file=files["topology"],
         scenarios_file=files["scenarios"],
@@ -60,6 +60,7 @@ def start(files: dict[str, Path], *, token: bool = True) -> LiveServer:
         scenarios=scenarios,
         scenario_follower=scenario_follower,
         write_access=open_write_access(settings),
+        report_rate=report_rate,
     )
 
 
