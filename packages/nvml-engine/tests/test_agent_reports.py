@@ -18,6 +18,7 @@ from test_agent import (
     scenarios,
     service,
     sync,
+    values,
 )
 
 __all__ = ["make_agent", "node", "service"]  # fixtures, used by name
@@ -89,3 +90,31 @@ def test_the_status_is_sent_again_to_a_service_that_came_back(
         assert _state(second, "node-1") == "pending"
         sync(agent)
         assert _state(second, "node-1") == "applied"
+
+
+def test_a_service_restart_does_not_fire_a_start_now_scenario_again(
+    node: dict[str, Path], make_agent: AgentFactory
+) -> None:
+    now_hot = "{name: hot, apply: {set: {temperature_c: 91}}, start: now, duration: 60s}"
+    first = Service(scenarios(now_hot), node["token"])
+    with first:
+        port = int(first.url.rsplit(":", 1)[1])
+        clock = Clock(time.time_ns() // 1_000_000 + 1000)
+        agent = make_agent(first.url, clock)
+        sync(agent)
+        assert values(node, 0) == {"temperature_c": 91}
+        assert agent.served is not None
+        started = agent.served.scenarios[0].start_ms
+        clock.ms = started + 60_000
+        sync(agent)
+        assert values(node, 0) == {} and agent.outcomes["hot"].state == "cleared"
+    with contextlib.suppress(OSError):
+        agent.watch_once(0)
+    time.sleep(0.01)  # the new process resolves "now" later than the first did
+    with Service(scenarios(now_hot), node["token"], port=port) as second:
+        answer = second.get("/v1/nodes/node-1/scenarios")["scenarios"][0]
+        assert answer["startMs"] > started
+        sync(agent)
+        # Same definition, same revision: the run that ended stays ended, on its own start.
+        assert values(node, 0) == {} and agent.outcomes["hot"].state == "cleared"
+        assert agent.served is not None and agent.served.scenarios[0].start_ms == started

@@ -197,6 +197,7 @@ class Agent:
     def accept(self, served: NodeScenarios) -> None:
         """Take a new answer from the service (the watch thread calls this)."""
         with self._lock:
+            served = self._keep_starts(served)
             changed = self.served != served
             if not self.connected and self.down_since_ms is not None:
                 # Back after the service was unreachable: it may have restarted and lost
@@ -210,6 +211,29 @@ class Agent:
             if changed:
                 self._save()
         self._wake.set()
+
+    def _keep_starts(self, served: NodeScenarios) -> NodeScenarios:
+        """A scenario at a revision this agent already had keeps the start it had.
+
+        A restarted service resolves ``start: now`` afresh for the same definition
+        (same revision); taking the new start would apply a finished run again, or stretch
+        a running one past its ``duration``.
+        """
+        known = (
+            {(e.name, e.revision): e.start_ms for e in self.served.scenarios}
+            if (self.served)
+            else {}
+        )
+        entries = []
+        kept = False
+        for entry in served.scenarios:
+            start = known.get((entry.name, entry.revision), entry.start_ms)
+            if start != entry.start_ms:
+                entries.append(entry.model_copy(update={"start_ms": start}))
+                kept = True
+            else:
+                entries.append(entry)
+        return served.model_copy(update={"scenarios": tuple(entries)}) if kept else served
 
     def lost(self, error: str) -> None:
         """The service could not be reached; keep the last scenarios."""

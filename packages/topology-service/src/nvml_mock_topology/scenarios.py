@@ -10,10 +10,12 @@ Which nodes a scenario picks depends on the topology too (domains, cliques), so 
 holds every known node's answer as bytes, with per-node revisions, so that a watch wakes
 only when the node's own list changed and a lookup is a dictionary read.
 
-Each scenario keeps the revision at which its definition last changed, and its resolved
-first start: ``start: now`` is fixed when the service first serves that version, so an
-agent that restarts, or a reload that changes another scenario, never starts it again.
-A restart of the service resolves ``now`` afresh (agents then see a new revision).
+Each scenario's revision is a hash of its definition (:func:`definition_revision`), and
+its first start is resolved once: ``start: now`` is fixed when the service first serves
+that version, so an agent that restarts, or a reload that changes another scenario,
+never starts it again. A restarted service gives the same revision and resolves ``now``
+afresh; agents keep the start they had for that revision, so a run neither re-fires nor
+outlives its ``duration``.
 
 Status comes from the agents' reports (``POST /v1/nodes/{node}/scenarios/status``); a
 picked node that never reported shows ``pending``. Reports for an older revision of a
@@ -23,6 +25,7 @@ scenario are kept out of its status.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import logging
@@ -153,6 +156,18 @@ def _node_answer(node: str, versions: object, revision: int) -> Answer:
     return _answer(body, revision)
 
 
+def definition_revision(scenario: Scenario) -> int:
+    """A scenario's revision: a number from its definition alone (53 bits, JSON-safe).
+
+    The same definition has the same revision in every process, so a service restart
+    does not look like a new version to the agents: they keep the run they applied, and
+    the first start they were given (``start: now`` is resolved afresh by the new
+    process, and the agent keeps the one it had for that revision).
+    """
+    canonical = json.dumps(scenario.to_data(), sort_keys=True, separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(canonical.encode()).digest()[:8], "big") >> 11
+
+
 def build_scenario_snapshot(
     document: ScenarioDocument,
     topology: TopologyDocument,
@@ -172,13 +187,14 @@ def build_scenario_snapshot(
             versions[scenario.name] = old
             continue
         start = scenario.start_ms(now)
+        version_revision = definition_revision(scenario)
         wire = {
             "name": scenario.name,
-            "revision": revision,
+            "revision": version_revision,
             "startMs": start,
             "scenario": scenario.to_data(),
         }
-        versions[scenario.name] = Version(scenario, revision, start, wire)
+        versions[scenario.name] = Version(scenario, version_revision, start, wire)
     picked = document.select(topology)
     by_node: dict[str, list[Version]] = {}
     for name, nodes in picked.items():
