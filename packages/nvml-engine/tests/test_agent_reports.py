@@ -7,6 +7,7 @@ import contextlib
 import time
 from pathlib import Path
 
+from nvml_mock_engine import live
 from test_agent import (
     START,
     T0,
@@ -118,3 +119,23 @@ def test_a_service_restart_does_not_fire_a_start_now_scenario_again(
         # Same definition, same revision: the run that ended stays ended, on its own start.
         assert values(node, 0) == {} and agent.outcomes["hot"].state == "cleared"
         assert agent.served is not None and agent.served.scenarios[0].start_ms == started
+
+
+def test_gpus_picked_by_uuid_and_an_unknown_uuid_fails_with_it_named(
+    node: dict[str, Path], make_agent: AgentFactory
+) -> None:
+    with live.LiveLayer.open(node["live"], writable=False) as layer:
+        second = layer.board[1].uuid
+    text = scenarios(
+        f"{{name: by-uuid, gpus: ['{second}'], apply: {{set: {{temperature_c: 88}}}}}}",
+        "{name: no-such, gpus: ['GPU-00000000-dead-beef-0000-000000000000'], apply: {xid: 79}}",
+    )
+    with Service(text, node["token"]) as running:
+        agent = make_agent(running.url, Clock(time.time_ns() // 1_000_000 + 1000))
+        sync(agent)
+        assert values(node, 0) == {} and values(node, 1) == {"temperature_c": 88}
+        applied = running.get("/v1/scenarios/by-uuid")["nodes"][0]
+        assert applied["state"] == "applied" and applied["gpus"] == [second]
+        failed = running.get("/v1/scenarios/no-such")["nodes"][0]
+        assert failed["state"] == "failed"
+        assert "GPU-00000000-dead-beef-0000-000000000000" in failed["reason"]

@@ -77,6 +77,10 @@ def test_reports_past_the_budget_are_answered_429_with_retry_after(
             if line.startswith("nvml_mock_topology_scenario_reports_throttled_total")
         )
         assert float(throttled.split()[1]) == codes.count(429)
+        # Counters are named as the topology's own: "_total" on the wire.
+        assert "nvml_mock_topology_scenario_reports_total 2.0" in metrics
+        assert "nvml_mock_topology_scenario_reload_failures_total 0.0" in metrics
+        assert "nvml_mock_topology_scenario_reloads_total" in metrics
         # The token is still checked first: a stranger learns nothing about the budget.
         assert report(server, "worker-3", _body(revision), token="guess").status_code == 403
 

@@ -74,20 +74,30 @@ class _ScenarioCollector(Collector):
                 "1 while the newest scenario file is refused (the last good one serves)",
                 0 if self.store.error is None else 1,
             ),
+        )
+        for name, text, value in gauges:
+            yield GaugeMetricFamily(f"{_PREFIX}_{name}", text, value=value)
+        # Counters, named as the topology's own (``_total`` on the wire).
+        counters = (
             ("scenario_reports", "Agent reports taken", self.store.reports),
+            (
+                "scenario_reports_throttled",
+                "Agent reports answered 429 (over --report-rate); the agent retries later",
+                self.budget.refused,
+            ),
+            (
+                "scenario_reloads",
+                "Scenario file versions published",
+                self.follower.reloads if self.follower else 0,
+            ),
             (
                 "scenario_reload_failures",
                 "Scenario file versions refused",
                 self.follower.failures if self.follower else 0,
             ),
         )
-        for name, text, value in gauges:
-            yield GaugeMetricFamily(f"{_PREFIX}_{name}", text, value=value)
-        yield CounterMetricFamily(
-            f"{_PREFIX}_scenario_reports_throttled",
-            "Agent reports answered 429 (over --report-rate); the agent retries later",
-            value=self.budget.refused,
-        )
+        for name, text, value in counters:
+            yield CounterMetricFamily(f"{_PREFIX}_{name}", text, value=value)
 
 
 def _node(node: str) -> str:
