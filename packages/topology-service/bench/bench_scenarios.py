@@ -1,19 +1,23 @@
 """Benchmark: scenarios for 10,000 nodes on one uvicorn worker.
 
 Builds the 10,000-node topology of ``bench_identity.py`` and a scenario document that
-selects every node, starts the service (one worker, the write API on) and measures, in
-one run:
+selects every node, starts the service (one worker, the write API on, ``--report-rate``
+from ``--report-budget``) and measures, in one run:
 
-1. identity lookup latency at a fixed rate (open loop, as ``bench_identity.py``), first
-   alone, then while 10,000 agents report their scenario status (one POST each, as fast
-   as 64 connections send them); p50/p99 before and during (target: p99 within +10 %);
-2. 10,000 scenario watchers, one per node: the service's resident memory while they
+1. identity lookup latency at a fixed rate (open loop, as ``bench_identity.py``) alone,
+   then while 10,000 agents report their status (as fast as 64 connections go; a 429 is
+   retried after its ``Retry-After`` plus a jitter under a second, as the agent does),
+   until every report is taken;
+2. interleaved (before and after in the same run, under the same machine load): the
+   lookups run throughout while the agents send ``--interleaved-rate`` new reports per
+   second in every other 0.5 s window only; p50/p99 of each group, ``--repeat`` times;
+3. 10,000 scenario watchers, one per node: the service's resident memory while they
    wait (target <= 300 MB), then the document is rewritten (the scenario changes for
    every node) and the time from the write to each watcher's new answer is printed as
    p50/p99/max (target p99 <= 2 s).
 
 Needs nothing beyond the packages. Run:
-``python bench/bench_scenarios.py [--rate 1000] [--seconds 5] [--watchers 10000]``.
+``python bench/bench_scenarios.py [--rate 1000] [--watchers 10000] [--repeat 3]``.
 """
 
 from __future__ import annotations
