@@ -181,7 +181,12 @@ def add_scenario_routes(
 
     @app.post(
         SCENARIOS_REPORT_PATH,
-        responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}, **errors},
+        responses={
+            401: {"model": ErrorBody},
+            403: {"model": ErrorBody},
+            429: {"model": ErrorBody, "description": "Over the report budget; see Retry-After"},
+            **errors,
+        },
         summary="An agent's report of what it applied (the write API; off by default)",
         tags=["scenarios"],
         openapi_extra={
