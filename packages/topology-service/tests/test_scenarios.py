@@ -326,3 +326,10 @@ def test_the_fast_path_and_the_fastapi_routes_agree(files: dict[str, Path]) -> N
         bad = {"revision": -1}
         a, b = report(fast, "worker-1", bad), report(slow, "worker-1", bad)
         assert a.status_code == b.status_code == 422
+
+
+def test_empty_watch_parameters_are_refused_as_the_identitys_are(live: LiveServer) -> None:
+    for query in ("revision=&wait=", "revision=", "wait="):
+        answer = httpx.get(f"{live.url}/v1/nodes/worker-1/scenarios?{query}", timeout=10)
+        assert answer.status_code == 422, (query, answer.text)
+        assert "query parameter" in answer.json()["detail"]

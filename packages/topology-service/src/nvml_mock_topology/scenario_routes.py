@@ -409,7 +409,8 @@ class ReportFastPath:
         ):
             node = path[len(_NODES_PREFIX) : -len(_SCENARIOS_SUFFIX)]
             revision = wait = None
-            for key, value in parse_qsl(scope["query_string"].decode("latin-1")):
+            query = scope["query_string"].decode("latin-1")
+            for key, value in parse_qsl(query, keep_blank_values=True):
                 if key == "revision":
                     revision = value
                 elif key == "wait":
