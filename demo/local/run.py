@@ -708,6 +708,8 @@ class Demo:
             f"127.0.0.1:{port}",
             "--applied-file",
             str(node.workdir / "scenarios.applied.json"),
+            "--report-spread",  # four nodes: no need to spread their reports
+            "0.5",
         ]
         agent = await Process.start("agent", argv, node.workdir / "agent.log")
         self.agents.append(agent)

@@ -39,13 +39,17 @@ TOPOLOGY = parse_topology(
 class Service:
     """A real topology service with a scenario store, on a free loopback port."""
 
-    def __init__(self, scenarios: str, token_file: Path) -> None:
+    def __init__(
+        self, scenarios: str, token_file: Path, *, report_rate: float = 0, port: int = 0
+    ) -> None:
         self.topology = TopologyStore.from_document(TOPOLOGY)
         self.scenarios = ScenarioStore.start(self.topology, parse_scenarios(scenarios))
         access = WriteAccess(token_file)
         access.load()
-        app = create_app(self.topology, scenarios=self.scenarios, write_access=access)
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+        app = create_app(
+            self.topology, scenarios=self.scenarios, write_access=access, report_rate=report_rate
+        )
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
         self.server = uvicorn.Server(config)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -123,6 +127,7 @@ def make_agent(node: dict[str, Path]) -> AgentFactory:
             node=extra.pop("name", "node-1"),
             token_file=node["token"],
             probe_addr=None,
+            report_spread=extra.pop("report_spread", 0),
             **extra,
         )
         return Agent(settings, clock=clock)

@@ -44,7 +44,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return {"topology": topology, "scenarios": scenarios, "token": token}
 
 
-def start(files: dict[str, Path], *, token: bool = True) -> LiveServer:
+def start(files: dict[str, Path], *, token: bool = True, report_rate: float = 0) -> LiveServer:
     settings = Settings(
         topology_file=files["topology"],
         scenarios_file=files["scenarios"],
@@ -60,6 +60,7 @@ def start(files: dict[str, Path], *, token: bool = True) -> LiveServer:
         scenarios=scenarios,
         scenario_follower=scenario_follower,
         write_access=open_write_access(settings),
+        report_rate=report_rate,
     )
 
 
@@ -325,3 +326,10 @@ def test_the_fast_path_and_the_fastapi_routes_agree(files: dict[str, Path]) -> N
         bad = {"revision": -1}
         a, b = report(fast, "worker-1", bad), report(slow, "worker-1", bad)
         assert a.status_code == b.status_code == 422
+
+
+def test_empty_watch_parameters_are_refused_as_the_identitys_are(live: LiveServer) -> None:
+    for query in ("revision=&wait=", "revision=", "wait="):
+        answer = httpx.get(f"{live.url}/v1/nodes/worker-1/scenarios?{query}", timeout=10)
+        assert answer.status_code == 422, (query, answer.text)
+        assert "query parameter" in answer.json()["detail"]

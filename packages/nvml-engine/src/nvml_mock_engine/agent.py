@@ -29,6 +29,8 @@ import argparse
 import http.server
 import json
 import logging
+import math
+import random
 import threading
 import time
 import urllib.error
@@ -144,6 +146,10 @@ class Agent:
         self._reported: str | None = None
         self._write_off_logged = False
         self._report_after = 0.0
+        self._report_due: float | None = None
+        """When a changed state goes out (monotonic): a random delay under the spread."""
+        self._sent_at = time.monotonic()
+        self._jitter = random.Random()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -191,7 +197,12 @@ class Agent:
     def accept(self, served: NodeScenarios) -> None:
         """Take a new answer from the service (the watch thread calls this)."""
         with self._lock:
+            served = self._keep_starts(served)
             changed = self.served != served
+            if not self.connected and self.down_since_ms is not None:
+                # Back after the service was unreachable: it may have restarted and lost
+                # every status, so what this node has goes out again.
+                self._reported = None
             self.served = served
             self.connected = True
             self.contact_ms = self._now()
@@ -200,6 +211,29 @@ class Agent:
             if changed:
                 self._save()
         self._wake.set()
+
+    def _keep_starts(self, served: NodeScenarios) -> NodeScenarios:
+        """A scenario at a revision this agent already had keeps the start it had.
+
+        A restarted service resolves ``start: now`` afresh for the same definition
+        (same revision); taking the new start would apply a finished run again, or stretch
+        a running one past its ``duration``.
+        """
+        known = (
+            {(e.name, e.revision): e.start_ms for e in self.served.scenarios}
+            if (self.served)
+            else {}
+        )
+        entries = []
+        kept = False
+        for entry in served.scenarios:
+            start = known.get((entry.name, entry.revision), entry.start_ms)
+            if start != entry.start_ms:
+                entries.append(entry.model_copy(update={"start_ms": start}))
+                kept = True
+            else:
+                entries.append(entry)
+        return served.model_copy(update={"scenarios": tuple(entries)}) if kept else served
 
     def lost(self, error: str) -> None:
         """The service could not be reached; keep the last scenarios."""
@@ -408,11 +442,28 @@ class Agent:
         return NodeReport(revision=revision, scenarios=tuple(entries))
 
     def report(self) -> None:
-        """Send the states when they changed since the last report that was taken."""
+        """Send the states when they changed since the last report that was taken.
+
+        A change goes out after a random delay under ``report_spread`` (what changes
+        meanwhile goes in the same report); an unchanged state again after ``heartbeat``;
+        a report the service refused as over its budget (429) after its ``Retry-After``
+        plus a jitter under a second.
+        """
         body = self.report_body().model_dump_json(by_alias=True, exclude_none=True)
-        if body == self._reported or not self.connected or time.monotonic() < self._report_after:
+        now = time.monotonic()
+        if not self.connected or now < self._report_after:
             return
-        self._report_after = time.monotonic() + _RETRY  # until it is taken: not every tick
+        if body == self._reported:
+            beat = self.settings.heartbeat
+            if not beat or now - self._sent_at < beat:
+                return
+        elif self._report_due is None:
+            self._report_due = now + self._jitter.uniform(0, self.settings.report_spread)
+        if self._report_due is not None and now < self._report_due:
+            return
+        self._report_due = None
+        self._sent_at = now
+        self._report_after = now + _RETRY  # until it is taken: not every tick
         request = urllib.request.Request(
             f"{self.settings.topology_url}/v1/nodes/{self.settings.node}/scenarios/status",
             data=body.encode(),
@@ -424,6 +475,12 @@ class Agent:
                 response.read()
         except urllib.error.HTTPError as exc:
             self.metrics.report_failures += 1
+            if exc.code == 429:
+                wait = _retry_after(exc.headers.get("retry-after"))
+                self._report_after = time.monotonic() + wait + self._jitter.random()
+                logger.debug("report deferred %.0f s: the service is over its budget", wait)
+                exc.close()
+                return
             detail = _detail(exc)
             if exc.code == 403 and "write API is off" in detail:
                 if not self._write_off_logged:
@@ -592,6 +649,15 @@ def _plan(scenario: Scenario, gpu: GpuView) -> tuple[dict[str, object], list[Eve
     if apply.xid is not None:
         events.append(Event(faults.EVENT_XID, apply.xid))
     return values, events
+
+
+def _retry_after(value: str | None) -> float:
+    """``Retry-After`` in seconds (a number; anything else: the usual retry)."""
+    try:
+        seconds = float(value) if value is not None else _RETRY
+    except ValueError:
+        return _RETRY
+    return min(max(seconds, 0.0), 3600.0) if math.isfinite(seconds) else _RETRY
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

@@ -12,6 +12,7 @@ from, so it reads like every other config error of the package.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -398,6 +399,8 @@ ENV_AGENT_TOKEN_FILE: Final = "NVML_MOCK_AGENT_TOKEN_FILE"
 ENV_AGENT_PROBE_ADDR: Final = "NVML_MOCK_AGENT_PROBE_ADDR"
 ENV_AGENT_APPLIED_FILE: Final = "NVML_MOCK_AGENT_APPLIED_FILE"
 ENV_AGENT_MAX_WAIT: Final = "NVML_MOCK_AGENT_MAX_WAIT"
+ENV_AGENT_REPORT_SPREAD: Final = "NVML_MOCK_AGENT_REPORT_SPREAD"
+ENV_AGENT_HEARTBEAT: Final = "NVML_MOCK_AGENT_HEARTBEAT"
 
 
 def _labels(value: str) -> dict[str, str]:
@@ -412,6 +415,21 @@ def _labels(value: str) -> dict[str, str]:
 
 def _probe_addr(value: str) -> tuple[str, int] | None:
     return None if not value.strip() else s.host_port(value)
+
+
+def _seconds_or_zero(maximum: float) -> Callable[[str], float]:
+    """A number of seconds from 0 (off) to ``maximum``."""
+    above_zero = s.seconds(maximum)
+
+    def parse(value: str) -> float:
+        try:
+            if float(value) == 0:
+                return 0.0
+        except ValueError:
+            pass
+        return above_zero(value)
+
+    return parse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -432,6 +450,13 @@ class AgentSettings(CtlSettings):
     """What the agent applied (default: ``scenarios.applied.json`` beside the live layer)."""
     max_wait: float = 55.0
     """Longest watch the agent asks the service for, in seconds."""
+    report_spread: float = 5.0
+    """A change is reported after a random delay under this many seconds (0: at once), so
+    10,000 agents that see the same scenario land do not all report in the same moment;
+    changes within the delay go out as one report."""
+    heartbeat: float = 300.0
+    """The last report is sent again after this many seconds without a change (0: never),
+    so a service that restarted, and lost the status, learns it again."""
 
     @property
     def applied_path(self) -> Path:
@@ -498,6 +523,22 @@ AGENT_OPTIONS: Final[tuple[s.Option, ...]] = (
         ENV_AGENT_MAX_WAIT,
         s.seconds(3600),
         "longest watch asked of the service, seconds",
+        metavar="S",
+    ),
+    s.Option(
+        "report_spread",
+        "--report-spread",
+        ENV_AGENT_REPORT_SPREAD,
+        _seconds_or_zero(3600),
+        "a change is reported after a random delay under this, seconds (0: at once)",
+        metavar="S",
+    ),
+    s.Option(
+        "heartbeat",
+        "--heartbeat",
+        ENV_AGENT_HEARTBEAT,
+        _seconds_or_zero(86400),
+        "the last report is sent again after this without a change, seconds (0: never)",
         metavar="S",
     ),
 )

@@ -54,7 +54,8 @@ class NodeScenario(_Wire):
 
     name: StrictStr
     revision: Millis
-    """The revision at which this scenario's definition (or its start) last changed."""
+    """The scenario's version: a hash of its definition, the same in every service process
+    (a restart of the service is not a new version)."""
     start_ms: Millis = Field(alias="startMs")
     """Its first start, ms since the epoch."""
     scenario: dict[str, Any]

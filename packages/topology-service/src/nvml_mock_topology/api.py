@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Annotated, Any, Final
@@ -42,6 +43,7 @@ from pydantic import BaseModel
 from nvml_mock_topology._version import __version__
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.metrics import Metrics
+from nvml_mock_topology.report_budget import ReportBudget
 from nvml_mock_topology.scenario_routes import ReportFastPath, add_scenario_routes
 from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
 from nvml_mock_topology.snapshot import Answer
@@ -331,6 +333,15 @@ def _raw_response(status: int, headers: tuple[tuple[bytes, bytes], ...], body: b
     return response
 
 
+_NO_TELEMETRY: Final[dict[str, Any]] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
+"""FastAPI's own OpenTelemetry layer, off where FastAPI has one: the service exports its
+metrics itself (``/metrics``), and asking the global providers on every request cost a
+third of a report's time in the event loop."""
+
 _ERROR_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
     422: {"model": ErrorBody, "description": "Invalid node name or query parameter"},
 }
@@ -345,13 +356,14 @@ def create_app(
     scenarios: ScenarioStore | None = None,
     scenario_follower: ScenarioFile | None = None,
     write_access: WriteAccess | None = None,
+    report_rate: float = 0,
 ) -> FastAPI:
     """The ASGI app serving ``store``; runs ``follower`` (if any) while the app is up.
 
     ``fast_path=False`` leaves identity requests to the FastAPI route (same answers,
     slower); the default puts :class:`IdentityFastPath` in front. ``scenarios`` (served
     empty when None) is followed by ``scenario_follower``; ``write_access`` says who may
-    report (nobody when None).
+    report (nobody when None), ``report_rate`` how many reports a second are taken (0: all).
     """
     if scenarios is None:
         scenarios = ScenarioStore.start(store)
@@ -389,6 +401,7 @@ def create_app(
             "it belongs to, from a topology document that is reloaded when it changes."
         ),
         lifespan=lifespan,
+        **_NO_TELEMETRY,
     )
     app.state.store = store
     app.state.metrics = metrics
@@ -400,6 +413,7 @@ def create_app(
         metrics.registry,
         scenario_follower,
         max_watch_seconds=max_watch_seconds,
+        budget=ReportBudget(report_rate),
     )
 
     @app.exception_handler(RequestValidationError)

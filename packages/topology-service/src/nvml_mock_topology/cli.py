@@ -243,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         scenarios=scenarios,
         scenario_follower=scenario_follower,
         write_access=write_access,
+        report_rate=settings.report_rate,
     )
     config = uvicorn.Config(
         app,

@@ -26,11 +26,12 @@ from nvml_mock_protocol.scenario_api import NodeReport, NodeScenarios, ScenarioD
 from nvml_mock_protocol.scenarios import SCENARIO_NAME_MAX_LENGTH
 from nvml_mock_protocol.topology import NODE_NAME_MAX_LENGTH, NODE_NAME_PATTERN, node_name_problem
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from pydantic import ValidationError
 
 from nvml_mock_topology.errors import ProblemError
+from nvml_mock_topology.report_budget import ReportBudget
 from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
 
 __all__ = ["ReportEndpoint", "ReportFastPath", "add_scenario_routes"]
@@ -50,9 +51,12 @@ _LATENCY_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
 
 
 class _ScenarioCollector(Collector):
-    def __init__(self, store: ScenarioStore, follower: ScenarioFile | None) -> None:
+    def __init__(
+        self, store: ScenarioStore, follower: ScenarioFile | None, budget: ReportBudget
+    ) -> None:
         self.store = store
         self.follower = follower
+        self.budget = budget
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.store.snapshot
@@ -70,15 +74,30 @@ class _ScenarioCollector(Collector):
                 "1 while the newest scenario file is refused (the last good one serves)",
                 0 if self.store.error is None else 1,
             ),
+        )
+        for name, text, value in gauges:
+            yield GaugeMetricFamily(f"{_PREFIX}_{name}", text, value=value)
+        # Counters, named as the topology's own (``_total`` on the wire).
+        counters = (
             ("scenario_reports", "Agent reports taken", self.store.reports),
+            (
+                "scenario_reports_throttled",
+                "Agent reports answered 429 (over --report-rate); the agent retries later",
+                self.budget.refused,
+            ),
+            (
+                "scenario_reloads",
+                "Scenario file versions published",
+                self.follower.reloads if self.follower else 0,
+            ),
             (
                 "scenario_reload_failures",
                 "Scenario file versions refused",
                 self.follower.failures if self.follower else 0,
             ),
         )
-        for name, text, value in gauges:
-            yield GaugeMetricFamily(f"{_PREFIX}_{name}", text, value=value)
+        for name, text, value in counters:
+            yield CounterMetricFamily(f"{_PREFIX}_{name}", text, value=value)
 
 
 def _node(node: str) -> str:
@@ -102,6 +121,7 @@ def add_scenario_routes(
     follower: ScenarioFile | None,
     *,
     max_watch_seconds: float,
+    budget: ReportBudget | None = None,
 ) -> ReportEndpoint:
     """Add the scenario endpoints to ``app`` and their metrics to ``registry``.
 
@@ -118,8 +138,9 @@ def add_scenario_routes(
         "Agent reports refused (write API off, no or wrong token, bad body)",
         registry=registry,
     )
-    registry.register(_ScenarioCollector(store, follower))
-    endpoint = ReportEndpoint(store, write, latency, refused)
+    budget = budget or ReportBudget(0)
+    registry.register(_ScenarioCollector(store, follower, budget))
+    endpoint = ReportEndpoint(store, write, latency, refused, budget)
     watch_endpoint = NodeScenariosEndpoint(store, max_watch_seconds)
     endpoint.watch = watch_endpoint
 
@@ -160,7 +181,12 @@ def add_scenario_routes(
 
     @app.post(
         SCENARIOS_REPORT_PATH,
-        responses={401: {"model": ErrorBody}, 403: {"model": ErrorBody}, **errors},
+        responses={
+            401: {"model": ErrorBody},
+            403: {"model": ErrorBody},
+            429: {"model": ErrorBody, "description": "Over the report budget; see Retry-After"},
+            **errors,
+        },
         summary="An agent's report of what it applied (the write API; off by default)",
         tags=["scenarios"],
         openapi_extra={
@@ -300,22 +326,32 @@ class ReportEndpoint:
     """
 
     def __init__(
-        self, store: ScenarioStore, write: WriteAccess, latency: Histogram, refused: Counter
+        self,
+        store: ScenarioStore,
+        write: WriteAccess,
+        latency: Histogram,
+        refused: Counter,
+        budget: ReportBudget | None = None,
     ) -> None:
         self.store = store
         self.write = write
         self.latency = latency
         self.refused = refused
+        self.budget = budget or ReportBudget(0)
         self.watch: NodeScenariosEndpoint | None = None
         """The node-scenarios endpoint, answered by the same fast path."""
 
     async def answer(
         self, node: str, authorization: bytes | None, receive: Receive
     ) -> tuple[int, Headers, bytes]:
-        # The token is checked before the body is read: nobody else gets the parser.
+        # The token is checked before the body is read: nobody else gets the parser. Past
+        # the budget the body is not read either: a refusal costs what a lookup costs.
         try:
             self.write.check(authorization.decode("latin-1") if authorization else None)
             _node(node)
+            wait = self.budget.take()
+            if wait:
+                return _busy(wait)
             report = await _report_body(receive)
         except ProblemError as problem:
             self.refused.inc()
@@ -327,6 +363,13 @@ class ReportEndpoint:
             self.latency.observe(seconds)
         del self.store.latencies[:]
         return _json_answer(200, b'{"taken":%d}' % taken)
+
+
+def _busy(seconds: int) -> tuple[int, Headers, bytes]:
+    """429: over the report budget; ``Retry-After`` books the agent a later slot."""
+    body = b'{"detail":"over the report budget (--report-rate); retry after %d s"}' % seconds
+    headers = (_JSON, (b"content-length", b"%d" % len(body)), (b"retry-after", b"%d" % seconds))
+    return 429, headers, body
 
 
 class ReportFastPath:
@@ -366,7 +409,8 @@ class ReportFastPath:
         ):
             node = path[len(_NODES_PREFIX) : -len(_SCENARIOS_SUFFIX)]
             revision = wait = None
-            for key, value in parse_qsl(scope["query_string"].decode("latin-1")):
+            query = scope["query_string"].decode("latin-1")
+            for key, value in parse_qsl(query, keep_blank_values=True):
                 if key == "revision":
                     revision = value
                 elif key == "wait":

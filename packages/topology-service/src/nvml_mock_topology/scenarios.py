@@ -10,10 +10,12 @@ Which nodes a scenario picks depends on the topology too (domains, cliques), so 
 holds every known node's answer as bytes, with per-node revisions, so that a watch wakes
 only when the node's own list changed and a lookup is a dictionary read.
 
-Each scenario keeps the revision at which its definition last changed, and its resolved
-first start: ``start: now`` is fixed when the service first serves that version, so an
-agent that restarts, or a reload that changes another scenario, never starts it again.
-A restart of the service resolves ``now`` afresh (agents then see a new revision).
+Each scenario's revision is a hash of its definition (:func:`definition_revision`), and
+its first start is resolved once: ``start: now`` is fixed when the service first serves
+that version, so an agent that restarts, or a reload that changes another scenario,
+never starts it again. A restarted service gives the same revision and resolves ``now``
+afresh; agents keep the start they had for that revision, so a run neither re-fires nor
+outlives its ``duration``.
 
 Status comes from the agents' reports (``POST /v1/nodes/{node}/scenarios/status``); a
 picked node that never reported shows ``pending``. Reports for an older revision of a
@@ -23,9 +25,11 @@ scenario are kept out of its status.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import logging
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -152,6 +156,18 @@ def _node_answer(node: str, versions: object, revision: int) -> Answer:
     return _answer(body, revision)
 
 
+def definition_revision(scenario: Scenario) -> int:
+    """A scenario's revision: a number from its definition alone (53 bits, JSON-safe).
+
+    The same definition has the same revision in every process, so a service restart
+    does not look like a new version to the agents: they keep the run they applied, and
+    the first start they were given (``start: now`` is resolved afresh by the new
+    process, and the agent keeps the one it had for that revision).
+    """
+    canonical = json.dumps(scenario.to_data(), sort_keys=True, separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(canonical.encode()).digest()[:8], "big") >> 11
+
+
 def build_scenario_snapshot(
     document: ScenarioDocument,
     topology: TopologyDocument,
@@ -171,13 +187,14 @@ def build_scenario_snapshot(
             versions[scenario.name] = old
             continue
         start = scenario.start_ms(now)
+        version_revision = definition_revision(scenario)
         wire = {
             "name": scenario.name,
-            "revision": revision,
+            "revision": version_revision,
             "startMs": start,
             "scenario": scenario.to_data(),
         }
-        versions[scenario.name] = Version(scenario, revision, start, wire)
+        versions[scenario.name] = Version(scenario, version_revision, start, wire)
     picked = document.select(topology)
     by_node: dict[str, list[Version]] = {}
     for name, nodes in picked.items():
@@ -234,6 +251,17 @@ atoms, which the garbage collector stops tracking, so 10,000 nodes' reports add 
 collector's full passes (which would pause every request)."""
 
 
+class _Tally:
+    """One scenario's current reports, counted by state."""
+
+    __slots__ = ("picked_reported", "states")
+
+    def __init__(self) -> None:
+        self.states = dict.fromkeys(STATES, 0)
+        self.picked_reported = 0
+        """Reporting nodes that the scenario picks (the rest of the picked are pending)."""
+
+
 class ScenarioStore:
     """The served scenarios, their watchers and the agents' reports (event loop thread)."""
 
@@ -243,6 +271,10 @@ class ScenarioStore:
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._watching = 0
         self._reports: dict[str, dict[str, _Reported]] = {}
+        self._tally: dict[str, _Tally] = {}
+        """Per scenario, its current reports counted by state: kept up to date by each
+        report (O(1)) and rebuilt when the snapshot changes, so neither the status API nor
+        a metrics scrape walks 10,000 nodes' reports."""
         self.error: str | None = None
         """Why the newest scenario file was refused (None while it is served)."""
         self.reports = 0
@@ -294,6 +326,7 @@ class ScenarioStore:
         if base is not self._snapshot:  # published meanwhile: rebuild on top
             return self.commit(self.prepare(snapshot.document, snapshot.source))
         self._snapshot = snapshot
+        self._retally()
         woken = 0
         for node, waiters in self._waiters.items():
             if node in changed or not snapshot.known(node):
@@ -364,6 +397,14 @@ class ScenarioStore:
                 continue  # a scenario since removed or changed: not this version's status
             per_node = self._reports.setdefault(entry.name, {})
             before = per_node.get(node)
+            tally = self._tally.get(entry.name)
+            if tally is None:
+                tally = self._tally[entry.name] = _Tally()
+            if before is not None and before[0] == version.revision:
+                tally.states[before[1]] -= 1
+            elif node in snapshot.picked.get(entry.name, ()):
+                tally.picked_reported += 1
+            tally.states[entry.state] += 1
             newly_applied = entry.state == "applied" and (
                 before is None or before[1] != "applied" or before[4] != entry.run
             )
@@ -405,20 +446,42 @@ class ScenarioStore:
                 )
         return [rows[node] for node in sorted(rows)]
 
-    def counts(self, name: str) -> dict[str, int]:
-        """Nodes per state for scenario ``name``, without building a row per node."""
+    def _retally(self) -> None:
+        """Count every scenario's current reports again (a new snapshot: new revisions,
+        other picked nodes); reports of versions no longer served are dropped."""
         snapshot = self._snapshot
-        revision = snapshot.versions[name].revision
-        reported = self._reports.get(name, {})
+        tallies: dict[str, _Tally] = {}
+        for name, version in snapshot.versions.items():
+            reported = self._reports.get(name)
+            if not reported:
+                continue
+            picked = snapshot.picked.get(name, frozenset())
+            tally = tallies[name] = _Tally()
+            stale = []
+            for node, entry in reported.items():
+                if entry[0] != version.revision:
+                    stale.append(node)
+                    continue
+                tally.states[entry[1]] += 1
+                tally.picked_reported += node in picked
+            for node in stale:
+                del reported[node]
+        for name in [n for n in self._reports if n not in snapshot.versions]:
+            del self._reports[name]
+        self._tally = tallies
+
+    def counts(self, name: str) -> dict[str, int]:
+        """Nodes per state for scenario ``name``, from the tally (O(1))."""
+        snapshot = self._snapshot
+        if name not in snapshot.versions:
+            raise KeyError(name)
+        tally = self._tally.get(name)
         counts = dict.fromkeys(STATES, 0)
-        for entry in reported.values():
-            if entry[0] == revision:
-                counts[entry[1]] += 1
-        picked = snapshot.picked.get(name, frozenset())
-        unreported = len(picked) - sum(
-            1 for node, entry in reported.items() if entry[0] == revision and node in picked
-        )
-        counts["pending"] += unreported
+        reported_picked = 0
+        if tally is not None:
+            counts.update(tally.states)
+            reported_picked = tally.picked_reported
+        counts["pending"] += len(snapshot.picked.get(name, ())) - reported_picked
         return counts
 
     def listing(self) -> ScenarioList:
@@ -461,12 +524,9 @@ class ScenarioStore:
     def applied_failed(self) -> tuple[int, int]:
         """Nodes whose current report is ``applied``, and ``failed``, over all scenarios."""
         applied = failed = 0
-        for name, version in self._snapshot.versions.items():
-            for entry in self._reports.get(name, {}).values():
-                if entry[0] != version.revision:
-                    continue
-                applied += entry[1] == "applied"
-                failed += entry[1] == "failed"
+        for tally in self._tally.values():
+            applied += tally.states["applied"]
+            failed += tally.states["failed"]
         return applied, failed
 
 
@@ -479,13 +539,17 @@ class WriteAccess:
     """Who may use the write API (the agents' reports): off, or a bearer token from a file.
 
     The token file (a Secret's key) is read again when it changes, so a rotated Secret
-    takes effect without a restart.
+    takes effect without a restart. Whether it changed is looked at most once per
+    ``recheck_seconds``, not on every report: resolving and stat-ing the file was most of
+    a report's cost when 10,000 agents report at once.
     """
 
-    def __init__(self, token_file: Path | None) -> None:
+    def __init__(self, token_file: Path | None, *, recheck_seconds: float = 1.0) -> None:
         self.token_file = token_file
+        self.recheck_seconds = recheck_seconds
         self._seen: FileSignature | StatFailure | None = None
         self._token: bytes | None = None
+        self._checked_at = -math.inf
 
     @property
     def enabled(self) -> bool:
@@ -509,13 +573,16 @@ class WriteAccess:
                 "the write API is off; start the service with --write-token-file "
                 "(NVML_MOCK_TOPOLOGY_WRITE_TOKEN_FILE) to accept reports",
             )
-        current = signature_of(self.token_file)
-        if current != self._seen:
-            try:
-                self.load()
-            except (OSError, ValueError) as exc:
-                logger.error("cannot read the write token again; keeping the last one: %s", exc)
-                self._seen = current
+        now = time.monotonic()
+        if now - self._checked_at >= self.recheck_seconds:
+            self._checked_at = now
+            current = signature_of(self.token_file)
+            if current != self._seen:
+                try:
+                    self.load()
+                except (OSError, ValueError) as exc:
+                    logger.error("cannot read the write token again; keeping the last one: %s", exc)
+                    self._seen = current
         scheme, _, given = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             raise ProblemError(401, "reports need an 'Authorization: Bearer <token>' header")

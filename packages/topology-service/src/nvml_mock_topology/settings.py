@@ -41,6 +41,7 @@ __all__ = [
     "ENV_MAX_WATCH",
     "ENV_POLL_INTERVAL",
     "ENV_PORT",
+    "ENV_REPORT_RATE",
     "ENV_SCENARIOS_FILE",
     "ENV_TOPOLOGY_FILE",
     "ENV_WRITE_TOKEN_FILE",
@@ -63,6 +64,7 @@ ENV_KEEP_ALIVE_TIMEOUT: Final = "NVML_MOCK_TOPOLOGY_KEEP_ALIVE_TIMEOUT"
 ENV_MAX_CONNECTIONS: Final = "NVML_MOCK_TOPOLOGY_MAX_CONNECTIONS"
 ENV_SCENARIOS_FILE: Final = "NVML_MOCK_TOPOLOGY_SCENARIOS_FILE"
 ENV_WRITE_TOKEN_FILE: Final = "NVML_MOCK_TOPOLOGY_WRITE_TOKEN_FILE"
+ENV_REPORT_RATE: Final = "NVML_MOCK_TOPOLOGY_REPORT_RATE"
 
 DEFAULT_TOPOLOGY_FILE: Final = "/etc/nvml-mock/topology/topology.yaml"
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
@@ -104,6 +106,10 @@ class Settings:
     """The scenario document (YAML or JSON); None serves no scenarios."""
     write_token_file: Path | None = None
     """The bearer token of the write API (agents' reports); None keeps the write API off."""
+    report_rate: float = 500.0
+    """Agents' reports taken per second (a second's worth of burst); the rest are answered
+    429 with a ``Retry-After`` that spreads them, so identity lookups keep their latency
+    while 10,000 agents report at once. 0 takes every report."""
     log_format: str = "text"
     """``text`` or ``json`` (one object per line)."""
     log_level: str = "info"
@@ -303,6 +309,17 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
         default_doc="none (write API off)",
         doc="turns the write API (the node agents' scenario reports) on; each report needs "
         "`Authorization: Bearer` with this file's content (a Secret key; re-read on change)",
+    ),
+    s.Option(
+        "report_rate",
+        "--report-rate",
+        ENV_REPORT_RATE,
+        _number(minimum=0, maximum=1_000_000),
+        "agents' reports taken per second, beyond: 429",
+        metavar="N",
+        doc="agents' reports taken per second (one second's worth of burst); the rest are "
+        "answered `429` with a `Retry-After` that books each agent a later slot at this rate, "
+        "so lookups keep their latency while every agent reports at once. `0` takes all",
     ),
     s.Option(
         "log_format",
