@@ -131,7 +131,7 @@ def test_the_cdi_spec_names_the_mig_devices_made(
 
     # a layout with no MIG device leaves the spec with the GPUs alone
     _stage(tmp_path / "o", library, "h100", "all-enabled")
-    assert list(_cdi_names(tmp_path / "o")) == list(devices)[:4] + ["all"]
+    assert list(_cdi_names(tmp_path / "o")) == [*list(devices)[:4], "all"]
 
 
 def test_names() -> None:

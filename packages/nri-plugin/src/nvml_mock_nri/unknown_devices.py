@@ -13,8 +13,9 @@ Only the container's own variable is checked: CDI names (``nvidia.com/gpu=…``)
 the runtime against the CDI specs before the plugin sees the container, and an unresolvable one
 already fails there (``unresolvable CDI devices``). MIG entries (``MIG-<uuid>`` and
 ``<gpu>:<mig>``) are left to the library, which resolves them against the node's live MIG
-layout at ``nvmlInit`` and refuses one that names no MIG device with the same words. The node's GPUs come from the staged state file, re-read
-only when it changes; without a readable state nothing is refused (the library still is).
+layout at ``nvmlInit`` and refuses one that names no MIG device with the same words. The
+node's GPUs come from the staged state file, re-read only when it changes; without a
+readable state nothing is refused (the library still is).
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ from typing import Final
 from nvml_mock_protocol.live import BoardSummary, LiveFileError, read_board_summary, resolve_gpus
 
 from nvml_mock_nri.errors import UnknownDeviceError
-from nvml_mock_nri.visible import Container, Visibility, VisibleSource, is_mig_entry, visible_gpus
+from nvml_mock_nri.visible import (
+    Container,
+    Visibility,
+    VisibleSource,
+    is_mig_entry,
+    visible_gpus,
+)
 
 __all__ = ["FAIL", "MODES", "NodeGpus", "check", "toolkit_message"]
 

@@ -297,7 +297,8 @@ def stage(
             host_dev = (
                 f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
             )
-            cdi = yaml.dump(cdi_spec(state, host_dev, mig_devices), Dumper=_PlainDumper, sort_keys=False)
+            spec = cdi_spec(state, host_dev, mig_devices)
+            cdi = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False)
             write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
             _check_tools(warnings)
             previous = _switch(directory, state_root, generation)
