@@ -71,6 +71,8 @@ async def test_devices_the_node_has_are_not_refused(
         "void",
         "",
         "MIG-4f1c0000-0000-0000-0000-000000000000",  # left to the library
+        "1:0",  # MIG device 0 of GPU 1: the live MIG layout's, left to the library
+        "0,3:12",
     ]
     for value in values:
         await runtime.create_container(pod("train"), asking(value))

@@ -13,6 +13,7 @@ from nvml_mock_nri.visible import (
     Visibility,
     VisibleSelection,
     VisibleSource,
+    is_mig_entry,
     parse_visible_devices,
     visible_gpus,
 )
@@ -21,6 +22,7 @@ from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
 UUID_2 = "GPU-01000100-1111-2222-3333-000000000002"
+MIG_UUID = "MIG-4f1c0000-1111-2222-3333-000000000000"
 
 
 def with_annotations(created: api.Container, annotations: dict[str, str]) -> api.Container:
@@ -58,6 +60,20 @@ def adjusted_keys(result_adjustment: api.ContainerAdjustment) -> list[str]:
             ),
             "3",
         ),
+        (
+            container(
+                env=["NVIDIA_VISIBLE_DEVICES=void"],
+                cdi=[f"nvidia.com/gpu={MIG_UUID}", "nvidia.com/gpu=1:0"],
+            ),
+            f"{MIG_UUID},1:0",
+        ),
+        (
+            with_annotations(
+                container(),
+                {"cdi.k8s.io/nvidia-dra-driver-gpu_a": "nvidia.com/gpu=0:1,nvidia.com/gpu=2"},
+            ),
+            "0:1,2",
+        ),
     ],
     ids=[
         "cdi-index-and-uuid",
@@ -66,6 +82,8 @@ def adjusted_keys(result_adjustment: api.ContainerAdjustment) -> list[str]:
         "cdi-annotation",
         "device-nodes",
         "toolkit-void-marker",
+        "cdi-mig-uuid-and-index",
+        "cdi-mig-annotation",
     ],
 )
 async def test_allocated_gpus_become_nvidia_visible_devices(
@@ -152,3 +170,23 @@ def test_selection_says_where_it_came_from() -> None:
     assert (by_cdi.source, by_cdi.tokens) == (VisibleSource.CDI, ("0",))
     by_nodes = visible_gpus(container(devices=["/dev/nvidia07"]))
     assert (by_nodes.source, by_nodes.tokens) == (VisibleSource.DEVICE_NODES, ("7",))
+
+
+@pytest.mark.parametrize(
+    ("token", "mig"),
+    [
+        ("MIG-4f1c0000-1111-2222-3333-000000000000", True),
+        ("mig-4f1c0000", True),
+        ("1:0", True),
+        (" 12:3 ", True),
+        ("0000:40:00.0", False),  # a bus id
+        ("40:00.0", False),
+        ("1:", False),
+        (":0", False),
+        ("a:1", False),
+        ("3", False),
+        (UUID_2, False),
+    ],
+)
+def test_mig_entries_are_told_from_gpus(token: str, mig: bool) -> None:
+    assert is_mig_entry(token) is mig

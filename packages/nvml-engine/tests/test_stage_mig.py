@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from nvml_mock_engine.cli import main
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.errors import ConfigError
@@ -86,6 +88,50 @@ def test_a_list_per_gpu_and_a_restage(
     _stage(tmp_path / "o", library, "a100", "all-disabled")
     rc, out = smi(library, "--query-gpu=mig.mode.current", "--format=csv,noheader")
     assert (rc, out) == (0, "Disabled\nDisabled\n")
+
+
+def _cdi_names(overlay: Path) -> dict[str, Any]:
+    spec = yaml.safe_load((overlay / "cdi" / "nvml-mock.yaml").read_text())
+    return {d["name"]: d["containerEdits"]["deviceNodes"] for d in spec["devices"]}
+
+
+def test_the_cdi_spec_names_the_mig_devices_made(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ``nvidia-ctk cdi generate`` names them: ``<gpu>:<mig>`` and the ``MIG-`` UUID, each
+    with its parent GPU's node; the names select the same device in NVML."""
+    spec = [{"devices": [1], "mig-enabled": True, "mig-devices": {"1g.10gb": 2, "3g.40gb": 1}}]
+    state = _stage(tmp_path / "o", library, "h100", spec)
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
+    rc, out = smi(library, "-L")
+    assert rc == 0
+    uuids = re.findall(r"\(UUID: (MIG-[0-9a-f-]+)\)", out)
+    assert len(uuids) == 3
+    devices = _cdi_names(tmp_path / "o")
+    assert list(devices) == [
+        "0",
+        *[n for n in devices if n.startswith("GPU-")][:1],
+        "1",
+        *[n for n in devices if n.startswith("GPU-")][1:],
+        "1:0",
+        uuids[0],
+        "1:1",
+        uuids[1],
+        "1:2",
+        uuids[2],
+        "all",
+    ]
+    assert devices["1:2"] == devices[uuids[2]] == devices["1"]
+    assert [node["path"] for node in devices["1:0"]] == ["/dev/nvidia1"]
+    for name in ("1:1", uuids[1]):
+        monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", name)
+        rc, out = smi(library, "-L")
+        assert rc == 0 and re.findall(r"UUID: (MIG-[0-9a-f-]+)", out) == [uuids[1]]
+    monkeypatch.delenv("NVIDIA_VISIBLE_DEVICES")
+
+    # a layout with no MIG device leaves the spec with the GPUs alone
+    _stage(tmp_path / "o", library, "h100", "all-enabled")
+    assert list(_cdi_names(tmp_path / "o")) == [*list(devices)[:4], "all"]
 
 
 def test_names() -> None:

@@ -227,7 +227,7 @@ def test_no_gpu_values_leave_nvml_without_gpus(
             "MIG-0a3b5c7d",
             "unknown device (no MIG device of the node has this UUID)",
         ),
-        ("0:1", "0:1", "unknown device (give MIG devices by MIG- UUID)"),
+        ("0:1", "0:1", "unknown device (GPU 0 has no MIG device 1)"),
         ("1,none", "none", "unknown device"),
     ],
 )

@@ -148,3 +148,69 @@ def test_the_work_alike_in_such_a_container(node: dict[str, Any]) -> None:
     assert [line for line in proc.stdout.splitlines() if "MIG 1g" in line or "MIG 3g" in line] == [
         "|   0  MIG 1g.10gb      19        7          0:1     |"
     ]
+
+
+def refusal(library: Path, visible: str) -> str:
+    """What init says when NVIDIA_VISIBLE_DEVICES names no device (it must fail)."""
+    env = dict(os.environ, NVIDIA_VISIBLE_DEVICES=visible)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(library), "[]"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0, proc.stdout
+    return proc.stderr
+
+
+def test_gpu_colon_mig_index_selects_that_mig_device(node: dict[str, Any]) -> None:
+    parent = node["gpus"][1]
+    by_index = probe(node["library"], "1:1", [])
+    by_uuid = probe(node["library"], parent["migs"][1][0], [])
+    assert by_index == by_uuid
+    assert by_index["gpus"] == [
+        {"uuid": parent["uuid"], "mig": 1, "migs": [parent["migs"][1]], "gis": [7]}
+    ]
+
+
+def test_gpu_colon_mig_entries_mix_with_gpus_and_uuids(node: dict[str, Any]) -> None:
+    parent = node["gpus"][1]
+    result = probe(node["library"], f"1:2, 0 ,{parent['migs'][0][0]},1:2", [])
+    assert [g["uuid"] for g in result["gpus"]] == [node["gpus"][0]["uuid"], parent["uuid"]]
+    assert result["gpus"][1]["migs"] == [parent["migs"][0], parent["migs"][2]]
+    result = probe(node["library"], "1:0,1", [])
+    assert result["gpus"][0]["migs"] == parent["migs"]
+
+
+def test_the_mig_index_counts_the_layout_at_start(node: dict[str, Any]) -> None:
+    """The index is a place in the node's layout when the process starts, as the toolkit
+    resolves it at container start: after GPU instance 2 goes, 1:0 is the next one."""
+    parent = node["gpus"][1]
+    assert smi(node["library"], "mig", "-i", "1", "-dci", "-gi", "2")[0] == 0
+    assert smi(node["library"], "mig", "-i", "1", "-dgi", "-gi", "2")[0] == 0
+    result = probe(node["library"], "1:0", [])
+    assert result["gpus"][0]["migs"] == [parent["migs"][1]]
+    assert "1:2: unknown device (GPU 1 has no MIG device 2)" in refusal(node["library"], "1:2")
+
+
+@pytest.mark.parametrize(
+    ("visible", "reason"),
+    [
+        ("1:3", "1:3: unknown device (GPU 1 has no MIG device 3)"),
+        ("0:0", "0:0: unknown device (GPU 0 has no MIG device 0)"),  # MIG off on GPU 0
+        ("2:0", "2:0: unknown device (the node has 2 GPUs)"),
+        (
+            "1:99999999999999999999",
+            "1:99999999999999999999: unknown device (GPU 1 has no MIG device 99999999999999999999)",
+        ),
+        ("0,1:7", "1:7: unknown device (GPU 1 has no MIG device 7)"),
+    ],
+)
+def test_a_mig_index_that_names_no_mig_device_is_refused(
+    node: dict[str, Any], visible: str, reason: str
+) -> None:
+    assert f"nvml-mock: NVIDIA_VISIBLE_DEVICES='{visible}': {reason}" in refusal(
+        node["library"], visible
+    )

@@ -11,9 +11,11 @@ default), or leaves the refusal to ``nvmlInit`` (``allow``).
 
 Only the container's own variable is checked: CDI names (``nvidia.com/gpu=…``) are resolved by
 the runtime against the CDI specs before the plugin sees the container, and an unresolvable one
-already fails there (``unresolvable CDI devices``). ``MIG-`` entries are left to the library,
-which knows the node's MIG layout. The node's GPUs come from the staged state file, re-read
-only when it changes; without a readable state nothing is refused (the library still is).
+already fails there (``unresolvable CDI devices``). MIG entries (``MIG-<uuid>`` and
+``<gpu>:<mig>``) are left to the library, which resolves them against the node's live MIG
+layout at ``nvmlInit`` and refuses one that names no MIG device with the same words. The
+node's GPUs come from the staged state file, re-read only when it changes; without a
+readable state nothing is refused (the library still is).
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from typing import Final
 from nvml_mock_protocol.live import BoardSummary, LiveFileError, read_board_summary, resolve_gpus
 
 from nvml_mock_nri.errors import UnknownDeviceError
-from nvml_mock_nri.visible import Container, Visibility, VisibleSource, visible_gpus
+from nvml_mock_nri.visible import (
+    Container,
+    Visibility,
+    VisibleSource,
+    is_mig_entry,
+    visible_gpus,
+)
 
 __all__ = ["FAIL", "MODES", "NodeGpus", "check", "toolkit_message"]
 
@@ -75,7 +83,7 @@ def check(container: Container, gpus: NodeGpus) -> None:
     selection = visible_gpus(container)
     if selection.source is not VisibleSource.ENV or selection.kind is not Visibility.LIST:
         return
-    tokens = [t for t in selection.tokens if not t.upper().startswith("MIG-")]
+    tokens = [t for t in selection.tokens if not is_mig_entry(t)]
     if not tokens:
         return
     board = gpus.get()

@@ -7,8 +7,11 @@ shapes, and :func:`visible_gpus` reads all of them from the NRI container, as pl
 1. ``NVIDIA_VISIBLE_DEVICES`` in the container's env (the device plugin's ``envvar``
    strategy, or the pod itself). It is the container's own word and always wins.
 2. CDI device names of the kind ``nvidia.com/gpu`` (``nvidia.com/gpu=0``,
-   ``nvidia.com/gpu=GPU-…``, ``nvidia.com/gpu=all``), in the container's CDI devices or
-   in its ``cdi.k8s.io/*`` annotations (a comma list of fully qualified names each).
+   ``nvidia.com/gpu=GPU-…``, ``nvidia.com/gpu=all``, and for MIG devices the names
+   ``nvidia-ctk cdi generate`` gives them, ``nvidia.com/gpu=<gpu>:<mig>`` and
+   ``nvidia.com/gpu=MIG-…``), in the container's CDI devices or in its ``cdi.k8s.io/*``
+   annotations (a comma list of fully qualified names each). A CDI device's name is the
+   toolkit's ``NVIDIA_VISIBLE_DEVICES`` entry for it, so names pass through as written.
 3. GPU device nodes ``/dev/nvidiaN`` in the container's Linux devices (the device plugin's
    ``volume-mounts``/device strategies). The mock stages ``/dev/nvidiaN`` for the GPU of
    index ``N`` (the rendered state's minor numbers are the indices), so ``N`` is the index.
@@ -23,7 +26,8 @@ choice, and the CDI names decide.
 
 The grammar of the env value is the library's (the engine README, "Visible devices"):
 ``all``, ``none``, ``void`` or empty, or a comma list of indices, ``GPU-`` UUIDs (full or
-a unique prefix) and bus ids; empty list entries are ignored, ``all`` anywhere means all.
+a unique prefix), bus ids and MIG devices (``MIG-`` UUIDs, ``<gpu>:<mig>``); empty list
+entries are ignored, ``all`` anywhere means all.
 """
 
 from __future__ import annotations
@@ -45,6 +49,14 @@ NONE: Final = "none"
 ALL: Final = "all"
 
 _GPU_NODE: Final = re.compile(r"/dev/nvidia([0-9]+)")
+_MIG_INDEX: Final = re.compile(r"[0-9]+:[0-9]+")
+
+
+def is_mig_entry(token: str) -> bool:
+    """Whether *token* names a MIG device (``MIG-<uuid>``, or ``<gpu>:<mig>``: MIG device
+    ``<mig>`` of GPU ``<gpu>``), which only the node's live MIG layout can resolve."""
+    text = token.strip()
+    return text.upper().startswith("MIG-") or _MIG_INDEX.fullmatch(text) is not None
 
 
 class Visibility(enum.Enum):

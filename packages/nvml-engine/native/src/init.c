@@ -277,12 +277,13 @@ static nvmlReturn_t apply_fabric_env(struct state *st)
 }
 
 /* The view NVIDIA_VISIBLE_DEVICES selects; a value that names no device fails init, as
- * the toolkit refuses to start such a container. */
-static nvmlReturn_t select_view(const struct state *st, struct visible_view *view)
+ * the toolkit refuses to start such a container. `live` holds the board GPUs' live records
+ * ("<gpu>:<mig>" entries are resolved against the MIG layout in them). */
+static nvmlReturn_t select_view(const struct state *st, const unsigned char *const *live, struct visible_view *view)
 {
     const char *value = getenv(ENV_VISIBLE_DEVICES);
     char why[STATE_ERR_LEN];
-    if (mock_visible_select(value, st, view, why, sizeof(why)) == 0) {
+    if (mock_visible_select(value, st, live, view, why, sizeof(why)) == 0) {
         return NVML_SUCCESS;
     }
     mock_set_error_detail(NVML_ERROR_INVALID_STATE, "%s='%.80s': %s", ENV_VISIBLE_DEVICES, value, why);
@@ -337,17 +338,22 @@ static int live_path(const char *state, char *out, size_t cap)
     return snprintf(out, cap, "%.*s/" LIVE_FILE_NAME, dir_len, dir) < (int)cap ? 0 : -1;
 }
 
-/* Bind each published device to its live record (the records follow the board's GPUs,
- * whatever the view). A live file that cannot be used is ignored as a whole: the board
- * values stand and the reason is kept for the caller. */
+/* The live records of the current init cycle, by board index (NULL: none). */
+static const unsigned char *live_recs[STATE_MAX_GPUS];
+
+/* Attach the live file, its records by board GPU in live_recs (the records follow the
+ * board's GPUs, whatever the view). A live file that cannot be used is ignored as a whole:
+ * the board values stand and the reason is kept for the caller. It is attached before the
+ * view is chosen, which may name MIG devices by their place in the node's layout. */
 static void attach_live(const char *state, const struct state *st)
 {
-    static const unsigned char *recs[STATE_MAX_GPUS];
+    const unsigned char **recs = live_recs;
     const unsigned char *header = NULL;
     char path[4096];
     char why[200];
     live_problem[0] = '\0';
     mock_telemetry_attach();
+    memset(live_recs, 0, sizeof(live_recs));
     for (unsigned int i = 0; i < mock_device_count; i++) {
         mock_devices[i].live = NULL;
     }
@@ -361,10 +367,8 @@ static void attach_live(const char *state, const struct state *st)
                          sizeof(why)) != 0) {
         snprintf(live_problem, sizeof(live_problem), "live layer %.240s ignored (board values stand): %s", path, why);
         fprintf(stderr, "nvml-mock: %s\n", live_problem);
+        memset(live_recs, 0, sizeof(live_recs));
         return;
-    }
-    for (unsigned int i = 0; i < mock_device_count; i++) {
-        mock_devices[i].live = recs[mock_devices[i].board];
     }
     snprintf(mock_live_path, sizeof(mock_live_path), "%s", header != NULL ? path : "");
     atomic_store_explicit(&mock_live_header, header, memory_order_release);
@@ -394,11 +398,14 @@ static nvmlReturn_t load_state(void)
     }
     struct visible_view view;
     if (rc == NVML_SUCCESS) {
-        rc = select_view(st, &view);
+        attach_live(path, st);
+        rc = select_view(st, live_recs, &view);
     }
     if (rc == NVML_SUCCESS) {
         publish(st, &view);
-        attach_live(path, st);
+        for (unsigned int i = 0; i < mock_device_count; i++) {
+            mock_devices[i].live = live_recs[mock_devices[i].board];
+        }
     }
     return rc;
 }

@@ -607,9 +607,10 @@ int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_
     return 1;
 }
 
-/* The MIG devices of a GPU in index order (GPU instance id, then compute instance id). */
-static unsigned int mig_devices(const struct nvmlDevice_st *d, const struct mig_layout *l, unsigned int *gis,
-                                unsigned int *cis)
+/* The MIG devices of a GPU in index order (GPU instance id, then compute instance id); those
+ * outside this process's view are left out unless `every` is set. */
+static unsigned int mig_list(const struct nvmlDevice_st *d, const struct mig_layout *l, unsigned int *gis,
+                             unsigned int *cis, int every)
 {
     unsigned int n = 0;
     for (unsigned int id = 0; id < MIG_IDS; id++) {
@@ -621,7 +622,7 @@ static unsigned int mig_devices(const struct nvmlDevice_st *d, const struct mig_
             for (unsigned int cid = 0; cid < MIG_MAX_CI; cid++) {
                 for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
                     if (gi->ci[c].used && gi->ci[c].id == cid && n < MIG_IDS * MIG_MAX_CI &&
-                        mock_mig_visible(d->board, id, cid)) {
+                        (every || mock_mig_visible(d->board, id, cid))) {
                         gis[n] = id;
                         cis[n] = cid;
                         n++;
@@ -631,6 +632,38 @@ static unsigned int mig_devices(const struct nvmlDevice_st *d, const struct mig_
         }
     }
     return n;
+}
+
+static unsigned int mig_devices(const struct nvmlDevice_st *d, const struct mig_layout *l, unsigned int *gis,
+                                unsigned int *cis)
+{
+    return mig_list(d, l, gis, cis, 0);
+}
+
+/* Read before the view exists, so every MIG device of the node counts, as the toolkit counts
+ * them on the host; the board GPU is dressed as a device only to read its record. */
+int mock_mig_at(const struct state *st, const unsigned char *live, unsigned int board, unsigned int index,
+                unsigned int *gi, unsigned int *ci)
+{
+    static struct nvmlDevice_st probe; /* init holds the lifecycle lock: one caller at a time */
+    if (board >= st->gpu_count || !st->gpu[board].mig_capable || live == NULL) {
+        return -1;
+    }
+    memset(&probe, 0, sizeof(probe));
+    probe.s = st->gpu[board];
+    probe.board = board;
+    probe.live = live;
+    struct mig_layout l;
+    mig_read(&probe, &l);
+    unsigned int gis[MIG_IDS * MIG_MAX_CI];
+    unsigned int cis[MIG_IDS * MIG_MAX_CI];
+    unsigned int n = mig_list(&probe, &l, gis, cis, 1);
+    if (index >= n) {
+        return -1;
+    }
+    *gi = gis[index];
+    *ci = cis[index];
+    return 0;
 }
 
 nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device)

@@ -9,6 +9,8 @@
 #include <nvml.h>
 #include <stddef.h>
 
+#include "state.h"
+
 /* What a MIG device handle stands for, read from the live MIG record at the call. */
 struct mock_mig_view {
     const struct nvmlDevice_st *parent;
@@ -35,6 +37,14 @@ void mock_mig_uuid(const char *gpu_uuid, unsigned int gi, unsigned int ci, char 
 /* Whether MIG mode is current on the whole GPU `d` (0 on a board without MIG): whole-GPU
  * utilization is then not answered, as on a real GPU in MIG mode. */
 int mock_mig_on(const struct nvmlDevice_st *d);
+
+/* The instance ids of MIG device `index` of board GPU `board` in the node's live MIG layout
+ * (the toolkit's "<gpu>:<mig>", index as GetMigDeviceHandleByIndex counts on the host), read
+ * through `live`, that GPU's live record (NULL: no live layer, so no MIG device): 0 with *gi
+ * and *ci set, -1 when that GPU has no such MIG device. Called by init before the view is
+ * published, with the live header attached. */
+int mock_mig_at(const struct state *st, const unsigned char *live, unsigned int board, unsigned int index,
+                unsigned int *gi, unsigned int *ci);
 
 /* The MIG device handle whose UUID is `uuid` (case ignored); NVML_ERROR_NOT_FOUND if none. */
 nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device);

@@ -15,7 +15,10 @@
  *     [domain:]bus:device.fn     the board GPU at that PCI address
  *     MIG-<uuid>                 that MIG device: its parent GPU, showing only the MIG
  *                                devices so named (all of them if the GPU is named too)
- *     <gpu>:<mig>                refused: MIG devices are named by UUID (select_mig_index)
+ *     <gpu>:<mig>                MIG device <mig> of board GPU <gpu>, counted as the host
+ *                                enumerates them (GetMigDeviceHandleByIndex): selected as its
+ *                                MIG- UUID is; an index past that GPU's MIG devices (or MIG off)
+ *                                names no device
  * Anything else names no device: the toolkit refuses to start such a container
  * ("<entry>: unknown device"), so the selection fails and init fails with that reason.
  */
@@ -120,13 +123,48 @@ static int select_mig(const char *tok, size_t n, const struct state *st, uint64_
     return -1;
 }
 
-/* A "<gpu>:<mig>" entry names a MIG device by position, which the toolkit resolves against the
- * node's layout at container start; the mock's view is taken from the board alone. */
-static int select_mig_index(const char *tok, size_t n, char *why, size_t why_len)
+/* Parse a run of decimal digits, saturating past `cap` (any index that large names nothing). */
+static unsigned long long decimal(const char *s, size_t n, unsigned long long cap)
 {
-    snprintf(why, why_len, "%.*s: unknown device (give MIG devices by MIG- UUID)", (int)(n < SHOWN ? n : SHOWN),
-             tok);
-    return -1;
+    unsigned long long v = 0;
+    for (size_t i = 0; i < n && v <= cap; i++) {
+        v = v * 10u + (unsigned long long)(s[i] - '0');
+    }
+    return v;
+}
+
+/* A "<gpu>:<mig>" entry names a MIG device by position, as libnvidia-container resolves it
+ * at container start: MIG device <mig> of board GPU <gpu> in the node's MIG layout now. It
+ * then selects as that device's MIG- UUID does; a later change of the layout does not move
+ * the view of a process already running (the toolkit too resolves it once). */
+static int select_mig_index(const char *tok, size_t n, const char *colon, const struct state *st,
+                            const unsigned char *const *live, uint64_t *chosen, uint64_t *by_mig,
+                            struct visible_view *out, char *why, size_t why_len)
+{
+    int shown = (int)(n < SHOWN ? n : SHOWN);
+    size_t gpu_len = (size_t)(colon - tok);
+    unsigned long long gpu = decimal(tok, gpu_len, STATE_MAX_GPUS);
+    unsigned long long mig = decimal(colon + 1, n - gpu_len - 1, VISIBLE_MIG_GIS * VISIBLE_MIG_CIS);
+    if (gpu >= st->gpu_count) {
+        snprintf(why, why_len, "%.*s: unknown device (the node has %u GPUs)", shown, tok, (unsigned)st->gpu_count);
+        return -1;
+    }
+    unsigned int gi = 0;
+    unsigned int ci = 0;
+    const unsigned char *rec = live != NULL ? live[gpu] : NULL;
+    if (mig > VISIBLE_MIG_GIS * VISIBLE_MIG_CIS ||
+        mock_mig_at(st, rec, (unsigned int)gpu, (unsigned int)mig, &gi, &ci) != 0 || gi >= VISIBLE_MIG_GIS ||
+        ci >= VISIBLE_MIG_CIS) {
+        int gpu_shown = (int)(gpu_len < SHOWN ? gpu_len : SHOWN);
+        int mig_shown = (int)(n - gpu_len - 1 < SHOWN ? n - gpu_len - 1 : SHOWN);
+        snprintf(why, why_len, "%.*s: unknown device (GPU %.*s has no MIG device %.*s)", shown, tok, gpu_shown, tok,
+                 mig_shown, colon + 1);
+        return -1;
+    }
+    *chosen |= 1ull << gpu;
+    *by_mig |= 1ull << gpu;
+    out->mig_allowed[gpu][gi] |= (uint8_t)(1u << ci);
+    return 0;
 }
 
 /* A GPU- entry: the GPU of that full UUID, else the one GPU whose UUID begins with it. */
@@ -164,8 +202,8 @@ static int select_uuid(const char *tok, size_t n, const struct state *st, uint64
     return -1;
 }
 
-static int select_entry(const char *tok, size_t n, const struct state *st, uint64_t *chosen, uint64_t *by_mig,
-                        struct visible_view *out, char *why, size_t why_len)
+static int select_entry(const char *tok, size_t n, const struct state *st, const unsigned char *const *live,
+                        uint64_t *chosen, uint64_t *by_mig, struct visible_view *out, char *why, size_t why_len)
 {
     int shown = (int)(n < SHOWN ? n : SHOWN);
     if (begins(tok, n, "GPU-")) {
@@ -194,7 +232,7 @@ static int select_entry(const char *tok, size_t n, const struct state *st, uint6
     const char *colon = memchr(tok, ':', n);
     if (colon != NULL && memchr(tok, '.', n) == NULL && digits(tok, (size_t)(colon - tok)) &&
         digits(colon + 1, n - (size_t)(colon - tok) - 1)) {
-        return select_mig_index(tok, n, why, why_len);
+        return select_mig_index(tok, n, colon, st, live, chosen, by_mig, out, why, why_len);
     }
     struct state_pci_addr a;
     if (colon != NULL && state_parse_bus_id(tok, n, &a) == 0) {
@@ -225,8 +263,8 @@ static void fill(struct visible_view *out, const struct state *st, uint64_t chos
     }
 }
 
-int mock_visible_select(const char *value, const struct state *st, struct visible_view *out, char *why,
-                        size_t why_len)
+int mock_visible_select(const char *value, const struct state *st, const unsigned char *const *live,
+                        struct visible_view *out, char *why, size_t why_len)
 {
     _Static_assert(STATE_MAX_GPUS <= 64 && STATE_MAX_GPUS < VISIBLE_NONE, "one bit and one byte per GPU");
     uint64_t every = st->gpu_count >= 64 ? ~0ull : (1ull << st->gpu_count) - 1u;
@@ -257,7 +295,7 @@ int mock_visible_select(const char *value, const struct state *st, struct visibl
         }
         uint64_t picked = 0;
         uint64_t through_mig = 0;
-        if (tok_len > 0 && select_entry(tok, tok_len, st, &picked, &through_mig, &mig, why, why_len) != 0) {
+        if (tok_len > 0 && select_entry(tok, tok_len, st, live, &picked, &through_mig, &mig, why, why_len) != 0) {
             return -1;
         }
         chosen |= picked;

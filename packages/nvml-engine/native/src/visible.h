@@ -4,8 +4,9 @@
  * container (the engine README, "Visible devices"). The view is taken once per init cycle
  * from the rendered state's board GPUs; view index i is board GPU board[i], in board order.
  *
- * The selection is a pure function of the value and the board (no globals, no allocation)
- * so that the init fuzzer reaches it and a test can name every rule.
+ * The selection is a function of the value, the board and the node's MIG layout (no
+ * globals written, no allocation) so that the init fuzzer reaches it and a test can name
+ * every rule.
  */
 #ifndef NVML_MOCK_VISIBLE_H
 #define NVML_MOCK_VISIBLE_H
@@ -36,11 +37,13 @@ struct visible_view {
 
 /*
  * Select the board GPUs of `st` that `value` names (NULL: the variable is unset, every
- * GPU). Returns 0 with `out` filled, or -1 with `out` holding every GPU and a message
- * naming the offending entry in `why` (the toolkit's "<entry>: unknown device").
+ * GPU). `live` gives each board GPU's live record (NULL for a GPU without one, or NULL
+ * altogether): a "<gpu>:<mig>" entry is resolved against the MIG layout read through it.
+ * Returns 0 with `out` filled, or -1 with `out` holding every GPU and a message naming the
+ * offending entry in `why` (the toolkit's "<entry>: unknown device").
  */
-int mock_visible_select(const char *value, const struct state *st, struct visible_view *out, char *why,
-                        size_t why_len);
+int mock_visible_select(const char *value, const struct state *st, const unsigned char *const *live,
+                        struct visible_view *out, char *why, size_t why_len);
 
 /* The board of the current init cycle, for the callers that must tell a GPU outside the
  * view from a device that is no GPU at all (NVLink peers). Written at init only. */

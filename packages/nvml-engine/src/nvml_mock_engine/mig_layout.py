@@ -189,10 +189,14 @@ def parse_spec(value: object, table: Sequence[MigGpuInstanceProfile], count: int
     raise _fail("must be a layout name or a list", value)
 
 
-def apply(plan: MigPlan, library: Path, state_file: Path) -> None:
+def apply(plan: MigPlan, library: Path, state_file: Path) -> tuple[tuple[str, ...], ...]:
     """Make *plan* on the node whose rendered state is *state_file*, through *library*, in a
     child process (the library is process-wide state; the stager must not load it).
-    :class:`StageError` carries the child's reason when the layout cannot be made."""
+    :class:`StageError` carries the child's reason when the layout cannot be made.
+
+    Returns the UUIDs of the MIG devices the node then has, per GPU index, in the order
+    ``nvmlDeviceGetMigDeviceHandleByIndex`` gives them: the place of each is its
+    ``<gpu>:<mig>`` name, which the staged CDI spec uses as the toolkit's does."""
     request = {
         "library": str(library),
         "gpus": [{"enabled": g.enabled, "profiles": list(g.profiles)} for g in plan.gpus],
@@ -221,6 +225,14 @@ def apply(plan: MigPlan, library: Path, state_file: Path) -> None:
     if done.returncode != 0:
         reason = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise StageError(f"MIG layout {plan.spec}: {reason[0]}")
+    try:
+        made = json.loads(done.stdout)
+        return tuple(tuple(str(uuid) for uuid in gpu) for gpu in made)
+    except (ValueError, TypeError):
+        raise StageError(
+            f"MIG layout {plan.spec}: made, but its MIG devices could not be listed "
+            f"({done.stdout.strip()[:80]!r})"
+        ) from None
 
 
 # --- the child: NVML calls against the staged library --------------------------------
@@ -335,7 +347,25 @@ def _make(nvml: _Nvml, index: int, layout: Mapping[str, object]) -> None:
         nvml("nvmlGpuInstanceCreateComputeInstance", gi, best, ctypes.byref(ci))
 
 
-def _child(request: Mapping[str, object]) -> None:
+def _mig_uuids(nvml: _Nvml, index: int) -> list[str]:
+    """The UUIDs of GPU *index*'s MIG devices, in MIG device index order."""
+    dev = ctypes.c_void_p()
+    nvml("nvmlDeviceGetHandleByIndex_v2", index, ctypes.byref(dev))
+    count = ctypes.c_uint()
+    if not nvml.ok("nvmlDeviceGetMaxMigDeviceCount", dev, ctypes.byref(count)):
+        return []
+    uuids: list[str] = []
+    for mig_index in range(count.value):
+        mig = ctypes.c_void_p()
+        if not nvml.ok("nvmlDeviceGetMigDeviceHandleByIndex", dev, mig_index, ctypes.byref(mig)):
+            break
+        buf = ctypes.create_string_buffer(96)
+        nvml("nvmlDeviceGetUUID", mig, buf, ctypes.c_uint(len(buf)))
+        uuids.append(buf.value.decode())
+    return uuids
+
+
+def _child(request: Mapping[str, object]) -> list[list[str]]:
     library = request["library"]
     gpus = request["gpus"]
     assert isinstance(library, str) and isinstance(gpus, list)
@@ -344,13 +374,14 @@ def _child(request: Mapping[str, object]) -> None:
     try:
         for index, layout in enumerate(gpus):
             _make(nvml, index, layout)
+        return [_mig_uuids(nvml, index) for index in range(len(gpus))]
     finally:
         nvml.lib.nvmlShutdown()
 
 
 if __name__ == "__main__":  # pragma: no cover - run by apply() in a child process
     try:
-        _child(json.loads(sys.stdin.read()))
+        print(json.dumps(_child(json.loads(sys.stdin.read()))))
     except Exception as exc:
         print(str(exc), file=sys.stderr)
         sys.exit(1)

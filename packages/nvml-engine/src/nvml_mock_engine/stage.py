@@ -26,7 +26,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -174,8 +174,17 @@ def proc_devices(imex_major: int) -> str:
     return f"Character devices:\n{lines}\nBlock devices:\n"
 
 
-def cdi_spec(state: RenderedState, host_dev: str | None) -> dict[str, object]:
+def cdi_spec(
+    state: RenderedState,
+    host_dev: str | None,
+    mig_devices: Sequence[Sequence[str]] = (),
+) -> dict[str, object]:
     """The CDI spec for a rendered node's devices: one per index and per UUID, plus ``all``.
+
+    *mig_devices* holds the UUIDs of each GPU's MIG devices (by GPU index, in MIG device
+    index order, as :func:`nvml_mock_engine.mig_layout.apply` lists them); each gets the two
+    names ``nvidia-ctk cdi generate`` gives a MIG device, ``<gpu>:<mig>`` and its ``MIG-``
+    UUID, with its parent GPU's device node.
 
     Device nodes carry their type and numbers, so a runtime can create them even where
     the host has none; ``hostPath`` is set only when the mock nodes exist under ``dev/``.
@@ -200,6 +209,12 @@ def cdi_spec(state: RenderedState, host_dev: str | None) -> dict[str, object]:
             devices.append(
                 {"name": device_name, "containerEdits": {"deviceNodes": [gpu_nodes[index]]}}
             )
+    for index, uuids in enumerate(mig_devices[: len(gpu_nodes)]):
+        for mig_index, uuid in enumerate(uuids):
+            for device_name in (f"{index}:{mig_index}", uuid):
+                devices.append(
+                    {"name": device_name, "containerEdits": {"deviceNodes": [gpu_nodes[index]]}}
+                )
     devices.append({"name": "all", "containerEdits": {"deviceNodes": gpu_nodes}})
     return {
         "cdiVersion": CDI_VERSION,
@@ -254,8 +269,9 @@ def stage(
                 runtime=state_root / runtime_name if runtime_name else None,
             )
             live_created = _ensure_live(state_root, state)
+            mig_devices: tuple[tuple[str, ...], ...] = ()
             if options.mig is not None:
-                apply_mig(
+                mig_devices = apply_mig(
                     options.mig,
                     generation / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME,
                     generation / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME,
@@ -281,7 +297,8 @@ def stage(
             host_dev = (
                 f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
             )
-            cdi = yaml.dump(cdi_spec(state, host_dev), Dumper=_PlainDumper, sort_keys=False)
+            spec = cdi_spec(state, host_dev, mig_devices)
+            cdi = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False)
             write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
             _check_tools(warnings)
             previous = _switch(directory, state_root, generation)
