@@ -151,18 +151,20 @@ def test_hopper_answers_the_sram_location_counters_as_not_available(
         assert csv == expected, profile
 
 
-def test_csv_prints_a_bare_na_where_the_real_tool_does(
+def test_csv_checksum_gsp_platform_and_fabric_cells(
     library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fields = (
         "inforom.checksum_validation,gsp.mode.current,gsp.mode.default,"
         "platform.slot_number,fabric.health.bandwidth,fabric.health.route_unhealthy"
     )
-    for profile in ("h100", "b200"):
+    # the checksum and GSP cells answer values (every capture: valid, Enabled); an H100 without
+    # platform info prints slot 0, a B200 in no rack slot N/A; no fabric health here
+    for profile, slot in (("h100", "0"), ("b200", "N/A")):
         state = render_profile(profile, 1, tmp_path / f"{profile}.nvmlmock")
         monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
         _, csv = smi(library_file, f"--query-gpu={fields}", "--format=csv,noheader")
-        assert csv == ", ".join(["N/A"] * 6) + "\n", profile
+        assert csv == f"valid, Enabled, Enabled, {slot}, N/A, N/A\n", profile
 
 
 def test_hopper_nvlink_runs_at_26_562_gb_s_a_link(
