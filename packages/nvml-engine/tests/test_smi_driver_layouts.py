@@ -140,11 +140,20 @@ def test_580_still_answers_the_deprecated_queries(
     assert "deprecated" not in csv
 
 
-def test_hopper_answers_the_sram_location_counters_as_not_available(
+def test_sram_counts_and_ada_on_has_no_per_structure_counters(
     library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fields = "ecc.errors.corrected.volatile.sram,ecc.errors.uncorrected.aggregate.sram"
-    for profile, expected in (("h100", "[N/A], [N/A]\n"), ("t4", "0, 0\n")):
+    """H100 (590) and L40S (595) captures: SRAM 0, register file / L1 / L2 ``[N/A]``; Turing
+    still counts each structure."""
+    fields = (
+        "ecc.errors.corrected.volatile.sram,ecc.errors.uncorrected.aggregate.sram,"
+        "ecc.errors.corrected.volatile.register_file,ecc.errors.uncorrected.aggregate.l2_cache"
+    )
+    for profile, expected in (
+        ("h100", "0, 0, [N/A], [N/A]\n"),
+        ("l40s", "0, 0, [N/A], [N/A]\n"),
+        ("t4", "0, 0, 0, 0\n"),
+    ):
         state = render_profile(profile, 1, tmp_path / f"{profile}.nvmlmock")
         monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
         _, csv = smi(library_file, f"--query-gpu={fields}", "--format=csv,noheader")
