@@ -126,9 +126,7 @@ def idle_run(capture: Path) -> tuple[str, list[str], list[str]]:
 
 
 def test_every_listed_property_exists_and_names_a_kind() -> None:
-    names = {
-        h.split(" [", 1)[0] for _, _, file in CAPTURES for h in idle_run(EXPORTER / file)[1]
-    }
+    names = {h.split(" [", 1)[0] for _, _, file in CAPTURES for h in idle_run(EXPORTER / file)[1]}
     assert set(DYNAMIC) <= names
     assert {kind for kind, _ in DYNAMIC.values()} <= set(KINDS)
 
