@@ -81,6 +81,7 @@ VALUES: dict[str, Any] = {
     "module_power_default_limit_mw": 2600000,
     "module_power_min_limit_mw": 1000000,
     "module_power_max_limit_mw": 2800000,
+    "edpp_multiplier_pct": 95,
     "temperature_c": 44,
     "temp_shutdown_c": 94,
     "temp_slowdown_c": 88,
@@ -300,6 +301,7 @@ GETTERS: dict[str, tuple[Callable[[Any, Any], Any], Any]] = {
     "module_power_default_limit_mw": (_power("DEFAULT_LIMIT", "MODULE"), None),
     "module_power_min_limit_mw": (_power("MIN_LIMIT", "MODULE"), None),
     "module_power_max_limit_mw": (_power("MAX_LIMIT", "MODULE"), None),
+    "edpp_multiplier_pct": (lambda n, h: _field(n, h, 274), None),  # NVML_FI_DEV_EDPP_MULTIPLIER
     "temperature_c": (lambda n, h: n.nvmlDeviceGetTemperature(h, 0), None),
     "temp_shutdown_c": (_threshold("SHUTDOWN"), None),
     "temp_slowdown_c": (_threshold("SLOWDOWN"), None),

@@ -140,29 +140,40 @@ def test_580_still_answers_the_deprecated_queries(
     assert "deprecated" not in csv
 
 
-def test_hopper_answers_the_sram_location_counters_as_not_available(
+def test_sram_counts_and_ada_on_has_no_per_structure_counters(
     library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fields = "ecc.errors.corrected.volatile.sram,ecc.errors.uncorrected.aggregate.sram"
-    for profile, expected in (("h100", "[N/A], [N/A]\n"), ("t4", "0, 0\n")):
+    """H100 (590) and L40S (595) captures: SRAM 0, register file / L1 / L2 ``[N/A]``; Turing
+    still counts each structure."""
+    fields = (
+        "ecc.errors.corrected.volatile.sram,ecc.errors.uncorrected.aggregate.sram,"
+        "ecc.errors.corrected.volatile.register_file,ecc.errors.uncorrected.aggregate.l2_cache"
+    )
+    for profile, expected in (
+        ("h100", "0, 0, [N/A], [N/A]\n"),
+        ("l40s", "0, 0, [N/A], [N/A]\n"),
+        ("t4", "0, 0, 0, 0\n"),
+    ):
         state = render_profile(profile, 1, tmp_path / f"{profile}.nvmlmock")
         monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
         _, csv = smi(library_file, f"--query-gpu={fields}", "--format=csv,noheader")
         assert csv == expected, profile
 
 
-def test_csv_prints_a_bare_na_where_the_real_tool_does(
+def test_csv_checksum_gsp_platform_and_fabric_cells(
     library_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fields = (
         "inforom.checksum_validation,gsp.mode.current,gsp.mode.default,"
         "platform.slot_number,fabric.health.bandwidth,fabric.health.route_unhealthy"
     )
-    for profile in ("h100", "b200"):
+    # the checksum and GSP cells answer values (every capture: valid, Enabled); an H100 without
+    # platform info prints slot 0, a B200 in no rack slot N/A; no fabric health here
+    for profile, slot in (("h100", "0"), ("b200", "N/A")):
         state = render_profile(profile, 1, tmp_path / f"{profile}.nvmlmock")
         monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
         _, csv = smi(library_file, f"--query-gpu={fields}", "--format=csv,noheader")
-        assert csv == ", ".join(["N/A"] * 6) + "\n", profile
+        assert csv == f"valid, Enabled, Enabled, {slot}, N/A, N/A\n", profile
 
 
 def test_hopper_nvlink_runs_at_26_562_gb_s_a_link(

@@ -130,14 +130,15 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nv
     case NVML_MEMORY_LOCATION_L1_CACHE:
     case NVML_MEMORY_LOCATION_L2_CACHE:
     case NVML_MEMORY_LOCATION_REGISTER_FILE:
-    case NVML_MEMORY_LOCATION_SRAM:
-        /* Hopper counts its SRAM errors only through nvmlDeviceGetSramEccErrorStatus: the
-         * location counter answers NOT_SUPPORTED there (nvidia-smi prints [N/A]). */
-        if (d->s.architecture == NVML_DEVICE_ARCH_HOPPER) {
+        /* From Ada on the driver counts these only inside the SRAM total: the per-structure
+         * counters answer NOT_SUPPORTED (the L40S and H100 captures of 595 and 590 print
+         * [N/A] there and 0 for SRAM). */
+        if (d->s.architecture >= NVML_DEVICE_ARCH_ADA) {
             return NVML_ERROR_NOT_SUPPORTED;
         }
         *count = 0;
         return NVML_SUCCESS;
+    case NVML_MEMORY_LOCATION_SRAM: *count = 0; return NVML_SUCCESS;
     case NVML_MEMORY_LOCATION_TEXTURE_MEMORY:
     case NVML_MEMORY_LOCATION_TEXTURE_SHM:
     case NVML_MEMORY_LOCATION_CBU: return NVML_ERROR_NOT_SUPPORTED;

@@ -398,6 +398,13 @@ static void fill_field(const struct nvmlDevice_st *d, nvmlFieldValue_t *v)
     case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: set_ull(v, tele_pcie_rx_bytes(d)); return;
     case NVML_FI_DEV_IS_RESETLESS_MIG_SUPPORTED: set_uint(v, 0); return;
     case NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: set_uint(v, (unsigned int)live_recovery_action(d)); return;
+    case NVML_FI_DEV_EDPP_MULTIPLIER:
+        if (d->s.edpp_multiplier_pct != 0) {
+            set_uint(v, d->s.edpp_multiplier_pct);
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+        return;
     case NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK:
     case NVML_FI_DEV_PCIE_INBOUND_ATOMICS_MASK: {
         unsigned int mask = v->fieldId == NVML_FI_DEV_PCIE_OUTBOUND_ATOMICS_MASK ? d->s.pcie_atomics_outbound

@@ -90,6 +90,7 @@
     X(module_power_default_limit_mw, module_power_default_limit_mw, U32, 0, 0LL, 4294967295LL, 0, NULL) \
     X(module_power_min_limit_mw, module_power_min_limit_mw, U32, 0, 0LL, 4294967295LL, 0, NULL) \
     X(module_power_max_limit_mw, module_power_max_limit_mw, U32, 0, 0LL, 4294967295LL, 0, NULL) \
+    X(edpp_multiplier_pct, edpp_multiplier_pct, U32, 0, 0LL, 1000LL, 0, NULL) \
     X(temperature_c, temperature_c, U32, 0, 0LL, 200LL, F_REQUIRED, NULL) \
     X(temp_shutdown_c, temp_shutdown_c, U32, 0, 0LL, 200LL, F_REQUIRED, NULL) \
     X(temp_slowdown_c, temp_slowdown_c, U32, 0, 0LL, 200LL, F_REQUIRED, NULL) \

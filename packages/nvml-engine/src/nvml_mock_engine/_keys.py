@@ -96,6 +96,7 @@ GPU_ROWS: Final[tuple[KeyRow, ...]] = (
     ('module_power_default_limit_mw', 'UINT32', 255, None, None, None, False, None, None),
     ('module_power_min_limit_mw', 'UINT32', 255, None, None, None, False, None, None),
     ('module_power_max_limit_mw', 'UINT32', 255, None, None, None, False, None, None),
+    ('edpp_multiplier_pct', 'UINT32', 255, None, 1000, None, False, None, None),
     ('temperature_c', 'UINT32', 255, None, 200, None, True, None, 22),
     ('temp_shutdown_c', 'UINT32', 255, None, 200, None, True, None, None),
     ('temp_slowdown_c', 'UINT32', 255, None, 200, None, True, None, None),

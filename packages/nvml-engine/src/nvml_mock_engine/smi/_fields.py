@@ -316,10 +316,43 @@ def _na(_: Ctx) -> str:
     raise NotAvailableError
 
 
-def _plain_na(_: Ctx) -> str:
-    """For the fields the real tool answers with a bare ``N/A`` (no brackets) when the board
-    has no value: ``inforom.checksum_validation``, ``gsp.mode.*``."""
-    return "N/A"
+def _bare_na(read: Reader) -> Reader:
+    """``read``, but a board that answers ``NVML_ERROR_NOT_SUPPORTED`` prints a bare ``N/A``
+    (no brackets), as the real tool does for ``temperature.memory`` on a board without an
+    HBM sensor (the L40S and RTX captures of 595 and 610)."""
+
+    def field(c: Ctx) -> Any:
+        try:
+            return read(c)
+        except NvmlError as exc:
+            if exc.code == ERROR_NOT_SUPPORTED:
+                return "N/A"
+            raise
+
+    return field
+
+
+INFOROM_CORRUPTED = 14
+"""``NVML_ERROR_CORRUPTED_INFOROM``: the checksum was read and does not match."""
+
+
+def _checksum(c: Ctx) -> str:
+    """``valid`` when ``nvmlDeviceValidateInforom`` succeeds (every real capture), ``invalid``
+    for a corrupted infoROM, a bare ``N/A`` for a board without one."""
+    try:
+        c.d.validate_inforom()
+    except NvmlError as exc:
+        if exc.code == INFOROM_CORRUPTED:
+            return "invalid"
+        if exc.code == ERROR_NOT_SUPPORTED:
+            return "N/A"
+        raise
+    return "valid"
+
+
+def _gsp(index: int) -> Reader:
+    """``gsp.mode.current`` (0) or ``gsp.mode.default`` (1), from ``GetGspFirmwareMode``."""
+    return _bare_na(lambda c: enabled(c.d.gsp_firmware_mode()[index]))
 
 
 def _protected(attr: str) -> Reader:
@@ -357,20 +390,27 @@ def _fabric(read: Reader) -> Reader:
     return field
 
 
-def _platform(read: Callable[[Any], Any]) -> Reader:
-    """A ``platform.*`` field: a board without platform info answers a bare ``N/A``, as the
-    real tool prints these."""
+def _platform(read: Callable[[Any], Any], unplaced: Reader) -> Reader:
+    """A ``platform.*`` field. On a board whose platform info answers
+    ``NVML_ERROR_NOT_SUPPORTED`` (no rack, tray or switch to report: the H100, L40S and RTX
+    captures of 590, 595 and 610) the real tool still prints a value, the same on all three:
+    an empty chassis serial, slot and tray 0, host 1, ``Direct Connected``, the board's module
+    id and an all-zero GUID. ``unplaced`` gives that value; ``-q`` prints ``N/A`` there."""
 
     def field(c: Ctx) -> Any:
         try:
             info = c.platform
         except NvmlError as exc:
             if exc.code == ERROR_NOT_SUPPORTED:
-                return "N/A"
+                return unplaced(c)
             raise
         return read(info)
 
     return field
+
+
+def _const(value: str) -> Reader:
+    return lambda _: value
 
 
 F = Field
@@ -731,7 +771,7 @@ FIELDS: list[Field] = [
         lambda c: c.d.inforom_version(INFOROM_POWER),
         "The version of the power object in the infoROM.",
     ),
-    F(("inforom.checksum_validation",), "", _plain_na, "Whether the infoROM checksum is valid."),
+    F(("inforom.checksum_validation",), "", _checksum, "Whether the infoROM checksum is valid."),
     F(
         ("gpu_recovery_action",),
         "",
@@ -1066,7 +1106,7 @@ FIELDS: list[Field] = [
     F(
         ("temperature.memory",),
         "",
-        lambda c: int(c.d.field_value(82)),
+        _bare_na(lambda c: int(c.d.field_value(82))),
         "HBM temperature, in degrees C.",
     ),
     F(
@@ -1237,8 +1277,8 @@ FIELDS: list[Field] = [
         lambda c: enabled(c.d.mig_mode()[1]),
         "Whether MIG is on after the next reset.",
     ),
-    F(("gsp.mode.current",), "", _plain_na, "Whether GSP firmware runs the GPU."),
-    F(("gsp.mode.default",), "", _plain_na, "Whether GSP firmware runs the GPU by default."),
+    F(("gsp.mode.current",), "", _gsp(0), "Whether GSP firmware runs the GPU."),
+    F(("gsp.mode.default",), "", _gsp(1), "Whether GSP firmware runs the GPU by default."),
     F(
         ("c2c.mode",),
         "",
@@ -1333,38 +1373,43 @@ FIELDS: list[Field] = [
     F(
         ("platform.chassis_serial_number",),
         "",
-        _platform(lambda p: decode_bytes(p.chassisSerialNumber)),
+        _platform(lambda p: decode_bytes(p.chassisSerialNumber), _const("")),
         "Serial number of the chassis holding the GPU.",
     ),
     F(
         ("platform.slot_number",),
         "",
-        _platform(lambda p: platform_slot(p.slotNumber)),
+        _platform(lambda p: platform_slot(p.slotNumber), _const("0")),
         "Slot of the chassis holding the GPU.",
     ),
     F(
         ("platform.tray_index",),
         "",
-        _platform(lambda p: platform_slot(p.trayIndex)),
+        _platform(lambda p: platform_slot(p.trayIndex), _const("0")),
         "Compute tray holding the GPU.",
     ),
-    F(("platform.host_id",), "", _platform(lambda p: p.hostId), "Host within the tray."),
+    F(
+        ("platform.host_id",),
+        "",
+        _platform(lambda p: p.hostId, _const("1")),
+        "Host within the tray.",
+    ),
     F(
         ("platform.peer_type",),
         "",
-        _platform(lambda p: PEER_TYPES.get(int(p.peerType), "N/A")),
+        _platform(lambda p: PEER_TYPES.get(int(p.peerType), "N/A"), _const(PEER_TYPES[0])),
         "How NVLink peers are reached (direct or through switches).",
     ),
     F(
         ("platform.module_id",),
         "",
-        _platform(lambda p: p.moduleId),
+        _platform(lambda p: p.moduleId, lambda c: c.d.module_id()),
         "The GPU's module number within its host.",
     ),
     F(
         ("platform.gpu_fabric_guid",),
         "",
-        _platform(lambda p: "0x" + bytes(p.ibGuid)[:8].hex()),
+        _platform(lambda p: "0x" + bytes(p.ibGuid)[:8].hex(), _const("0x" + "0" * 16)),
         "The GPU's fabric GUID.",
     ),
     F(("hostname",), "", _na, "The hostname an administrator stored on the GPU."),

@@ -587,6 +587,14 @@ class Device:
     def cuda_compute_capability(self) -> tuple[int, int]:
         return self._pair("nvmlDeviceGetCudaComputeCapability")
 
+    def gsp_firmware_mode(self) -> tuple[int, int]:
+        """Whether GSP firmware runs the GPU now, and whether it does by default."""
+        return self._pair("nvmlDeviceGetGspFirmwareMode")
+
+    def validate_inforom(self) -> None:
+        """Raises :class:`NvmlError` unless the infoROM's checksum is valid."""
+        self._c("nvmlDeviceValidateInforom")
+
     def gsp_firmware_version(self) -> str:
         buf = create_string_buffer(80)
         self._c("nvmlDeviceGetGspFirmwareVersion", buf)

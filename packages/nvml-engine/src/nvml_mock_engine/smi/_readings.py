@@ -689,7 +689,7 @@ class Readings:
             power_profile_enforced_profiles=NA,
         )
         self.facts["edpp_multiplier"] = get(
-            lambda: d.field_value(FI_EDPP_MULTIPLIER), lambda v: f"{int(v)} %"
+            lambda: d.field_value(FI_EDPP_MULTIPLIER), lambda v: f"{float(v):.2f}%"
         )
 
     def _clocks(self) -> None:
