@@ -395,6 +395,22 @@ static struct mig_gi *find_gi(struct mig_layout *l, unsigned int id)
     return NULL;
 }
 
+/* Opens a transaction on d and finds GPU instance gid in it again: it may have gone since the
+ * caller's handle was read, which is the caller's bad argument. The transaction is open on success. */
+static nvmlReturn_t txn_gi(const struct nvmlDevice_st *d, unsigned int gid, struct mig_txn *t, struct mig_gi **now)
+{
+    nvmlReturn_t rc = txn_begin(d, t);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    *now = find_gi(&t->l, gid);
+    if (*now == NULL) {
+        txn_end(t, 0);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return NVML_SUCCESS;
+}
+
 static struct mig_ci *find_ci(struct mig_gi *gi, unsigned int id)
 {
     for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
@@ -771,21 +787,20 @@ static nvmlReturn_t enabled_gpu(nvmlDevice_t device, const struct nvmlDevice_st 
     return l->current ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
-static void fill_gi_info(const struct state_mig_gi *gp, unsigned int *fields /* id..ofa, 10 */,
-                         unsigned long long *mem)
-{
-    fields[0] = gp->id;
-    fields[1] = 0; /* P2P: not on these boards' MIG instances */
-    fields[2] = gp->slices;
-    fields[3] = gp->instances;
-    fields[4] = gp->sms;
-    fields[5] = gp->copy_engines;
-    fields[6] = gp->decoders;
-    fields[7] = gp->encoders;
-    fields[8] = gp->jpegs;
-    fields[9] = gp->ofas;
-    *mem = gp->memory_mib;
-}
+/* The fields every GPU-instance profile info version shares, as (NVML field, value from gp): one
+ * table so the plain, v2 and v3 answers cannot drift apart. */
+#define GI_INFO_FIELDS(X, to)                            \
+    X(to, id, gp->id)                                    \
+    X(to, sliceCount, gp->slices)                        \
+    X(to, instanceCount, gp->instances)                  \
+    X(to, multiprocessorCount, gp->sms)                  \
+    X(to, copyEngineCount, gp->copy_engines)             \
+    X(to, decoderCount, gp->decoders)                    \
+    X(to, encoderCount, gp->encoders)                    \
+    X(to, jpegCount, gp->jpegs)                          \
+    X(to, ofaCount, gp->ofas)                            \
+    X(to, memorySizeMB, gp->memory_mib)
+#define MIG_PUT(to, field, value) (to)->field = (value);
 
 static nvmlReturn_t gi_profile_lookup(nvmlDevice_t device, unsigned int profile, const struct state_mig_gi **gp)
 {
@@ -811,36 +826,16 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device
         return rc;
     }
     REQUIRE_ARG(info);
-    unsigned int f[10];
-    fill_gi_info(gp, f, &info->memorySizeMB);
-    info->id = f[0];
-    info->isP2pSupported = f[1];
-    info->sliceCount = f[2];
-    info->instanceCount = f[3];
-    info->multiprocessorCount = f[4];
-    info->copyEngineCount = f[5];
-    info->decoderCount = f[6];
-    info->encoderCount = f[7];
-    info->jpegCount = f[8];
-    info->ofaCount = f[9];
+    GI_INFO_FIELDS(MIG_PUT, info)
+    info->isP2pSupported = 0; /* P2P: not on these boards' MIG instances */
     return NVML_SUCCESS;
 }
 
 static nvmlReturn_t fill_gi_info_v(const struct state_mig_gi *gp, nvmlGpuInstanceProfileInfo_v2_t *info)
 {
-    unsigned int f[10];
     if (info->version == nvmlGpuInstanceProfileInfo_v3) {
         nvmlGpuInstanceProfileInfo_v3_t *v3 = (nvmlGpuInstanceProfileInfo_v3_t *)(void *)info;
-        fill_gi_info(gp, f, &v3->memorySizeMB);
-        v3->id = f[0];
-        v3->sliceCount = f[2];
-        v3->instanceCount = f[3];
-        v3->multiprocessorCount = f[4];
-        v3->copyEngineCount = f[5];
-        v3->decoderCount = f[6];
-        v3->encoderCount = f[7];
-        v3->jpegCount = f[8];
-        v3->ofaCount = f[9];
+        GI_INFO_FIELDS(MIG_PUT, v3) /* v3 has no isP2pSupported */
         snprintf(v3->name, sizeof(v3->name), "MIG %s", gp->name);
         v3->capabilities = 0;
         return NVML_SUCCESS;
@@ -848,17 +843,8 @@ static nvmlReturn_t fill_gi_info_v(const struct state_mig_gi *gp, nvmlGpuInstanc
     if (info->version != nvmlGpuInstanceProfileInfo_v2) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    fill_gi_info(gp, f, &info->memorySizeMB);
-    info->id = f[0];
-    info->isP2pSupported = f[1];
-    info->sliceCount = f[2];
-    info->instanceCount = f[3];
-    info->multiprocessorCount = f[4];
-    info->copyEngineCount = f[5];
-    info->decoderCount = f[6];
-    info->encoderCount = f[7];
-    info->jpegCount = f[8];
-    info->ofaCount = f[9];
+    GI_INFO_FIELDS(MIG_PUT, info)
+    info->isP2pSupported = 0;
     snprintf(info->name, sizeof(info->name), "MIG %s", gp->name);
     return NVML_SUCCESS;
 }
@@ -904,6 +890,27 @@ static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, c
     return *gp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
+/* How a possible-placements call answers for n placements: *count becomes n, and a short buffer
+ * is refused; 1 when there is a buffer to fill, 0 when *rc is the whole answer. */
+static int placements_room(const void *placements, unsigned int n, unsigned int *count, nvmlReturn_t *rc)
+{
+    unsigned int room = *count;
+    *count = n;
+    *rc = placements != NULL && room < n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    return placements != NULL && room >= n;
+}
+
+/* Whether a caller's placement is one the profile allows: a start among its n starts, its size. */
+static int placement_allowed(const uint32_t *starts, unsigned int n, uint32_t size, unsigned int want_start,
+                             unsigned int want_size)
+{
+    int known = 0;
+    for (unsigned int i = 0; i < n; i++) {
+        known |= starts[i] == want_start;
+    }
+    return known && want_size == size;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profileId,
                                                                        nvmlGpuInstancePlacement_t *placements,
                                                                        unsigned int *count)
@@ -916,20 +923,13 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevic
         return rc;
     }
     REQUIRE_ARG(count);
-    if (placements == NULL) {
-        *count = gp->placement_count;
-        return NVML_SUCCESS;
+    if (placements_room(placements, gp->placement_count, count, &rc)) {
+        for (uint32_t i = 0; i < gp->placement_count; i++) {
+            placements[i].start = gp->placement_start[i];
+            placements[i].size = gp->placement_size;
+        }
     }
-    if (*count < gp->placement_count) {
-        *count = gp->placement_count;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (uint32_t i = 0; i < gp->placement_count; i++) {
-        placements[i].start = gp->placement_start[i];
-        placements[i].size = gp->placement_size;
-    }
-    *count = gp->placement_count;
-    return NVML_SUCCESS;
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId,
@@ -991,14 +991,9 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const
         return rc;
     }
     REQUIRE_ARG(out);
-    if (want != NULL) {
-        int known = 0;
-        for (uint32_t i = 0; i < gp->placement_count; i++) {
-            known |= gp->placement_start[i] == want->start;
-        }
-        if (!known || want->size != gp->placement_size) {
-            return NVML_ERROR_INVALID_ARGUMENT;
-        }
+    if (want != NULL &&
+        !placement_allowed(gp->placement_start, gp->placement_count, gp->placement_size, want->start, want->size)) {
+        return NVML_ERROR_INVALID_ARGUMENT;
     }
     struct mig_txn t;
     rc = txn_begin(d, &t);
@@ -1065,16 +1060,11 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    unsigned int id = gi->id;
     struct mig_txn t;
-    rc = txn_begin(d, &t);
+    struct mig_gi *now = NULL;
+    rc = txn_gi(d, gi->id, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
-    }
-    struct mig_gi *now = find_gi(&t.l, id);
-    if (now == NULL) {
-        txn_end(&t, 0);
-        return NVML_ERROR_INVALID_ARGUMENT;
     }
     for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
         if (now->ci[c].used) {
@@ -1165,26 +1155,18 @@ static nvmlReturn_t ci_profile_lookup(nvmlGpuInstance_t gpuInstance, unsigned in
     return *cp != NULL ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
-struct ci_info {
-    unsigned int id, slices, instances, sms, ce, dec, enc, jpg, ofa;
-    char name[96];
-};
-
-static void ci_info_of(const struct state_mig_gi *gp, const struct state_mig_ci *cp, struct ci_info *o)
-{
-    char prof[64];
-    o->id = (unsigned int)ci_index(cp->slices);
-    o->slices = cp->slices;
-    o->instances = ci_placements(cp->slices, gp->slices, NULL);
-    o->sms = cp->sms;
-    o->ce = gp->copy_engines;
-    o->dec = gp->decoders;
-    o->enc = gp->encoders;
-    o->jpg = gp->jpegs;
-    o->ofa = gp->ofas;
-    ci_name(gp, cp->slices, prof, sizeof(prof));
-    snprintf(o->name, sizeof(o->name), "MIG %s", prof);
-}
+/* The fields both compute-instance profile info versions share, as (NVML field, value from gp and
+ * cp); the engines are the GPU instance's, shared by its compute instances. */
+#define CI_INFO_FIELDS(X, to)                                         \
+    X(to, id, (unsigned int)ci_index(cp->slices))                     \
+    X(to, sliceCount, cp->slices)                                     \
+    X(to, instanceCount, ci_placements(cp->slices, gp->slices, NULL)) \
+    X(to, multiprocessorCount, cp->sms)                               \
+    X(to, sharedCopyEngineCount, gp->copy_engines)                    \
+    X(to, sharedDecoderCount, gp->decoders)                           \
+    X(to, sharedEncoderCount, gp->encoders)                           \
+    X(to, sharedJpegCount, gp->jpegs)                                 \
+    X(to, sharedOfaCount, gp->ofas)
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned int profile,
                                                                       unsigned int engProfile,
@@ -1197,17 +1179,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuIns
         return rc;
     }
     REQUIRE_ARG(info);
-    struct ci_info o;
-    ci_info_of(gp, cp, &o);
-    info->id = o.id;
-    info->sliceCount = o.slices;
-    info->instanceCount = o.instances;
-    info->multiprocessorCount = o.sms;
-    info->sharedCopyEngineCount = o.ce;
-    info->sharedDecoderCount = o.dec;
-    info->sharedEncoderCount = o.enc;
-    info->sharedJpegCount = o.jpg;
-    info->sharedOfaCount = o.ofa;
+    CI_INFO_FIELDS(MIG_PUT, info)
     return NVML_SUCCESS;
 }
 
@@ -1225,18 +1197,10 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuIn
     if (info->version != nvmlComputeInstanceProfileInfo_v2 && info->version != nvmlComputeInstanceProfileInfo_v3) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    struct ci_info o;
-    ci_info_of(gp, cp, &o);
-    info->id = o.id;
-    info->sliceCount = o.slices;
-    info->instanceCount = o.instances;
-    info->multiprocessorCount = o.sms;
-    info->sharedCopyEngineCount = o.ce;
-    info->sharedDecoderCount = o.dec;
-    info->sharedEncoderCount = o.enc;
-    info->sharedJpegCount = o.jpg;
-    info->sharedOfaCount = o.ofa;
-    snprintf(info->name, sizeof(info->name), "%s", o.name);
+    CI_INFO_FIELDS(MIG_PUT, info)
+    char prof[64];
+    ci_name(gp, cp->slices, prof, sizeof(prof));
+    snprintf(info->name, sizeof(info->name), "MIG %s", prof);
     if (info->version == nvmlComputeInstanceProfileInfo_v3) {
         ((nvmlComputeInstanceProfileInfo_v3_t *)(void *)info)->capabilities = 0;
     }
@@ -1274,20 +1238,13 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvm
     REQUIRE_ARG(count);
     unsigned int starts[MIG_MAX_CI];
     unsigned int n = ci_placements(cp->slices, gp->slices, starts);
-    if (placements == NULL) {
-        *count = n;
-        return NVML_SUCCESS;
+    if (placements_room(placements, n, count, &rc)) {
+        for (unsigned int i = 0; i < n; i++) {
+            placements[i].start = starts[i];
+            placements[i].size = cp->slices;
+        }
     }
-    if (*count < n) {
-        *count = n;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (unsigned int i = 0; i < n; i++) {
-        placements[i].start = starts[i];
-        placements[i].size = cp->slices;
-    }
-    *count = n;
-    return NVML_SUCCESS;
+    return rc;
 }
 
 static unsigned int ci_remaining(const struct mig_gi *gi, const struct state_mig_gi *gp, const struct state_mig_ci *cp)
@@ -1348,25 +1305,15 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
     REQUIRE_ARG(out);
     unsigned int starts[MIG_MAX_CI];
     unsigned int n = ci_placements(cp->slices, gp->slices, starts);
-    if (want != NULL) {
-        int known = 0;
-        for (unsigned int i = 0; i < n; i++) {
-            known |= starts[i] == want->start;
-        }
-        if (!known || want->size != cp->slices) {
-            return NVML_ERROR_INVALID_ARGUMENT;
-        }
+    if (want != NULL && !placement_allowed(starts, n, cp->slices, want->start, want->size)) {
+        return NVML_ERROR_INVALID_ARGUMENT;
     }
     unsigned int gid = gi->id;
     struct mig_txn t;
-    rc = txn_begin(d, &t);
+    struct mig_gi *now = NULL;
+    rc = txn_gi(d, gid, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
-    }
-    struct mig_gi *now = find_gi(&t.l, gid);
-    if (now == NULL) {
-        txn_end(&t, 0);
-        return NVML_ERROR_INVALID_ARGUMENT;
     }
     int start = -1;
     for (unsigned int i = 0; i < n && start < 0; i++) {
@@ -1421,15 +1368,14 @@ MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t comput
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    unsigned int gid = gi->id;
     unsigned int cid = ci->id;
     struct mig_txn t;
-    rc = txn_begin(d, &t);
+    struct mig_gi *now = NULL;
+    rc = txn_gi(d, gi->id, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    struct mig_gi *now = find_gi(&t.l, gid);
-    struct mig_ci *cnow = now != NULL ? find_ci(now, cid) : NULL;
+    struct mig_ci *cnow = find_ci(now, cid);
     if (cnow == NULL) {
         txn_end(&t, 0);
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -1513,22 +1459,34 @@ MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t comput
 
 /* --- MIG devices ------------------------------------------------------------------------ */
 
+/* The common start of the calls asked of either kind of device handle: 1 with *v for a MIG device,
+ * 0 for a whole GPU. *rc is the answer so far: a bad handle, then a missing `out`, then (for a MIG
+ * device) the state of its instances; on success the caller answers from *v or for the whole GPU. */
+static int mig_or_gpu(nvmlDevice_t device, const void *out, struct mock_mig_view *v, nvmlReturn_t *rc)
+{
+    if (mock_mig_device(device, v, rc)) {
+        if (out == NULL) {
+            *rc = NVML_ERROR_INVALID_ARGUMENT;
+        }
+        return 1;
+    }
+    const struct nvmlDevice_st *d = NULL;
+    *rc = mock_device(device, &d);
+    if (*rc == NVML_SUCCESS && out == NULL) {
+        *rc = NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return 0;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
 {
     struct mock_mig_view v;
     nvmlReturn_t rc;
-    if (mock_mig_device(device, &v, &rc)) {
-        REQUIRE_ARG(isMigDevice);
-        if (rc == NVML_SUCCESS) {
-            *isMigDevice = 1;
-        }
-        return rc;
+    int mig = mig_or_gpu(device, isMigDevice, &v, &rc);
+    if (rc == NVML_SUCCESS) {
+        *isMigDevice = mig ? 1 : 0;
     }
-    GET_DEVICE(device, d);
-    (void)d;
-    REQUIRE_ARG(isMigDevice);
-    *isMigDevice = 0;
-    return NVML_SUCCESS;
+    return rc;
 }
 
 /* Zero unless MIG is enabled, then the most compute instances a GPU can hold (7). */
@@ -1567,49 +1525,43 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice
 {
     struct mock_mig_view v;
     nvmlReturn_t rc;
-    if (mock_mig_device(migDevice, &v, &rc)) {
-        REQUIRE_ARG(device);
-        if (rc == NVML_SUCCESS) {
-            *device = (nvmlDevice_t)(uintptr_t)v.parent;
-        }
+    int mig = mig_or_gpu(migDevice, device, &v, &rc);
+    if (rc != NVML_SUCCESS) {
         return rc;
     }
-    GET_DEVICE(migDevice, d);
-    (void)d;
-    REQUIRE_ARG(device);
-    return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device handle */
+    if (!mig) {
+        return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device handle */
+    }
+    *device = (nvmlDevice_t)(uintptr_t)v.parent;
+    return NVML_SUCCESS;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     struct mock_mig_view v;
     nvmlReturn_t rc;
-    if (mock_mig_device(device, &v, &rc)) {
-        REQUIRE_ARG(id);
-        if (rc == NVML_SUCCESS) {
-            *id = v.gi_id;
-        }
+    int mig = mig_or_gpu(device, id, &v, &rc);
+    if (rc != NVML_SUCCESS) {
         return rc;
     }
-    GET_DEVICE(device, d);
-    (void)d;
-    REQUIRE_ARG(id);
-    return NVML_ERROR_NOT_SUPPORTED; /* a whole GPU has no GPU instance id */
+    if (!mig) {
+        return NVML_ERROR_NOT_SUPPORTED; /* a whole GPU has no GPU instance id */
+    }
+    *id = v.gi_id;
+    return NVML_SUCCESS;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     struct mock_mig_view v;
     nvmlReturn_t rc;
-    if (mock_mig_device(device, &v, &rc)) {
-        REQUIRE_ARG(id);
-        if (rc == NVML_SUCCESS) {
-            *id = v.ci_id;
-        }
+    int mig = mig_or_gpu(device, id, &v, &rc);
+    if (rc != NVML_SUCCESS) {
         return rc;
     }
-    GET_DEVICE(device, d);
-    (void)d;
-    REQUIRE_ARG(id);
-    return NVML_ERROR_NOT_SUPPORTED;
+    if (!mig) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *id = v.ci_id;
+    return NVML_SUCCESS;
 }
