@@ -939,30 +939,49 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t
     return nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profileId, placements, count);
 }
 
-/* Instances of the profile that could still be created: free placements, within its count. */
+/* The spans one level holds (a GPU's GPU instances, a GPU instance's compute instances), for
+ * counting what could still be created beside them. */
+struct spans {
+    unsigned int n;
+    uint32_t start[MIG_MAX_GI + MIG_MAX_CI], size[MIG_MAX_GI + MIG_MAX_CI];
+};
+
+/* How many of the n placements (starts, size) could still be taken beside s, at most `room`:
+ * greedy from the lowest start, as creation places them. */
+static unsigned int spans_greedy(struct spans *s, const uint32_t *starts, unsigned int n, uint32_t size,
+                                 unsigned int room)
+{
+    unsigned int k = 0;
+    for (unsigned int i = 0; i < n && k < room; i++) {
+        int fits = 1;
+        for (unsigned int j = 0; j < s->n; j++) {
+            fits &= !overlaps(s->start[j], s->size[j], starts[i], size);
+        }
+        if (fits) {
+            s->start[s->n] = starts[i];
+            s->size[s->n] = size;
+            s->n++;
+            k++;
+        }
+    }
+    return k;
+}
+
+/* Instances of the profile that could still be created: free placements, within its count and
+ * the free slots. */
 static unsigned int gi_remaining(const struct mig_layout *l, const struct state_mig_gi *gp)
 {
     unsigned int have = gi_count_of(l, gp->profile);
-    if (have >= gp->instances) {
-        return 0;
-    }
-    /* greedy from the lowest start, as creation places them */
-    struct mig_layout trial = *l;
-    unsigned int n = 0;
-    for (uint32_t i = 0; i < gp->placement_count && have + n < gp->instances; i++) {
-        if (gi_fits(&trial, gp->placement_start[i], gp->placement_size)) {
-            for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
-                if (!trial.gi[g].used) {
-                    trial.gi[g].used = 1;
-                    trial.gi[g].start = gp->placement_start[i];
-                    trial.gi[g].size = gp->placement_size;
-                    n++;
-                    break;
-                }
-            }
+    struct spans s = {0};
+    for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+        if (l->gi[g].used) {
+            s.start[s.n] = l->gi[g].start;
+            s.size[s.n++] = l->gi[g].size;
         }
     }
-    return n;
+    unsigned int room = have >= gp->instances ? 0 : gp->instances - have;
+    room = room < MIG_MAX_GI - s.n ? room : MIG_MAX_GI - s.n;
+    return spans_greedy(&s, gp->placement_start, gp->placement_count, gp->placement_size, room);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
@@ -1247,30 +1266,20 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvm
     return rc;
 }
 
+/* Compute instances of the profile that could still be created: free placements, within the free
+ * slots. */
 static unsigned int ci_remaining(const struct mig_gi *gi, const struct state_mig_gi *gp, const struct state_mig_ci *cp)
 {
     unsigned int starts[MIG_MAX_CI];
     unsigned int n = ci_placements(cp->slices, gp->slices, starts);
-    struct mig_gi trial = *gi;
-    unsigned int free_slots = 0;
+    struct spans s = {0};
     for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
-        free_slots += !trial.ci[c].used;
-    }
-    unsigned int k = 0;
-    for (unsigned int i = 0; i < n && k < free_slots; i++) {
-        if (ci_fits(&trial, starts[i], cp->slices)) {
-            for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
-                if (!trial.ci[c].used) {
-                    trial.ci[c].used = 1;
-                    trial.ci[c].start = starts[i];
-                    trial.ci[c].size = cp->slices;
-                    break;
-                }
-            }
-            k++;
+        if (gi->ci[c].used) {
+            s.start[s.n] = gi->ci[c].start;
+            s.size[s.n++] = gi->ci[c].size;
         }
     }
-    return k;
+    return spans_greedy(&s, starts, n, cp->slices, MIG_MAX_CI - s.n);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
