@@ -492,9 +492,20 @@ static int decode(const void *handle, const void *table, size_t size, size_t cou
     return 1;
 }
 
+/* What a GPU-instance or compute-instance call resolved its arguments to: the GPU and a copy of its
+ * layout, then, as far as the call needs them, the instances named and their profiles. One shape
+ * for every call so each starts with the same two lines. */
+struct mig_at {
+    const struct nvmlDevice_st *d;
+    struct mig_layout l;
+    struct mig_gi *gi;
+    struct mig_ci *ci;
+    const struct state_mig_gi *gp;
+    const struct state_mig_ci *cp;
+};
+
 /* A GPU instance handle of this init cycle whose instance exists now. */
-static nvmlReturn_t get_gi(nvmlGpuInstance_t h, const struct nvmlDevice_st **d, struct mig_layout *l,
-                           struct mig_gi **gi)
+static nvmlReturn_t get_gi(nvmlGpuInstance_t h, struct mig_at *a)
 {
     REQUIRE_LIVE();
     size_t pos;
@@ -502,17 +513,16 @@ static nvmlReturn_t get_gi(nvmlGpuInstance_t h, const struct nvmlDevice_st **d, 
         pos / MIG_IDS >= mock_device_count) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *d = &mock_devices[pos / MIG_IDS];
-    if (mock_lost(*d)) {
+    a->d = &mock_devices[pos / MIG_IDS];
+    if (mock_lost(a->d)) {
         return NVML_ERROR_GPU_IS_LOST;
     }
-    mig_read(*d, l);
-    *gi = find_gi(l, (unsigned int)(pos % MIG_IDS));
-    return *gi != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    mig_read(a->d, &a->l);
+    a->gi = find_gi(&a->l, (unsigned int)(pos % MIG_IDS));
+    return a->gi != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-static nvmlReturn_t get_ci(nvmlComputeInstance_t h, const struct nvmlDevice_st **d, struct mig_layout *l,
-                           struct mig_gi **gi, struct mig_ci **ci)
+static nvmlReturn_t get_ci(nvmlComputeInstance_t h, struct mig_at *a)
 {
     REQUIRE_LIVE();
     size_t pos;
@@ -520,14 +530,14 @@ static nvmlReturn_t get_ci(nvmlComputeInstance_t h, const struct nvmlDevice_st *
         pos / (MIG_IDS * MIG_MAX_CI) >= mock_device_count) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *d = &mock_devices[pos / (MIG_IDS * MIG_MAX_CI)];
-    if (mock_lost(*d)) {
+    a->d = &mock_devices[pos / (MIG_IDS * MIG_MAX_CI)];
+    if (mock_lost(a->d)) {
         return NVML_ERROR_GPU_IS_LOST;
     }
-    mig_read(*d, l);
-    *gi = find_gi(l, (unsigned int)(pos / MIG_MAX_CI % MIG_IDS));
-    *ci = *gi != NULL ? find_ci(*gi, (unsigned int)(pos % MIG_MAX_CI)) : NULL;
-    return *ci != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    mig_read(a->d, &a->l);
+    a->gi = find_gi(&a->l, (unsigned int)(pos / MIG_MAX_CI % MIG_IDS));
+    a->ci = a->gi != NULL ? find_ci(a->gi, (unsigned int)(pos % MIG_MAX_CI)) : NULL;
+    return a->ci != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 static uint64_t splitmix(uint64_t x)
@@ -879,15 +889,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t d
 }
 
 /* The profile behind a profile id (what create/list calls take), on a GPU with MIG enabled. */
-static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, const struct nvmlDevice_st **d,
-                                  struct mig_layout *l, const struct state_mig_gi **gp)
+static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, struct mig_at *a)
 {
-    nvmlReturn_t rc = enabled_gpu(device, d, l);
+    nvmlReturn_t rc = enabled_gpu(device, &a->d, &a->l);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    *gp = gi_profile_by_id(*d, profileId);
-    return *gp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    a->gp = gi_profile_by_id(a->d, profileId);
+    return a->gp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 /* How a possible-placements call answers for n placements: *count becomes n, and a short buffer
@@ -915,18 +924,16 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevic
                                                                        nvmlGpuInstancePlacement_t *placements,
                                                                        unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    const struct state_mig_gi *gp = NULL;
-    struct mig_layout l;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
+    struct mig_at a;
+    nvmlReturn_t rc = by_profile_id(device, profileId, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(count);
-    if (placements_room(placements, gp->placement_count, count, &rc)) {
-        for (uint32_t i = 0; i < gp->placement_count; i++) {
-            placements[i].start = gp->placement_start[i];
-            placements[i].size = gp->placement_size;
+    if (placements_room(placements, a.gp->placement_count, count, &rc)) {
+        for (uint32_t i = 0; i < a.gp->placement_count; i++) {
+            placements[i].start = a.gp->placement_start[i];
+            placements[i].size = a.gp->placement_size;
         }
     }
     return rc;
@@ -987,35 +994,31 @@ static unsigned int gi_remaining(const struct mig_layout *l, const struct state_
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
                                                                    unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    const struct state_mig_gi *gp = NULL;
-    struct mig_layout l;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
+    struct mig_at a;
+    nvmlReturn_t rc = by_profile_id(device, profileId, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(count);
-    *count = gi_remaining(&l, gp);
+    *count = gi_remaining(&a.l, a.gp);
     return NVML_SUCCESS;
 }
 
 static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *want,
                               nvmlGpuInstance_t *out)
 {
-    const struct nvmlDevice_st *d = NULL;
-    const struct state_mig_gi *gp = NULL;
-    struct mig_layout l;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
+    struct mig_at a;
+    nvmlReturn_t rc = by_profile_id(device, profileId, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(out);
-    if (want != NULL &&
-        !placement_allowed(gp->placement_start, gp->placement_count, gp->placement_size, want->start, want->size)) {
+    if (want != NULL && !placement_allowed(a.gp->placement_start, a.gp->placement_count, a.gp->placement_size,
+                                           want->start, want->size)) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     struct mig_txn t;
-    rc = txn_begin(d, &t);
+    rc = txn_begin(a.d, &t);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1025,11 +1028,11 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const
     }
     int start = -1;
     unsigned int best = UINT_MAX;
-    if (gi_count_of(&t.l, gp->profile) < gp->instances) {
-        for (uint32_t i = 0; i < gp->placement_count; i++) {
-            uint32_t s = gp->placement_start[i];
-            if ((want == NULL || want->start == s) && gi_fits(&t.l, s, gp->placement_size)) {
-                unsigned int lost = gi_damage(d, &t.l, s, gp->placement_size);
+    if (gi_count_of(&t.l, a.gp->profile) < a.gp->instances) {
+        for (uint32_t i = 0; i < a.gp->placement_count; i++) {
+            uint32_t s = a.gp->placement_start[i];
+            if ((want == NULL || want->start == s) && gi_fits(&t.l, s, a.gp->placement_size)) {
+                unsigned int lost = gi_damage(a.d, &t.l, s, a.gp->placement_size);
                 if (lost < best) {
                     best = lost;
                     start = (int)s;
@@ -1047,11 +1050,11 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const
     }
     memset(slot, 0, sizeof(*slot));
     slot->used = 1;
-    slot->profile = gp->profile;
+    slot->profile = a.gp->profile;
     slot->start = (uint32_t)start;
-    slot->size = gp->placement_size;
+    slot->size = a.gp->placement_size;
     slot->id = gi_id(slot->start, slot->size);
-    *out = gi_handle(d, slot->id);
+    *out = gi_handle(a.d, slot->id);
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1072,16 +1075,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t d
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
+    struct mig_at a;
+    nvmlReturn_t rc = get_gi(gpuInstance, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     struct mig_txn t;
     struct mig_gi *now = NULL;
-    rc = txn_gi(d, gi->id, &t, &now);
+    rc = txn_gi(a.d, a.gi->id, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1099,10 +1100,8 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
                                                    nvmlGpuInstance_t *gpuInstances, unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    const struct state_mig_gi *gp = NULL;
-    struct mig_layout l;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
+    struct mig_at a;
+    nvmlReturn_t rc = by_profile_id(device, profileId, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1110,9 +1109,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned
     REQUIRE_ARG(count);
     unsigned int n = 0;
     for (unsigned int id = 0; id < MIG_IDS; id++) {
-        struct mig_gi *gi = find_gi(&l, id);
-        if (gi != NULL && gi->profile == gp->profile && n < gp->instances && gi_visible(d, id)) {
-            gpuInstances[n++] = gi_handle(d, id);
+        struct mig_gi *gi = find_gi(&a.l, id);
+        if (gi != NULL && gi->profile == a.gp->profile && n < a.gp->instances && gi_visible(a.d, id)) {
+            gpuInstances[n++] = gi_handle(a.d, id);
         }
     }
     *count = n;
@@ -1138,19 +1137,17 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsig
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
+    struct mig_at a;
+    nvmlReturn_t rc = get_gi(gpuInstance, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(info);
-    info->device = (nvmlDevice_t)(uintptr_t)d;
-    info->id = gi->id;
-    info->profileId = gi_profile_by_index(d, gi->profile)->id;
-    info->placement.start = gi->start;
-    info->placement.size = gi->size;
+    info->device = (nvmlDevice_t)(uintptr_t)a.d;
+    info->id = a.gi->id;
+    info->profileId = gi_profile_by_index(a.d, a.gi->profile)->id;
+    info->placement.start = a.gi->start;
+    info->placement.size = a.gi->size;
     return NVML_SUCCESS;
 }
 
@@ -1159,17 +1156,15 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, n
 static nvmlReturn_t ci_profile_lookup(nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
                                       const struct state_mig_gi **gp, const struct state_mig_ci **cp)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
+    struct mig_at a;
+    nvmlReturn_t rc = get_gi(gpuInstance, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     if (profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || engProfile >= NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *gp = gi_profile_by_index(d, gi->profile);
+    *gp = gi_profile_by_index(a.d, a.gi->profile);
     *cp = ci_profile(*gp, profile);
     return *cp != NULL ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
@@ -1227,17 +1222,15 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuIn
 }
 
 /* The GPU instance and the compute profile whose id (= its index) the caller names. */
-static nvmlReturn_t ci_by_profile_id(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
-                                     const struct nvmlDevice_st **d, struct mig_layout *l, struct mig_gi **gi,
-                                     const struct state_mig_gi **gp, const struct state_mig_ci **cp)
+static nvmlReturn_t ci_by_profile_id(nvmlGpuInstance_t gpuInstance, unsigned int profileId, struct mig_at *a)
 {
-    nvmlReturn_t rc = get_gi(gpuInstance, d, l, gi);
+    nvmlReturn_t rc = get_gi(gpuInstance, a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    *gp = gi_profile_by_index(*d, (*gi)->profile);
-    *cp = profileId < NVML_COMPUTE_INSTANCE_PROFILE_COUNT ? ci_profile(*gp, profileId) : NULL;
-    return *cp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    a->gp = gi_profile_by_index(a->d, a->gi->profile);
+    a->cp = profileId < NVML_COMPUTE_INSTANCE_PROFILE_COUNT ? ci_profile(a->gp, profileId) : NULL;
+    return a->cp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuInstance_t gpuInstance,
@@ -1245,22 +1238,18 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvm
                                                                              nvmlComputeInstancePlacement_t *placements,
                                                                              unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    const struct state_mig_gi *gp = NULL;
-    const struct state_mig_ci *cp = NULL;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
+    struct mig_at a;
+    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(count);
     unsigned int starts[MIG_MAX_CI];
-    unsigned int n = ci_placements(cp->slices, gp->slices, starts);
+    unsigned int n = ci_placements(a.cp->slices, a.gp->slices, starts);
     if (placements_room(placements, n, count, &rc)) {
         for (unsigned int i = 0; i < n; i++) {
             placements[i].start = starts[i];
-            placements[i].size = cp->slices;
+            placements[i].size = a.cp->slices;
         }
     }
     return rc;
@@ -1285,48 +1274,40 @@ static unsigned int ci_remaining(const struct mig_gi *gi, const struct state_mig
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
                                                                             unsigned int profileId, unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    const struct state_mig_gi *gp = NULL;
-    const struct state_mig_ci *cp = NULL;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
+    struct mig_at a;
+    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(count);
-    *count = ci_remaining(gi, gp, cp);
+    *count = ci_remaining(a.gi, a.gp, a.cp);
     return NVML_SUCCESS;
 }
 
 static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
                               const nvmlComputeInstancePlacement_t *want, nvmlComputeInstance_t *out)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    const struct state_mig_gi *gp = NULL;
-    const struct state_mig_ci *cp = NULL;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
+    struct mig_at a;
+    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(out);
     unsigned int starts[MIG_MAX_CI];
-    unsigned int n = ci_placements(cp->slices, gp->slices, starts);
-    if (want != NULL && !placement_allowed(starts, n, cp->slices, want->start, want->size)) {
+    unsigned int n = ci_placements(a.cp->slices, a.gp->slices, starts);
+    if (want != NULL && !placement_allowed(starts, n, a.cp->slices, want->start, want->size)) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    unsigned int gid = gi->id;
+    unsigned int gid = a.gi->id;
     struct mig_txn t;
     struct mig_gi *now = NULL;
-    rc = txn_gi(d, gid, &t, &now);
+    rc = txn_gi(a.d, gid, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     int start = -1;
     for (unsigned int i = 0; i < n && start < 0; i++) {
-        if ((want == NULL || want->start == starts[i]) && ci_fits(now, starts[i], cp->slices)) {
+        if ((want == NULL || want->start == starts[i]) && ci_fits(now, starts[i], a.cp->slices)) {
             start = (int)starts[i];
         }
     }
@@ -1346,8 +1327,8 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
     slot->id = (uint32_t)id;
     slot->profile = profileId;
     slot->start = (uint32_t)start;
-    slot->size = cp->slices;
-    *out = ci_handle(d, gid, (unsigned int)id);
+    slot->size = a.cp->slices;
+    *out = ci_handle(a.d, gid, (unsigned int)id);
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1369,18 +1350,15 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlG
 
 MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    struct mig_ci *ci = NULL;
-    nvmlReturn_t rc = get_ci(computeInstance, &d, &l, &gi, &ci);
+    struct mig_at a;
+    nvmlReturn_t rc = get_ci(computeInstance, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    unsigned int cid = ci->id;
+    unsigned int cid = a.ci->id;
     struct mig_txn t;
     struct mig_gi *now = NULL;
-    rc = txn_gi(d, gi->id, &t, &now);
+    rc = txn_gi(a.d, a.gi->id, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1398,23 +1376,19 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
                                                             nvmlComputeInstance_t *computeInstances,
                                                             unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    const struct state_mig_gi *gp = NULL;
-    const struct state_mig_ci *cp = NULL;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
+    struct mig_at a;
+    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(computeInstances);
     REQUIRE_ARG(count);
-    unsigned int cap = ci_placements(cp->slices, gp->slices, NULL);
+    unsigned int cap = ci_placements(a.cp->slices, a.gp->slices, NULL);
     unsigned int n = 0;
     for (unsigned int cid = 0; cid < MIG_MAX_CI; cid++) {
-        struct mig_ci *ci = find_ci(gi, cid);
-        if (ci != NULL && ci->profile == profileId && n < cap && mock_mig_visible(d->board, gi->id, cid)) {
-            computeInstances[n++] = ci_handle(d, gi->id, cid);
+        struct mig_ci *ci = find_ci(a.gi, cid);
+        if (ci != NULL && ci->profile == profileId && n < cap && mock_mig_visible(a.d->board, a.gi->id, cid)) {
+            computeInstances[n++] = ci_handle(a.d, a.gi->id, cid);
         }
     }
     *count = n;
@@ -1424,39 +1398,34 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance, unsigned int id,
                                                                nvmlComputeInstance_t *computeInstance)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
+    struct mig_at a;
+    nvmlReturn_t rc = get_gi(gpuInstance, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(computeInstance);
-    if (id >= MIG_MAX_CI || find_ci(gi, id) == NULL || !mock_mig_visible(d->board, gi->id, id)) {
+    if (id >= MIG_MAX_CI || find_ci(a.gi, id) == NULL || !mock_mig_visible(a.d->board, a.gi->id, id)) {
         return NVML_ERROR_NOT_FOUND;
     }
-    *computeInstance = ci_handle(d, gi->id, id);
+    *computeInstance = ci_handle(a.d, a.gi->id, id);
     return NVML_SUCCESS;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
                                                        nvmlComputeInstanceInfo_t *info)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    struct mig_ci *ci = NULL;
-    nvmlReturn_t rc = get_ci(computeInstance, &d, &l, &gi, &ci);
+    struct mig_at a;
+    nvmlReturn_t rc = get_ci(computeInstance, &a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     REQUIRE_ARG(info);
-    info->device = (nvmlDevice_t)(uintptr_t)d;
-    info->gpuInstance = gi_handle(d, gi->id);
-    info->id = ci->id;
-    info->profileId = ci->profile;
-    info->placement.start = ci->start;
-    info->placement.size = ci->size;
+    info->device = (nvmlDevice_t)(uintptr_t)a.d;
+    info->gpuInstance = gi_handle(a.d, a.gi->id);
+    info->id = a.ci->id;
+    info->profileId = a.ci->profile;
+    info->placement.start = a.ci->start;
+    info->placement.size = a.ci->size;
     return NVML_SUCCESS;
 }
 
