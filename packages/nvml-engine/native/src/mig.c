@@ -504,6 +504,17 @@ struct mig_at {
     const struct state_mig_ci *cp;
 };
 
+/* Declares `a` and resolves a call's arguments into it with `resolve`, or returns what stopped
+ * it: the MIG calls' counterpart of GET_DEVICE. */
+#define MIG_AT(a, resolve)                \
+    struct mig_at a;                      \
+    do {                                  \
+        nvmlReturn_t rc_ = (resolve);     \
+        if (rc_ != NVML_SUCCESS) {        \
+            return rc_;                   \
+        }                                 \
+    } while (0)
+
 /* A GPU instance handle of this init cycle whose instance exists now. */
 static nvmlReturn_t get_gi(nvmlGpuInstance_t h, struct mig_at *a)
 {
@@ -924,12 +935,9 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevic
                                                                        nvmlGpuInstancePlacement_t *placements,
                                                                        unsigned int *count)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, by_profile_id(device, profileId, &a));
     REQUIRE_ARG(count);
+    nvmlReturn_t rc;
     if (placements_room(placements, a.gp->placement_count, count, &rc)) {
         for (uint32_t i = 0; i < a.gp->placement_count; i++) {
             placements[i].start = a.gp->placement_start[i];
@@ -994,11 +1002,7 @@ static unsigned int gi_remaining(const struct mig_layout *l, const struct state_
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
                                                                    unsigned int *count)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, by_profile_id(device, profileId, &a));
     REQUIRE_ARG(count);
     *count = gi_remaining(&a.l, a.gp);
     return NVML_SUCCESS;
@@ -1007,18 +1011,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t 
 static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *want,
                               nvmlGpuInstance_t *out)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, by_profile_id(device, profileId, &a));
     REQUIRE_ARG(out);
     if (want != NULL && !placement_allowed(a.gp->placement_start, a.gp->placement_count, a.gp->placement_size,
                                            want->start, want->size)) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     struct mig_txn t;
-    rc = txn_begin(a.d, &t);
+    nvmlReturn_t rc = txn_begin(a.d, &t);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1075,14 +1075,10 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t d
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = get_gi(gpuInstance, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_gi(gpuInstance, &a));
     struct mig_txn t;
     struct mig_gi *now = NULL;
-    rc = txn_gi(a.d, a.gi->id, &t, &now);
+    nvmlReturn_t rc = txn_gi(a.d, a.gi->id, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1100,11 +1096,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
                                                    nvmlGpuInstance_t *gpuInstances, unsigned int *count)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, by_profile_id(device, profileId, &a));
     REQUIRE_ARG(gpuInstances);
     REQUIRE_ARG(count);
     unsigned int n = 0;
@@ -1137,11 +1129,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsig
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = get_gi(gpuInstance, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_gi(gpuInstance, &a));
     REQUIRE_ARG(info);
     info->device = (nvmlDevice_t)(uintptr_t)a.d;
     info->id = a.gi->id;
@@ -1156,11 +1144,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, n
 static nvmlReturn_t ci_profile_lookup(nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
                                       const struct state_mig_gi **gp, const struct state_mig_ci **cp)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = get_gi(gpuInstance, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_gi(gpuInstance, &a));
     if (profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || engProfile >= NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
@@ -1238,14 +1222,11 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvm
                                                                              nvmlComputeInstancePlacement_t *placements,
                                                                              unsigned int *count)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, ci_by_profile_id(gpuInstance, profileId, &a));
     REQUIRE_ARG(count);
     unsigned int starts[MIG_MAX_CI];
     unsigned int n = ci_placements(a.cp->slices, a.gp->slices, starts);
+    nvmlReturn_t rc;
     if (placements_room(placements, n, count, &rc)) {
         for (unsigned int i = 0; i < n; i++) {
             placements[i].start = starts[i];
@@ -1274,11 +1255,7 @@ static unsigned int ci_remaining(const struct mig_gi *gi, const struct state_mig
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
                                                                             unsigned int profileId, unsigned int *count)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, ci_by_profile_id(gpuInstance, profileId, &a));
     REQUIRE_ARG(count);
     *count = ci_remaining(a.gi, a.gp, a.cp);
     return NVML_SUCCESS;
@@ -1287,11 +1264,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvml
 static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
                               const nvmlComputeInstancePlacement_t *want, nvmlComputeInstance_t *out)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, ci_by_profile_id(gpuInstance, profileId, &a));
     REQUIRE_ARG(out);
     unsigned int starts[MIG_MAX_CI];
     unsigned int n = ci_placements(a.cp->slices, a.gp->slices, starts);
@@ -1301,7 +1274,7 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
     unsigned int gid = a.gi->id;
     struct mig_txn t;
     struct mig_gi *now = NULL;
-    rc = txn_gi(a.d, gid, &t, &now);
+    nvmlReturn_t rc = txn_gi(a.d, gid, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1350,15 +1323,11 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlG
 
 MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = get_ci(computeInstance, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_ci(computeInstance, &a));
     unsigned int cid = a.ci->id;
     struct mig_txn t;
     struct mig_gi *now = NULL;
-    rc = txn_gi(a.d, a.gi->id, &t, &now);
+    nvmlReturn_t rc = txn_gi(a.d, a.gi->id, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1376,11 +1345,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
                                                             nvmlComputeInstance_t *computeInstances,
                                                             unsigned int *count)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, ci_by_profile_id(gpuInstance, profileId, &a));
     REQUIRE_ARG(computeInstances);
     REQUIRE_ARG(count);
     unsigned int cap = ci_placements(a.cp->slices, a.gp->slices, NULL);
@@ -1398,11 +1363,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance, unsigned int id,
                                                                nvmlComputeInstance_t *computeInstance)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = get_gi(gpuInstance, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_gi(gpuInstance, &a));
     REQUIRE_ARG(computeInstance);
     if (id >= MIG_MAX_CI || find_ci(a.gi, id) == NULL || !mock_mig_visible(a.d->board, a.gi->id, id)) {
         return NVML_ERROR_NOT_FOUND;
@@ -1414,11 +1375,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t
 MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
                                                        nvmlComputeInstanceInfo_t *info)
 {
-    struct mig_at a;
-    nvmlReturn_t rc = get_ci(computeInstance, &a);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_ci(computeInstance, &a));
     REQUIRE_ARG(info);
     info->device = (nvmlDevice_t)(uintptr_t)a.d;
     info->gpuInstance = gi_handle(a.d, a.gi->id);
