@@ -645,26 +645,12 @@ COMMANDS = (
 def list_rows(device: Device) -> list[str]:
     """``-L``'s rows for a GPU's MIG devices (none unless MIG is enabled):
     ``  MIG 1g.10gb     Device  0: (UUID: MIG-...)``."""
-    from ctypes import byref, c_uint, c_void_p, create_string_buffer
+    from ctypes import c_uint, create_string_buffer
 
-    from .._nvml import NvmlError
+    from .._mig_view import mig_handles
 
-    try:
-        if device.mig_mode()[0] != 1:
-            return []
-        count = c_uint(0)
-        device.nvml.call("nvmlDeviceGetMaxMigDeviceCount", device.handle, byref(count))
-    except NvmlError:
-        return []
     rows = []
-    for index in range(count.value):
-        mig = c_void_p()
-        try:
-            device.nvml.call(
-                "nvmlDeviceGetMigDeviceHandleByIndex", device.handle, index, byref(mig)
-            )
-        except NvmlError:
-            break
+    for index, mig in mig_handles(device):
         name, uuid = create_string_buffer(96), create_string_buffer(96)
         device.nvml.call("nvmlDeviceGetName", mig, name, c_uint(96))
         device.nvml.call("nvmlDeviceGetUUID", mig, uuid, c_uint(96))
