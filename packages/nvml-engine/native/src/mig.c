@@ -1394,30 +1394,30 @@ MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t comput
 
 /* --- MIG devices ------------------------------------------------------------------------ */
 
-/* The common start of the calls asked of either kind of device handle: 1 with *v for a MIG device,
- * 0 for a whole GPU. *rc is the answer so far: a bad handle, then a missing `out`, then (for a MIG
- * device) the state of its instances; on success the caller answers from *v or for the whole GPU. */
-static int mig_or_gpu(nvmlDevice_t device, const void *out, struct mock_mig_view *v, nvmlReturn_t *rc)
+/* The answer of a call asked of either kind of device handle, before it writes: a bad handle,
+ * then a missing `out`, then for a MIG device the state of its instances (*v filled when that
+ * is success) and for a whole GPU `whole`. *mig says which kind the handle is. */
+static nvmlReturn_t mig_or_gpu(nvmlDevice_t device, const void *out, nvmlReturn_t whole, struct mock_mig_view *v,
+                               int *mig)
 {
-    if (mock_mig_device(device, v, rc)) {
-        if (out == NULL) {
-            *rc = NVML_ERROR_INVALID_ARGUMENT;
-        }
-        return 1;
+    nvmlReturn_t rc;
+    *mig = mock_mig_device(device, v, &rc);
+    if (*mig) {
+        return out == NULL ? NVML_ERROR_INVALID_ARGUMENT : rc;
     }
     const struct nvmlDevice_st *d = NULL;
-    *rc = mock_device(device, &d);
-    if (*rc == NVML_SUCCESS && out == NULL) {
-        *rc = NVML_ERROR_INVALID_ARGUMENT;
+    rc = mock_device(device, &d);
+    if (rc != NVML_SUCCESS) {
+        return rc;
     }
-    return 0;
+    return out == NULL ? NVML_ERROR_INVALID_ARGUMENT : whole;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
 {
     struct mock_mig_view v;
-    nvmlReturn_t rc;
-    int mig = mig_or_gpu(device, isMigDevice, &v, &rc);
+    int mig;
+    nvmlReturn_t rc = mig_or_gpu(device, isMigDevice, NVML_SUCCESS, &v, &mig);
     if (rc == NVML_SUCCESS) {
         *isMigDevice = mig ? 1 : 0;
     }
@@ -1459,44 +1459,34 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
 {
     struct mock_mig_view v;
-    nvmlReturn_t rc;
-    int mig = mig_or_gpu(migDevice, device, &v, &rc);
-    if (rc != NVML_SUCCESS) {
-        return rc;
+    int mig;
+    /* a whole GPU's handle is not a MIG device handle */
+    nvmlReturn_t rc = mig_or_gpu(migDevice, device, NVML_ERROR_INVALID_ARGUMENT, &v, &mig);
+    if (rc == NVML_SUCCESS) {
+        *device = (nvmlDevice_t)(uintptr_t)v.parent;
     }
-    if (!mig) {
-        return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device handle */
-    }
-    *device = (nvmlDevice_t)(uintptr_t)v.parent;
-    return NVML_SUCCESS;
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     struct mock_mig_view v;
-    nvmlReturn_t rc;
-    int mig = mig_or_gpu(device, id, &v, &rc);
-    if (rc != NVML_SUCCESS) {
-        return rc;
+    int mig;
+    /* a whole GPU has no GPU instance id */
+    nvmlReturn_t rc = mig_or_gpu(device, id, NVML_ERROR_NOT_SUPPORTED, &v, &mig);
+    if (rc == NVML_SUCCESS) {
+        *id = v.gi_id;
     }
-    if (!mig) {
-        return NVML_ERROR_NOT_SUPPORTED; /* a whole GPU has no GPU instance id */
-    }
-    *id = v.gi_id;
-    return NVML_SUCCESS;
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     struct mock_mig_view v;
-    nvmlReturn_t rc;
-    int mig = mig_or_gpu(device, id, &v, &rc);
-    if (rc != NVML_SUCCESS) {
-        return rc;
+    int mig;
+    nvmlReturn_t rc = mig_or_gpu(device, id, NVML_ERROR_NOT_SUPPORTED, &v, &mig);
+    if (rc == NVML_SUCCESS) {
+        *id = v.ci_id;
     }
-    if (!mig) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    *id = v.ci_id;
-    return NVML_SUCCESS;
+    return rc;
 }
