@@ -395,6 +395,22 @@ static struct mig_gi *find_gi(struct mig_layout *l, unsigned int id)
     return NULL;
 }
 
+/* Opens a transaction on d and finds GPU instance gid in it again: it may have gone since the
+ * caller's handle was read, which is the caller's bad argument. The transaction is open on success. */
+static nvmlReturn_t txn_gi(const struct nvmlDevice_st *d, unsigned int gid, struct mig_txn *t, struct mig_gi **now)
+{
+    nvmlReturn_t rc = txn_begin(d, t);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    *now = find_gi(&t->l, gid);
+    if (*now == NULL) {
+        txn_end(t, 0);
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return NVML_SUCCESS;
+}
+
 static struct mig_ci *find_ci(struct mig_gi *gi, unsigned int id)
 {
     for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
@@ -476,9 +492,31 @@ static int decode(const void *handle, const void *table, size_t size, size_t cou
     return 1;
 }
 
+/* What a GPU-instance or compute-instance call resolved its arguments to: the GPU and a copy of its
+ * layout, then, as far as the call needs them, the instances named and their profiles. One shape
+ * for every call so each starts with the same two lines. */
+struct mig_at {
+    const struct nvmlDevice_st *d;
+    struct mig_layout l;
+    struct mig_gi *gi;
+    struct mig_ci *ci;
+    const struct state_mig_gi *gp;
+    const struct state_mig_ci *cp;
+};
+
+/* Declares `a` and resolves a call's arguments into it with `resolve`, or returns what stopped
+ * it: the MIG calls' counterpart of GET_DEVICE. */
+#define MIG_AT(a, resolve)                \
+    struct mig_at a;                      \
+    do {                                  \
+        nvmlReturn_t rc_ = (resolve);     \
+        if (rc_ != NVML_SUCCESS) {        \
+            return rc_;                   \
+        }                                 \
+    } while (0)
+
 /* A GPU instance handle of this init cycle whose instance exists now. */
-static nvmlReturn_t get_gi(nvmlGpuInstance_t h, const struct nvmlDevice_st **d, struct mig_layout *l,
-                           struct mig_gi **gi)
+static nvmlReturn_t get_gi(nvmlGpuInstance_t h, struct mig_at *a)
 {
     REQUIRE_LIVE();
     size_t pos;
@@ -486,17 +524,16 @@ static nvmlReturn_t get_gi(nvmlGpuInstance_t h, const struct nvmlDevice_st **d, 
         pos / MIG_IDS >= mock_device_count) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *d = &mock_devices[pos / MIG_IDS];
-    if (mock_lost(*d)) {
+    a->d = &mock_devices[pos / MIG_IDS];
+    if (mock_lost(a->d)) {
         return NVML_ERROR_GPU_IS_LOST;
     }
-    mig_read(*d, l);
-    *gi = find_gi(l, (unsigned int)(pos % MIG_IDS));
-    return *gi != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    mig_read(a->d, &a->l);
+    a->gi = find_gi(&a->l, (unsigned int)(pos % MIG_IDS));
+    return a->gi != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-static nvmlReturn_t get_ci(nvmlComputeInstance_t h, const struct nvmlDevice_st **d, struct mig_layout *l,
-                           struct mig_gi **gi, struct mig_ci **ci)
+static nvmlReturn_t get_ci(nvmlComputeInstance_t h, struct mig_at *a)
 {
     REQUIRE_LIVE();
     size_t pos;
@@ -504,14 +541,14 @@ static nvmlReturn_t get_ci(nvmlComputeInstance_t h, const struct nvmlDevice_st *
         pos / (MIG_IDS * MIG_MAX_CI) >= mock_device_count) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *d = &mock_devices[pos / (MIG_IDS * MIG_MAX_CI)];
-    if (mock_lost(*d)) {
+    a->d = &mock_devices[pos / (MIG_IDS * MIG_MAX_CI)];
+    if (mock_lost(a->d)) {
         return NVML_ERROR_GPU_IS_LOST;
     }
-    mig_read(*d, l);
-    *gi = find_gi(l, (unsigned int)(pos / MIG_MAX_CI % MIG_IDS));
-    *ci = *gi != NULL ? find_ci(*gi, (unsigned int)(pos % MIG_MAX_CI)) : NULL;
-    return *ci != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    mig_read(a->d, &a->l);
+    a->gi = find_gi(&a->l, (unsigned int)(pos / MIG_MAX_CI % MIG_IDS));
+    a->ci = a->gi != NULL ? find_ci(a->gi, (unsigned int)(pos % MIG_MAX_CI)) : NULL;
+    return a->ci != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 static uint64_t splitmix(uint64_t x)
@@ -804,21 +841,20 @@ static nvmlReturn_t enabled_gpu(nvmlDevice_t device, const struct nvmlDevice_st 
     return l->current ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
-static void fill_gi_info(const struct state_mig_gi *gp, unsigned int *fields /* id..ofa, 10 */,
-                         unsigned long long *mem)
-{
-    fields[0] = gp->id;
-    fields[1] = 0; /* P2P: not on these boards' MIG instances */
-    fields[2] = gp->slices;
-    fields[3] = gp->instances;
-    fields[4] = gp->sms;
-    fields[5] = gp->copy_engines;
-    fields[6] = gp->decoders;
-    fields[7] = gp->encoders;
-    fields[8] = gp->jpegs;
-    fields[9] = gp->ofas;
-    *mem = gp->memory_mib;
-}
+/* The fields every GPU-instance profile info version shares, as (NVML field, value from gp): one
+ * table so the plain, v2 and v3 answers cannot drift apart. */
+#define GI_INFO_FIELDS(X, to)                            \
+    X(to, id, gp->id)                                    \
+    X(to, sliceCount, gp->slices)                        \
+    X(to, instanceCount, gp->instances)                  \
+    X(to, multiprocessorCount, gp->sms)                  \
+    X(to, copyEngineCount, gp->copy_engines)             \
+    X(to, decoderCount, gp->decoders)                    \
+    X(to, encoderCount, gp->encoders)                    \
+    X(to, jpegCount, gp->jpegs)                          \
+    X(to, ofaCount, gp->ofas)                            \
+    X(to, memorySizeMB, gp->memory_mib)
+#define MIG_PUT(to, field, value) (to)->field = (value);
 
 static nvmlReturn_t gi_profile_lookup(nvmlDevice_t device, unsigned int profile, const struct state_mig_gi **gp)
 {
@@ -844,36 +880,16 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device
         return rc;
     }
     REQUIRE_ARG(info);
-    unsigned int f[10];
-    fill_gi_info(gp, f, &info->memorySizeMB);
-    info->id = f[0];
-    info->isP2pSupported = f[1];
-    info->sliceCount = f[2];
-    info->instanceCount = f[3];
-    info->multiprocessorCount = f[4];
-    info->copyEngineCount = f[5];
-    info->decoderCount = f[6];
-    info->encoderCount = f[7];
-    info->jpegCount = f[8];
-    info->ofaCount = f[9];
+    GI_INFO_FIELDS(MIG_PUT, info)
+    info->isP2pSupported = 0; /* P2P: not on these boards' MIG instances */
     return NVML_SUCCESS;
 }
 
 static nvmlReturn_t fill_gi_info_v(const struct state_mig_gi *gp, nvmlGpuInstanceProfileInfo_v2_t *info)
 {
-    unsigned int f[10];
     if (info->version == nvmlGpuInstanceProfileInfo_v3) {
         nvmlGpuInstanceProfileInfo_v3_t *v3 = (nvmlGpuInstanceProfileInfo_v3_t *)(void *)info;
-        fill_gi_info(gp, f, &v3->memorySizeMB);
-        v3->id = f[0];
-        v3->sliceCount = f[2];
-        v3->instanceCount = f[3];
-        v3->multiprocessorCount = f[4];
-        v3->copyEngineCount = f[5];
-        v3->decoderCount = f[6];
-        v3->encoderCount = f[7];
-        v3->jpegCount = f[8];
-        v3->ofaCount = f[9];
+        GI_INFO_FIELDS(MIG_PUT, v3) /* v3 has no isP2pSupported */
         snprintf(v3->name, sizeof(v3->name), "MIG %s", gp->name);
         v3->capabilities = 0;
         return NVML_SUCCESS;
@@ -881,17 +897,8 @@ static nvmlReturn_t fill_gi_info_v(const struct state_mig_gi *gp, nvmlGpuInstanc
     if (info->version != nvmlGpuInstanceProfileInfo_v2) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    fill_gi_info(gp, f, &info->memorySizeMB);
-    info->id = f[0];
-    info->isP2pSupported = f[1];
-    info->sliceCount = f[2];
-    info->instanceCount = f[3];
-    info->multiprocessorCount = f[4];
-    info->copyEngineCount = f[5];
-    info->decoderCount = f[6];
-    info->encoderCount = f[7];
-    info->jpegCount = f[8];
-    info->ofaCount = f[9];
+    GI_INFO_FIELDS(MIG_PUT, info)
+    info->isP2pSupported = 0;
     snprintf(info->name, sizeof(info->name), "MIG %s", gp->name);
     return NVML_SUCCESS;
 }
@@ -926,43 +933,51 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t d
 }
 
 /* The profile behind a profile id (what create/list calls take), on a GPU with MIG enabled. */
-static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, const struct nvmlDevice_st **d,
-                                  struct mig_layout *l, const struct state_mig_gi **gp)
+static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, struct mig_at *a)
 {
-    nvmlReturn_t rc = enabled_gpu(device, d, l);
+    nvmlReturn_t rc = enabled_gpu(device, &a->d, &a->l);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    *gp = gi_profile_by_id(*d, profileId);
-    return *gp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    a->gp = gi_profile_by_id(a->d, profileId);
+    return a->gp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* How a possible-placements call answers for n placements: *count becomes n, and a short buffer
+ * is refused; 1 when there is a buffer to fill, 0 when *rc is the whole answer. */
+static int placements_room(const void *placements, unsigned int n, unsigned int *count, nvmlReturn_t *rc)
+{
+    unsigned int room = *count;
+    *count = n;
+    *rc = placements != NULL && room < n ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    return placements != NULL && room >= n;
+}
+
+/* Whether a caller's placement is one the profile allows: a start among its n starts, its size. */
+static int placement_allowed(const uint32_t *starts, unsigned int n, uint32_t size, unsigned int want_start,
+                             unsigned int want_size)
+{
+    int known = 0;
+    for (unsigned int i = 0; i < n; i++) {
+        known |= starts[i] == want_start;
+    }
+    return known && want_size == size;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profileId,
                                                                        nvmlGpuInstancePlacement_t *placements,
                                                                        unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    const struct state_mig_gi *gp = NULL;
-    struct mig_layout l;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, by_profile_id(device, profileId, &a));
     REQUIRE_ARG(count);
-    if (placements == NULL) {
-        *count = gp->placement_count;
-        return NVML_SUCCESS;
+    nvmlReturn_t rc;
+    if (placements_room(placements, a.gp->placement_count, count, &rc)) {
+        for (uint32_t i = 0; i < a.gp->placement_count; i++) {
+            placements[i].start = a.gp->placement_start[i];
+            placements[i].size = a.gp->placement_size;
+        }
     }
-    if (*count < gp->placement_count) {
-        *count = gp->placement_count;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (uint32_t i = 0; i < gp->placement_count; i++) {
-        placements[i].start = gp->placement_start[i];
-        placements[i].size = gp->placement_size;
-    }
-    *count = gp->placement_count;
-    return NVML_SUCCESS;
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId,
@@ -972,69 +987,71 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t
     return nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profileId, placements, count);
 }
 
-/* Instances of the profile that could still be created: free placements, within its count. */
+/* The spans one level holds (a GPU's GPU instances, a GPU instance's compute instances), for
+ * counting what could still be created beside them. */
+struct spans {
+    unsigned int n;
+    uint32_t start[MIG_MAX_GI + MIG_MAX_CI], size[MIG_MAX_GI + MIG_MAX_CI];
+};
+
+/* How many of the n placements (starts, size) could still be taken beside s, at most `room`:
+ * greedy from the lowest start, as creation places them. */
+static unsigned int spans_greedy(struct spans *s, const uint32_t *starts, unsigned int n, uint32_t size,
+                                 unsigned int room)
+{
+    unsigned int k = 0;
+    for (unsigned int i = 0; i < n && k < room; i++) {
+        int fits = 1;
+        for (unsigned int j = 0; j < s->n; j++) {
+            fits &= !overlaps(s->start[j], s->size[j], starts[i], size);
+        }
+        if (fits) {
+            s->start[s->n] = starts[i];
+            s->size[s->n] = size;
+            s->n++;
+            k++;
+        }
+    }
+    return k;
+}
+
+/* Instances of the profile that could still be created: free placements, within its count and
+ * the free slots. */
 static unsigned int gi_remaining(const struct mig_layout *l, const struct state_mig_gi *gp)
 {
     unsigned int have = gi_count_of(l, gp->profile);
-    if (have >= gp->instances) {
-        return 0;
-    }
-    /* greedy from the lowest start, as creation places them */
-    struct mig_layout trial = *l;
-    unsigned int n = 0;
-    for (uint32_t i = 0; i < gp->placement_count && have + n < gp->instances; i++) {
-        if (gi_fits(&trial, gp->placement_start[i], gp->placement_size)) {
-            for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
-                if (!trial.gi[g].used) {
-                    trial.gi[g].used = 1;
-                    trial.gi[g].start = gp->placement_start[i];
-                    trial.gi[g].size = gp->placement_size;
-                    n++;
-                    break;
-                }
-            }
+    struct spans s = {0};
+    for (unsigned int g = 0; g < MIG_MAX_GI; g++) {
+        if (l->gi[g].used) {
+            s.start[s.n] = l->gi[g].start;
+            s.size[s.n++] = l->gi[g].size;
         }
     }
-    return n;
+    unsigned int room = have >= gp->instances ? 0 : gp->instances - have;
+    room = room < MIG_MAX_GI - s.n ? room : MIG_MAX_GI - s.n;
+    return spans_greedy(&s, gp->placement_start, gp->placement_count, gp->placement_size, room);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
                                                                    unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    const struct state_mig_gi *gp = NULL;
-    struct mig_layout l;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, by_profile_id(device, profileId, &a));
     REQUIRE_ARG(count);
-    *count = gi_remaining(&l, gp);
+    *count = gi_remaining(&a.l, a.gp);
     return NVML_SUCCESS;
 }
 
 static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *want,
                               nvmlGpuInstance_t *out)
 {
-    const struct nvmlDevice_st *d = NULL;
-    const struct state_mig_gi *gp = NULL;
-    struct mig_layout l;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, by_profile_id(device, profileId, &a));
     REQUIRE_ARG(out);
-    if (want != NULL) {
-        int known = 0;
-        for (uint32_t i = 0; i < gp->placement_count; i++) {
-            known |= gp->placement_start[i] == want->start;
-        }
-        if (!known || want->size != gp->placement_size) {
-            return NVML_ERROR_INVALID_ARGUMENT;
-        }
+    if (want != NULL && !placement_allowed(a.gp->placement_start, a.gp->placement_count, a.gp->placement_size,
+                                           want->start, want->size)) {
+        return NVML_ERROR_INVALID_ARGUMENT;
     }
     struct mig_txn t;
-    rc = txn_begin(d, &t);
+    nvmlReturn_t rc = txn_begin(a.d, &t);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1044,11 +1061,11 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const
     }
     int start = -1;
     unsigned int best = UINT_MAX;
-    if (gi_count_of(&t.l, gp->profile) < gp->instances) {
-        for (uint32_t i = 0; i < gp->placement_count; i++) {
-            uint32_t s = gp->placement_start[i];
-            if ((want == NULL || want->start == s) && gi_fits(&t.l, s, gp->placement_size)) {
-                unsigned int lost = gi_damage(d, &t.l, s, gp->placement_size);
+    if (gi_count_of(&t.l, a.gp->profile) < a.gp->instances) {
+        for (uint32_t i = 0; i < a.gp->placement_count; i++) {
+            uint32_t s = a.gp->placement_start[i];
+            if ((want == NULL || want->start == s) && gi_fits(&t.l, s, a.gp->placement_size)) {
+                unsigned int lost = gi_damage(a.d, &t.l, s, a.gp->placement_size);
                 if (lost < best) {
                     best = lost;
                     start = (int)s;
@@ -1066,11 +1083,11 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const
     }
     memset(slot, 0, sizeof(*slot));
     slot->used = 1;
-    slot->profile = gp->profile;
+    slot->profile = a.gp->profile;
     slot->start = (uint32_t)start;
-    slot->size = gp->placement_size;
+    slot->size = a.gp->placement_size;
     slot->id = gi_id(slot->start, slot->size);
-    *out = gi_handle(d, slot->id);
+    *out = gi_handle(a.d, slot->id);
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1091,23 +1108,12 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t d
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
-    unsigned int id = gi->id;
+    MIG_AT(a, get_gi(gpuInstance, &a));
     struct mig_txn t;
-    rc = txn_begin(d, &t);
+    struct mig_gi *now = NULL;
+    nvmlReturn_t rc = txn_gi(a.d, a.gi->id, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
-    }
-    struct mig_gi *now = find_gi(&t.l, id);
-    if (now == NULL) {
-        txn_end(&t, 0);
-        return NVML_ERROR_INVALID_ARGUMENT;
     }
     for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
         if (now->ci[c].used) {
@@ -1123,20 +1129,14 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
                                                    nvmlGpuInstance_t *gpuInstances, unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    const struct state_mig_gi *gp = NULL;
-    struct mig_layout l;
-    nvmlReturn_t rc = by_profile_id(device, profileId, &d, &l, &gp);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, by_profile_id(device, profileId, &a));
     REQUIRE_ARG(gpuInstances);
     REQUIRE_ARG(count);
     unsigned int n = 0;
     for (unsigned int id = 0; id < MIG_IDS; id++) {
-        struct mig_gi *gi = find_gi(&l, id);
-        if (gi != NULL && gi->profile == gp->profile && n < gp->instances && gi_visible(d, id)) {
-            gpuInstances[n++] = gi_handle(d, id);
+        struct mig_gi *gi = find_gi(&a.l, id);
+        if (gi != NULL && gi->profile == a.gp->profile && n < a.gp->instances && gi_visible(a.d, id)) {
+            gpuInstances[n++] = gi_handle(a.d, id);
         }
     }
     *count = n;
@@ -1162,19 +1162,13 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsig
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t *info)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_gi(gpuInstance, &a));
     REQUIRE_ARG(info);
-    info->device = (nvmlDevice_t)(uintptr_t)d;
-    info->id = gi->id;
-    info->profileId = gi_profile_by_index(d, gi->profile)->id;
-    info->placement.start = gi->start;
-    info->placement.size = gi->size;
+    info->device = (nvmlDevice_t)(uintptr_t)a.d;
+    info->id = a.gi->id;
+    info->profileId = gi_profile_by_index(a.d, a.gi->profile)->id;
+    info->placement.start = a.gi->start;
+    info->placement.size = a.gi->size;
     return NVML_SUCCESS;
 }
 
@@ -1183,41 +1177,27 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, n
 static nvmlReturn_t ci_profile_lookup(nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
                                       const struct state_mig_gi **gp, const struct state_mig_ci **cp)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_gi(gpuInstance, &a));
     if (profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || engProfile >= NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
-    *gp = gi_profile_by_index(d, gi->profile);
+    *gp = gi_profile_by_index(a.d, a.gi->profile);
     *cp = ci_profile(*gp, profile);
     return *cp != NULL ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
-struct ci_info {
-    unsigned int id, slices, instances, sms, ce, dec, enc, jpg, ofa;
-    char name[96];
-};
-
-static void ci_info_of(const struct state_mig_gi *gp, const struct state_mig_ci *cp, struct ci_info *o)
-{
-    char prof[64];
-    o->id = (unsigned int)ci_index(cp->slices);
-    o->slices = cp->slices;
-    o->instances = ci_placements(cp->slices, gp->slices, NULL);
-    o->sms = cp->sms;
-    o->ce = gp->copy_engines;
-    o->dec = gp->decoders;
-    o->enc = gp->encoders;
-    o->jpg = gp->jpegs;
-    o->ofa = gp->ofas;
-    ci_name(gp, cp->slices, prof, sizeof(prof));
-    snprintf(o->name, sizeof(o->name), "MIG %s", prof);
-}
+/* The fields both compute-instance profile info versions share, as (NVML field, value from gp and
+ * cp); the engines are the GPU instance's, shared by its compute instances. */
+#define CI_INFO_FIELDS(X, to)                                         \
+    X(to, id, (unsigned int)ci_index(cp->slices))                     \
+    X(to, sliceCount, cp->slices)                                     \
+    X(to, instanceCount, ci_placements(cp->slices, gp->slices, NULL)) \
+    X(to, multiprocessorCount, cp->sms)                               \
+    X(to, sharedCopyEngineCount, gp->copy_engines)                    \
+    X(to, sharedDecoderCount, gp->decoders)                           \
+    X(to, sharedEncoderCount, gp->encoders)                           \
+    X(to, sharedJpegCount, gp->jpegs)                                 \
+    X(to, sharedOfaCount, gp->ofas)
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned int profile,
                                                                       unsigned int engProfile,
@@ -1230,17 +1210,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuIns
         return rc;
     }
     REQUIRE_ARG(info);
-    struct ci_info o;
-    ci_info_of(gp, cp, &o);
-    info->id = o.id;
-    info->sliceCount = o.slices;
-    info->instanceCount = o.instances;
-    info->multiprocessorCount = o.sms;
-    info->sharedCopyEngineCount = o.ce;
-    info->sharedDecoderCount = o.dec;
-    info->sharedEncoderCount = o.enc;
-    info->sharedJpegCount = o.jpg;
-    info->sharedOfaCount = o.ofa;
+    CI_INFO_FIELDS(MIG_PUT, info)
     return NVML_SUCCESS;
 }
 
@@ -1258,18 +1228,10 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuIn
     if (info->version != nvmlComputeInstanceProfileInfo_v2 && info->version != nvmlComputeInstanceProfileInfo_v3) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
-    struct ci_info o;
-    ci_info_of(gp, cp, &o);
-    info->id = o.id;
-    info->sliceCount = o.slices;
-    info->instanceCount = o.instances;
-    info->multiprocessorCount = o.sms;
-    info->sharedCopyEngineCount = o.ce;
-    info->sharedDecoderCount = o.dec;
-    info->sharedEncoderCount = o.enc;
-    info->sharedJpegCount = o.jpg;
-    info->sharedOfaCount = o.ofa;
-    snprintf(info->name, sizeof(info->name), "%s", o.name);
+    CI_INFO_FIELDS(MIG_PUT, info)
+    char prof[64];
+    ci_name(gp, cp->slices, prof, sizeof(prof));
+    snprintf(info->name, sizeof(info->name), "MIG %s", prof);
     if (info->version == nvmlComputeInstanceProfileInfo_v3) {
         ((nvmlComputeInstanceProfileInfo_v3_t *)(void *)info)->capabilities = 0;
     }
@@ -1277,17 +1239,15 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuIn
 }
 
 /* The GPU instance and the compute profile whose id (= its index) the caller names. */
-static nvmlReturn_t ci_by_profile_id(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
-                                     const struct nvmlDevice_st **d, struct mig_layout *l, struct mig_gi **gi,
-                                     const struct state_mig_gi **gp, const struct state_mig_ci **cp)
+static nvmlReturn_t ci_by_profile_id(nvmlGpuInstance_t gpuInstance, unsigned int profileId, struct mig_at *a)
 {
-    nvmlReturn_t rc = get_gi(gpuInstance, d, l, gi);
+    nvmlReturn_t rc = get_gi(gpuInstance, a);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    *gp = gi_profile_by_index(*d, (*gi)->profile);
-    *cp = profileId < NVML_COMPUTE_INSTANCE_PROFILE_COUNT ? ci_profile(*gp, profileId) : NULL;
-    return *cp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    a->gp = gi_profile_by_index(a->d, a->gi->profile);
+    a->cp = profileId < NVML_COMPUTE_INSTANCE_PROFILE_COUNT ? ci_profile(a->gp, profileId) : NULL;
+    return a->cp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuInstance_t gpuInstance,
@@ -1295,115 +1255,65 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvm
                                                                              nvmlComputeInstancePlacement_t *placements,
                                                                              unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    const struct state_mig_gi *gp = NULL;
-    const struct state_mig_ci *cp = NULL;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, ci_by_profile_id(gpuInstance, profileId, &a));
     REQUIRE_ARG(count);
     unsigned int starts[MIG_MAX_CI];
-    unsigned int n = ci_placements(cp->slices, gp->slices, starts);
-    if (placements == NULL) {
-        *count = n;
-        return NVML_SUCCESS;
+    unsigned int n = ci_placements(a.cp->slices, a.gp->slices, starts);
+    nvmlReturn_t rc;
+    if (placements_room(placements, n, count, &rc)) {
+        for (unsigned int i = 0; i < n; i++) {
+            placements[i].start = starts[i];
+            placements[i].size = a.cp->slices;
+        }
     }
-    if (*count < n) {
-        *count = n;
-        return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    for (unsigned int i = 0; i < n; i++) {
-        placements[i].start = starts[i];
-        placements[i].size = cp->slices;
-    }
-    *count = n;
-    return NVML_SUCCESS;
+    return rc;
 }
 
+/* Compute instances of the profile that could still be created: free placements, within the free
+ * slots. */
 static unsigned int ci_remaining(const struct mig_gi *gi, const struct state_mig_gi *gp, const struct state_mig_ci *cp)
 {
     unsigned int starts[MIG_MAX_CI];
     unsigned int n = ci_placements(cp->slices, gp->slices, starts);
-    struct mig_gi trial = *gi;
-    unsigned int free_slots = 0;
+    struct spans s = {0};
     for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
-        free_slots += !trial.ci[c].used;
-    }
-    unsigned int k = 0;
-    for (unsigned int i = 0; i < n && k < free_slots; i++) {
-        if (ci_fits(&trial, starts[i], cp->slices)) {
-            for (unsigned int c = 0; c < MIG_MAX_CI; c++) {
-                if (!trial.ci[c].used) {
-                    trial.ci[c].used = 1;
-                    trial.ci[c].start = starts[i];
-                    trial.ci[c].size = cp->slices;
-                    break;
-                }
-            }
-            k++;
+        if (gi->ci[c].used) {
+            s.start[s.n] = gi->ci[c].start;
+            s.size[s.n++] = gi->ci[c].size;
         }
     }
-    return k;
+    return spans_greedy(&s, starts, n, cp->slices, MIG_MAX_CI - s.n);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
                                                                             unsigned int profileId, unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    const struct state_mig_gi *gp = NULL;
-    const struct state_mig_ci *cp = NULL;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, ci_by_profile_id(gpuInstance, profileId, &a));
     REQUIRE_ARG(count);
-    *count = ci_remaining(gi, gp, cp);
+    *count = ci_remaining(a.gi, a.gp, a.cp);
     return NVML_SUCCESS;
 }
 
 static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
                               const nvmlComputeInstancePlacement_t *want, nvmlComputeInstance_t *out)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    const struct state_mig_gi *gp = NULL;
-    const struct state_mig_ci *cp = NULL;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, ci_by_profile_id(gpuInstance, profileId, &a));
     REQUIRE_ARG(out);
     unsigned int starts[MIG_MAX_CI];
-    unsigned int n = ci_placements(cp->slices, gp->slices, starts);
-    if (want != NULL) {
-        int known = 0;
-        for (unsigned int i = 0; i < n; i++) {
-            known |= starts[i] == want->start;
-        }
-        if (!known || want->size != cp->slices) {
-            return NVML_ERROR_INVALID_ARGUMENT;
-        }
+    unsigned int n = ci_placements(a.cp->slices, a.gp->slices, starts);
+    if (want != NULL && !placement_allowed(starts, n, a.cp->slices, want->start, want->size)) {
+        return NVML_ERROR_INVALID_ARGUMENT;
     }
-    unsigned int gid = gi->id;
+    unsigned int gid = a.gi->id;
     struct mig_txn t;
-    rc = txn_begin(d, &t);
+    struct mig_gi *now = NULL;
+    nvmlReturn_t rc = txn_gi(a.d, gid, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
-    }
-    struct mig_gi *now = find_gi(&t.l, gid);
-    if (now == NULL) {
-        txn_end(&t, 0);
-        return NVML_ERROR_INVALID_ARGUMENT;
     }
     int start = -1;
     for (unsigned int i = 0; i < n && start < 0; i++) {
-        if ((want == NULL || want->start == starts[i]) && ci_fits(now, starts[i], cp->slices)) {
+        if ((want == NULL || want->start == starts[i]) && ci_fits(now, starts[i], a.cp->slices)) {
             start = (int)starts[i];
         }
     }
@@ -1423,8 +1333,8 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
     slot->id = (uint32_t)id;
     slot->profile = profileId;
     slot->start = (uint32_t)start;
-    slot->size = cp->slices;
-    *out = ci_handle(d, gid, (unsigned int)id);
+    slot->size = a.cp->slices;
+    *out = ci_handle(a.d, gid, (unsigned int)id);
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1446,23 +1356,15 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(nvmlG
 
 MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    struct mig_ci *ci = NULL;
-    nvmlReturn_t rc = get_ci(computeInstance, &d, &l, &gi, &ci);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
-    unsigned int gid = gi->id;
-    unsigned int cid = ci->id;
+    MIG_AT(a, get_ci(computeInstance, &a));
+    unsigned int cid = a.ci->id;
     struct mig_txn t;
-    rc = txn_begin(d, &t);
+    struct mig_gi *now = NULL;
+    nvmlReturn_t rc = txn_gi(a.d, a.gi->id, &t, &now);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
-    struct mig_gi *now = find_gi(&t.l, gid);
-    struct mig_ci *cnow = now != NULL ? find_ci(now, cid) : NULL;
+    struct mig_ci *cnow = find_ci(now, cid);
     if (cnow == NULL) {
         txn_end(&t, 0);
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -1476,23 +1378,15 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
                                                             nvmlComputeInstance_t *computeInstances,
                                                             unsigned int *count)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    const struct state_mig_gi *gp = NULL;
-    const struct state_mig_ci *cp = NULL;
-    nvmlReturn_t rc = ci_by_profile_id(gpuInstance, profileId, &d, &l, &gi, &gp, &cp);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, ci_by_profile_id(gpuInstance, profileId, &a));
     REQUIRE_ARG(computeInstances);
     REQUIRE_ARG(count);
-    unsigned int cap = ci_placements(cp->slices, gp->slices, NULL);
+    unsigned int cap = ci_placements(a.cp->slices, a.gp->slices, NULL);
     unsigned int n = 0;
     for (unsigned int cid = 0; cid < MIG_MAX_CI; cid++) {
-        struct mig_ci *ci = find_ci(gi, cid);
-        if (ci != NULL && ci->profile == profileId && n < cap && mock_mig_visible(d->board, gi->id, cid)) {
-            computeInstances[n++] = ci_handle(d, gi->id, cid);
+        struct mig_ci *ci = find_ci(a.gi, cid);
+        if (ci != NULL && ci->profile == profileId && n < cap && mock_mig_visible(a.d->board, a.gi->id, cid)) {
+            computeInstances[n++] = ci_handle(a.d, a.gi->id, cid);
         }
     }
     *count = n;
@@ -1502,39 +1396,26 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gp
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance, unsigned int id,
                                                                nvmlComputeInstance_t *computeInstance)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    nvmlReturn_t rc = get_gi(gpuInstance, &d, &l, &gi);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_gi(gpuInstance, &a));
     REQUIRE_ARG(computeInstance);
-    if (id >= MIG_MAX_CI || find_ci(gi, id) == NULL || !mock_mig_visible(d->board, gi->id, id)) {
+    if (id >= MIG_MAX_CI || find_ci(a.gi, id) == NULL || !mock_mig_visible(a.d->board, a.gi->id, id)) {
         return NVML_ERROR_NOT_FOUND;
     }
-    *computeInstance = ci_handle(d, gi->id, id);
+    *computeInstance = ci_handle(a.d, a.gi->id, id);
     return NVML_SUCCESS;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
                                                        nvmlComputeInstanceInfo_t *info)
 {
-    const struct nvmlDevice_st *d = NULL;
-    struct mig_layout l;
-    struct mig_gi *gi = NULL;
-    struct mig_ci *ci = NULL;
-    nvmlReturn_t rc = get_ci(computeInstance, &d, &l, &gi, &ci);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
+    MIG_AT(a, get_ci(computeInstance, &a));
     REQUIRE_ARG(info);
-    info->device = (nvmlDevice_t)(uintptr_t)d;
-    info->gpuInstance = gi_handle(d, gi->id);
-    info->id = ci->id;
-    info->profileId = ci->profile;
-    info->placement.start = ci->start;
-    info->placement.size = ci->size;
+    info->device = (nvmlDevice_t)(uintptr_t)a.d;
+    info->gpuInstance = gi_handle(a.d, a.gi->id);
+    info->id = a.ci->id;
+    info->profileId = a.ci->profile;
+    info->placement.start = a.ci->start;
+    info->placement.size = a.ci->size;
     return NVML_SUCCESS;
 }
 
@@ -1546,22 +1427,34 @@ MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t comput
 
 /* --- MIG devices ------------------------------------------------------------------------ */
 
+/* The answer of a call asked of either kind of device handle, before it writes: a bad handle,
+ * then a missing `out`, then for a MIG device the state of its instances (*v filled when that
+ * is success) and for a whole GPU `whole`. *mig says which kind the handle is. */
+static nvmlReturn_t mig_or_gpu(nvmlDevice_t device, const void *out, nvmlReturn_t whole, struct mock_mig_view *v,
+                               int *mig)
+{
+    nvmlReturn_t rc;
+    *mig = mock_mig_device(device, v, &rc);
+    if (*mig) {
+        return out == NULL ? NVML_ERROR_INVALID_ARGUMENT : rc;
+    }
+    const struct nvmlDevice_st *d = NULL;
+    rc = mock_device(device, &d);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    return out == NULL ? NVML_ERROR_INVALID_ARGUMENT : whole;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
 {
     struct mock_mig_view v;
-    nvmlReturn_t rc;
-    if (mock_mig_device(device, &v, &rc)) {
-        REQUIRE_ARG(isMigDevice);
-        if (rc == NVML_SUCCESS) {
-            *isMigDevice = 1;
-        }
-        return rc;
+    int mig;
+    nvmlReturn_t rc = mig_or_gpu(device, isMigDevice, NVML_SUCCESS, &v, &mig);
+    if (rc == NVML_SUCCESS) {
+        *isMigDevice = mig ? 1 : 0;
     }
-    GET_DEVICE(device, d);
-    (void)d;
-    REQUIRE_ARG(isMigDevice);
-    *isMigDevice = 0;
-    return NVML_SUCCESS;
+    return rc;
 }
 
 /* Zero unless MIG is enabled, then the most compute instances a GPU can hold (7). */
@@ -1599,50 +1492,34 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t *device)
 {
     struct mock_mig_view v;
-    nvmlReturn_t rc;
-    if (mock_mig_device(migDevice, &v, &rc)) {
-        REQUIRE_ARG(device);
-        if (rc == NVML_SUCCESS) {
-            *device = (nvmlDevice_t)(uintptr_t)v.parent;
-        }
-        return rc;
+    int mig;
+    /* a whole GPU's handle is not a MIG device handle */
+    nvmlReturn_t rc = mig_or_gpu(migDevice, device, NVML_ERROR_INVALID_ARGUMENT, &v, &mig);
+    if (rc == NVML_SUCCESS) {
+        *device = (nvmlDevice_t)(uintptr_t)v.parent;
     }
-    GET_DEVICE(migDevice, d);
-    (void)d;
-    REQUIRE_ARG(device);
-    return NVML_ERROR_INVALID_ARGUMENT; /* not a MIG device handle */
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     struct mock_mig_view v;
-    nvmlReturn_t rc;
-    if (mock_mig_device(device, &v, &rc)) {
-        REQUIRE_ARG(id);
-        if (rc == NVML_SUCCESS) {
-            *id = v.gi_id;
-        }
-        return rc;
+    int mig;
+    /* a whole GPU has no GPU instance id */
+    nvmlReturn_t rc = mig_or_gpu(device, id, NVML_ERROR_NOT_SUPPORTED, &v, &mig);
+    if (rc == NVML_SUCCESS) {
+        *id = v.gi_id;
     }
-    GET_DEVICE(device, d);
-    (void)d;
-    REQUIRE_ARG(id);
-    return NVML_ERROR_NOT_SUPPORTED; /* a whole GPU has no GPU instance id */
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
 {
     struct mock_mig_view v;
-    nvmlReturn_t rc;
-    if (mock_mig_device(device, &v, &rc)) {
-        REQUIRE_ARG(id);
-        if (rc == NVML_SUCCESS) {
-            *id = v.ci_id;
-        }
-        return rc;
+    int mig;
+    nvmlReturn_t rc = mig_or_gpu(device, id, NVML_ERROR_NOT_SUPPORTED, &v, &mig);
+    if (rc == NVML_SUCCESS) {
+        *id = v.ci_id;
     }
-    GET_DEVICE(device, d);
-    (void)d;
-    REQUIRE_ARG(id);
-    return NVML_ERROR_NOT_SUPPORTED;
+    return rc;
 }

@@ -36,6 +36,7 @@ from typing import Final
 
 import yaml
 
+from nvml_mock_engine._mig_fields import CI_PROFILE_FIELDS, GI_PROFILE_FIELDS
 from nvml_mock_engine.errors import ConfigError, StageError
 from nvml_mock_engine.mig import MigGpuInstanceProfile
 
@@ -254,38 +255,13 @@ class _Nvml:
 
 
 class _GiProfile(ctypes.Structure):
-    _fields_ = [
-        (n, ctypes.c_uint)
-        for n in (
-            "id",
-            "isP2pSupported",
-            "sliceCount",
-            "instanceCount",
-            "multiprocessorCount",
-            "copyEngineCount",
-            "decoderCount",
-            "encoderCount",
-            "jpegCount",
-            "ofaCount",
-        )
-    ] + [("memorySizeMB", ctypes.c_ulonglong)]
+    _fields_ = [(n, ctypes.c_uint) for n in GI_PROFILE_FIELDS] + [
+        ("memorySizeMB", ctypes.c_ulonglong)
+    ]
 
 
 class _CiProfile(ctypes.Structure):
-    _fields_ = [
-        (n, ctypes.c_uint)
-        for n in (
-            "id",
-            "sliceCount",
-            "instanceCount",
-            "multiprocessorCount",
-            "sharedCopyEngineCount",
-            "sharedDecoderCount",
-            "sharedEncoderCount",
-            "sharedJpegCount",
-            "sharedOfaCount",
-        )
-    ]
+    _fields_ = [(n, ctypes.c_uint) for n in CI_PROFILE_FIELDS]
 
 
 GI_IDS: Final = 14

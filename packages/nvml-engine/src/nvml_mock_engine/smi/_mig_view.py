@@ -89,8 +89,9 @@ class MigDevice:
         self.ecc_volatile_uncorrected = ecc_volatile_uncorrected
 
 
-def mig_devices(device: Device) -> list[MigDevice]:
-    """The GPU's MIG devices, by index; empty unless MIG is on."""
+def mig_handles(device: Device) -> list[tuple[int, c_void_p]]:
+    """(index, handle) of the GPU's MIG devices; empty unless MIG is on. The one walk that
+    ``-L``, the default table and ``-q`` share, so they list the same devices."""
     try:
         if device.mig_mode()[0] != 1:
             return []
@@ -107,8 +108,13 @@ def mig_devices(device: Device) -> list[MigDevice]:
             )
         except NvmlError:
             continue
-        found.append(_one(Device(device.nvml, handle, index), index))
+        found.append((index, handle))
     return found
+
+
+def mig_devices(device: Device) -> list[MigDevice]:
+    """The GPU's MIG devices, by index; empty unless MIG is on."""
+    return [_one(Device(device.nvml, h, index), index) for index, h in mig_handles(device)]
 
 
 def _one(mig: Device, index: int) -> MigDevice:

@@ -15,10 +15,10 @@ from .._registry import ID, LIBRARY, Command, Option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from typing import Any
 
-    from .._nvml import Device, Nvml
+    from .._nvml import Device, Nvml, NvmlError
 
 EXIT_NO_PERMISSION = 4
 ERROR_NO_PERMISSION = 4
@@ -58,6 +58,11 @@ def _ids(text: str | None) -> list[int] | None:
         raise SmiError("Invalid combination of input arguments.", EXIT_INVALID_ARGUMENT) from None
 
 
+def _exit_code(exc: NvmlError) -> int:
+    """The real tool's exit status for a refused MIG change: 4 for missing permissions."""
+    return EXIT_NO_PERMISSION if exc.code == ERROR_NO_PERMISSION else 1
+
+
 def _run(options: Options, write: Callable[[str], None]) -> int:
     from .._app import each_pass
 
@@ -81,8 +86,10 @@ class _Mig:
             c_void_p,
         )
 
+        from ..._mig_fields import CI_PROFILE_FIELDS, GI_PROFILE_FIELDS
+
         class GiProfile(Structure):
-            _fields_ = [(n, c_uint) for n in _GI_FIELDS] + [("memorySizeMB", c_ulonglong)]
+            _fields_ = [(n, c_uint) for n in GI_PROFILE_FIELDS] + [("memorySizeMB", c_ulonglong)]
 
         class Placement(Structure):
             _fields_ = [("start", c_uint), ("size", c_uint)]
@@ -96,7 +103,7 @@ class _Mig:
             ]
 
         class CiProfile(Structure):
-            _fields_ = [(n, c_uint) for n in _CI_FIELDS]
+            _fields_ = [(n, c_uint) for n in CI_PROFILE_FIELDS]
 
         class CiInfo(Structure):
             _fields_ = [
@@ -153,6 +160,32 @@ class _Mig:
                 continue
             gis.append(handle)
         return gis
+
+    def _picked_gis(self, wanted: list[int] | None) -> Iterator[tuple[Device, Any, int]]:
+        """(device, handle, id) of each GPU instance ``-gi`` picks (every one without it)."""
+        for device in self.devices:
+            for gi in self._gis(device):
+                gid = getattr(self._gi_info(gi), "id")  # noqa: B009
+                if wanted is None or gid in wanted:
+                    yield device, gi, gid
+
+    def _ci_profiles(self, gi: Any) -> list[tuple[int, Any]]:
+        """(index, info) of each compute-instance profile the GPU instance offers."""
+        from ctypes import byref
+
+        from .._nvml import NvmlError
+
+        offered = []
+        for index in range(CI_PROFILE_COUNT):
+            info = self.CiProfile()
+            try:
+                self.nvml.call(
+                    "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, index, 0, byref(info)
+                )
+            except NvmlError:
+                continue
+            offered.append((index, info))
+        return offered
 
     def _gi_info(self, gi: Any) -> Any:
         from ctypes import byref
@@ -228,7 +261,7 @@ class _Mig:
             except NvmlError as exc:
                 what = "enable" if mode else "disable"
                 self.write(f"Unable to {what} MIG Mode for GPU {bus}: {exc.text}\n")
-                rc = EXIT_NO_PERMISSION if exc.code == ERROR_NO_PERMISSION else 1
+                rc = _exit_code(exc)
                 continue
             if status.value != 0:
                 self.write(
@@ -244,6 +277,8 @@ class _Mig:
         return rc
 
     def list_profiles(self) -> int:
+        from ..._mig_fields import GI_PROFILE_FIELDS
+
         rule = "+" + "-" * 77 + "+"
         lines = [
             rule,
@@ -254,7 +289,7 @@ class _Mig:
         ]
         for device in self.devices:
             for index, info in self._gi_profiles(device):
-                v = {n: getattr(info, n) for n in (*_GI_FIELDS, "memorySizeMB")}
+                v = {n: getattr(info, n) for n in (*GI_PROFILE_FIELDS, "memorySizeMB")}
                 free = self._remaining(device, v["id"])
                 name = _gi_name(self.nvml, device, index)
                 total = f"{free}/{v['instanceCount']}"
@@ -380,8 +415,6 @@ class _Mig:
         GPU instance."""
         from ctypes import byref
 
-        from .._nvml import NvmlError
-
         rule = "+" + "-" * 86 + "+"
         lines = [
             rule,
@@ -400,48 +433,25 @@ class _Mig:
             ),
             "|" + "=" * 86 + "|",
         ]
-        wanted = _ids(self.options.extra.get("gi"))
-        for device in self.devices:
-            for gi in self._gis(device):
-                gid = getattr(self._gi_info(gi), "id")  # noqa: B009
-                if wanted is not None and gid not in wanted:
-                    continue
-                offered = []
-                for index in range(CI_PROFILE_COUNT):
-                    info = self.CiProfile()
-                    try:
-                        self.nvml.call(
-                            "nvmlGpuInstanceGetComputeInstanceProfileInfo",
-                            gi,
-                            index,
-                            0,
-                            byref(info),
-                        )
-                    except NvmlError:
-                        continue
-                    offered.append((index, info))
-                widest = max((info.sliceCount for _i, info in offered), default=0)
-                for index, info in offered:
-                    free = self.c_uint(0)
-                    self.nvml.call(
-                        "nvmlGpuInstanceGetComputeInstanceRemainingCapacity",
-                        gi,
-                        index,
-                        byref(free),
-                    )
-                    name = self._ci_name(device, gi, index)
-                    star = "*" if info.sliceCount == widest else " "
-                    total = f"{free.value}/{info.instanceCount}"
-                    lines.append(
-                        f"|{device.index:>4}{gid:>7}       MIG {name:<16}{info.id:>2}{star}"
-                        f"     {total:<14}{info.multiprocessorCount:<10}"
-                        f"{info.sharedDecoderCount:<6}{info.sharedEncoderCount:<6}"
-                        f"{info.sharedOfaCount:<4}|"
-                    )
-                    lines.append(
-                        f"|{'':70}{info.sharedCopyEngineCount:<6}{info.sharedJpegCount:<10}|"
-                    )
-                    lines.append(rule)
+        for device, gi, gid in self._picked_gis(_ids(self.options.extra.get("gi"))):
+            offered = self._ci_profiles(gi)
+            widest = max((info.sliceCount for _i, info in offered), default=0)
+            for index, info in offered:
+                free = self.c_uint(0)
+                self.nvml.call(
+                    "nvmlGpuInstanceGetComputeInstanceRemainingCapacity", gi, index, byref(free)
+                )
+                name = self._ci_name(device, gi, index)
+                star = "*" if info.sliceCount == widest else " "
+                total = f"{free.value}/{info.instanceCount}"
+                lines.append(
+                    f"|{device.index:>4}{gid:>7}       MIG {name:<16}{info.id:>2}{star}"
+                    f"     {total:<14}{info.multiprocessorCount:<10}"
+                    f"{info.sharedDecoderCount:<6}{info.sharedEncoderCount:<6}"
+                    f"{info.sharedOfaCount:<4}|"
+                )
+                lines.append(f"|{'':70}{info.sharedCopyEngineCount:<6}{info.sharedJpegCount:<10}|")
+                lines.append(rule)
         if len(lines) == 6:
             raise SmiError("No GPU instances found: Not Found", 6)
         self.write("\n".join(lines) + "\n")
@@ -450,12 +460,15 @@ class _Mig:
     def _ci_name(self, device: Device, gi: Any, profile: int) -> str:
         from ctypes import Structure, byref, c_char, c_uint
 
+        from ..._mig_fields import CI_PROFILE_FIELDS
         from .._nvml import NvmlError, struct_version
 
         class CiProfileV2(Structure):
-            _fields_ = (
-                [("version", c_uint)] + [(n, c_uint) for n in _CI_FIELDS] + [("name", c_char * 96)]
-            )
+            _fields_ = [
+                ("version", c_uint),
+                *((n, c_uint) for n in CI_PROFILE_FIELDS),
+                ("name", c_char * 96),
+            ]
 
         info = CiProfileV2()
         info.version = struct_version(CiProfileV2, 2)
@@ -499,7 +512,7 @@ class _Mig:
                         f"Unable to create a GPU instance on GPU {device.index} using "
                         f"profile {want}: {exc.text}\n"
                     )
-                    rc = EXIT_NO_PERMISSION if exc.code == ERROR_NO_PERMISSION else 1
+                    rc = _exit_code(exc)
                     continue
                 gid = getattr(self._gi_info(gi), "id")  # noqa: B009
                 name = _gi_name(self.nvml, device, index)
@@ -522,18 +535,8 @@ class _Mig:
         from .._nvml import NvmlError
 
         if profile is None:  # the default: the compute instance that spans the GPU instance
-            best = None
-            for index in range(CI_PROFILE_COUNT):
-                info = self.CiProfile()
-                try:
-                    self.nvml.call(
-                        "nvmlGpuInstanceGetComputeInstanceProfileInfo", gi, index, 0, byref(info)
-                    )
-                except NvmlError:
-                    continue
-                if best is None or info.sliceCount > best[1]:
-                    best = (index, info.sliceCount)
-            profile = best[0] if best else 0
+            offered = self._ci_profiles(gi)
+            profile = max(offered, key=lambda item: item[1].sliceCount)[0] if offered else 0
         ci = self.c_void_p()
         try:
             self.nvml.call("nvmlGpuInstanceCreateComputeInstance", gi, profile, byref(ci))
@@ -542,7 +545,7 @@ class _Mig:
                 f"Unable to create a compute instance on GPU {device.index:>2} GPU"
                 f" instance ID {gid:>2} using profile {profile}: {exc.text}\n"
             )
-            return EXIT_NO_PERMISSION if exc.code == ERROR_NO_PERMISSION else 1
+            return _exit_code(exc)
         created = self.CiInfo()
         self.nvml.call("nvmlComputeInstanceGetInfo_v2", ci, byref(created))
         name = self._ci_name(device, gi, profile)
@@ -556,39 +559,29 @@ class _Mig:
     def create_cis(self) -> int:
         text = self.options.extra.get("cci", "")
         profiles: list[int | None] = [None] if not text else [int(p) for p in text.split(",")]
-        wanted = _ids(self.options.extra.get("gi"))
         rc = 0
-        for device in self.devices:
-            for gi in self._gis(device):
-                gid = getattr(self._gi_info(gi), "id")  # noqa: B009
-                if wanted is not None and gid not in wanted:
-                    continue
-                for profile in profiles:
-                    rc = max(rc, self._create_ci(device, gi, gid, profile))
+        for device, gi, gid in self._picked_gis(_ids(self.options.extra.get("gi"))):
+            for profile in profiles:
+                rc = max(rc, self._create_ci(device, gi, gid, profile))
         return rc
 
     def destroy_gis(self) -> int:
         from .._nvml import NvmlError
 
-        wanted = _ids(self.options.extra.get("gi"))
         rc = 0
-        for device in self.devices:
-            for gi in self._gis(device):
-                gid = getattr(self._gi_info(gi), "id")  # noqa: B009
-                if wanted is not None and gid not in wanted:
-                    continue
-                try:
-                    self.nvml.call("nvmlGpuInstanceDestroy", gi)
-                except NvmlError as exc:
-                    self.write(
-                        f"Unable to destroy GPU instance ID {gid:>2} from GPU"
-                        f" {device.index:>2}: {exc.text}\n"
-                    )
-                    rc = EXIT_NO_PERMISSION if exc.code == ERROR_NO_PERMISSION else 1
-                    continue
+        for device, gi, gid in self._picked_gis(_ids(self.options.extra.get("gi"))):
+            try:
+                self.nvml.call("nvmlGpuInstanceDestroy", gi)
+            except NvmlError as exc:
                 self.write(
-                    f"Successfully destroyed GPU instance ID {gid:>2} from GPU {device.index:>2}\n"
+                    f"Unable to destroy GPU instance ID {gid:>2} from GPU"
+                    f" {device.index:>2}: {exc.text}\n"
                 )
+                rc = _exit_code(exc)
+                continue
+            self.write(
+                f"Successfully destroyed GPU instance ID {gid:>2} from GPU {device.index:>2}\n"
+            )
         return rc
 
     def destroy_cis(self) -> int:
@@ -597,64 +590,36 @@ class _Mig:
         wanted_gi = _ids(self.options.extra.get("gi"))
         wanted_ci = _ids(self.options.extra.get("ci"))
         rc = 0
-        for device in self.devices:
-            for gi in self._gis(device):
-                gid = getattr(self._gi_info(gi), "id")  # noqa: B009
-                if wanted_gi is not None and gid not in wanted_gi:
+        for device, gi, gid in self._picked_gis(wanted_gi):
+            for handle, info in self._cis(gi):
+                cid = getattr(info, "id")  # noqa: B009
+                if wanted_ci is not None and cid not in wanted_ci:
                     continue
-                for handle, info in self._cis(gi):
-                    cid = getattr(info, "id")  # noqa: B009
-                    if wanted_ci is not None and cid not in wanted_ci:
-                        continue
-                    try:
-                        self.nvml.call("nvmlComputeInstanceDestroy", handle)
-                    except NvmlError as exc:
-                        self.write(
-                            f"Unable to destroy compute instance ID {cid:>2} from GPU"
-                            f" {device.index:>2} GPU instance ID {gid:>2}: {exc.text}\n"
-                        )
-                        rc = EXIT_NO_PERMISSION if exc.code == ERROR_NO_PERMISSION else 1
-                        continue
+                try:
+                    self.nvml.call("nvmlComputeInstanceDestroy", handle)
+                except NvmlError as exc:
                     self.write(
-                        f"Successfully destroyed compute instance ID {cid:>2} from GPU"
-                        f" {device.index:>2} GPU instance ID {gid:>2}\n"
+                        f"Unable to destroy compute instance ID {cid:>2} from GPU"
+                        f" {device.index:>2} GPU instance ID {gid:>2}: {exc.text}\n"
                     )
+                    rc = _exit_code(exc)
+                    continue
+                self.write(
+                    f"Successfully destroyed compute instance ID {cid:>2} from GPU"
+                    f" {device.index:>2} GPU instance ID {gid:>2}\n"
+                )
         return rc
-
-
-_GI_FIELDS = (
-    "id",
-    "isP2pSupported",
-    "sliceCount",
-    "instanceCount",
-    "multiprocessorCount",
-    "copyEngineCount",
-    "decoderCount",
-    "encoderCount",
-    "jpegCount",
-    "ofaCount",
-)
-_CI_FIELDS = (
-    "id",
-    "sliceCount",
-    "instanceCount",
-    "multiprocessorCount",
-    "sharedCopyEngineCount",
-    "sharedDecoderCount",
-    "sharedEncoderCount",
-    "sharedJpegCount",
-    "sharedOfaCount",
-)
 
 
 def _gi_name(nvml: Nvml, device: Device, index: int) -> str:
     """A profile's name (``1g.10gb``) from the V profile info."""
     from ctypes import Structure, byref, c_char, c_uint, c_ulonglong
 
+    from ..._mig_fields import GI_PROFILE_FIELDS
     from .._nvml import struct_version
 
     fields: list[tuple[str, Any]] = [("version", c_uint)]
-    fields += [(n, c_uint) for n in _GI_FIELDS]
+    fields += [(n, c_uint) for n in GI_PROFILE_FIELDS]
     fields += [("memorySizeMB", c_ulonglong), ("name", c_char * 96)]
 
     class GiProfileV2(Structure):
@@ -680,26 +645,12 @@ COMMANDS = (
 def list_rows(device: Device) -> list[str]:
     """``-L``'s rows for a GPU's MIG devices (none unless MIG is enabled):
     ``  MIG 1g.10gb     Device  0: (UUID: MIG-...)``."""
-    from ctypes import byref, c_uint, c_void_p, create_string_buffer
+    from ctypes import c_uint, create_string_buffer
 
-    from .._nvml import NvmlError
+    from .._mig_view import mig_handles
 
-    try:
-        if device.mig_mode()[0] != 1:
-            return []
-        count = c_uint(0)
-        device.nvml.call("nvmlDeviceGetMaxMigDeviceCount", device.handle, byref(count))
-    except NvmlError:
-        return []
     rows = []
-    for index in range(count.value):
-        mig = c_void_p()
-        try:
-            device.nvml.call(
-                "nvmlDeviceGetMigDeviceHandleByIndex", device.handle, index, byref(mig)
-            )
-        except NvmlError:
-            break
+    for index, mig in mig_handles(device):
         name, uuid = create_string_buffer(96), create_string_buffer(96)
         device.nvml.call("nvmlDeviceGetName", mig, name, c_uint(96))
         device.nvml.call("nvmlDeviceGetUUID", mig, uuid, c_uint(96))
