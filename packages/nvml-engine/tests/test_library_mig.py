@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -314,7 +315,11 @@ def test_mig_devices_are_seen_by_other_processes_and_keep_their_uuids(
         print(json.dumps(out))
         """
     )
-    env = {"MOCK_NVML_CONFIG": str(tmp_path / "state.nvmlmock")}
+    # The child gets only the state, plus the sanitizer runtime when this run has one
+    # (make asan-check preloads it; an ASan library refuses to load without it).
+    sanitizer = ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")
+    env = {k: os.environ[k] for k in sanitizer if k in os.environ}
+    env["MOCK_NVML_CONFIG"] = str(tmp_path / "state.nvmlmock")
     seen = json.loads(
         subprocess.run(
             [sys.executable, "-c", script, str(library_file)],
