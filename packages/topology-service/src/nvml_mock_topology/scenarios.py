@@ -63,6 +63,7 @@ from nvml_mock_topology.source import (
     signature_of,
 )
 from nvml_mock_topology.store import TopologyStore
+from nvml_mock_topology.watchers import Watchers
 
 __all__ = [
     "ScenarioFile",
@@ -268,8 +269,7 @@ class ScenarioStore:
     def __init__(self, topology: TopologyStore, snapshot: ScenarioSnapshot) -> None:
         self.topology = topology
         self._snapshot = snapshot
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._watching = 0
+        self._watchers = Watchers()
         self._reports: dict[str, dict[str, _Reported]] = {}
         self._tally: dict[str, _Tally] = {}
         """Per scenario, its current reports counted by state: kept up to date by each
@@ -300,7 +300,7 @@ class ScenarioStore:
 
     @property
     def watching(self) -> int:
-        return self._watching
+        return self._watchers.watching
 
     def prepare(
         self, document: ScenarioDocument | None, source: str | None
@@ -327,13 +327,7 @@ class ScenarioStore:
             return self.commit(self.prepare(snapshot.document, snapshot.source))
         self._snapshot = snapshot
         self._retally()
-        woken = 0
-        for node, waiters in self._waiters.items():
-            if node in changed or not snapshot.known(node):
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_result(None)
-                        woken += 1
+        woken = self._watchers.wake_where(lambda node: node in changed or not snapshot.known(node))
         logger.info(
             "serving scenarios revision %d",
             snapshot.revision,
@@ -351,37 +345,17 @@ class ScenarioStore:
         return self.commit(self.prepare(document, source))
 
     def release_watchers(self) -> int:
-        released = 0
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-                    released += 1
-        return released
+        return self._watchers.release()
 
     async def watch(
         self, node: str, known: int, timeout: float, gone: asyncio.Future[None] | None = None
     ) -> Answer:
         """The node's answer once its revision differs from ``known`` (or after ``timeout``)."""
-        answer = self._snapshot.answer(node)
-        if answer.revision != known or timeout <= 0 or self.topology.closing:
-            return answer
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        waiters = self._waiters.setdefault(node, set())
-        waiters.add(waiter)
-        timer = loop.call_later(timeout, _resolve, waiter)
-        if gone is not None:
-            gone.add_done_callback(lambda _: _resolve(waiter))
-        self._watching += 1
-        try:
-            await waiter
-        finally:
-            self._watching -= 1
-            timer.cancel()
-            waiters.discard(waiter)
-            if not waiters and self._waiters.get(node) is waiters:
-                del self._waiters[node]
+        return await self._watchers.watch(
+            node, known, timeout, gone, self._lookup, closing=self.topology.closing
+        )
+
+    def _lookup(self, node: str) -> Answer:
         return self._snapshot.answer(node)
 
     # -- status -------------------------------------------------------------------------
@@ -528,11 +502,6 @@ class ScenarioStore:
             applied += tally.states["applied"]
             failed += tally.states["failed"]
         return applied, failed
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 class WriteAccess:
