@@ -56,10 +56,10 @@ from nvml_mock_protocol.topology import DOCUMENT_MAX_BYTES, DOCUMENT_MAX_ITEMS, 
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.snapshot import Answer, next_revision
 from nvml_mock_topology.source import (
-    DirectoryNotifier,
     FileSignature,
     StatFailure,
     describe_failure,
+    follow,
     signature_of,
 )
 from nvml_mock_topology.store import TopologyStore
@@ -629,29 +629,8 @@ class ScenarioFile:
 
     async def run(self) -> None:
         """Follow the file until cancelled; one failing check never stops the following."""
-        loop = asyncio.get_running_loop()
-        nudged = asyncio.Event()
-        notifier = DirectoryNotifier.open(self.path.parent)
-        if notifier is not None:
+        await follow(self.path, self.poll_interval, self.check, _unexpected)
 
-            def on_event() -> None:
-                notifier.drain()
-                nudged.set()
 
-            loop.add_reader(notifier.fd, on_event)
-        try:
-            while True:
-                try:
-                    await asyncio.wait_for(nudged.wait(), self.poll_interval)
-                    await asyncio.sleep(0.02)
-                except TimeoutError:
-                    pass
-                nudged.clear()
-                try:
-                    await self.check()
-                except Exception:
-                    logger.exception("unexpected error while checking the scenario file")
-        finally:
-            if notifier is not None:
-                loop.remove_reader(notifier.fd)
-                notifier.close()
+def _unexpected(exc: Exception) -> None:
+    logger.exception("unexpected error while checking the scenario file", exc_info=exc)

@@ -29,6 +29,7 @@ import ctypes
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,7 @@ __all__ = [
     "TopologyFile",
     "describe_failure",
     "describe_os_error",
+    "follow",
     "signature_of",
 ]
 
@@ -201,34 +203,11 @@ class TopologyFile:
 
     async def run(self) -> None:
         """Follow the file until cancelled. Errors in one check are logged, never fatal."""
-        loop = asyncio.get_running_loop()
-        nudged = asyncio.Event()
-        notifier = DirectoryNotifier.open(self.path.parent)
-        if notifier is not None:
+        await follow(self.path, self.poll_interval, self._check_once, self._unexpected)
 
-            def on_event() -> None:
-                notifier.drain()
-                nudged.set()
-
-            loop.add_reader(notifier.fd, on_event)
-        try:
-            while True:
-                try:
-                    await asyncio.wait_for(nudged.wait(), self.poll_interval)
-                    # A burst of events (a symlink swap is several) settles first.
-                    await asyncio.sleep(_SETTLE_SECONDS)
-                except TimeoutError:
-                    pass
-                nudged.clear()
-                try:
-                    await self.check()
-                    self._last_unexpected = None
-                except Exception as exc:  # a bug in one check must not stop reloads for good
-                    self._unexpected(exc)
-        finally:
-            if notifier is not None:
-                loop.remove_reader(notifier.fd)
-                notifier.close()
+    async def _check_once(self) -> None:
+        await self.check()
+        self._last_unexpected = None
 
     def _unexpected(self, exc: Exception) -> None:
         """Log a failure of the follower itself, with its traceback once per distinct error."""
@@ -238,6 +217,47 @@ class TopologyFile:
             return
         self._last_unexpected = text
         logger.exception("unexpected error while checking the topology file")
+
+
+async def follow(
+    path: Path,
+    poll_interval: float,
+    check: Callable[[], Awaitable[object]],
+    unexpected: Callable[[Exception], None],
+) -> None:
+    """Run ``check`` when ``path``'s directory changes, and every ``poll_interval`` anyway.
+
+    Runs until cancelled. A failing check is handed to ``unexpected`` and the following
+    goes on: a bug in one check must not stop reloads for good. The topology file and
+    the scenario file are followed by this one loop.
+    """
+    loop = asyncio.get_running_loop()
+    nudged = asyncio.Event()
+    notifier = DirectoryNotifier.open(path.parent)
+    if notifier is not None:
+
+        def on_event() -> None:
+            notifier.drain()
+            nudged.set()
+
+        loop.add_reader(notifier.fd, on_event)
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(nudged.wait(), poll_interval)
+                # A burst of events (a symlink swap is several) settles first.
+                await asyncio.sleep(_SETTLE_SECONDS)
+            except TimeoutError:
+                pass
+            nudged.clear()
+            try:
+                await check()
+            except Exception as exc:
+                unexpected(exc)
+    finally:
+        if notifier is not None:
+            loop.remove_reader(notifier.fd)
+            notifier.close()
 
 
 _SETTLE_SECONDS = 0.02
