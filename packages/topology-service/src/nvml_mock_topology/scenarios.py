@@ -51,15 +51,15 @@ from nvml_mock_protocol.scenarios import (
     ScenarioError,
     read_scenarios_file,
 )
-from nvml_mock_protocol.topology import DOCUMENT_MAX_BYTES, DOCUMENT_MAX_ITEMS, TopologyDocument
+from nvml_mock_protocol.topology import TopologyDocument
 
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.snapshot import Answer, next_revision
 from nvml_mock_topology.source import (
     FileSignature,
+    FollowedFile,
     StatFailure,
     describe_failure,
-    follow,
     signature_of,
 )
 from nvml_mock_topology.store import TopologyStore
@@ -559,27 +559,8 @@ class WriteAccess:
             raise ProblemError(403, "the bearer token is not the write token")
 
 
-class ScenarioFile:
+class ScenarioFile(FollowedFile[ScenarioStore]):
     """Follows the scenario file (and the topology's revision) and publishes each change."""
-
-    def __init__(
-        self,
-        path: Path,
-        store: ScenarioStore,
-        *,
-        loaded: FileSignature | StatFailure | None,
-        poll_interval: float = 1.0,
-        max_bytes: int = DOCUMENT_MAX_BYTES,
-        max_items: int = DOCUMENT_MAX_ITEMS,
-    ) -> None:
-        self.path = path
-        self.store = store
-        self.poll_interval = poll_interval
-        self.max_bytes = max_bytes
-        self.max_items = max_items
-        self._seen = loaded
-        self.reloads = 0
-        self.failures = 0
 
     async def check(self) -> bool:
         """Reload when the file or the topology changed; True when a change was published."""
@@ -627,10 +608,5 @@ class ScenarioFile:
             extra={"path": str(self.path)},
         )
 
-    async def run(self) -> None:
-        """Follow the file until cancelled; one failing check never stops the following."""
-        await follow(self.path, self.poll_interval, self.check, _unexpected)
-
-
-def _unexpected(exc: Exception) -> None:
-    logger.exception("unexpected error while checking the scenario file", exc_info=exc)
+    def _unexpected(self, exc: Exception) -> None:
+        logger.exception("unexpected error while checking the scenario file")
