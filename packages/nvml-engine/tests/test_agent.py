@@ -6,9 +6,7 @@ millisecond a run starts and ends, without sleeping through durations.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -16,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from conftest import StateWriter
 from nvml_mock_engine import faults, live
 from nvml_mock_engine.agent import Agent, serve_probes
@@ -26,6 +23,7 @@ from nvml_mock_protocol.topology import parse_topology
 from nvml_mock_topology.api import create_app
 from nvml_mock_topology.scenarios import ScenarioStore, WriteAccess
 from nvml_mock_topology.store import TopologyStore
+from nvml_mock_topology.testing import ThreadedServer
 
 T0 = 1_796_133_600_000  # 2026-12-01T14:00:00Z, in ms
 START = "2026-12-01T14:00:00Z"
@@ -36,7 +34,7 @@ TOPOLOGY = parse_topology(
 )
 
 
-class Service:
+class Service(ThreadedServer):
     """A real topology service with a scenario store, on a free loopback port."""
 
     def __init__(
@@ -49,40 +47,14 @@ class Service:
         app = create_app(
             self.topology, scenarios=self.scenarios, write_access=access, report_rate=report_rate
         )
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        try:
-            self.loop.run_until_complete(self.server.serve())
-        finally:
-            self.loop.close()
+        super().__init__(app, port=port)
 
     def __enter__(self) -> Service:
-        self.thread.start()
-        for _ in range(500):
-            if self.server.started:
-                break
-            self.thread.join(0.01)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        super().__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self.thread.is_alive():
-            self.server.should_exit = True
-            self.thread.join(10)
-
     def replace(self, scenarios: str) -> None:
-        assert self.loop is not None
-
-        async def run() -> None:
-            self.scenarios.replace(parse_scenarios(scenarios))
-
-        asyncio.run_coroutine_threadsafe(run(), self.loop).result(5)
+        self.call(self.scenarios.replace, parse_scenarios(scenarios))
 
     def get(self, path: str) -> Any:
         with urllib.request.urlopen(self.url + path, timeout=10) as response:

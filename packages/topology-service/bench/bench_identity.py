@@ -231,6 +231,27 @@ async def fixed_rate(port: int, nodes: list[str], rate: int, seconds: float) -> 
     return latencies
 
 
+async def connect_and_look_up(
+    port: int, nodes: list[str], endpoint: str
+) -> tuple[list[tuple[asyncio.StreamReader, asyncio.StreamWriter]], list[int]]:
+    """One kept-alive connection per node (opened 500 at a time), each having asked once for
+    ``/v1/nodes/{node}/{endpoint}``: the connections, and the revision each answer named,
+    from which the watches then start."""
+    connections: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    for start in range(0, len(nodes), 500):
+        batch = nodes[start : start + 500]
+        connections += await asyncio.gather(
+            *(asyncio.open_connection("127.0.0.1", port) for _ in batch)
+        )
+    for (_, writer), node in zip(connections, nodes, strict=True):
+        writer.write(f"GET /v1/nodes/{node}/{endpoint} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+    revisions = []
+    for reader, _ in connections:
+        _, body = await _read_response(reader)
+        revisions.append(json.loads(body)["revision"])
+    return connections, revisions
+
+
 async def watchers(
     port: int, pid: int, nodes: list[str], count: int, *, path: Path, moved: dict[str, object]
 ) -> tuple[float, float, float, int]:
@@ -240,18 +261,7 @@ async def watchers(
     watchers that got the new identity).
     """
     chosen = random.sample(nodes, count)
-    connections = []
-    for start in range(0, count, 500):
-        batch = await asyncio.gather(
-            *(asyncio.open_connection("127.0.0.1", port) for _ in chosen[start : start + 500])
-        )
-        connections.extend(batch)
-    revisions = []
-    for (_, writer), node in zip(connections, chosen, strict=True):
-        writer.write(f"GET /v1/nodes/{node}/identity HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
-    for reader, _ in connections:
-        _, body = await _read_response(reader)
-        revisions.append(json.loads(body)["revision"])
+    connections, revisions = await connect_and_look_up(port, chosen, "identity")
     done_at: list[float] = []
     got_new = 0
 

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_identity import (
     NODES,
     _read_response,
+    connect_and_look_up,
     fixed_rate,
     free_port,
     rss_mb,
@@ -115,6 +117,29 @@ async def _report(
     raise RuntimeError("the service keeps closing the agents' connections")
 
 
+async def _report_as_agent(
+    port: int,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    node: str,
+    revision: int,
+    *,
+    again: Callable[[str], None],
+    jitter: random.Random,
+) -> tuple[bool, asyncio.StreamReader, asyncio.StreamWriter]:
+    """Report ``node`` once, as the agent does: a 429 hands the node to ``again`` after its
+    ``Retry-After`` plus a jitter under a second. Returns whether it was taken (False: 429),
+    and the connection to go on with; any other answer than 200 stops the bench."""
+    status, headers, reader, writer = await _report(port, reader, writer, node, revision)
+    if status == 429:
+        delay = int(headers.get("retry-after", "1")) + jitter.random()
+        asyncio.get_running_loop().call_later(delay, again, node)
+        return False, reader, writer
+    if status != 200:
+        raise RuntimeError(f"a report was answered {status}")
+    return True, reader, writer
+
+
 async def reports(
     port: int, nodes: list[str], revision: int, rate: float, concurrency: int = 64
 ) -> tuple[float, int]:
@@ -122,7 +147,6 @@ async def reports(
     ``concurrency`` connections go). A report answered 429 is sent again after its
     ``Retry-After`` plus a jitter under a second, as the agent does. Returns the seconds
     until every report was taken, and how many answers were 429."""
-    loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str | None] = asyncio.Queue()
     throttled = taken = 0
     all_taken = asyncio.Event()
@@ -135,14 +159,12 @@ async def reports(
             node = await queue.get()
             if node is None:
                 break
-            status, headers, reader, writer = await _report(port, reader, writer, node, revision)
-            if status == 429:
+            ok, reader, writer = await _report_as_agent(
+                port, reader, writer, node, revision, again=queue.put_nowait, jitter=jitter
+            )
+            if not ok:
                 throttled += 1
-                delay = int(headers.get("retry-after", "1")) + jitter.random()
-                loop.call_later(delay, queue.put_nowait, node)
                 continue
-            if status != 200:
-                raise RuntimeError(f"a report was answered {status}")
             taken += 1
             if taken == len(nodes):
                 all_taken.set()
@@ -224,7 +246,6 @@ async def _interleaved_agents(
     """10,000 agents, each reporting once per round, ``rate`` new reports per second, in
     the odd windows after ``epoch`` (``time.monotonic``) only; a 429 is retried after its
     ``Retry-After`` plus a jitter under a second. Returns (taken, answered 429)."""
-    loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
     taken = throttled = 0
     jitter = random.Random(7)
@@ -255,14 +276,12 @@ async def _interleaved_agents(
             window = int((now - epoch) / WINDOW)
             if window % 2 == 0:  # a retry due in an "alone" window waits for the next one
                 await asyncio.sleep(epoch + (window + 1) * WINDOW - now)
-            status, headers, reader, writer = await _report(port, reader, writer, node, revision)
-            if status == 429:
+            ok, reader, writer = await _report_as_agent(
+                port, reader, writer, node, revision, again=queue.put_nowait, jitter=jitter
+            )
+            if not ok:
                 throttled += 1
-                delay = int(headers.get("retry-after", "1")) + jitter.random()
-                loop.call_later(delay, queue.put_nowait, node)
                 continue
-            if status != 200:
-                raise RuntimeError(f"a report was answered {status}")
             taken += 1
         writer.close()
 
@@ -368,18 +387,7 @@ def interleaved(
 async def watchers(
     port: int, pid: int, nodes: list[str], path: Path
 ) -> tuple[list[float], float, float, int]:
-    connections = []
-    for start in range(0, len(nodes), 500):
-        batch = nodes[start : start + 500]
-        connections += await asyncio.gather(
-            *(asyncio.open_connection("127.0.0.1", port) for _ in batch)
-        )
-    revisions = []
-    for (_, writer), node in zip(connections, nodes, strict=True):
-        writer.write(f"GET /v1/nodes/{node}/scenarios HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
-    for reader, _ in connections:
-        _, body = await _read_response(reader)
-        revisions.append(json.loads(body)["revision"])
+    connections, revisions = await connect_and_look_up(port, nodes, "scenarios")
     before, _ = rss_mb(pid)
     done_at: list[float] = []
     changed = 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -16,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from nvml_mock_topology.api import create_app
 from nvml_mock_topology.cli import open_topology
 from nvml_mock_topology.settings import Settings
 from nvml_mock_topology.source import TopologyFile
 from nvml_mock_topology.store import TopologyStore
+from nvml_mock_topology.testing import ThreadedServer
 
 UUID_A = "00000000-0000-0000-0000-0000000000ab"
 UUID_B = "00000000-0000-0000-0000-0000000000ff"
@@ -69,52 +68,19 @@ class ConfigMapDir:
             self.path.symlink_to(f"..data/{self.key}")
 
 
-class LiveServer:
-    """A real uvicorn server on 127.0.0.1 (a free port) in a thread with its own event loop."""
+class LiveServer(ThreadedServer):
+    """The service's app for ``store`` (and ``follower``), served for real on loopback."""
 
     def __init__(
         self, store: TopologyStore, follower: TopologyFile | None, **app_args: Any
     ) -> None:
         self.store = store
         self.follower = follower
-        self.app = create_app(store, follower, **app_args)
-        config = uvicorn.Config(
-            self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", backlog=2048
-        )
-        self.server = uvicorn.Server(config)
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        try:
-            self.loop.run_until_complete(self.server.serve())
-        finally:
-            self.loop.close()
+        super().__init__(create_app(store, follower, **app_args), lifespan="on", backlog=2048)
 
     def __enter__(self) -> LiveServer:
-        self.thread.start()
-        for _ in range(500):
-            if self.server.started:
-                break
-            self.thread.join(0.01)
-        assert self.server.started, "uvicorn did not start"
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        super().__enter__()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-    def call(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn(*args)`` on the server's loop thread and return its result."""
-        assert self.loop is not None
-
-        async def run() -> Any:
-            return fn(*args)
-
-        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(5)
 
 
 @contextmanager

@@ -61,15 +61,15 @@ from nvml_mock_protocol.errors import ProtocolPackageError
 from nvml_mock_protocol.topology import (
     DOCUMENT_MAX_BYTES,
     DOCUMENT_MAX_ITEMS,
-    REPORT_MAX_BYTES,
-    REPORT_MAX_PROBLEMS,
     CliqueId,
     TopologyDocument,
     TopologyError,
+    _check_version,
     _data_shape_problem,
     _describe,
     _load_json,
     _load_yaml,
+    _problem_report,
     _problems,
     _read_bounded,
     _shown,
@@ -446,12 +446,7 @@ class ScenarioDocument(_Model):
     @field_validator("version", mode="before")
     @classmethod
     def _known_version(cls, version: Any) -> Any:
-        if isinstance(version, bool) or version != SCENARIOS_VERSION:
-            raise ValueError(
-                f"unsupported scenario document version {_shown(version)}; "
-                f"this build reads version {SCENARIOS_VERSION}"
-            )
-        return version
+        return _check_version("scenario", version, SCENARIOS_VERSION)
 
     @model_validator(mode="after")
     def _unique_names(self) -> ScenarioDocument:
@@ -538,18 +533,8 @@ class ScenarioError(ProtocolPackageError, ValueError):
     def __init__(self, problems: Sequence[str], source: str | None = None) -> None:
         self.problems: tuple[str, ...] = tuple(problems)
         self.source = source
-        where = f"invalid scenario document {source}" if source else "invalid scenario document"
-        shown: list[str] = []
-        size = 0
-        for problem in self.problems[:REPORT_MAX_PROBLEMS]:
-            line = problem if len(problem) <= 1000 else problem[:1000] + "..."
-            if shown and size + len(line) > REPORT_MAX_BYTES:
-                break
-            shown.append(f"  - {line}")
-            size += len(line) + 5
-        if len(self.problems) > len(shown):
-            shown.append(f"  ... and {len(self.problems) - len(shown)} more problem(s) not shown")
-        super().__init__(f"{where}: {len(self.problems)} problem(s)\n" + "\n".join(shown))
+        message, _ = _problem_report("scenario", self.problems, source, len(self.problems))
+        super().__init__(message)
 
 
 def validate_scenarios_data(data: Any, source: str | None = None) -> ScenarioDocument:

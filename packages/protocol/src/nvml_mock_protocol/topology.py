@@ -371,12 +371,7 @@ class TopologyDocument(_Model):
     @field_validator("version", mode="before")
     @classmethod
     def _known_version(cls, version: Any) -> Any:
-        if isinstance(version, bool) or version != TOPOLOGY_VERSION:
-            raise ValueError(
-                f"unsupported topology document version {_shown(version)}; "
-                f"this build reads version {TOPOLOGY_VERSION}"
-            )
-        return version
+        return _check_version("topology", version, TOPOLOGY_VERSION)
 
     @model_validator(mode="after")
     def _each_node_once(self) -> TopologyDocument:
@@ -430,20 +425,44 @@ class TopologyError(ProtocolPackageError, ValueError):
         self.source = source
         self.count = len(self.problems) + undescribed
         """How many problems the document has, described or not."""
-        where = f"invalid topology document {source}" if source else "invalid topology document"
-        shown: list[str] = []
-        size = 0
-        for problem in self.problems[:REPORT_MAX_PROBLEMS]:
-            line = problem if len(problem) <= 1000 else problem[:1000] + "..."
-            if shown and size + len(line) > REPORT_MAX_BYTES:
-                break
-            shown.append(f"  - {line}")
-            size += len(line) + 5
-        self.omitted = self.count - len(shown)
+        message, self.omitted = _problem_report("topology", self.problems, source, self.count)
         """How many problems the message leaves out."""
-        if self.omitted:
-            shown.append(f"  ... and {self.omitted} more problem(s) not shown")
-        super().__init__(f"{where}: {self.count} problem(s)\n" + "\n".join(shown))
+        super().__init__(message)
+
+
+def _problem_report(
+    kind: str, problems: Sequence[str], source: str | None, count: int
+) -> tuple[str, int]:
+    """The bounded message of an invalid ``kind`` document, and how many problems it omits.
+
+    At most :data:`REPORT_MAX_PROBLEMS` problems of at most 1,000 characters each and
+    about :data:`REPORT_MAX_BYTES` bytes are written; ``count`` (all the problems the
+    document has, described or not) is said in full. The topology and the scenario
+    documents report alike.
+    """
+    where = f"invalid {kind} document {source}" if source else f"invalid {kind} document"
+    shown: list[str] = []
+    size = 0
+    for problem in problems[:REPORT_MAX_PROBLEMS]:
+        line = problem if len(problem) <= 1000 else problem[:1000] + "..."
+        if shown and size + len(line) > REPORT_MAX_BYTES:
+            break
+        shown.append(f"  - {line}")
+        size += len(line) + 5
+    omitted = count - len(shown)
+    if omitted:
+        shown.append(f"  ... and {omitted} more problem(s) not shown")
+    return f"{where}: {count} problem(s)\n" + "\n".join(shown), omitted
+
+
+def _check_version(kind: str, version: Any, supported: int) -> Any:
+    """``version`` when it is the one this build reads; a ValueError naming both otherwise."""
+    if isinstance(version, bool) or version != supported:
+        raise ValueError(
+            f"unsupported {kind} document version {_shown(version)}; "
+            f"this build reads version {supported}"
+        )
+    return version
 
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

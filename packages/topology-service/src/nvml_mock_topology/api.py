@@ -16,7 +16,6 @@ import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Annotated, Any, Final
-from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -43,6 +42,15 @@ from pydantic import BaseModel
 from nvml_mock_topology._version import __version__
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.metrics import Metrics
+from nvml_mock_topology.raw_answers import (
+    Receive,
+    disconnected,
+    header_value,
+    raw_response,
+    send_answer,
+    watch_query,
+    watch_route,
+)
 from nvml_mock_topology.report_budget import ReportBudget
 from nvml_mock_topology.scenario_routes import ReportFastPath, add_scenario_routes
 from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
@@ -54,7 +62,6 @@ __all__ = ["HealthBody", "IdentityEndpoint", "IdentityFastPath", "ReadyBody", "c
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
@@ -118,12 +125,6 @@ def _if_none_match_hits(header: bytes | None, etag: bytes) -> bool:
         if tag == etag:
             return True
     return False
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Return once the client has disconnected (a GET's first message is its empty body)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 def _parse_revision(text: str) -> int | None:
@@ -224,7 +225,7 @@ class IdentityEndpoint:
             return _problem_answer(problem)
         answer: Answer
         if known is not None and seconds > 0:
-            gone = asyncio.ensure_future(_disconnected(receive)) if receive is not None else None
+            gone = asyncio.ensure_future(disconnected(receive)) if receive is not None else None
             try:
                 answer = await self.store.watch(node, known, seconds, gone=gone)
             finally:
@@ -268,17 +269,12 @@ class IdentityFastPath:
             and len(path) >= len(_PREFIX) + len(_SUFFIX)
         ):
             node = path[len(_PREFIX) : -len(_SUFFIX)]
-            revision, wait = _identity_query(scope["query_string"])
-            if_none_match = None
-            for name, value in scope["headers"]:
-                if name == b"if-none-match":
-                    if_none_match = value
-                    break
+            revision, wait = watch_query(scope["query_string"])
+            if_none_match = header_value(scope, b"if-none-match")
             status, headers, body = await self.endpoint.answer(
                 node, revision, wait, if_none_match, receive
             )
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await send_answer(send, status, headers, body)
             label = "identity_watch" if wait is not None else "identity"
             self.metrics.observe(label, status, time.perf_counter() - started)
             return
@@ -297,40 +293,22 @@ class IdentityFastPath:
             self.metrics.observe(label, status_seen, time.perf_counter() - started)
 
 
-def _identity_query(query: bytes) -> tuple[str | None, str | None]:
-    """The raw ``revision`` and ``wait`` parameters, read as Starlette reads them (last wins)."""
-    revision = wait = None
-    if query:
-        for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
-            if key == REVISION_QUERY:
-                revision = value
-            elif key == WAIT_QUERY:
-                wait = value
-    return revision, wait
-
-
 def _endpoint_label(path: str, query: bytes) -> str:
     if path == TOPOLOGY_DOCUMENT_PATH:
         return "topology"
     if path.startswith(_PREFIX) and path.endswith("/scenarios/status"):
         return "scenario_report"
     if path.startswith(_PREFIX) and path.endswith("/scenarios"):
-        return "scenarios_watch" if _identity_query(query)[1] is not None else "scenarios"
+        return "scenarios_watch" if watch_query(query)[1] is not None else "scenarios"
     if path.startswith(SCENARIOS_LIST_PATH):
         return "scenario_status"
     if path.startswith(_PREFIX):
-        return "identity_watch" if _identity_query(query)[1] is not None else "identity"
+        return "identity_watch" if watch_query(query)[1] is not None else "identity"
     if path in ("/healthz", "/readyz", "/metrics"):
         return path[1:]
     if path.startswith(("/docs", "/openapi.json", "/redoc")):
         return "docs"
     return "other"
-
-
-def _raw_response(status: int, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> Response:
-    response = Response(content=body, status_code=status)
-    response.raw_headers = list(headers)
-    return response
 
 
 _NO_TELEMETRY: Final[dict[str, Any]] = (
@@ -464,15 +442,7 @@ def create_app(
             Query(ge=0, description="Seconds to wait for a change (capped by the server)"),
         ] = None,
     ) -> Response:
-        header = request.headers.get("if-none-match")
-        status, headers, body = await endpoint.answer(
-            node,
-            None if revision is None else str(revision),
-            None if wait is None else repr(wait),
-            header.encode("latin-1") if header is not None else None,
-            request.receive,
-        )
-        return _raw_response(status, headers, body)
+        return await watch_route(endpoint.answer, request, node, revision, wait)
 
     @app.get(
         TOPOLOGY_DOCUMENT_PATH,
@@ -485,8 +455,8 @@ def create_app(
         answer = store.snapshot.topology
         header = request.headers.get("if-none-match")
         if header is not None and _if_none_match_hits(header.encode("latin-1"), answer.etag):
-            return _raw_response(304, answer.not_modified_headers, b"")
-        return _raw_response(answer.status, answer.headers, answer.body)
+            return raw_response(304, answer.not_modified_headers, b"")
+        return raw_response(answer.status, answer.headers, answer.body)
 
     @app.get(
         "/healthz",

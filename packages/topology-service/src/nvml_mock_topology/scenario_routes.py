@@ -10,9 +10,8 @@ configured, and then every report needs ``Authorization: Bearer <token>``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Annotated, Any, Final
-from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import Response
@@ -31,6 +30,16 @@ from prometheus_client.registry import Collector
 from pydantic import ValidationError
 
 from nvml_mock_topology.errors import ProblemError
+from nvml_mock_topology.raw_answers import (
+    Headers,
+    Receive,
+    disconnected,
+    header_value,
+    raw_response,
+    send_answer,
+    watch_query,
+    watch_route,
+)
 from nvml_mock_topology.report_budget import ReportBudget
 from nvml_mock_topology.scenarios import ScenarioFile, ScenarioStore, WriteAccess
 
@@ -107,12 +116,6 @@ def _node(node: str) -> str:
     return node
 
 
-def _raw(status: int, headers: tuple[tuple[bytes, bytes], ...], body: bytes) -> Response:
-    response = Response(content=body, status_code=status)
-    response.raw_headers = list(headers)
-    return response
-
-
 def add_scenario_routes(
     app: FastAPI,
     store: ScenarioStore,
@@ -169,15 +172,7 @@ def add_scenario_routes(
             float | None, Query(ge=0, description="Seconds to wait for a change (capped)")
         ] = None,
     ) -> Response:
-        header = request.headers.get("if-none-match")
-        status, headers, body = await watch_endpoint.answer(
-            node,
-            None if revision is None else str(revision),
-            None if wait is None else repr(wait),
-            header.encode("latin-1") if header is not None else None,
-            request.receive,
-        )
-        return _raw(status, headers, body)
+        return await watch_route(watch_endpoint.answer, request, node, revision, wait)
 
     @app.post(
         SCENARIOS_REPORT_PATH,
@@ -206,7 +201,7 @@ def add_scenario_routes(
         status, headers, body = await endpoint.answer(
             node, authorization.encode("latin-1") if authorization else None, request.receive
         )
-        return _raw(status, headers, body)
+        return raw_response(status, headers, body)
 
     @app.get(
         SCENARIOS_LIST_PATH,
@@ -239,8 +234,6 @@ def add_scenario_routes(
     return endpoint
 
 
-Headers = tuple[tuple[bytes, bytes], ...]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 _JSON: Final = (b"content-type", b"application/json")
 
 
@@ -277,7 +270,7 @@ class NodeScenariosEndpoint:
         if seconds > 0:
             if known is None:
                 known = self.store.snapshot.node_revision(node)
-            gone = asyncio.ensure_future(_disconnected(receive))
+            gone = asyncio.ensure_future(disconnected(receive))
             try:
                 answer = await self.store.watch(
                     node, known, min(seconds, self.max_watch_seconds), gone
@@ -389,14 +382,9 @@ class ReportFastPath:
             and "/" not in path[len(_NODES_PREFIX) : -len(_REPORT_SUFFIX)]
         ):
             node = path[len(_NODES_PREFIX) : -len(_REPORT_SUFFIX)]
-            authorization = None
-            for name, value in scope["headers"]:
-                if name == b"authorization":
-                    authorization = value
-                    break
+            authorization = header_value(scope, b"authorization")
             status, headers, body = await self.endpoint.answer(node, authorization, receive)
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await send_answer(send, status, headers, body)
             return
         watch = self.endpoint.watch
         if (
@@ -408,21 +396,10 @@ class ReportFastPath:
             and "/" not in path[len(_NODES_PREFIX) : -len(_SCENARIOS_SUFFIX)]
         ):
             node = path[len(_NODES_PREFIX) : -len(_SCENARIOS_SUFFIX)]
-            revision = wait = None
-            query = scope["query_string"].decode("latin-1")
-            for key, value in parse_qsl(query, keep_blank_values=True):
-                if key == "revision":
-                    revision = value
-                elif key == "wait":
-                    wait = value
-            if_none_match = None
-            for name, value in scope["headers"]:
-                if name == b"if-none-match":
-                    if_none_match = value
-                    break
+            revision, wait = watch_query(scope["query_string"])
+            if_none_match = header_value(scope, b"if-none-match")
             status, headers, body = await watch.answer(node, revision, wait, if_none_match, receive)
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await send_answer(send, status, headers, body)
             return
         await self.app(scope, receive, send)
 
@@ -446,9 +423,3 @@ async def _report_body(receive: Receive) -> NodeReport:
             for e in exc.errors(include_url=False)[:10]
         )
         raise ProblemError(422, f"invalid report: {problems[:2000]}") from None
-
-
-async def _disconnected(receive: Receive) -> None:
-    """Return once the client has gone (a GET's first message is its empty body)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass

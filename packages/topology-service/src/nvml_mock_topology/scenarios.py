@@ -51,18 +51,19 @@ from nvml_mock_protocol.scenarios import (
     ScenarioError,
     read_scenarios_file,
 )
-from nvml_mock_protocol.topology import DOCUMENT_MAX_BYTES, DOCUMENT_MAX_ITEMS, TopologyDocument
+from nvml_mock_protocol.topology import TopologyDocument
 
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.snapshot import Answer, next_revision
 from nvml_mock_topology.source import (
-    DirectoryNotifier,
     FileSignature,
+    FollowedFile,
     StatFailure,
     describe_failure,
     signature_of,
 )
 from nvml_mock_topology.store import TopologyStore
+from nvml_mock_topology.watchers import Watchers
 
 __all__ = [
     "ScenarioFile",
@@ -268,8 +269,7 @@ class ScenarioStore:
     def __init__(self, topology: TopologyStore, snapshot: ScenarioSnapshot) -> None:
         self.topology = topology
         self._snapshot = snapshot
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._watching = 0
+        self._watchers = Watchers()
         self._reports: dict[str, dict[str, _Reported]] = {}
         self._tally: dict[str, _Tally] = {}
         """Per scenario, its current reports counted by state: kept up to date by each
@@ -300,7 +300,7 @@ class ScenarioStore:
 
     @property
     def watching(self) -> int:
-        return self._watching
+        return self._watchers.watching
 
     def prepare(
         self, document: ScenarioDocument | None, source: str | None
@@ -327,13 +327,7 @@ class ScenarioStore:
             return self.commit(self.prepare(snapshot.document, snapshot.source))
         self._snapshot = snapshot
         self._retally()
-        woken = 0
-        for node, waiters in self._waiters.items():
-            if node in changed or not snapshot.known(node):
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_result(None)
-                        woken += 1
+        woken = self._watchers.wake_where(lambda node: node in changed or not snapshot.known(node))
         logger.info(
             "serving scenarios revision %d",
             snapshot.revision,
@@ -351,37 +345,17 @@ class ScenarioStore:
         return self.commit(self.prepare(document, source))
 
     def release_watchers(self) -> int:
-        released = 0
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-                    released += 1
-        return released
+        return self._watchers.release()
 
     async def watch(
         self, node: str, known: int, timeout: float, gone: asyncio.Future[None] | None = None
     ) -> Answer:
         """The node's answer once its revision differs from ``known`` (or after ``timeout``)."""
-        answer = self._snapshot.answer(node)
-        if answer.revision != known or timeout <= 0 or self.topology.closing:
-            return answer
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        waiters = self._waiters.setdefault(node, set())
-        waiters.add(waiter)
-        timer = loop.call_later(timeout, _resolve, waiter)
-        if gone is not None:
-            gone.add_done_callback(lambda _: _resolve(waiter))
-        self._watching += 1
-        try:
-            await waiter
-        finally:
-            self._watching -= 1
-            timer.cancel()
-            waiters.discard(waiter)
-            if not waiters and self._waiters.get(node) is waiters:
-                del self._waiters[node]
+        return await self._watchers.watch(
+            node, known, timeout, gone, self._lookup, closing=self.topology.closing
+        )
+
+    def _lookup(self, node: str) -> Answer:
         return self._snapshot.answer(node)
 
     # -- status -------------------------------------------------------------------------
@@ -530,11 +504,6 @@ class ScenarioStore:
         return applied, failed
 
 
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
 class WriteAccess:
     """Who may use the write API (the agents' reports): off, or a bearer token from a file.
 
@@ -590,27 +559,8 @@ class WriteAccess:
             raise ProblemError(403, "the bearer token is not the write token")
 
 
-class ScenarioFile:
+class ScenarioFile(FollowedFile[ScenarioStore]):
     """Follows the scenario file (and the topology's revision) and publishes each change."""
-
-    def __init__(
-        self,
-        path: Path,
-        store: ScenarioStore,
-        *,
-        loaded: FileSignature | StatFailure | None,
-        poll_interval: float = 1.0,
-        max_bytes: int = DOCUMENT_MAX_BYTES,
-        max_items: int = DOCUMENT_MAX_ITEMS,
-    ) -> None:
-        self.path = path
-        self.store = store
-        self.poll_interval = poll_interval
-        self.max_bytes = max_bytes
-        self.max_items = max_items
-        self._seen = loaded
-        self.reloads = 0
-        self.failures = 0
 
     async def check(self) -> bool:
         """Reload when the file or the topology changed; True when a change was published."""
@@ -658,31 +608,5 @@ class ScenarioFile:
             extra={"path": str(self.path)},
         )
 
-    async def run(self) -> None:
-        """Follow the file until cancelled; one failing check never stops the following."""
-        loop = asyncio.get_running_loop()
-        nudged = asyncio.Event()
-        notifier = DirectoryNotifier.open(self.path.parent)
-        if notifier is not None:
-
-            def on_event() -> None:
-                notifier.drain()
-                nudged.set()
-
-            loop.add_reader(notifier.fd, on_event)
-        try:
-            while True:
-                try:
-                    await asyncio.wait_for(nudged.wait(), self.poll_interval)
-                    await asyncio.sleep(0.02)
-                except TimeoutError:
-                    pass
-                nudged.clear()
-                try:
-                    await self.check()
-                except Exception:
-                    logger.exception("unexpected error while checking the scenario file")
-        finally:
-            if notifier is not None:
-                loop.remove_reader(notifier.fd)
-                notifier.close()
+    def _unexpected(self, exc: Exception) -> None:
+        logger.exception("unexpected error while checking the scenario file")

@@ -29,8 +29,10 @@ import ctypes
 import logging
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from nvml_mock_protocol.topology import (
     DOCUMENT_MAX_BYTES,
@@ -45,10 +47,12 @@ from nvml_mock_topology.store import TopologyStore
 __all__ = [
     "DirectoryNotifier",
     "FileSignature",
+    "FollowedFile",
     "StatFailure",
     "TopologyFile",
     "describe_failure",
     "describe_os_error",
+    "follow",
     "signature_of",
 ]
 
@@ -119,18 +123,22 @@ def describe_failure(path: Path, exc: BaseException) -> str:
     return f"topology file {path} could not be loaded: {type(exc).__name__}: {text}"
 
 
-class TopologyFile:
-    """Follows one topology file and publishes each valid new version to a store.
+StoreT = TypeVar("StoreT")
+
+
+class FollowedFile(Generic[StoreT]):
+    """A file followed for a store: what the topology and the scenario followers share.
 
     ``loaded`` is the signature of the file as the store already serves it (taken
     before it was read, so a change during the read is seen by the first check),
-    or None when nothing was loaded from it.
+    or None when nothing was loaded from it. A subclass says how one check goes
+    (:meth:`check`) and how a failing check is logged (:meth:`_unexpected`).
     """
 
     def __init__(
         self,
         path: Path,
-        store: TopologyStore,
+        store: StoreT,
         *,
         loaded: FileSignature | StatFailure | None,
         poll_interval: float = 1.0,
@@ -143,11 +151,32 @@ class TopologyFile:
         self.max_bytes = max_bytes
         self.max_items = max_items
         self._seen = loaded
-        self._last_unexpected: str | None = None
         self.reloads = 0
         """Successful reloads that changed the served document."""
         self.failures = 0
         """Reload attempts that were refused (each distinct bad file state counts once)."""
+
+    async def check(self) -> bool:
+        """Look at the file once and publish what changed; True when a change was published."""
+        raise NotImplementedError
+
+    def _unexpected(self, exc: Exception) -> None:
+        """Log a failure of the follower itself (called while ``exc`` is being handled)."""
+        raise NotImplementedError
+
+    async def _check_once(self) -> None:
+        await self.check()
+
+    async def run(self) -> None:
+        """Follow the file until cancelled. Errors in one check are logged, never fatal."""
+        await follow(self.path, self.poll_interval, self._check_once, self._unexpected)
+
+
+class TopologyFile(FollowedFile[TopologyStore]):
+    """Follows one topology file and publishes each valid new version to a store."""
+
+    _last_unexpected: str | None = None
+    """The last failure of the follower itself, logged with its traceback once."""
 
     async def check(self) -> bool:
         """Look at the file once and reload it if it changed; True when a change was published."""
@@ -199,36 +228,9 @@ class TopologyFile:
             extra={"path": str(self.path), "missing": missing},
         )
 
-    async def run(self) -> None:
-        """Follow the file until cancelled. Errors in one check are logged, never fatal."""
-        loop = asyncio.get_running_loop()
-        nudged = asyncio.Event()
-        notifier = DirectoryNotifier.open(self.path.parent)
-        if notifier is not None:
-
-            def on_event() -> None:
-                notifier.drain()
-                nudged.set()
-
-            loop.add_reader(notifier.fd, on_event)
-        try:
-            while True:
-                try:
-                    await asyncio.wait_for(nudged.wait(), self.poll_interval)
-                    # A burst of events (a symlink swap is several) settles first.
-                    await asyncio.sleep(_SETTLE_SECONDS)
-                except TimeoutError:
-                    pass
-                nudged.clear()
-                try:
-                    await self.check()
-                    self._last_unexpected = None
-                except Exception as exc:  # a bug in one check must not stop reloads for good
-                    self._unexpected(exc)
-        finally:
-            if notifier is not None:
-                loop.remove_reader(notifier.fd)
-                notifier.close()
+    async def _check_once(self) -> None:
+        await self.check()
+        self._last_unexpected = None
 
     def _unexpected(self, exc: Exception) -> None:
         """Log a failure of the follower itself, with its traceback once per distinct error."""
@@ -238,6 +240,47 @@ class TopologyFile:
             return
         self._last_unexpected = text
         logger.exception("unexpected error while checking the topology file")
+
+
+async def follow(
+    path: Path,
+    poll_interval: float,
+    check: Callable[[], Awaitable[object]],
+    unexpected: Callable[[Exception], None],
+) -> None:
+    """Run ``check`` when ``path``'s directory changes, and every ``poll_interval`` anyway.
+
+    Runs until cancelled. A failing check is handed to ``unexpected`` and the following
+    goes on: a bug in one check must not stop reloads for good. The topology file and
+    the scenario file are followed by this one loop.
+    """
+    loop = asyncio.get_running_loop()
+    nudged = asyncio.Event()
+    notifier = DirectoryNotifier.open(path.parent)
+    if notifier is not None:
+
+        def on_event() -> None:
+            notifier.drain()
+            nudged.set()
+
+        loop.add_reader(notifier.fd, on_event)
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(nudged.wait(), poll_interval)
+                # A burst of events (a symlink swap is several) settles first.
+                await asyncio.sleep(_SETTLE_SECONDS)
+            except TimeoutError:
+                pass
+            nudged.clear()
+            try:
+                await check()
+            except Exception as exc:
+                unexpected(exc)
+    finally:
+        if notifier is not None:
+            loop.remove_reader(notifier.fd)
+            notifier.close()
 
 
 _SETTLE_SECONDS = 0.02

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from nvml_mock_protocol.topology import TopologyDocument
 
 from nvml_mock_topology.snapshot import Answer, Snapshot, build_snapshot
+from nvml_mock_topology.watchers import Watchers
 
 __all__ = ["Prepared", "ReloadStatus", "TopologyStore"]
 
@@ -47,8 +48,7 @@ class TopologyStore:
 
     def __init__(self, first: Snapshot) -> None:
         self._snapshot = first
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._watching = 0
+        self._watchers = Watchers()
         self._closing = False
         self.status = ReloadStatus(ok=True, error=None, at=time.time())
 
@@ -71,7 +71,7 @@ class TopologyStore:
     @property
     def watching(self) -> int:
         """How many watch requests are waiting now."""
-        return self._watching
+        return self._watchers.watching
 
     def publish(self, snapshot: Snapshot, changed: frozenset[str]) -> None:
         """Serve ``snapshot`` from now on and wake the watchers of ``changed`` nodes."""
@@ -81,12 +81,7 @@ class TopologyStore:
             )
         self._snapshot = snapshot
         self.status = ReloadStatus(ok=True, error=None, at=time.time())
-        woken = 0
-        for node in changed:
-            for waiter in self._waiters.get(node, ()):
-                if not waiter.done():
-                    waiter.set_result(None)
-                    woken += 1
+        woken = self._watchers.wake(changed)
         logger.info(
             "serving topology revision %d",
             snapshot.revision,
@@ -141,13 +136,7 @@ class TopologyStore:
 
     def release_watchers(self) -> int:
         """Answer every waiting watch now (unchanged). Returns how many."""
-        released = 0
-        for waiters in self._waiters.values():
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-                    released += 1
-        return released
+        return self._watchers.release()
 
     async def watch(
         self,
@@ -163,28 +152,9 @@ class TopologyStore:
         wait also ends when ``gone`` completes (the client disconnected). Once the store
         is closing, it returns at once.
         """
-        answer = self._snapshot.identity(node)
-        if answer.revision != known_revision or timeout <= 0 or self._closing:
-            return answer
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        waiters = self._waiters.setdefault(node, set())
-        waiters.add(waiter)
-        timer = loop.call_later(timeout, _resolve, waiter)
-        if gone is not None:
-            gone.add_done_callback(lambda _: _resolve(waiter))
-        self._watching += 1
-        try:
-            await waiter
-        finally:
-            self._watching -= 1
-            timer.cancel()
-            waiters.discard(waiter)
-            if not waiters and self._waiters.get(node) is waiters:
-                del self._waiters[node]
+        return await self._watchers.watch(
+            node, known_revision, timeout, gone, self._lookup, closing=self._closing
+        )
+
+    def _lookup(self, node: str) -> Answer:
         return self._snapshot.identity(node)
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
