@@ -106,7 +106,11 @@ def test_sigterm_releases_watchers_and_exits_0(
             )
         )
         watcher.start()
-        time.sleep(0.5)
+        # SIGTERM once the service holds the watch (its gauge says so), not after a guess.
+        deadline = time.monotonic() + 20
+        while "nvml_mock_topology_watchers 1.0" not in httpx.get(f"{url}/metrics").text:
+            assert time.monotonic() < deadline, "the watch never reached the service"
+            time.sleep(0.02)
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         watcher.join(10)

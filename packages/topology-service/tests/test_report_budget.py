@@ -62,7 +62,9 @@ def test_reports_past_the_budget_are_answered_429_with_retry_after(
 ) -> None:
     with start(files, report_rate=2) as server:
         revision = httpx.get(f"{server.url}/v1/scenarios/hot-clique-1").json()["revision"]
-        answers = [report(server, "worker-3", _body(revision)) for _ in range(6)]
+        # The budget refills as time passes (2 a second), so a slow machine may see a third
+        # taken: what is asserted is that the burst is taken, the rest refused, and counted.
+        answers = [report(server, "worker-3", _body(revision)) for _ in range(20)]
         codes = [a.status_code for a in answers]
         assert codes[:2] == [200, 200] and 429 in codes[2:]
         busy = next(a for a in answers if a.status_code == 429)
@@ -78,7 +80,8 @@ def test_reports_past_the_budget_are_answered_429_with_retry_after(
         )
         assert float(throttled.split()[1]) == codes.count(429)
         # Counters are named as the topology's own: "_total" on the wire.
-        assert "nvml_mock_topology_scenario_reports_total 2.0" in metrics
+        taken = codes.count(200)
+        assert f"nvml_mock_topology_scenario_reports_total {taken:.1f}" in metrics
         assert "nvml_mock_topology_scenario_reload_failures_total 0.0" in metrics
         assert "nvml_mock_topology_scenario_reloads_total" in metrics
         # The token is still checked first: a stranger learns nothing about the budget.
