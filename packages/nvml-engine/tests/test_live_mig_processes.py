@@ -16,6 +16,7 @@ from nvml_mock_engine import live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
 from nvml_mock_protocol.live import MIG_HOLDINGS_MAX, Allocation, AllocationError, LiveFile
+from smi_fixtures.helpers import smi
 
 GiB = 1 << 30
 NO_INSTANCE = 0xFFFFFFFF
@@ -145,3 +146,24 @@ def test_a_bad_mig_holding_is_refused_naming_it(
         records.put(Allocation("bad", pid=1, gpus=(0,), mig=mig))  # type: ignore[arg-type]
     assert why in str(caught.value)
     assert records.list() == []
+
+
+def test_the_work_alike_shows_one_process_row_per_mig_device_with_its_ids(
+    pynvml: Any, node: Any, library_file: Path
+) -> None:
+    gpu, records = node
+    _, gi0, ci0 = mig_device(pynvml, gpu, 0)
+    _, gi1, ci1 = mig_device(pynvml, gpu, 1)
+    records.put(
+        Allocation(
+            "c4", pid=4242, gpus=(0,), used_memory_bytes=GiB, mig=((0, gi0, ci0), (0, gi1, ci1))
+        )
+    )
+    rc, out = smi(library_file)
+    assert rc == 0
+    rows = [line.split() for line in out.splitlines() if "4242" in line]
+    assert [row[1:6] for row in rows] == [
+        ["0", str(gi0), str(ci0), "4242", "C"],
+        ["0", str(gi1), str(ci1), "4242", "C"],
+    ]
+    assert all(row[-2] == "1024MiB" for row in rows)
