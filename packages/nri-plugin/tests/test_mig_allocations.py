@@ -188,7 +188,8 @@ async def test_a_destroyed_instance_keeps_the_record_and_the_ids_it_was_given(
     # the node is re-partitioned while the container runs: every instance goes
     library, state, _ = paths(overlay)
     config = resolve_config(profile="h100", node="node-a", count=4)
-    apply(parse_spec([{"devices": [1], "mig-enabled": True}], config.profile.mig, 4), library, state)
+    cleared = parse_spec([{"devices": [1], "mig-enabled": True}], config.profile.mig, 4)
+    apply(cleared, library, state)
     view = nvml_view(overlay)
     assert view["devices"] == []
     (record,) = live_records(overlay)

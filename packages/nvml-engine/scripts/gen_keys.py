@@ -756,7 +756,8 @@ def render_process_table(layout: Layout) -> list[str]:
         "| --- | --- | --- | --- | --- |",
     ]
     for f in layout.process_fields:
-        kind = {"str": f"string ≤ {f.size - 1}", "u32s": f"u32 × {f.size // 4}"}.get(f.type, f.type)
+        kinds = {"str": f"string ≤ {f.size - 1}", "u32s": f"{f.size // 4} u32 words"}
+        kind = kinds.get(f.type, f.type)
         out.append(f"| `{f.name}` | {kind} | {f.offset} | {f.size} | {f.doc} |")
     out.append("")
     return out

@@ -195,7 +195,8 @@ class AllocationRecorder:
         parents = {d.gpu for d in mig}
         sizes = [self._board[g].memory_total_bytes for g in gpus if g not in parents]
         sizes += [
-            self._board[d.gpu].memory_total_bytes * min(d.slices, MIG_MEMORY_SLICES)
+            self._board[d.gpu].memory_total_bytes
+            * min(d.slices, MIG_MEMORY_SLICES)
             // MIG_MEMORY_SLICES
             for d in mig
         ]

@@ -41,13 +41,13 @@ from nvml_mock_protocol import _live_layout as layout
 from nvml_mock_protocol.errors import ProtocolPackageError
 
 __all__ = [
+    "MIG_HOLDINGS_MAX",
     "UTIL_PATTERNS",
     "Allocation",
     "AllocationError",
     "BoardSummary",
     "LiveFile",
     "LiveFileError",
-    "MIG_HOLDINGS_MAX",
     "header_bytes",
     "header_problem",
     "load_library",

@@ -90,7 +90,9 @@ def mig_devices(live: LiveFile, board: Sequence[BoardSummary]) -> list[MigDevice
             _MAX,
         )
         if n < 0:
-            raise LiveFileError(f"the live layer {live.path}: GPU {gpu.index}'s MIG layout is unreadable")
+            raise LiveFileError(
+                f"the live layer {live.path}: GPU {gpu.index}'s MIG layout is unreadable"
+            )
         for i in range(min(n, _MAX)):
             raw = uuids.raw[i * _UUID_BYTES : (i + 1) * _UUID_BYTES]
             found.append(
