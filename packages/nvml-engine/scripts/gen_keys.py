@@ -181,7 +181,7 @@ class Key:
         return low, high
 
 
-PROCESS_TYPES: Mapping[str, int] = {"u32": 4, "u64": 8, "str": 0}
+PROCESS_TYPES: Mapping[str, int] = {"u32": 4, "u64": 8, "str": 0, "u32s": 0}
 
 
 @dataclass(frozen=True)
@@ -307,7 +307,9 @@ def _process_fields(
             raise DeclarationError(f"{where}: type must be one of {', '.join(PROCESS_TYPES)}")
         offset = int(row["offset"])
         size = int(row.get("size", PROCESS_TYPES[kind]))
-        if kind != "str" and size != PROCESS_TYPES[kind]:
+        if kind == "u32s" and size % 4 != 0:
+            raise DeclarationError(f"{where}: a u32s is a whole number of 4-byte words")
+        if kind not in ("str", "u32s") and size != PROCESS_TYPES[kind]:
             raise DeclarationError(f"{where}: a {kind} is {PROCESS_TYPES[kind]} bytes")
         if size <= 0 or offset % min(size, 8) != 0 or offset + size > record_bytes:
             raise DeclarationError(
@@ -754,7 +756,8 @@ def render_process_table(layout: Layout) -> list[str]:
         "| --- | --- | --- | --- | --- |",
     ]
     for f in layout.process_fields:
-        kind = f"string ≤ {f.size - 1}" if f.type == "str" else f.type
+        kinds = {"str": f"string ≤ {f.size - 1}", "u32s": f"{f.size // 4} u32 words"}
+        kind = kinds.get(f.type, f.type)
         out.append(f"| `{f.name}` | {kind} | {f.offset} | {f.size} | {f.doc} |")
     out.append("")
     return out

@@ -35,7 +35,13 @@ from nvml_mock_protocol.live import (
     parse_memory,
     parse_utilization,
     read_board_summary,
-    resolve_gpus,
+)
+from nvml_mock_protocol.live_mig import (
+    MIG_MEMORY_SLICES,
+    MigDevice,
+    is_mig_token,
+    mig_devices,
+    resolve_holdings,
 )
 from nvml_mock_protocol.nri import api_pb2
 
@@ -126,10 +132,17 @@ class AllocationRecorder:
         self, selection: VisibleSelection, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> Allocation | None:
         board = self._board
+        mig: tuple[MigDevice, ...] = ()
         if selection.kind is Visibility.ALL:
             gpus = tuple(g.index for g in board)
         else:
-            gpus, unknown = resolve_gpus(selection.tokens, board)
+            # MIG entries resolve through the node's MIG layout as it is now, at start
+            devices = (
+                mig_devices(self._open(), board)
+                if any(is_mig_token(t) for t in selection.tokens)
+                else []
+            )
+            gpus, mig, unknown = resolve_holdings(selection.tokens, board, devices)
             if unknown:
                 logger.warning(
                     "allocation names no GPU of this node: %s",
@@ -139,13 +152,14 @@ class AllocationRecorder:
         if not gpus:
             return None
         annotations: Mapping[str, str] = pod.annotations
-        memory = self._memory(annotations, gpus, pod, container)
+        memory = self._memory(annotations, gpus, mig, pod, container)
         pattern, level, period, seed = self._utilization(annotations, pod, container)
         started = container.started_at // 1_000_000 if container.started_at > 0 else 0
         return Allocation(
             container_id=container.id,
             pid=container.pid,
             gpus=gpus,
+            mig=tuple((d.gpu, d.gpu_instance, d.compute_instance) for d in mig),
             used_memory_bytes=memory,
             pod=_fit(pod.name, 247),
             namespace=_fit(pod.namespace, 63),
@@ -161,6 +175,7 @@ class AllocationRecorder:
         self,
         annotations: Mapping[str, str],
         gpus: tuple[int, ...],
+        mig: tuple[MigDevice, ...],
         pod: api_pb2.PodSandbox,
         container: api_pb2.Container,
     ) -> int:
@@ -175,8 +190,17 @@ class AllocationRecorder:
                     exc,
                     extra=_context(pod, container),
                 )
-        smallest = min(self._board[g].memory_total_bytes for g in gpus)
-        return int(smallest * self.settings.gpu_memory_share)
+        # the share is of the smallest device held: a MIG device has its GPU instance's
+        # memory slices of its GPU's memory
+        parents = {d.gpu for d in mig}
+        sizes = [self._board[g].memory_total_bytes for g in gpus if g not in parents]
+        sizes += [
+            self._board[d.gpu].memory_total_bytes
+            * min(d.slices, MIG_MEMORY_SLICES)
+            // MIG_MEMORY_SLICES
+            for d in mig
+        ]
+        return int(min(sizes) * self.settings.gpu_memory_share)
 
     def _utilization(
         self, annotations: Mapping[str, str], pod: api_pb2.PodSandbox, container: api_pb2.Container

@@ -7,8 +7,9 @@
  * word. Used memory is the board's (or its live value) plus what the live layer's process
  * records use on the GPU, capped at what the board leaves free. Process lists follow NVML's
  * two-call protocol and come from those records (processes.h): every record is a compute
- * process (type C, no MIG instance: both instance ids 0xFFFFFFFF); graphics and MPS lists
- * stay empty.
+ * process (type C) on the parent GPU, once per MIG device it holds there with that device's
+ * instance ids, else once with both ids 0xFFFFFFFF (no instance); a MIG device's memory info
+ * counts what its records use. Graphics and MPS lists stay empty.
  * Confidential computing is off on every modelled board, so no memory is protected.
  */
 #include "mig.h"
@@ -33,6 +34,13 @@ static uint64_t used_bytes(const struct nvmlDevice_st *d)
     return used > room ? room : used;
 }
 
+/* What the records holding MIG device `mig` use on it, never more than its memory. */
+static uint64_t mig_used_bytes(const struct mock_mig_view *mig, uint64_t total)
+{
+    uint64_t used = mock_procs_mig_used_bytes(mig->parent, mig->gi_id, mig->ci_id);
+    return used > total ? total : used;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     struct mock_mig_view mig;
@@ -41,8 +49,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
         REQUIRE_ARG(memory);
         if (mig_rc == NVML_SUCCESS) {
             memory->total = mig.memory_mib << 20;
-            memory->used = 0;
-            memory->free = memory->total;
+            memory->used = mig_used_bytes(&mig, memory->total);
+            memory->free = memory->total - memory->used;
         }
         return mig_rc;
     }
@@ -67,8 +75,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMem
         if (mig_rc == NVML_SUCCESS) {
             memory->total = mig.memory_mib << 20;
             memory->reserved = 0;
-            memory->used = 0;
-            memory->free = memory->total;
+            memory->used = mig_used_bytes(&mig, memory->total);
+            memory->free = memory->total - memory->used;
         }
         return mig_rc;
     }
@@ -105,7 +113,6 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsign
     return NVML_SUCCESS;
 }
 
-#define NO_INSTANCE 0xFFFFFFFFu /* gpuInstanceId / computeInstanceId without MIG */
 
 /* The two-call protocol over the records holding `d`: *count in, the capacity of `infos`;
  * out, the processes there are. Every caller's layout is filled through `fill`, straight into
@@ -153,8 +160,8 @@ static void fill_v2(void *infos, unsigned int i, const struct mock_proc *p)
     nvmlProcessInfo_v2_t *out = (nvmlProcessInfo_v2_t *)infos + i;
     out->pid = p->pid;
     out->usedGpuMemory = p->used_bytes;
-    out->gpuInstanceId = NO_INSTANCE;
-    out->computeInstanceId = NO_INSTANCE;
+    out->gpuInstanceId = p->gpu_instance;
+    out->computeInstanceId = p->compute_instance;
 }
 
 static void fill_detail(void *infos, unsigned int i, const struct mock_proc *p)
@@ -162,8 +169,8 @@ static void fill_detail(void *infos, unsigned int i, const struct mock_proc *p)
     nvmlProcessDetail_v1_t *out = (nvmlProcessDetail_v1_t *)infos + i;
     out->pid = p->pid;
     out->usedGpuMemory = p->used_bytes;
-    out->gpuInstanceId = NO_INSTANCE;
-    out->computeInstanceId = NO_INSTANCE;
+    out->gpuInstanceId = p->gpu_instance;
+    out->computeInstanceId = p->compute_instance;
     out->usedGpuCcProtectedMemory = 0;
 }
 

@@ -37,12 +37,15 @@ static uint32_t ld32(const unsigned char *rec, unsigned int off)
  */
 static uint64_t stuck_seq[LIVE_PROCESS_SLOTS];
 
+#define MIG_WORDS (LIVE_PROC_MIG_HOLDINGS_BYTES / 4u)
+#define MIG_HELD 0x80000000u
+
 /* One consistent read of record `slot` (at `rec`): 1 when it is in use and holds GPU `gpu`
- * (and *p is filled), 0 when not (or when no consistent read could be taken: a writer died
+ * (and *p and mig[], the record's MIG words, are filled), 0 when not (or when no consistent read could be taken: a writer died
  * mid-write). Each retry takes one from *budget, shared by the whole scan; with none left a
  * record gets one attempt. */
 static int read_proc(const unsigned char *rec, uint32_t slot, unsigned int gpu, struct mock_proc *p,
-                     unsigned int *budget)
+                     uint32_t *mig, unsigned int *budget)
 {
     const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_PROC_SEQ);
     /* fast path: a free slot, or one not holding this GPU, answers without the lock */
@@ -75,6 +78,9 @@ static int read_proc(const unsigned char *rec, uint32_t slot, unsigned int gpu, 
             .period_ms = ld32(rec, LIVE_PROC_UTIL_PERIOD_MS),
             .seed = ld64(rec, LIVE_PROC_UTIL_SEED),
         };
+        for (unsigned int w = 0; w < MIG_WORDS; w++) {
+            mig[w] = ld32(rec, LIVE_PROC_MIG_HOLDINGS + 4u * w);
+        }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
             if (in_use != 1 || gpu >= 64 || ((mask >> gpu) & 1u) == 0) {
@@ -106,10 +112,28 @@ unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const str
     for (uint32_t slot = 0; slot < high; slot++) {
         const unsigned char *rec = h + LIVE_PROCESSES_OFFSET + (size_t)slot * LIVE_PROCESS_RECORD_BYTES;
         struct mock_proc p;
-        if (read_proc(rec, slot, (unsigned int)gpu, &p, &budget)) {
-            fn(&p, arg);
-            n++;
+        uint32_t mig[MIG_WORDS];
+        if (!read_proc(rec, slot, (unsigned int)gpu, &p, mig, &budget)) {
+            continue;
         }
+        /* the MIG devices of this GPU the record holds, each its own entry; none: the GPU whole.
+         * Ids are reported as recorded, whether or not the instance still exists. */
+        unsigned int held = 0;
+        for (unsigned int w = 0; w < MIG_WORDS; w++) {
+            if ((mig[w] & MIG_HELD) != 0 && (mig[w] & 0xFFu) == (uint32_t)gpu) {
+                p.gpu_instance = mig[w] >> 8 & 0xFFu;
+                p.compute_instance = mig[w] >> 16 & 0xFFu;
+                fn(&p, arg);
+                held++;
+            }
+        }
+        if (held == 0) {
+            p.gpu_instance = MOCK_PROC_NO_INSTANCE;
+            p.compute_instance = MOCK_PROC_NO_INSTANCE;
+            fn(&p, arg);
+            held = 1;
+        }
+        n += held;
     }
     return n;
 }
@@ -140,6 +164,28 @@ static void add_used(const struct mock_proc *p, void *arg)
     uint64_t *sum = arg;
     uint64_t next = *sum + p->used_bytes;
     *sum = next < *sum ? UINT64_MAX : next; /* saturate: the caller caps at the board's room */
+}
+
+struct mig_sum {
+    unsigned int gi, ci;
+    uint64_t sum;
+};
+
+static void add_mig_used(const struct mock_proc *p, void *arg)
+{
+    struct mig_sum *m = arg;
+    if (p->gpu_instance == m->gi && p->compute_instance == m->ci) {
+        add_used(p, &m->sum);
+    }
+}
+
+uint64_t mock_procs_mig_used_bytes(const struct nvmlDevice_st *d, unsigned int gi, unsigned int ci)
+{
+    struct mig_sum m = {gi, ci, 0};
+    if (mock_procs_any()) {
+        mock_procs_each(d, add_mig_used, &m);
+    }
+    return m.sum;
 }
 
 uint64_t mock_procs_used_bytes(const struct nvmlDevice_st *d)

@@ -14,8 +14,14 @@
 /* The most processes one device reports (every slot of the region). */
 #define MOCK_PROCS_MAX LIVE_PROCESS_SLOTS
 
-/* One record's NVML-visible part, read in one consistent snapshot. */
+/* gpu_instance / compute_instance of a process holding a whole GPU (NVML's "no instance"). */
+#define MOCK_PROC_NO_INSTANCE 0xFFFFFFFFu
+
+/* One record's NVML-visible part on one device, read in one consistent snapshot: a record
+ * holding MIG devices of a GPU gives one per MIG device, with its instance ids. */
 struct mock_proc {
+    uint32_t gpu_instance;
+    uint32_t compute_instance;
     uint32_t pid;
     uint64_t used_bytes;
     uint64_t start_ms;
@@ -30,7 +36,8 @@ struct mock_proc {
 unsigned int mock_procs_of(const struct nvmlDevice_st *d, struct mock_proc *out, unsigned int max);
 
 /* Call fn(p, arg) for each record holding `d`'s board GPU, in slot order (each read in one
- * consistent snapshot); returns how many there were. */
+ * consistent snapshot), once per MIG device of it the record holds, else once; returns how
+ * many calls there were. */
 unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const struct mock_proc *, void *), void *arg);
 
 /* Whether any record may hold a GPU: the one load a getter pays on a node without any. */
@@ -41,7 +48,12 @@ static inline int mock_procs_any(void)
            __atomic_load_n((const uint32_t *)(const void *)(h + LIVE_HDR_PROCESS_HIGH), __ATOMIC_ACQUIRE) != 0;
 }
 
-/* The framebuffer memory the records use on `d` (the sum; 0 without records). */
+/* The framebuffer memory the records use on MIG device (gi, ci) of `d` (the sum; 0 without
+ * records). */
+uint64_t mock_procs_mig_used_bytes(const struct nvmlDevice_st *d, unsigned int gi, unsigned int ci);
+
+/* The framebuffer memory the records use on `d`, its MIG devices' included (the sum; 0
+ * without records). */
 uint64_t mock_procs_used_bytes(const struct nvmlDevice_st *d);
 
 /* A process's utilization now (percent): its pattern at the current quantum, 0 without one. */

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 LIVE_MAGIC: Final = b'nvml-mock-live'
-LIVE_FORMAT: Final = 1
+LIVE_FORMAT: Final = 2
 LIVE_HEADER_BYTES: Final = 4096
 LIVE_HEADER_FIELDS: Final = {
     'magic': ('char[16]', 0),
@@ -51,7 +51,7 @@ LIVE_EVENT_TYPE: Final = 16
 LIVE_EVENT_DATA: Final = 24
 LIVE_RECORDS_OFFSET: Final = 4096
 LIVE_PROCESS_SLOTS: Final = 1024
-LIVE_PROCESS_RECORD_BYTES: Final = 512
+LIVE_PROCESS_RECORD_BYTES: Final = 576
 LIVE_PROCESSES_OFFSET: Final = 77824
 # name: (type, offset, bytes) of a process record's fields
 LIVE_PROCESS_FIELDS: Final = {
@@ -69,9 +69,10 @@ LIVE_PROCESS_FIELDS: Final = {
     'namespace': ('str', 136, 64),
     'container_name': ('str', 200, 64),
     'pod': ('str', 264, 248),
+    'mig_holdings': ('u32s', 512, 64),
 }
 LIVE_MIG_BYTES_PER_GPU: Final = 4096
-LIVE_MIG_OFFSET: Final = 602112
+LIVE_MIG_OFFSET: Final = 667648
 LIVE_MIG_SEQ: Final = 0
 LIVE_MIG_WRITES: Final = 8
 LIVE_MIG_CURRENT: Final = 16
@@ -94,5 +95,5 @@ LIVE_MIG_CI_START: Final = 12
 LIVE_MIG_CI_SIZE: Final = 16
 LIVE_EVENT_SLOTS: Final = 1024
 LIVE_EVENT_RECORD_BYTES: Final = 32
-LIVE_EVENTS_OFFSET: Final = 864256
-LIVE_TOTAL_BYTES: Final = 897024
+LIVE_EVENTS_OFFSET: Final = 929792
+LIVE_TOTAL_BYTES: Final = 962560

@@ -41,6 +41,7 @@ from nvml_mock_protocol import _live_layout as layout
 from nvml_mock_protocol.errors import ProtocolPackageError
 
 __all__ = [
+    "MIG_HOLDINGS_MAX",
     "UTIL_PATTERNS",
     "Allocation",
     "AllocationError",
@@ -81,7 +82,10 @@ class Allocation:
     """One container holding GPUs, as the live layer records it.
 
     ``gpus`` are board indices (the node's GPU numbering, not a container's renumbered
-    view); ``used_memory_bytes`` is used on each of them. ``util_*`` is the process's
+    view); ``used_memory_bytes`` is used on each device held. ``mig`` names the MIG devices
+    held, as ``(gpu, gpu instance id, compute instance id)``: a GPU of ``gpus`` that ``mig``
+    names is held only through those MIG devices, one not named is held whole (the ids are
+    kept as given, so a record outlives the instance it names). ``util_*`` is the process's
     utilization pattern (:data:`UTIL_PATTERNS`); its epoch is ``start_time_ms``.
     """
 
@@ -97,6 +101,12 @@ class Allocation:
     util_period_ms: int = 0
     util_seed: int = 0
     start_time_ms: int = 0
+    mig: tuple[tuple[int, int, int], ...] = ()
+
+
+_MIG_HELD: Final = 1 << 31
+MIG_HOLDINGS_MAX: Final = layout.LIVE_PROCESS_FIELDS["mig_holdings"][2] // 4
+"""How many MIG devices one allocation record can hold."""
 
 
 def _field(name: str) -> tuple[str, int, int]:
@@ -120,6 +130,28 @@ def _pack(alloc: Allocation, gpu_count: int) -> bytes:
         if not isinstance(gpu, int) or not 0 <= gpu < gpu_count:
             raise bad("gpus", alloc.gpus, f"GPU {gpu} is not one of this node's 0..{gpu_count - 1}")
         mask |= 1 << gpu
+    if len(alloc.mig) > MIG_HOLDINGS_MAX:
+        raise bad("mig", alloc.mig, f"a record holds at most {MIG_HOLDINGS_MAX} MIG devices")
+    words: list[int] = []
+    for held in alloc.mig:
+        if (
+            not isinstance(held, tuple)
+            or len(held) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in held)
+        ):
+            raise bad("mig", alloc.mig, "each MIG device is (gpu, gpu instance, compute instance)")
+        gpu, gi, ci = held
+        if gpu not in alloc.gpus:
+            raise bad("mig", alloc.mig, f"MIG device {held} is on GPU {gpu}, not one of gpus")
+        if not (0 <= gi <= 0xFF and 0 <= ci <= 0xFF):
+            raise bad("mig", alloc.mig, f"MIG device {held}: instance ids are in 0..255")
+        word = _MIG_HELD | gpu | gi << 8 | ci << 16
+        if word in words:
+            raise bad("mig", alloc.mig, f"MIG device {held} is named twice")
+        words.append(word)
+    _, mig_at, _ = _field("mig_holdings")
+    for i, word in enumerate(words):
+        struct.pack_into("<I", data, mig_at + 4 * i, word)
     integers: dict[str, tuple[int, int]] = {
         "in_use": (1, 1),
         "pid": (alloc.pid, _U32),
@@ -162,6 +194,12 @@ def _unpack(data: bytes) -> Allocation:
         return data[offset : offset + size].split(b"\0", 1)[0].decode("utf-8", "replace")
 
     mask = number("gpu_mask")
+    _, mig_at, mig_size = _field("mig_holdings")
+    mig = tuple(
+        (word & 0xFF, word >> 8 & 0xFF, word >> 16 & 0xFF)
+        for (word,) in struct.iter_unpack("<I", data[mig_at : mig_at + mig_size])
+        if word & _MIG_HELD
+    )
     return Allocation(
         container_id=text("container_id"),
         pid=number("pid"),
@@ -175,6 +213,7 @@ def _unpack(data: bytes) -> Allocation:
         util_period_ms=number("util_period_ms"),
         util_seed=number("util_seed"),
         start_time_ms=number("start_time_ms"),
+        mig=mig,
     )
 
 

@@ -34,8 +34,9 @@ class ProcessRow:
 
 
 def process_rows(device: Device) -> list[ProcessRow] | str:
-    """Compute and graphics processes merged by pid (type ``C``, ``G`` or ``C+G``)."""
-    found: dict[int, ProcessRow] = {}
+    """Compute and graphics processes merged by pid (type ``C``, ``G`` or ``C+G``); on a GPU
+    in MIG mode a process is one row per MIG device it runs on (its GI and CI ids)."""
+    found: dict[tuple[int, int, int], ProcessRow] = {}
     errors: list[NvmlError] = []
     for kind, letter in (("Compute", "C"), ("Graphics", "G")):
         try:
@@ -45,8 +46,9 @@ def process_rows(device: Device) -> list[ProcessRow] | str:
             continue
         for info in infos:
             pid = int(info.pid)
-            if pid in found:
-                found[pid].kind = "C+G"
+            key = (pid, int(info.gpuInstanceId), int(info.computeInstanceId))
+            if key in found:
+                found[key].kind = "C+G"
                 continue
             try:
                 name = device.nvml.process_name(pid)
@@ -60,7 +62,7 @@ def process_rows(device: Device) -> list[ProcessRow] | str:
                 if info.computeInstanceId == VALUE_NOT_AVAILABLE_UINT
                 else str(info.computeInstanceId)
             )
-            found[pid] = ProcessRow(pid, letter, name, used=used, gi=gi, ci=ci)
+            found[key] = ProcessRow(pid, letter, name, used=used, gi=gi, ci=ci)
     if not found and len(errors) == 2:
         first = errors[0]
         return NA if first.code == ERROR_NOT_SUPPORTED else first.text

@@ -1,0 +1,169 @@
+"""Allocation records that hold MIG devices, read through nvidia-ml-py bound to the real library.
+
+A record names, per GPU it holds, the MIG devices (GPU / compute instance ids) it holds there;
+the process is listed on the parent GPU with those ids, and its memory counts on that MIG
+device and on the parent. The ids are the record's: destroying the instance later leaves the
+record, and the process stays listed with the ids it was given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nvml_mock_engine import live
+from nvml_mock_engine.config import resolve_config
+from nvml_mock_engine.render import render_text
+from nvml_mock_protocol.live import MIG_HOLDINGS_MAX, Allocation, AllocationError, LiveFile
+from smi_fixtures.helpers import smi
+
+GiB = 1 << 30
+NO_INSTANCE = 0xFFFFFFFF
+NVML_PROCESS_MODE_COMPUTE = 0
+
+
+@pytest.fixture
+def node(pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, library_file: Path) -> Any:
+    """A two-GPU H100 node with GPU 0 in MIG mode holding two 1g.10gb MIG devices (GI/CI ids
+    as the library gives them), and the live file opened for writing records."""
+    state = tmp_path / "state.nvmlmock"
+    state.write_text(render_text(resolve_config(node="mig-node", profile="h100", count=2)))
+    live.create(tmp_path / live.LIVE_FILE_NAME, live.read_board(state))
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
+    pynvml.nvmlInit()
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+    pynvml.nvmlDeviceSetMigMode(gpu, pynvml.NVML_DEVICE_MIG_ENABLE)
+    info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
+    for _ in range(2):
+        gi = pynvml.nvmlDeviceCreateGpuInstance(gpu, info.id)
+        ci_info = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, 0, 0)
+        pynvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)
+    with LiveFile.open(tmp_path / live.LIVE_FILE_NAME, library=library_file) as records:
+        yield gpu, records
+
+
+def mig_device(pynvml: Any, gpu: Any, index: int) -> tuple[Any, int, int]:
+    handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, index)
+    gi: int = pynvml.nvmlDeviceGetGpuInstanceId(handle)
+    ci: int = pynvml.nvmlDeviceGetComputeInstanceId(handle)
+    return handle, gi, ci
+
+
+def used(pynvml: Any, handle: Any) -> int:
+    info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+    assert info.free == info.total - info.used - info.reserved
+    value: int = info.used
+    return value
+
+
+def listed(pynvml: Any, gpu: Any) -> list[tuple[int, int, int, int]]:
+    procs = pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)  # the _v3 entry point
+    return [(p.pid, p.usedGpuMemory, p.gpuInstanceId, p.computeInstanceId) for p in procs]
+
+
+def test_a_mig_holding_is_listed_on_the_parent_with_its_ids_and_counts_on_that_device(
+    pynvml: Any, node: Any
+) -> None:
+    gpu, records = node
+    first, gi, ci = mig_device(pynvml, gpu, 0)
+    second, _, _ = mig_device(pynvml, gpu, 1)
+    parent_before = used(pynvml, gpu)
+    records.put(
+        Allocation("c1", pid=4242, gpus=(0,), used_memory_bytes=3 * GiB, mig=((0, gi, ci),))
+    )
+    assert listed(pynvml, gpu) == [(4242, 3 * GiB, gi, ci)]
+    detail = pynvml.nvmlDeviceGetRunningProcessDetailList(
+        gpu, pynvml.nvmlProcessDetailList_v1, NVML_PROCESS_MODE_COMPUTE
+    )
+    assert [(p.pid, p.gpuInstanceId, p.computeInstanceId) for p in detail] == [(4242, gi, ci)]
+    assert used(pynvml, first) == 3 * GiB
+    assert used(pynvml, second) == 0
+    v1 = pynvml.nvmlDeviceGetMemoryInfo(first)
+    assert (v1.used, v1.free) == (3 * GiB, v1.total - 3 * GiB)
+    assert used(pynvml, gpu) == parent_before + 3 * GiB
+    assert records.list()[0].mig == ((0, gi, ci),)
+    records.remove("c1")
+    assert listed(pynvml, gpu) == []
+    assert used(pynvml, first) == 0
+
+
+def test_a_record_holding_a_mig_device_and_a_whole_gpu_lists_each_its_way(
+    pynvml: Any, node: Any
+) -> None:
+    gpu, records = node
+    whole = pynvml.nvmlDeviceGetHandleByIndex(1)
+    _, gi0, ci0 = mig_device(pynvml, gpu, 0)
+    _, gi1, ci1 = mig_device(pynvml, gpu, 1)
+    records.put(
+        Allocation(
+            "c2", pid=7, gpus=(0, 1), used_memory_bytes=GiB, mig=((0, gi0, ci0), (0, gi1, ci1))
+        )
+    )
+    assert listed(pynvml, gpu) == [(7, GiB, gi0, ci0), (7, GiB, gi1, ci1)]
+    assert listed(pynvml, whole) == [(7, GiB, NO_INSTANCE, NO_INSTANCE)]
+
+
+def test_the_memory_a_mig_device_shows_is_capped_at_its_size(pynvml: Any, node: Any) -> None:
+    gpu, records = node
+    first, gi, ci = mig_device(pynvml, gpu, 0)
+    total = pynvml.nvmlDeviceGetMemoryInfo(first).total
+    records.put(
+        Allocation("big", pid=1, gpus=(0,), used_memory_bytes=total + GiB, mig=((0, gi, ci),))
+    )
+    assert used(pynvml, first) == total
+
+
+def test_a_destroyed_instance_leaves_the_process_listed_with_the_ids_it_was_given(
+    pynvml: Any, node: Any
+) -> None:
+    gpu, records = node
+    _, gi, ci = mig_device(pynvml, gpu, 1)
+    records.put(Allocation("c3", pid=99, gpus=(0,), used_memory_bytes=GiB, mig=((0, gi, ci),)))
+    instance = pynvml.nvmlDeviceGetGpuInstanceById(gpu, gi)
+    pynvml.nvmlComputeInstanceDestroy(pynvml.nvmlGpuInstanceGetComputeInstanceById(instance, ci))
+    pynvml.nvmlGpuInstanceDestroy(instance)
+    assert pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0) is not None
+    assert listed(pynvml, gpu) == [(99, GiB, gi, ci)]
+    assert records.list()[0].mig == ((0, gi, ci),)
+
+
+@pytest.mark.parametrize(
+    ("mig", "why"),
+    [
+        (((1, 1, 0),), "not one of gpus"),
+        (((0, 256, 0),), "instance ids are in 0..255"),
+        (((0, 1, 0), (0, 1, 0)), "named twice"),
+        (tuple((0, i, 0) for i in range(MIG_HOLDINGS_MAX + 1)), "at most"),
+        (((0, 1),), "(gpu, gpu instance, compute instance)"),
+    ],
+)
+def test_a_bad_mig_holding_is_refused_naming_it(
+    node: Any, mig: tuple[tuple[int, ...], ...], why: str
+) -> None:
+    _, records = node
+    with pytest.raises(AllocationError, match="mig=") as caught:
+        records.put(Allocation("bad", pid=1, gpus=(0,), mig=mig))  # type: ignore[arg-type]
+    assert why in str(caught.value)
+    assert records.list() == []
+
+
+def test_the_work_alike_shows_one_process_row_per_mig_device_with_its_ids(
+    pynvml: Any, node: Any, library_file: Path
+) -> None:
+    gpu, records = node
+    _, gi0, ci0 = mig_device(pynvml, gpu, 0)
+    _, gi1, ci1 = mig_device(pynvml, gpu, 1)
+    records.put(
+        Allocation(
+            "c4", pid=4242, gpus=(0,), used_memory_bytes=GiB, mig=((0, gi0, ci0), (0, gi1, ci1))
+        )
+    )
+    rc, out = smi(library_file)
+    assert rc == 0
+    rows = [line.split() for line in out.splitlines() if "4242" in line]
+    assert [row[1:6] for row in rows] == [
+        ["0", str(gi0), str(ci0), "4242", "C"],
+        ["0", str(gi1), str(ci1), "4242", "C"],
+    ]
+    assert all(row[-2] == "1024MiB" for row in rows)
