@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ import pytest
 from nvml_mock_nri.devices import DeviceScan, cdi_spec_exists, scan_device_nodes
 from nvml_mock_nri.service import PluginService
 from nvml_mock_nri.settings import load_settings
+from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
@@ -120,6 +122,43 @@ def container(
     for path in devices or []:
         created.linux.devices.add(path=path, type="c", major=195, minor=0)
     return created
+
+
+def allocated(
+    name: str, sandbox: api.PodSandbox, *, gpus: str | None = None, cdi: list[str] | None = None
+) -> api.Container:
+    """A container of *sandbox* that a device plugin gave *gpus* (env) or *cdi* names."""
+    env = ["PATH=/usr/bin:/bin"]
+    if gpus is not None:
+        env.append(f"NVIDIA_VISIBLE_DEVICES={gpus}")
+    made = container(name, env=env, cdi=cdi)
+    made.pod_sandbox_id = sandbox.id
+    return made
+
+
+async def run_container(
+    runtime: RuntimeDouble, sandbox: api.PodSandbox, made: api.Container, pid: int
+) -> str:
+    """Create and start *made* as process *pid*; its container id."""
+    result = await runtime.create_container(sandbox, made)
+    await runtime.start_container(sandbox, result.container.id, pid)
+    return result.container.id
+
+
+def read_through_library(overlay: Path, script: str) -> dict[str, object]:
+    """Run *script* (given the overlay's library path as argv[1]) in a child process against
+    the staged state, as a node-level monitor reads it; its JSON output."""
+    library = overlay / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME
+    state = overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(library)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={names.ENV_MOCK_NVML_CONFIG: str(state), "PATH": "/usr/bin:/bin"},
+    )
+    view: dict[str, object] = json.loads(done.stdout)
+    return view
 
 
 @dataclass

@@ -4,14 +4,11 @@ unix socket, into a real staged overlay's live layer, read back through the real
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Start, container, pod
+from conftest import Start, allocated, pod, read_through_library, run_container
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_protocol import names
@@ -73,39 +70,7 @@ def nvml_view(overlay: Path) -> dict[str, object]:
         print(json.dumps(out))
         """
     )
-    library = overlay / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME
-    env = {
-        names.ENV_MOCK_NVML_CONFIG: str(overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME),
-        "PATH": "/usr/bin:/bin",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(library)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    view: dict[str, object] = json.loads(done.stdout)
-    return view
-
-
-def allocated(
-    name: str, sandbox: api.PodSandbox, *, gpus: str | None = None, cdi: list[str] | None = None
-) -> api.Container:
-    env = ["PATH=/usr/bin:/bin"]
-    if gpus is not None:
-        env.append(f"NVIDIA_VISIBLE_DEVICES={gpus}")
-    made = container(name, env=env, cdi=cdi)
-    made.pod_sandbox_id = sandbox.id
-    return made
-
-
-async def run(
-    runtime: RuntimeDouble, sandbox: api.PodSandbox, made: api.Container, pid: int
-) -> str:
-    result = await runtime.create_container(sandbox, made)
-    await runtime.start_container(sandbox, result.container.id, pid)
-    return result.container.id
+    return read_through_library(overlay, script)
 
 
 async def test_start_records_stop_and_remove_clear(
@@ -113,7 +78,9 @@ async def test_start_records_stop_and_remove_clear(
 ) -> None:
     await start_plugin("--overlay-host-path", str(overlay))
     sandbox = pod("train", annotations={names.ANNOTATION_GPU_MEMORY: "20Gi"})
-    cid = await run(runtime, sandbox, allocated("main", sandbox, cdi=["nvidia.com/gpu=2"]), 4242)
+    cid = await run_container(
+        runtime, sandbox, allocated("main", sandbox, cdi=["nvidia.com/gpu=2"]), 4242
+    )
     records = live_records(overlay)
     assert [(r.container_id, r.pid, r.gpus, r.used_memory_bytes) for r in records] == [
         (cid, 4242, (2,), 20 * GiB)
@@ -131,7 +98,7 @@ async def test_start_records_stop_and_remove_clear(
     assert live_records(overlay) == []
     assert nvml_view(overlay)["2"]["procs"] == []  # type: ignore[index]
     # a record that a stop missed goes at removal
-    cid2 = await run(runtime, sandbox, allocated("again", sandbox, gpus="1"), 77)
+    cid2 = await run_container(runtime, sandbox, allocated("again", sandbox, gpus="1"), 77)
     assert [r.gpus for r in live_records(overlay)] == [(1,)]
     await runtime.remove_container(sandbox, cid2)
     assert live_records(overlay) == []
@@ -142,11 +109,11 @@ async def test_ambient_containers_and_excluded_pods_record_nothing(
 ) -> None:
     await start_plugin("--overlay-host-path", str(overlay), "--excluded-namespaces", "batch")
     plain = pod("plain")
-    await run(runtime, plain, allocated("main", plain), 10)
+    await run_container(runtime, plain, allocated("main", plain), 10)
     opted_out = pod("out", annotations={names.ANNOTATION_INJECT: "false"})
-    await run(runtime, opted_out, allocated("main", opted_out, gpus="0"), 11)
+    await run_container(runtime, opted_out, allocated("main", opted_out, gpus="0"), 11)
     excluded = pod("job", namespace="batch")
-    await run(runtime, excluded, allocated("main", excluded, gpus="0"), 12)
+    await run_container(runtime, excluded, allocated("main", excluded, gpus="0"), 12)
     assert live_records(overlay) == []
 
 
@@ -165,8 +132,8 @@ async def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
             names.ANNOTATION_GPU_UTILIZATION: "steady 50",
         },
     )
-    await run(runtime, a, allocated("main", a, gpus="3"), 100)
-    await run(runtime, b, allocated("main", b, cdi=["nvidia.com/gpu=3"]), 101)
+    await run_container(runtime, a, allocated("main", a, gpus="3"), 100)
+    await run_container(runtime, b, allocated("main", b, cdi=["nvidia.com/gpu=3"]), 101)
     view = nvml_view(overlay)
     assert view["3"]["procs"] == [[100, 4 * GiB], [101, 6 * GiB]]  # type: ignore[index]
     assert view["3"]["used"] - view["0"]["used"] == 10 * GiB  # type: ignore[index, operator]
@@ -178,7 +145,7 @@ async def test_the_default_memory_is_the_configured_share_of_the_gpu(
 ) -> None:
     await start_plugin("--overlay-host-path", str(overlay), "--gpu-memory-share", "0.25")
     bad = pod("p", annotations={names.ANNOTATION_GPU_MEMORY: "lots"})
-    await run(runtime, bad, allocated("main", bad, gpus="0"), 5)
+    await run_container(runtime, bad, allocated("main", bad, gpus="0"), 5)
     (record,) = live_records(overlay)
     total = 81559 * (1 << 20)  # the H100 profile's framebuffer
     assert record.used_memory_bytes == pytest.approx(total // 4, rel=0.01)
@@ -189,8 +156,8 @@ async def test_a_plugin_restart_mid_run_leaves_nothing_behind_and_loses_nothing(
 ) -> None:
     first = await start_plugin("--overlay-host-path", str(overlay))
     sandbox = pod("keep")
-    kept = await run(runtime, sandbox, allocated("kept", sandbox, gpus="0"), 1)
-    gone = await run(runtime, sandbox, allocated("gone", sandbox, gpus="1"), 2)
+    kept = await run_container(runtime, sandbox, allocated("kept", sandbox, gpus="0"), 1)
+    gone = await run_container(runtime, sandbox, allocated("gone", sandbox, gpus="1"), 2)
     first.service.stop()
     await first.exit_code()
     # while the plugin is away, one container stops and is removed, another starts
@@ -211,7 +178,7 @@ async def test_a_live_layer_that_cannot_be_written_never_fails_a_container(
 ) -> None:
     plugin = await start_plugin("--overlay-host-path", str(short_tmp / "not-staged"))
     sandbox = pod("p")
-    cid = await run(runtime, sandbox, allocated("main", sandbox, gpus="0"), 9)
+    cid = await run_container(runtime, sandbox, allocated("main", sandbox, gpus="0"), 9)
     assert runtime.containers[cid].state == api.CONTAINER_RUNNING
     ready = await plugin.get("/readyz")
     assert "allocation records not written" in ready.text

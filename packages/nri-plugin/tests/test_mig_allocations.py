@@ -6,20 +6,16 @@ MIG device."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Start, container, pod
+from conftest import Start, allocated, pod, read_through_library, run_container
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import apply, parse_spec
 from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_protocol import names
 from nvml_mock_protocol.live import Allocation, LiveFile
-from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 GiB = 1 << 30
@@ -87,36 +83,7 @@ def nvml_view(overlay: Path) -> dict[str, object]:
         }))
         """
     )
-    library, state, _ = paths(overlay)
-    env = {names.ENV_MOCK_NVML_CONFIG: str(state), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(library)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    view: dict[str, object] = json.loads(done.stdout)
-    return view
-
-
-def allocated(
-    name: str, sandbox: api.PodSandbox, *, gpus: str | None = None, cdi: list[str] | None = None
-) -> api.Container:
-    env = ["PATH=/usr/bin:/bin"]
-    if gpus is not None:
-        env.append(f"NVIDIA_VISIBLE_DEVICES={gpus}")
-    made = container(name, env=env, cdi=cdi)
-    made.pod_sandbox_id = sandbox.id
-    return made
-
-
-async def run(
-    runtime: RuntimeDouble, sandbox: api.PodSandbox, made: api.Container, pid: int
-) -> str:
-    result = await runtime.create_container(sandbox, made)
-    await runtime.start_container(sandbox, result.container.id, pid)
-    return result.container.id
+    return read_through_library(overlay, script)
 
 
 async def test_a_mig_device_by_index_is_held_on_its_parent_with_its_ids(
@@ -124,7 +91,7 @@ async def test_a_mig_device_by_index_is_held_on_its_parent_with_its_ids(
 ) -> None:
     await start_plugin("--overlay-host-path", str(overlay), "--gpu-memory-share", "0.5")
     sandbox = pod("infer")
-    cid = await run(runtime, sandbox, allocated("main", sandbox, gpus="1:1"), 4242)
+    cid = await run_container(runtime, sandbox, allocated("main", sandbox, gpus="1:1"), 4242)
     before = nvml_view(overlay)
     devices = before["devices"]
     assert isinstance(devices, list) and len(devices) == 3
@@ -149,8 +116,10 @@ async def test_a_mig_device_by_uuid_in_env_or_cdi_and_a_whole_gpu_together(
     assert isinstance(devices, list)
     (uuid0, gi0, ci0, _), (uuid2, gi2, ci2, _) = devices[0], devices[2]
     sandbox = pod("train", annotations={names.ANNOTATION_GPU_MEMORY: "2Gi"})
-    await run(runtime, sandbox, allocated("env", sandbox, gpus=f"{uuid0.lower()},3"), 11)
-    await run(runtime, sandbox, allocated("cdi", sandbox, cdi=[f"nvidia.com/gpu={uuid2}"]), 12)
+    await run_container(runtime, sandbox, allocated("env", sandbox, gpus=f"{uuid0.lower()},3"), 11)
+    await run_container(
+        runtime, sandbox, allocated("cdi", sandbox, cdi=[f"nvidia.com/gpu={uuid2}"]), 12
+    )
     held = sorted((r.pid, r.gpus, r.mig, r.used_memory_bytes) for r in live_records(overlay))
     assert held == [
         (11, (1, 3), ((1, gi0, ci0),), 2 * GiB),
@@ -167,10 +136,12 @@ async def test_mig_entries_naming_no_mig_device_of_the_node_are_left_out(
 ) -> None:
     await start_plugin("--overlay-host-path", str(overlay))
     sandbox = pod("p")
-    await run(runtime, sandbox, allocated("a", sandbox, gpus="1:7"), 5)
-    await run(runtime, sandbox, allocated("b", sandbox, gpus="0:0"), 6)  # GPU 0 has no MIG
+    await run_container(runtime, sandbox, allocated("a", sandbox, gpus="1:7"), 5)
+    await run_container(
+        runtime, sandbox, allocated("b", sandbox, gpus="0:0"), 6
+    )  # GPU 0 has no MIG
     assert live_records(overlay) == []
-    await run(runtime, sandbox, allocated("c", sandbox, gpus="MIG-0000-bogus,1:0"), 7)
+    await run_container(runtime, sandbox, allocated("c", sandbox, gpus="MIG-0000-bogus,1:0"), 7)
     (record,) = live_records(overlay)
     assert (record.pid, record.gpus, len(record.mig)) == (7, (1,), 1)
     assert "allocation names no GPU of this node: MIG-0000-bogus" in caplog.text
@@ -181,7 +152,7 @@ async def test_a_destroyed_instance_keeps_the_record_and_the_ids_it_was_given(
 ) -> None:
     await start_plugin("--overlay-host-path", str(overlay), "--gpu-memory-share", "0.5")
     sandbox = pod("p")
-    await run(runtime, sandbox, allocated("main", sandbox, gpus="1:2"), 99)
+    await run_container(runtime, sandbox, allocated("main", sandbox, gpus="1:2"), 99)
     devices = nvml_view(overlay)["devices"]
     assert isinstance(devices, list)
     _, gi, ci, _ = devices[2]
