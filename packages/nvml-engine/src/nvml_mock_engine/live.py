@@ -214,15 +214,16 @@ class LiveLayer:
     """
 
     def __init__(
-        self, path: Path, fd: int, mapped: mmap.mmap, board: Sequence[BoardGpu], writable: bool
+        self, path: Path, opened: core.LiveFile, board: Sequence[BoardGpu], writable: bool
     ) -> None:
         self.path = path
-        self._fd = fd
-        self._map = mapped
+        self._file = opened
+        """The protocol's open file: it owns the descriptor and the mapping."""
+        self._fd = opened.fd
+        self._map = opened.mapping
         self._buffer: ctypes.Array[ctypes.c_char] | None = None
         self._board = list(board)
         self.writable = writable
-        self._file: core.LiveFile | None = None
 
     @classmethod
     def open(
@@ -237,8 +238,7 @@ class LiveLayer:
             opened = core.LiveFile.open(path, library=_library_path(), writable=writable)
         except core.LiveFileError as exc:
             raise LiveLayerError(str(exc)) from None
-        layer = cls(path, opened.fd, opened.mapping, board, writable)
-        layer._file = opened
+        layer = cls(path, opened, board, writable)
         try:
             layer._check()
         except BaseException:
@@ -278,8 +278,6 @@ class LiveLayer:
     @property
     def allocations(self) -> core.LiveFile:
         """The file's allocation records (put, remove, replace_all, list)."""
-        if self._file is None:
-            raise LiveLayerError(f"the live layer {self.path} was not opened through open()")
         return self._file
 
     @property
@@ -467,16 +465,8 @@ class LiveLayer:
         if self._buffer is not None:
             del self._buffer
             self._buffer = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-            self._fd = -1
-            return
-        if not self._map.closed:
-            self._map.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._file.close()
+        self._fd = -1
 
     def __enter__(self) -> LiveLayer:
         return self
