@@ -10,6 +10,7 @@ soname makes pynvml bind to it in this process without touching ``LD_LIBRARY_PAT
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -264,3 +265,26 @@ def require_thread_sanitizer(tsan_dir: Path) -> None:
     )
     if probe.returncode != 0:
         pytest.skip("no compiler with a working ThreadSanitizer runtime (TSAN_CC, default clang)")
+
+
+def run_with_visible(
+    script: str, args: list[str], visible: str | None
+) -> tuple[dict[str, Any], str]:
+    """Run *script* in a child process (the variable must be set before its ``nvmlInit``)
+    with ``NVIDIA_VISIBLE_DEVICES`` set to *visible*, or unset for None; its JSON output and
+    its stderr. A failing child fails the test with its stderr."""
+    env = dict(os.environ)
+    env.pop("NVIDIA_VISIBLE_DEVICES", None)
+    if visible is not None:
+        env["NVIDIA_VISIBLE_DEVICES"] = visible
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result, proc.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import StateWriter, gpu_entry
+from conftest import StateWriter, gpu_entry, run_with_visible
 from nvml_mock_engine import live
 from smi_fixtures.helpers import smi_process
 
@@ -125,21 +125,8 @@ def board(write_state: StateWriter) -> list[dict[str, Any]]:
 
 
 def probe(library_file: Path, board: list[dict[str, Any]], visible: str | None) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("NVIDIA_VISIBLE_DEVICES", None)
-    if visible is not None:
-        env["NVIDIA_VISIBLE_DEVICES"] = visible
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(library_file), json.dumps(board)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, Any] = json.loads(proc.stdout)
-    result["stderr"] = proc.stderr
+    result, stderr = run_with_visible(PROBE, [str(library_file), json.dumps(board)], visible)
+    result["stderr"] = stderr
     return result
 
 

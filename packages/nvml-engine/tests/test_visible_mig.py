@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_with_visible
 from nvml_mock_engine import live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
@@ -78,21 +79,7 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path) ->
 
 
 def probe(library: Path, visible: str | None, uuids: list[str]) -> dict[str, Any]:
-    env = dict(os.environ)
-    env.pop("NVIDIA_VISIBLE_DEVICES", None)
-    if visible is not None:
-        env["NVIDIA_VISIBLE_DEVICES"] = visible
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, str(library), json.dumps(uuids)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
+    return run_with_visible(PROBE, [str(library), json.dumps(uuids)], visible)[0]
 
 
 def test_the_node_without_a_selection(node: dict[str, Any]) -> None:
