@@ -46,6 +46,7 @@ from nvml_mock_protocol.live_mig import (
 from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri.adjust import Policy, skip_reason
+from nvml_mock_nri.dra import MigSource
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import Settings
@@ -113,11 +114,23 @@ class AllocationRecorder:
 
     # -- what a container holds ----------------------------------------------
 
-    @staticmethod
-    def holds_gpus(policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bool:
-        """Whether *container* may hold GPUs (decided from strings, before any I/O): the
-        ambient case, opted-out pods and excluded namespaces never touch the live layer."""
-        return _held(policy, pod, container) is not None
+    def mig_devices(self) -> list[MigDevice]:
+        """The node's MIG devices now (for DRA MIG claims and MIG capability device nodes);
+        none when the live layer cannot be read (the failure is reported as a write's)."""
+        try:
+            live = self._open()
+            return mig_devices(live, self._board)
+        except LiveFileError as exc:
+            self._failed("MIG layout", exc)
+            return []
+
+    def holds_gpus(
+        self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> bool:
+        """Whether *container* may hold GPUs (decided from strings, before any I/O, except
+        for MIG claims): the ambient case, opted-out pods and excluded namespaces never
+        touch the live layer."""
+        return _held(policy, pod, container, self.mig_devices) is not None
 
     def allocation(
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
@@ -125,7 +138,7 @@ class AllocationRecorder:
         """The record for a running *container*, or None when it holds no GPU (or gets no
         overlay). Annotation values that cannot be used are logged and replaced by the
         defaults; they never keep the record from being written."""
-        selection = _held(policy, pod, container)
+        selection = _held(policy, pod, container, self.mig_devices)
         return None if selection is None else self._allocation(selection, pod, container)
 
     def _allocation(
@@ -226,7 +239,9 @@ class AllocationRecorder:
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> None:
         """StartContainer / PostStartContainer: record what the container holds."""
-        selection = _held(policy, pod, container)  # read once: a third of an event's cost
+        selection = _held(
+            policy, pod, container, self.mig_devices
+        )  # read once: a third of an event's cost
         if selection is None:
             return
         try:
@@ -295,12 +310,15 @@ class AllocationRecorder:
 
 
 def _held(
-    policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    policy: Policy,
+    pod: api_pb2.PodSandbox,
+    container: api_pb2.Container,
+    mig: MigSource | None = None,
 ) -> VisibleSelection | None:
     """What *container* holds, or None when it holds no GPU or gets no overlay."""
     if skip_reason(policy, pod.namespace, pod.annotations, ()) is not None:
         return None
-    selection = visible_gpus(container)
+    selection = visible_gpus(container, mig)
     if not selection.allocated or selection.kind is Visibility.NONE:
         return None
     return selection

@@ -320,7 +320,7 @@ class Injector:
             env=container.env,
             mount_destinations=[m.destination for m in container.mounts],
             identity=identity,
-            visible=visible_env(container),
+            visible=visible_env(container, self.recorder.mig_devices),
         )
         if decision.skip is not None:
             self.metrics.skip(decision.skip)
@@ -332,6 +332,7 @@ class Injector:
             return api_pb2.CreateContainerResponse()
         if self.settings.unknown_visible_devices == unknown_devices.FAIL:
             unknown_devices.check(container, self._node_gpus)
+            unknown_devices.check_claims(container, self._node_gpus, self.recorder.mig_devices)
         wants_gpus = wants_devices(policy, pod.annotations)
         wants_channels = wants_imex_channels(policy, pod.annotations)
         if wants_gpus or wants_channels:

@@ -9,7 +9,10 @@ the workload never starts. Without this rule the mock container would start and 
 plugin answers CreateContainer with that error (``--unknown-visible-devices fail``, the
 default), or leaves the refusal to ``nvmlInit`` (``allow``).
 
-Only the container's own variable is checked: CDI names (``nvidia.com/gpu=…``) are resolved by
+The DRA driver's own CDI names (``k8s.gpu.nvidia.com/claim=…``) are checked by
+:func:`check_claims`: the runtime resolved them against specs the driver wrote from what it
+saw, and a name that names nothing of the staged node fails the same way. Otherwise only the
+container's own variable is checked: CDI names (``nvidia.com/gpu=…``) are resolved by
 the runtime against the CDI specs before the plugin sees the container, and an unresolvable one
 already fails there (``unresolvable CDI devices``). MIG entries (``MIG-<uuid>`` and
 ``<gpu>:<mig>``) are left to the library, which resolves them against the node's live MIG
@@ -27,6 +30,7 @@ from typing import Final
 
 from nvml_mock_protocol.live import BoardSummary, LiveFileError, read_board_summary, resolve_gpus
 
+from nvml_mock_nri import dra
 from nvml_mock_nri.errors import UnknownDeviceError
 from nvml_mock_nri.visible import (
     Container,
@@ -36,7 +40,7 @@ from nvml_mock_nri.visible import (
     visible_gpus,
 )
 
-__all__ = ["FAIL", "MODES", "NodeGpus", "check", "toolkit_message"]
+__all__ = ["FAIL", "MODES", "NodeGpus", "check", "check_claims", "toolkit_message"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,3 +96,21 @@ def check(container: Container, gpus: NodeGpus) -> None:
     _, unknown = resolve_gpus(tokens, board)
     if unknown:
         raise UnknownDeviceError(unknown[0], toolkit_message(unknown[0]))
+
+
+def check_claims(container: Container, gpus: NodeGpus, mig: dra.MigSource | None) -> None:
+    """Raise :class:`UnknownDeviceError` (the runtime's words for an unresolvable CDI name,
+    the first such name) when a DRA driver CDI name of the container names nothing of this
+    node: a GPU minor past its GPUs, a MIG claim without a live MIG device it was given the
+    capabilities of, a malformed name of the DRA driver's kinds. Judged only with a readable
+    staged state, as :func:`check`."""
+    found, bad = dra.dra_devices(container)
+    if not found and not bad:
+        return
+    board = gpus.get()
+    if board is None:
+        return
+    claims = dra.gpu_tokens(container, mig, len(board))
+    if claims.unresolved:
+        name = claims.unresolved[0]
+        raise UnknownDeviceError(name, dra.unresolvable_message(name))

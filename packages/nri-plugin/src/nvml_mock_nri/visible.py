@@ -16,13 +16,20 @@ shapes, and :func:`visible_gpus` reads all of them from the NRI container, as pl
    ``volume-mounts``/device strategies). The mock stages ``/dev/nvidiaN`` for the GPU of
    index ``N`` (the rendered state's minor numbers are the indices), so ``N`` is the index.
 
+4. NVIDIA's DRA driver's CDI names (``k8s.gpu.nvidia.com/claim=<uid>-gpu-<minor>``, its
+   MIG and ComputeDomain kinds): the GPU of the minor, or the MIG device whose capability
+   device nodes the container was given (:mod:`nvml_mock_nri.dra`). They count with the
+   CDI names of 2.
+
 With none of them the container holds no allocation: NVML shows every GPU of the node
 (the ambient default) and nothing is recorded for it.
 
 The toolkit's own CDI specs add ``NVIDIA_VISIBLE_DEVICES=void`` to every container that
 gets one of their devices (so that the legacy hook leaves it alone); a ``void`` beside
 ``nvidia.com/gpu`` CDI names is therefore read as that spec's marker, not as the pod's
-choice, and the CDI names decide.
+choice, and the CDI names decide. The DRA driver's specs do the same, so a ``void`` beside
+any of its names is its marker too: the container sees what its claims give (nothing, for
+a container with only ComputeDomain claims, as on a real node).
 
 The grammar of the env value is the library's (the engine README, "Visible devices"):
 ``all``, ``none``, ``void`` or empty, or a comma list of indices, ``GPU-`` UUIDs (full or
@@ -39,6 +46,8 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from nvml_mock_protocol import names
+
+from nvml_mock_nri import dra
 
 GPU_CDI_KIND: Final = "nvidia.com/gpu"
 """The CDI kind NVIDIA's device plugin, DRA driver and toolkit name GPUs with."""
@@ -183,30 +192,62 @@ def gpu_device_indices(container: Container) -> tuple[str, ...]:
     return _dedup(found)
 
 
-def visible_gpus(container: Container) -> VisibleSelection:
+def visible_gpus(container: Container, mig: dra.MigSource | None = None) -> VisibleSelection:
     """The GPUs ``container`` holds: its own ``NVIDIA_VISIBLE_DEVICES``, else its
-    ``nvidia.com/gpu`` CDI names, else its ``/dev/nvidiaN`` nodes, else none allocated
-    (:data:`AMBIENT`: every GPU shown, none held)."""
+    ``nvidia.com/gpu`` and DRA CDI names, else its ``/dev/nvidiaN`` nodes, else none
+    allocated (:data:`AMBIENT`: every GPU shown, none held). *mig* gives the node's MIG
+    devices, which DRA MIG claims and MIG capability device nodes resolve against
+    (:mod:`nvml_mock_nri.dra`); without it they name no device."""
     env = _env_value(container.env)
     cdi = cdi_gpu_names(container)
-    if env is not None and not (cdi and env.strip() == VOID):
+    claims = dra.gpu_tokens(container, mig)
+    given = bool(cdi) or claims.present
+    if env is not None and not (given and env.strip() == VOID):
         return parse_visible_devices(env)
-    if cdi:
-        return parse_visible_devices(",".join(cdi), VisibleSource.CDI)
+    if given:
+        tokens = _dedup((*cdi, *claims.tokens))
+        if not tokens:
+            return VisibleSelection(Visibility.NONE, (), VisibleSource.CDI)
+        return parse_visible_devices(",".join(tokens), VisibleSource.CDI)
     nodes = gpu_device_indices(container)
     if nodes:
-        return VisibleSelection(Visibility.LIST, nodes, VisibleSource.DEVICE_NODES)
+        return VisibleSelection(
+            Visibility.LIST, _with_mig_caps(nodes, container, mig), VisibleSource.DEVICE_NODES
+        )
     return AMBIENT
 
 
-def visible_env(container: Container) -> str | None:
+def _with_mig_caps(
+    nodes: tuple[str, ...], container: Container, mig: dra.MigSource | None
+) -> tuple[str, ...]:
+    """GPU nodes with the MIG capability devices of some of their instances stand for
+    those MIG devices (a real node's NVML shows the container the instances it can open)."""
+    caps = dra.mig_caps(container)
+    if not caps or mig is None:
+        return nodes
+    live = list(mig())
+    out: list[str] = []
+    for node in nodes:
+        mine = [
+            d.uuid
+            for d in live
+            for c in caps
+            if str(d.gpu) == node
+            and (d.gpu, d.gpu_instance, d.compute_instance)
+            == (c.gpu, c.gpu_instance, c.compute_instance)
+        ]
+        out.extend(mine or [node])
+    return _dedup(out)
+
+
+def visible_env(container: Container, mig: dra.MigSource | None = None) -> str | None:
     """The ``NVIDIA_VISIBLE_DEVICES`` value the plugin sets, or None to set nothing.
 
     Set only for a container that was given GPUs by CDI names or device nodes and does
     not choose for itself; a value the pod (or a device plugin's env strategy) set is
     never overwritten, and an unallocated container keeps the ambient all-GPUs view.
     """
-    selection = visible_gpus(container)
+    selection = visible_gpus(container, mig)
     if selection.source in (VisibleSource.CDI, VisibleSource.DEVICE_NODES):
         return selection.env_value()
     return None
