@@ -10,6 +10,10 @@ One base class, so a caller can catch everything this package raises on purpose:
     │   └── LiveValueError a live value is refused before anything is written (exit 3);
     │                      names the key and the value
     ├── CtlUsageError      nvml-mock-ctl: a verb was given arguments it cannot use (exit 2)
+    ├── ImexError          (in ``imex.errors``) bad input to the IMEX work-alike (exit 1)
+    │   ├── ImexConfigError  its config file: unreadable, a bad key or value
+    │   ├── NodeListError    its node list: unreadable, malformed, duplicate entries
+    │   └── FrameError       a peer's frame is not one JSON object (that connection closes)
     └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
 
 The ``nvidia-smi`` work-alike (``nvml_mock_engine.smi``) is a program of its own inside the

@@ -83,8 +83,14 @@ experimental use, which no in-tree driver claims. The kernel hands out dynamic m
 from 254 downwards, so the lowest free one is the least likely to be taken later."""
 PROC_DEVICES_NAMES: Final = ((NVIDIA_MAJOR, "nvidia-frontend"), (UVM_MAJOR, "nvidia-uvm"))
 """The driver majors ``imex/proc-devices`` lists beside the channels'."""
-TOOLS: Final = {"nvidia-smi": "nvml_mock_engine.smi", "check-fabric": "check_fabric"}
-"""Launchers in ``bin/`` and the module each runs."""
+TOOLS: Final = {
+    "nvidia-smi": "nvml_mock_engine.smi",
+    "check-fabric": "check_fabric",
+    "nvidia-imex": "nvml_mock_engine.imexd",
+    "nvidia-imex-ctl": "nvml_mock_engine.imexctl",
+}
+"""Launchers in ``bin/`` and the module each runs (the IMEX work-alikes are also what a
+driver root's ``usr/bin/nvidia-imex*`` run, so NVIDIA's compute-domain daemon finds them)."""
 ENTRIES: Final = (
     names.OVERLAY_LIB_DIR,
     names.OVERLAY_BIN_DIR,
