@@ -1,0 +1,78 @@
+"""The overlay as a driver root: the files a driver installation puts under ``/``.
+
+NVIDIA's node software finds a driver by its files, searched below a *driver root*: the
+DRA driver's ``nvidiaDriverRoot`` looks for ``libnvidia-ml.so.1`` in ``usr/lib64``,
+``usr/lib/<triplet>``, ``lib64``, ``lib/<triplet>`` and for ``nvidia-smi`` in ``opt/bin``,
+``usr/bin``, ``usr/sbin``, ``bin``, ``sbin``; nvidia-container-toolkit's ``nvidia-ctk cdi
+generate --driver-root`` searches the same library directories and ``dev/`` for the device
+nodes. So the overlay directory itself is laid out as one (``/var/lib/nvml-mock`` is the
+root to give them)::
+
+    usr/lib64/libnvidia-ml.so.<driver version>    the mock library, a regular file
+    usr/lib64/libnvidia-ml.so.1 -> libnvidia-ml.so.<driver version>
+    usr/lib64/libnvidia-ml.so   -> libnvidia-ml.so.1
+    usr/bin/nvidia-smi, and every tool of DRIVER_TOOLS
+    dev/                                          the device nodes
+    proc/, sys/                                   the kernel surfaces (driver_surfaces)
+
+The version in the library's name is the one NVML reports: the DRA driver compares the two
+and refuses a mismatch. Tools under ``usr/bin`` are launchers of the overlay's Python
+runtime, found from the launcher's own place, so they work wherever the root is mounted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Final
+
+from nvml_mock_engine.errors import StageError
+
+__all__ = [
+    "DRIVER_BIN_DIR",
+    "DRIVER_LIB_DIR",
+    "DRIVER_TOOLS",
+    "lay_out_library",
+    "library_file_name",
+]
+
+DRIVER_LIB_DIR: Final = "usr/lib64"
+DRIVER_BIN_DIR: Final = "usr/bin"
+DRIVER_TOOLS: Final[dict[str, str]] = {"nvidia-smi": "nvml_mock_engine.smi"}
+"""The driver root's ``usr/bin`` tools and the module each runs on the overlay's runtime.
+
+This is the place to add a work-alike of a tool a driver installation ships (a daemon and
+its control tool, as ``nvidia-imex`` and ``nvidia-imex-ctl``): one entry, and every staging
+installs its launcher where NVIDIA's images look for the real one. The module must be in a
+distribution the runtime carries (:data:`nvml_mock_engine.runtime.ROOT_DISTRIBUTIONS`)."""
+_VERSION_FILE_RE: Final = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){1,3}")
+LIBRARY_STEM: Final = "libnvidia-ml.so"
+
+
+def library_file_name(driver_version: str) -> str:
+    """``libnvidia-ml.so.<driver version>``; a version that cannot name the file is a
+    :class:`StageError` naming the ``driver_version`` key."""
+    if not _VERSION_FILE_RE.fullmatch(driver_version):
+        raise StageError(
+            f"driver_version: {driver_version!r} cannot name the driver library "
+            f"{LIBRARY_STEM}.<version> (digits and dots, such as 580.105.08)"
+        )
+    return f"{LIBRARY_STEM}.{driver_version}"
+
+
+def lay_out_library(generation: Path, library: Path, name: str) -> Path:
+    """Install *library* as ``usr/lib64/<name>`` (:func:`library_file_name`) with its two
+    links; returns the installed file. A hard link to *library* where the filesystem allows."""
+    lib = generation / DRIVER_LIB_DIR
+    lib.mkdir(parents=True)
+    target = lib / name
+    try:
+        os.link(library, target)
+    except OSError:
+        shutil.copy2(library, target)
+    target.chmod(0o755)
+    (lib / f"{LIBRARY_STEM}.1").symlink_to(name)
+    (lib / LIBRARY_STEM).symlink_to(f"{LIBRARY_STEM}.1")
+    return target
