@@ -18,26 +18,29 @@ root to give them)::
 The version in the library's name is the one NVML reports: the DRA driver compares the two
 and refuses a mismatch. Tools under ``usr/bin`` are launchers of the overlay's Python
 runtime, found from the launcher's own place, so they work wherever the root is mounted.
+``usr/`` is a real directory of DIR (not a link into a generation), its files replaced one by
+one: a tool that resolves links names ``usr/lib64/...`` in what it gives containers.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Final
 
 from nvml_mock_engine.errors import StageError
+from nvml_mock_engine.file_tree import FileTree
 
 __all__ = [
     "DRIVER_BIN_DIR",
     "DRIVER_LIB_DIR",
     "DRIVER_TOOLS",
-    "lay_out_library",
+    "DRIVER_USR_DIR",
     "library_file_name",
+    "usr_tree",
 ]
 
+DRIVER_USR_DIR: Final = "usr"
 DRIVER_LIB_DIR: Final = "usr/lib64"
 DRIVER_BIN_DIR: Final = "usr/bin"
 DRIVER_TOOLS: Final[dict[str, str]] = {"nvidia-smi": "nvml_mock_engine.smi"}
@@ -62,17 +65,14 @@ def library_file_name(driver_version: str) -> str:
     return f"{LIBRARY_STEM}.{driver_version}"
 
 
-def lay_out_library(generation: Path, library: Path, name: str) -> Path:
-    """Install *library* as ``usr/lib64/<name>`` (:func:`library_file_name`) with its two
-    links; returns the installed file. A hard link to *library* where the filesystem allows."""
-    lib = generation / DRIVER_LIB_DIR
-    lib.mkdir(parents=True)
-    target = lib / name
-    try:
-        os.link(library, target)
-    except OSError:
-        shutil.copy2(library, target)
-    target.chmod(0o755)
-    (lib / f"{LIBRARY_STEM}.1").symlink_to(name)
-    (lib / LIBRARY_STEM).symlink_to(f"{LIBRARY_STEM}.1")
-    return target
+def usr_tree(library: bytes, name: str, launchers: Mapping[str, str]) -> FileTree:
+    """``usr/``: *library* as ``lib64/<name>`` (:func:`library_file_name`) with its two links,
+    and each launcher script of *launchers* (tool -> text) in ``bin/``."""
+    tree = FileTree()
+    tree.add(f"lib64/{name}", library, mode=0o755)
+    tree.link(f"lib64/{LIBRARY_STEM}.1", name)
+    tree.link(f"lib64/{LIBRARY_STEM}", f"{LIBRARY_STEM}.1")
+    tree.mkdir("bin")
+    for tool, script in launchers.items():
+        tree.add(f"bin/{tool}", script, mode=0o755)
+    return tree

@@ -1,7 +1,7 @@
 """The driver root's kernel surfaces: rendered at staging, kept true to the live MIG layout.
 
 ``proc/`` (:mod:`nvml_mock_engine.procfs`) and ``sys/`` (:mod:`nvml_mock_engine.pci_sysfs`)
-live in the overlay's state root, beside the live layer, not in a generation: containers
+are real directories of the overlay, not links into a generation: containers
 get them by a bind mount of the directory (``/proc/driver``, ``/sys/bus/pci/devices``),
 and a bind holds the directory it was made on, so the directory must stay while its files
 change. Staging renders them from the board and syncs them in place
@@ -46,8 +46,9 @@ _READ_TRIES: Final = 1000
 
 
 def surfaces_root(live_file: Path) -> Path:
-    """The state root the surfaces live in: where the live layer really is."""
-    return Path(os.path.realpath(live_file)).parent
+    """The overlay directory whose ``proc/`` and ``sys/`` follow *live_file*: the live layer
+    really lives in the overlay's state root (``DIR/.nvml-mock/live.nvmlmock``)."""
+    return Path(os.path.realpath(live_file)).parent.parent
 
 
 def _record(data: mmap.mmap, gpu: int) -> bytes | None:
@@ -122,35 +123,42 @@ def sync_mig(root: Path, layout_now: Mapping[int, Sequence[MigInstance]]) -> Non
 
 class MigFollower:
     """Keeps the MIG capability files true to the live layer: :meth:`poll` reads the MIG
-    records' sequence words (a few bytes of a shared mapping) and rewrites the files of the
-    GPUs whose record changed since the last poll."""
+    records' sequence words (a few bytes of a shared mapping) and rewrites the files when
+    one changed since the last poll, or the live file was replaced. Without a live file or
+    without ``proc/`` (no driver root staged) a poll does nothing."""
 
-    def __init__(self, live_file: Path, gpus: int) -> None:
+    def __init__(self, live_file: Path) -> None:
         self.live_file = live_file
-        self.gpus = gpus
-        self._seen: dict[int, int] | None = None
+        self._seen: tuple[int, ...] | None = None
 
-    def _sequences(self) -> dict[int, int] | None:
+    def _sequences(self) -> tuple[int, ...] | None:
         try:
             with open(self.live_file, "rb") as handle:
-                if os.fstat(handle.fileno()).st_size < layout.LIVE_TOTAL_BYTES:
+                st = os.fstat(handle.fileno())
+                if st.st_size < layout.LIVE_TOTAL_BYTES:
                     return None
                 with mmap.mmap(
                     handle.fileno(), layout.LIVE_TOTAL_BYTES, prot=mmap.PROT_READ
                 ) as data:
-                    seqs = {-1: os.fstat(handle.fileno()).st_ino}
-                    for gpu in range(self.gpus):
+                    (count,) = struct.unpack_from(
+                        "<I", data, layout.LIVE_HEADER_FIELDS["gpu_count"][1]
+                    )
+                    seqs = [st.st_ino, count]
+                    for gpu in range(min(count, layout.LIVE_GPU_SLOTS)):
                         at = layout.LIVE_MIG_OFFSET + gpu * layout.LIVE_MIG_BYTES_PER_GPU
-                        (seqs[gpu],) = struct.unpack_from("<Q", data, at + layout.LIVE_MIG_SEQ)
-                    return seqs
+                        seqs.append(struct.unpack_from("<Q", data, at + layout.LIVE_MIG_SEQ)[0])
+                    return tuple(seqs)
         except OSError:
             return None
 
     def poll(self) -> bool:
-        """One check; True when files were rewritten."""
+        """One check; True when the files were brought up to date."""
         seqs = self._sequences()
         if seqs is None or seqs == self._seen:
             return False
-        sync_mig(surfaces_root(self.live_file), read_mig_layout(self.live_file, self.gpus))
+        root = surfaces_root(self.live_file)
+        if not (root / PROC_DIR).is_dir():
+            return False
+        sync_mig(root, read_mig_layout(self.live_file, seqs[1]))
         self._seen = seqs
         return True

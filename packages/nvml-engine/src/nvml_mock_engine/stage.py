@@ -6,17 +6,20 @@ of a change; renaming the directory would leave running containers on the old on
 the overlay works like a Kubernetes atomic writer: each staging builds a complete
 generation under ``.nvml-mock/``, then one ``rename`` of the ``current`` symlink switches
 every entry at once, and the top-level entries (``lib``, ``bin``, ``config``, ``dev``,
-``cdi``, ``imex``, ``runtime``, ``usr``) are relative symlinks through ``current``::
+``cdi``, ``imex``, ``runtime``) are relative symlinks through ``current``::
 
     DIR/lib -> .nvml-mock/current/lib          DIR/.nvml-mock/current -> gen-<id>
-    DIR/.nvml-mock/gen-<id>/{lib,bin,config,dev,cdi,imex,usr,runtime -> ../runtime-<fingerprint>}
+    DIR/.nvml-mock/gen-<id>/{lib,bin,config,dev,cdi,imex,runtime -> ../runtime-<fingerprint>}
     DIR/.nvml-mock/runtime-<fingerprint>/{bin/python3,lib/...}
-    DIR/proc -> .nvml-mock/proc                DIR/sys -> .nvml-mock/sys
+    DIR/usr/, DIR/proc/, DIR/sys/              real directories, changed file by file
 
 So DIR is a driver root (:mod:`nvml_mock_engine.driver_root`): ``usr/lib64``, ``usr/bin``,
 ``dev/``, and the kernel surfaces ``proc/`` and ``sys/``
-(:mod:`nvml_mock_engine.driver_surfaces`), which stay in the state root and change in
-place because containers bind them as directories.
+(:mod:`nvml_mock_engine.driver_surfaces`). Those three are real directories, not links
+through ``current``: tools that take a driver root resolve every link and name what they
+find in the paths they give containers (a generation's name would leak there), and
+containers get ``proc/`` and ``sys/`` by bind mounts, which hold the directory they were
+made on. Their files are replaced one by one, each by a rename.
 
 The Python runtime is the one large part; it is named by a fingerprint of what it is
 built from and reused when that has not changed, so re-staging takes well under a second.
@@ -100,10 +103,9 @@ ENTRIES: Final = (
     names.OVERLAY_CDI_DIR,
     names.OVERLAY_IMEX_DIR,
     names.OVERLAY_RUNTIME_DIR,
-    "usr",
 )
-STABLE_ENTRIES: Final = (driver_surfaces.PROC_DIR, driver_surfaces.SYS_DIR)
-"""Top-level entries that link into the state root itself, not through ``current``."""
+DRIVER_DIRS: Final = (driver_root.DRIVER_USR_DIR, driver_surfaces.PROC_DIR, driver_surfaces.SYS_DIR)
+"""The driver root's real directories in DIR (not generation links)."""
 CAPS_DIR: Final = "nvidia-caps"
 
 
@@ -291,7 +293,6 @@ def stage(
                 library=library,
                 state_text=state_text,
                 runtime=state_root / runtime_name if runtime_name else None,
-                library_name=library_name if want_root else None,
             )
             live_created = _ensure_live(state_root, state)
             mig_devices: tuple[tuple[str, ...], ...] = ()
@@ -344,10 +345,19 @@ def stage(
             cdi = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False)
             write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
             _check_tools(warnings)
-            if surfaces is not None:
-                sync_tree(state_root / driver_surfaces.PROC_DIR, surfaces[0])
-                sync_tree(state_root / driver_surfaces.SYS_DIR, surfaces[1])
-            previous = _switch(directory, state_root, generation, stable=surfaces is not None)
+            _sync_driver_root(
+                directory,
+                surfaces,
+                usr=_usr_tree(
+                    library,
+                    library_name,
+                    state_root / runtime_name if runtime_name else None,
+                    options.mount_path,
+                )
+                if surfaces is not None
+                else None,
+            )
+            previous = _switch(directory, state_root, generation)
         except BaseException:
             if _current(state_root) != generation.name:
                 shutil.rmtree(generation, ignore_errors=True)
@@ -664,7 +674,6 @@ def _populate(
     library: Path,
     state_text: str,
     runtime: Path | None,
-    library_name: str | None = None,
 ) -> None:
     lib = generation / names.OVERLAY_LIB_DIR
     lib.mkdir()
@@ -682,10 +691,6 @@ def _populate(
     (generation / names.OVERLAY_IMEX_DIR).mkdir()
     bin_dir = generation / names.OVERLAY_BIN_DIR
     bin_dir.mkdir()
-    usr_bin = generation / driver_root.DRIVER_BIN_DIR
-    usr_bin.mkdir(parents=True)
-    if library_name is not None:
-        driver_root.lay_out_library(generation, lib / names.LIBRARY_NAME, library_name)
     if runtime is None:
         return
     (generation / names.OVERLAY_RUNTIME_DIR).symlink_to(Path("..") / runtime.name)
@@ -695,11 +700,37 @@ def _populate(
     for tool, module in TOOLS.items():
         script = launcher_script(tool, module, loader=loader, mount_path=options.mount_path)
         write_atomic(bin_dir / tool, script.encode(), mode=0o755)
-    if library_name is None:
-        return
-    for tool, module in driver_root.DRIVER_TOOLS.items():
-        script = launcher_script(tool, module, loader=loader, mount_path=options.mount_path)
-        write_atomic(usr_bin / tool, script.encode(), mode=0o755)
+
+
+def _usr_tree(library: Path, library_name: str, runtime: Path | None, mount_path: str) -> FileTree:
+    """The driver root's ``usr/``: the library under its versioned name and the tools of
+    :data:`~nvml_mock_engine.driver_root.DRIVER_TOOLS` (none without a runtime)."""
+    launchers: dict[str, str] = {}
+    if runtime is not None:
+        from nvml_mock_engine.runtime import loader_name
+
+        loader = loader_name(runtime)
+        launchers = {
+            tool: launcher_script(tool, module, loader=loader, mount_path=mount_path)
+            for tool, module in driver_root.DRIVER_TOOLS.items()
+        }
+    return driver_root.usr_tree(library.read_bytes(), library_name, launchers)
+
+
+def _sync_driver_root(
+    directory: Path, surfaces: tuple[FileTree, FileTree] | None, *, usr: FileTree | None
+) -> None:
+    """Bring DIR's ``usr/``, ``proc/`` and ``sys/`` to the new trees, or remove them when no
+    driver root is staged (a real driver appeared, or ``--no-driver-root``)."""
+    trees = dict(zip(DRIVER_DIRS, (usr, *(surfaces or (None, None))), strict=True))
+    for name, tree in trees.items():
+        path = directory / name
+        if path.is_symlink():
+            path.unlink()
+        if tree is None:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            sync_tree(path, tree)
 
 
 def launcher_script(tool: str, module: str, *, loader: str, mount_path: str) -> str:
@@ -789,12 +820,9 @@ def _current(state_root: Path) -> str | None:
     return os.readlink(current) if current.is_symlink() else None
 
 
-def _switch(
-    directory: Path, state_root: Path, generation: Path, *, stable: bool = False
-) -> str | None:
-    """Point ``current`` at *generation*; returns the generation it pointed at before.
-    With *stable*, ``proc`` and ``sys`` link into the state root (they exist there)."""
-    for entry in (*ENTRIES, *STABLE_ENTRIES):
+def _switch(directory: Path, state_root: Path, generation: Path) -> str | None:
+    """Point ``current`` at *generation*; returns the generation it pointed at before."""
+    for entry in ENTRIES:
         link = directory / entry
         if link.exists() and not link.is_symlink():
             raise StageError(f"{link} is not the overlay's symlink; move it away and stage again")
@@ -806,15 +834,6 @@ def _switch(
     for entry in ENTRIES:
         link = directory / entry
         target = Path(STATE_DIR) / "current" / entry
-        if link.is_symlink() and Path(os.readlink(link)) == target:
-            continue
-        staging = directory / f".{entry}.new"
-        staging.unlink(missing_ok=True)
-        staging.symlink_to(target)
-        os.replace(staging, link)
-    for entry in STABLE_ENTRIES if stable else ():
-        link = directory / entry
-        target = Path(STATE_DIR) / entry
         if link.is_symlink() and Path(os.readlink(link)) == target:
             continue
         staging = directory / f".{entry}.new"
