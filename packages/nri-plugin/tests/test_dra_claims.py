@@ -19,7 +19,7 @@ from nvml_mock_engine.mig_layout import parse_spec
 from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_nri import dra
 from nvml_mock_protocol import names
-from nvml_mock_protocol.live import Allocation, LiveFile
+from nvml_mock_live import Allocation, LiveLayer
 from nvml_mock_protocol.mig_caps import MigCap, minor_of
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.errors import PluginError
@@ -47,7 +47,7 @@ def paths(overlay: Path) -> tuple[Path, Path, Path]:
 
 def records(overlay: Path) -> list[Allocation]:
     library, _, live = paths(overlay)
-    with LiveFile.open(live, library=library, writable=False) as opened:
+    with LiveLayer.open(live, library=library, writable=False) as opened:
         return opened.list()
 
 

@@ -377,3 +377,57 @@ def test_the_readme_lists_the_agents_flags() -> None:
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     for row in s.table_rows(AGENT_OPTIONS, AgentSettings()):
         assert row in readme
+
+
+def test_the_agent_keeps_the_mig_capability_files_true(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MIG layout changed through the library (here by nvidia-smi) reaches the driver
+    root's ``capabilities/gpu<N>/mig/`` files by the running agent, with nothing else told."""
+    import subprocess
+    import sys
+
+    from nvml_mock_engine.config import resolve_config
+    from nvml_mock_engine.stage import StageOptions, stage
+    from smi_fixtures.helpers import smi
+
+    proc = tmp_path / "host-proc"
+    proc.mkdir()
+    (proc / "devices").write_text("Character devices:\n  1 mem\n\nBlock devices:\n")
+    monkeypatch.setenv("NVML_MOCK_HOST_PROC_ROOT", str(proc))
+    monkeypatch.setenv("NVML_MOCK_HOST_SYS_ROOT", str(tmp_path / "host-sys"))
+    overlay = tmp_path / "o"
+    config = resolve_config(profile="h100", count=2, node="node-1")
+    stage(overlay, config, StageOptions(runtime=False, library=library, devices=False))
+    monkeypatch.setenv("MOCK_NVML_CONFIG", str(overlay / "config" / "state.nvmlmock"))
+    assert smi(library, "-i", "1", "-mig", "1")[0] == 0
+    mig = overlay / "proc" / "driver" / "nvidia" / "capabilities" / "gpu1" / "mig"
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    with Service("version: 1\nscenarios: []\n", token) as running:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nvml_mock_engine", "agent", "--topology-url", running.url,
+             "--node", "node-1", "--live-file", str(overlay / "config" / "live.nvmlmock"),
+             "--token-file", str(token), "--probe-addr", ""],
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+
+            def until(wanted: list[str]) -> list[str]:
+                for _ in range(200):
+                    found = sorted(str(p.relative_to(mig)) for p in mig.rglob("access"))
+                    if found == wanted:
+                        break
+                    time.sleep(0.05)
+                return found
+
+            rc, _ = smi(library, "mig", "-i", "1", "-cgi", "9", "-C")
+            assert rc == 0
+            assert until(["gi2/access", "gi2/ci0/access"]) == ["gi2/access", "gi2/ci0/access"]
+            assert smi(library, "mig", "-i", "1", "-dci")[0] == 0
+            assert until(["gi2/access"]) == ["gi2/access"]
+            assert smi(library, "mig", "-i", "1", "-dgi")[0] == 0
+            assert until([]) == []
+        finally:
+            process.terminate()
+            assert process.wait(10) == 0

@@ -311,8 +311,12 @@ def test_default_location_missing_is_reported(library_file: Path, tmp_path: Path
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.startswith("9 Driver Not Loaded: cannot open GPU state ")
-    assert f"{tmp_path}/lib/../config/state.nvmlmock" in out.stdout
+    # every place looked at is named: the overlay's lib/, a driver root's usr/lib64 and
+    # usr/lib/<triplet>, and the overlay injected at its mount path
+    assert out.stdout.startswith("9 Driver Not Loaded: no GPU state in ")
+    for place in ("/..", "/../..", "/../../.."):
+        assert f"{tmp_path}/lib{place}/config/state.nvmlmock" in out.stdout
+    assert "/opt/nvml-mock/config/state.nvmlmock (set MOCK_NVML_CONFIG)" in out.stdout
 
 
 def test_a_fifo_as_the_state_fails_init_at_once_instead_of_blocking(

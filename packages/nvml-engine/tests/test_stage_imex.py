@@ -108,7 +108,7 @@ def test_channel_nodes_and_proc_devices_under_the_first_free_major(
     assert os.readlink(overlay / "imex") == ".nvml-mock/current/imex"
     # The GPU and control nodes are there beside the channels' directory, unchanged.
     assert sorted(p.name for p in (overlay / "dev").iterdir()) == sorted(
-        [names.IMEX_CHANNELS_DIR, "nvidia-uvm", "nvidia-uvm-tools", "nvidiactl"]
+        [names.IMEX_CHANNELS_DIR, "nvidia-caps", "nvidia-uvm", "nvidia-uvm-tools", "nvidiactl"]
         + [f"nvidia{i}" for i in range(4)]
     )
 

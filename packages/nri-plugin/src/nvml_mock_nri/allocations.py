@@ -115,7 +115,7 @@ class AllocationRecorder:
         try:
             live = self._open()
             return mig_devices(live, self._board)
-        except LiveFileError as exc:
+        except LiveLayerError as exc:
             self._failed("MIG layout", exc)
             return []
 

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from nvml_mock_protocol.live_mig import MigDevice
+from nvml_mock_live.mig import MigDevice
 from nvml_mock_protocol.mig_caps import MigCap, cap_of_path
 
 __all__ = [

@@ -6,7 +6,7 @@
  * nvml.h).
  *
  * nvmlInit* is reference-counted. The first call reads the rendered state (path from
- * MOCK_NVML_CONFIG, else <dir of this library>/../config/state.nvmlmock), applies the
+ * MOCK_NVML_CONFIG, else the first of state_relative[] and the injected overlay), applies the
  * fabric identity from the environment, narrows the GPUs to those NVIDIA_VISIBLE_DEVICES
  * names (visible.c) and publishes the devices by setting
  * `mock_live` with release ordering; query entry points read it with acquire ordering
@@ -32,7 +32,6 @@
 #define ENV_CONFIG "MOCK_NVML_CONFIG"
 #define ENV_CLUSTER_UUID "MOCK_FABRIC_CLUSTER_UUID"
 #define ENV_CLIQUE_ID "MOCK_FABRIC_CLIQUE_ID"
-#define STATE_RELATIVE "/../config/state.nvmlmock"
 #define ENV_LIVE "MOCK_NVML_LIVE"
 #define LIVE_FILE_NAME "live.nvmlmock"
 
@@ -159,22 +158,54 @@ static void clear_error_detail(void)
     atomic_store_explicit(&detail_current, NULL, memory_order_release);
 }
 
-static int state_path(char *out, size_t cap)
+/* Where the state is looked for when MOCK_NVML_CONFIG is unset, relative to the directory
+ * this library was loaded from: the overlay's lib/, a driver root's usr/lib64 (and
+ * usr/lib/<triplet>), then the overlay a container got injected at its mount path, for a
+ * copy of the library that a CDI spec mounted at /usr/lib64. The mount path's default is
+ * names.OVERLAY_MOUNT_PATH (a test checks that the two agree). */
+#define ENV_OVERLAY_MOUNT "NVML_MOCK_OVERLAY_MOUNT_PATH"
+#define OVERLAY_MOUNT_DEFAULT "/opt/nvml-mock"
+#define STATE_IN_ROOT "/config/state.nvmlmock"
+static const char *const state_relative[] = {"/..", "/../..", "/../../.."};
+
+/* The state to read: MOCK_NVML_CONFIG, else the first candidate that is there. `tried`
+ * gets every place looked at, for the error when none is. 0 found, -1 too long, 1 none. */
+static int state_path(char *out, size_t cap, char *tried, size_t tried_cap)
 {
+    tried[0] = '\0';
     const char *env = getenv(ENV_CONFIG);
     if (env != NULL && env[0] != '\0') {
         return snprintf(out, cap, "%s", env) < (int)cap ? 0 : -1;
     }
+    size_t used = 0;
     Dl_info info;
-    if (dladdr((const void *)&nvmlErrorString, &info) == 0 || info.dli_fname == NULL) {
+    if (dladdr((const void *)&nvmlErrorString, &info) != 0 && info.dli_fname != NULL) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        int dir_len = slash == NULL ? 1 : (int)(slash - info.dli_fname);
+        const char *dir = slash == NULL ? "." : info.dli_fname;
+        for (size_t i = 0; i < sizeof(state_relative) / sizeof(state_relative[0]); i++) {
+            if (snprintf(out, cap, "%.*s%s" STATE_IN_ROOT, dir_len, dir, state_relative[i]) >= (int)cap) {
+                return -1;
+            }
+            if (access(out, F_OK) == 0) {
+                return 0;
+            }
+            int n = snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", out);
+            used = n > 0 && (size_t)n < tried_cap - used ? used + (size_t)n : tried_cap - 1;
+        }
+    }
+    const char *mount = getenv(ENV_OVERLAY_MOUNT);
+    if (mount == NULL || mount[0] == '\0') {
+        mount = OVERLAY_MOUNT_DEFAULT;
+    }
+    if (snprintf(out, cap, "%s" STATE_IN_ROOT, mount) >= (int)cap) {
         return -1;
     }
-    const char *slash = strrchr(info.dli_fname, '/');
-    if (slash == NULL) {
-        return snprintf(out, cap, "." STATE_RELATIVE) < (int)cap ? 0 : -1;
+    if (access(out, F_OK) == 0) {
+        return 0;
     }
-    int dir_len = (int)(slash - info.dli_fname);
-    return snprintf(out, cap, "%.*s" STATE_RELATIVE, dir_len, info.dli_fname) < (int)cap ? 0 : -1;
+    snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", out);
+    return 1;
 }
 
 /*
@@ -378,8 +409,14 @@ static void attach_live(const char *state, const struct state *st)
 static nvmlReturn_t load_state(void)
 {
     char path[4096];
-    if (state_path(path, sizeof(path)) != 0) {
+    char tried[DETAIL_LEN];
+    int found = state_path(path, sizeof(path), tried, sizeof(tried));
+    if (found < 0) {
         mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "cannot locate the GPU state (set %s)", ENV_CONFIG);
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    }
+    if (found > 0) {
+        mock_set_error_detail(NVML_ERROR_DRIVER_NOT_LOADED, "no GPU state in %s (set %s)", tried, ENV_CONFIG);
         return NVML_ERROR_DRIVER_NOT_LOADED;
     }
     char *data = NULL;

@@ -21,6 +21,10 @@ service is down the agent keeps its last scenarios, keeps their schedule, and sa
 Clearing a run resets the keys it set; where another run still applied on the same GPU
 set one of them, that run's value is written again, so overlapping scenarios end cleanly.
 Events (Xids) cannot be unsent.
+
+On the same clock the agent keeps the driver root's MIG capability files
+(``proc/driver/nvidia/capabilities/gpu<N>/mig/``) true to the live MIG layout
+(:class:`~nvml_mock_engine.driver_surfaces.MigFollower`), whoever changed it.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from nvml_mock_protocol.scenarios import Scenario, gpu_rank
 
 from nvml_mock_engine import ctl, faults
 from nvml_mock_engine._files import write_atomic
+from nvml_mock_engine.driver_surfaces import MigFollower
 from nvml_mock_engine.errors import (
     CtlUsageError,
     LiveLayerError,
@@ -143,6 +148,9 @@ class Agent:
         self.down_since_ms: int | None = None
         self.last_error: str | None = None
         self.metrics = _Metrics()
+        self._mig_files = MigFollower(settings.live_path)
+        """The driver root's MIG capability files follow the live MIG layout on every tick:
+        the agent is the one long-running process of every staged node."""
         self._reported: str | None = None
         self._write_off_logged = False
         self._report_after = 0.0
@@ -542,6 +550,7 @@ class Agent:
             try:
                 self.step()
                 self.report()
+                self._mig_files.poll()
             except Exception:
                 logger.exception("unexpected error in the agent's step; going on")
             self._wake.wait(_TICK)

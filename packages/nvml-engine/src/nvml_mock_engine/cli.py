@@ -209,6 +209,7 @@ def _cmd_stage(settings: StageSettings) -> int:
     options = StageOptions(
         mig=mig,
         devices=not settings.no_devices,
+        driver_root=not settings.no_driver_root,
         mount_path=settings.mount_path,
         host_path=settings.host_path,
         imex_channels=settings.imex_channels,
@@ -235,7 +236,11 @@ def _cmd_stage(settings: StageSettings) -> int:
         )
     for warning in report.warnings:
         logger.warning("%s", warning)
-    refusals = [r for r in (report.devices_refused, report.imex_refused) if r is not None]
+    refusals = [
+        r
+        for r in (report.devices_refused, report.imex_refused, report.driver_root_refused)
+        if r is not None
+    ]
     for refusal in refusals:
         logger.error("%s", refusal)
     return EXIT_FAILURE if refusals else EXIT_OK

@@ -125,6 +125,8 @@ class StageSettings(NodeSettings):
     """Overlay root to stage (``DIR``)."""
     no_devices: bool = False
     """Create no mock device nodes under ``dev/``."""
+    no_driver_root: bool = False
+    """Lay out no driver root (``usr/lib64``, ``usr/bin``, ``proc/``, ``sys/``)."""
     mount_path: str = names.OVERLAY_MOUNT_PATH
     """Where containers see the overlay; the launchers fall back to it."""
     host_path: str | None = None
@@ -254,6 +256,14 @@ STAGE_OPTIONS: Final[tuple[s.Option, ...]] = (
         "",
         s.boolean,
         "do not create device nodes",
+        action="switch",
+    ),
+    s.Option(
+        "no_driver_root",
+        "--no-driver-root",
+        "",
+        s.boolean,
+        "do not lay the overlay out as a driver root (usr/, proc/, sys/)",
         action="switch",
     ),
     s.Option(

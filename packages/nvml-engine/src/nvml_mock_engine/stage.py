@@ -11,6 +11,15 @@ every entry at once, and the top-level entries (``lib``, ``bin``, ``config``, ``
     DIR/lib -> .nvml-mock/current/lib          DIR/.nvml-mock/current -> gen-<id>
     DIR/.nvml-mock/gen-<id>/{lib,bin,config,dev,cdi,imex,runtime -> ../runtime-<fingerprint>}
     DIR/.nvml-mock/runtime-<fingerprint>/{bin/python3,lib/...}
+    DIR/usr/, DIR/proc/, DIR/sys/              real directories, changed file by file
+
+So DIR is a driver root (:mod:`nvml_mock_engine.driver_root`): ``usr/lib64``, ``usr/bin``,
+``dev/``, and the kernel surfaces ``proc/`` and ``sys/``
+(:mod:`nvml_mock_engine.driver_surfaces`). Those three are real directories, not links
+through ``current``: tools that take a driver root resolve every link and name what they
+find in the paths they give containers (a generation's name would leak there), and
+containers get ``proc/`` and ``sys/`` by bind mounts, which hold the directory they were
+made on. Their files are replaced one by one, each by a rename.
 
 The Python runtime is the one large part; it is named by a fingerprint of what it is
 built from and reused when that has not changed, so re-staging takes well under a second.
@@ -26,7 +35,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -37,9 +46,11 @@ import nvml_mock_live as live
 import yaml
 from nvml_mock_protocol import hostgpu, names
 
+from nvml_mock_engine import driver_root, driver_surfaces, pci_sysfs, procfs
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.config import EngineConfig
-from nvml_mock_engine.errors import LiveLayerError, StageError
+from nvml_mock_engine.errors import ConfigError, LiveLayerError, StageError
+from nvml_mock_engine.file_tree import FileTree, sync_tree
 from nvml_mock_engine.library import LibraryNotBuiltError, library_path
 from nvml_mock_engine.mig_layout import MigPlan
 from nvml_mock_engine.mig_layout import apply as apply_mig
@@ -83,14 +94,8 @@ experimental use, which no in-tree driver claims. The kernel hands out dynamic m
 from 254 downwards, so the lowest free one is the least likely to be taken later."""
 PROC_DEVICES_NAMES: Final = ((NVIDIA_MAJOR, "nvidia-frontend"), (UVM_MAJOR, "nvidia-uvm"))
 """The driver majors ``imex/proc-devices`` lists beside the channels'."""
-TOOLS: Final = {
-    "nvidia-smi": "nvml_mock_engine.smi",
-    "check-fabric": "check_fabric",
-    "nvidia-imex": "nvml_mock_engine.imexd",
-    "nvidia-imex-ctl": "nvml_mock_engine.imexctl",
-}
-"""Launchers in ``bin/`` and the module each runs (the IMEX work-alikes are also what a
-driver root's ``usr/bin/nvidia-imex*`` run, so NVIDIA's compute-domain daemon finds them)."""
+TOOLS: Final = {"nvidia-smi": "nvml_mock_engine.smi", "check-fabric": "check_fabric"}
+"""Launchers in ``bin/`` and the module each runs."""
 ENTRIES: Final = (
     names.OVERLAY_LIB_DIR,
     names.OVERLAY_BIN_DIR,
@@ -100,6 +105,9 @@ ENTRIES: Final = (
     names.OVERLAY_IMEX_DIR,
     names.OVERLAY_RUNTIME_DIR,
 )
+DRIVER_DIRS: Final = (driver_root.DRIVER_USR_DIR, driver_surfaces.PROC_DIR, driver_surfaces.SYS_DIR)
+"""The driver root's real directories in DIR (not generation links)."""
+CAPS_DIR: Final = "nvidia-caps"
 
 
 class _PlainDumper(yaml.SafeDumper):
@@ -140,6 +148,10 @@ class StageOptions:
     mig: MigPlan | None = None
     """A MIG layout to make once the live layer is in place (through the staged library);
     None leaves the node's MIG layout as it is."""
+    driver_root: bool = True
+    """Lay the overlay out as a driver root: ``usr/lib64``, ``usr/bin`` and the kernel
+    surfaces ``proc/`` and ``sys/``. Refused on a node with a real NVIDIA driver (they would
+    shadow its files): :attr:`StageReport.driver_root_refused` says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +174,10 @@ class StageReport:
     """The channels' major, as ``imex/proc-devices`` lists it; None when no file was written."""
     imex_refused: str | None = None
     """Why IMEX channels were asked for and not staged (a real driver); the CLI exits 1."""
+    driver_root_refused: str | None = None
+    """Why the driver root was asked for and not laid out (a real driver); the CLI exits 1."""
+    caps_major: int | None = None
+    """The ``nvidia-caps`` major ``proc/devices`` lists; None without a driver root."""
 
 
 def built_library() -> Path:
@@ -247,17 +263,22 @@ def stage(
         raise StageError(f"library {library} does not exist")
     state = render(config)
     state_text = state.text()
+    library_name = driver_root.library_file_name(config.driver_version)
     # Decided before anything is written: a major that cannot be used leaves the overlay as it was.
     # Channels are device nodes: none without ``devices``, refused where the GPU nodes are.
     if not 0 <= options.imex_channels <= IMEX_CHANNELS_MAX:
         raise StageError(
             f"IMEX channel count {options.imex_channels} is outside 0..{IMEX_CHANNELS_MAX}"
         )
-    driver = hostgpu.detect_from_environ() if options.devices else None
-    refused = _devices_refused(driver)
+    driver = hostgpu.detect_from_environ() if options.devices or options.driver_root else None
+    refused = _devices_refused(driver) if options.devices else None
+    root_refused = _driver_root_refused(driver) if options.driver_root else None
+    want_root = options.driver_root and root_refused is None
     channels_asked = options.devices and options.imex_channels > 0
     imex_refused = _imex_refused(driver) if channels_asked else None
     imex_major = _imex_major(options) if channels_asked and refused is None else None
+    host = _host_proc() if want_root else None
+    caps_major = _caps_major(host[0], imex_major) if host is not None else None
     directory.mkdir(parents=True, exist_ok=True)
     state_root = directory / STATE_DIR
     state_root.mkdir(exist_ok=True)
@@ -300,6 +321,24 @@ def stage(
                     options.imex_channels,
                     warnings,
                 )
+            surfaces: tuple[FileTree, FileTree] | None = None
+            if host is not None and caps_major is not None:
+                surfaces = _surfaces(
+                    state,
+                    config=config,
+                    options=options,
+                    state_root=state_root,
+                    host=host,
+                    caps_major=caps_major,
+                    imex_major=imex_major,
+                )
+                if devices:
+                    _make_caps(
+                        generation / names.OVERLAY_DEV_DIR / CAPS_DIR,
+                        caps_major,
+                        config.count,
+                        warnings,
+                    )
             host_dev = (
                 f"{options.host_path or directory}/{names.OVERLAY_DEV_DIR}" if devices else None
             )
@@ -307,6 +346,18 @@ def stage(
             cdi = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False)
             write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
             _check_tools(warnings)
+            _sync_driver_root(
+                directory,
+                surfaces,
+                usr=_usr_tree(
+                    library,
+                    library_name,
+                    state_root / runtime_name if runtime_name else None,
+                    options.mount_path,
+                )
+                if surfaces is not None
+                else None,
+            )
             previous = _switch(directory, state_root, generation)
         except BaseException:
             if _current(state_root) != generation.name:
@@ -324,7 +375,156 @@ def stage(
         imex_channels_created=channels,
         imex_major=imex_major,
         imex_refused=imex_refused,
+        driver_root_refused=root_refused,
+        caps_major=caps_major,
     )
+
+
+def _driver_root_refused(driver: hostgpu.HostDriver | None) -> str | None:
+    if driver is None or not driver.present:
+        return None
+    return (
+        f"driver root refused: {driver.reason}, and the mock's usr/lib64, proc/ and sys/ "
+        "would shadow the real driver's files; the rest of the overlay is staged without them"
+    )
+
+
+def _proc_root() -> str:
+    return os.environ.get(hostgpu.ENV_HOST_PROC_ROOT) or hostgpu.DEFAULT_PROC_ROOT
+
+
+def _host_proc() -> tuple[dict[str, list[tuple[int, str]]], list[str]]:
+    """The node's own ``/proc/devices`` sections and ``/proc/modules`` lines, which the staged
+    copies keep beside the driver's (a kernel without modules has no ``/proc/modules``)."""
+    root = _proc_root()
+    sections = _device_sections(os.path.join(root, "devices"))
+    try:
+        text = _read_small(os.path.join(root, "modules"))
+    except FileNotFoundError:
+        text = ""
+    modules = [line for line in text.splitlines() if line.strip()]
+    return sections, modules
+
+
+def _read_small(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StageError(f"{path} is not a file")
+        return os.read(fd, hostgpu.READ_LIMIT).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def _device_sections(path: str) -> dict[str, list[tuple[int, str]]]:
+    """The node's ``/proc/devices`` as ``(major, name)`` per section; a major may repeat
+    (``4 tty`` and ``4 ttyS``)."""
+    try:
+        text = _read_small(path)
+    except OSError as exc:
+        raise StageError(
+            f"cannot lay out proc/devices: cannot read {path}: {exc.strerror}"
+        ) from None
+    sections: dict[str, list[tuple[int, str]]] = {"character": [], "block": []}
+    current: list[tuple[int, str]] | None = None
+    for line in text.splitlines():
+        if line.endswith(":"):
+            current = sections.get(line.strip().lower().split(" ", 1)[0])
+            continue
+        parts = line.split()
+        if current is not None and len(parts) == 2 and parts[0].isdigit():
+            current.append((int(parts[0]), parts[1]))
+    return sections
+
+
+CAPS_AUTO_MAJORS: Final = range(509, 383, -1)
+"""Where the ``nvidia-caps`` major is chosen: Linux's extended dynamic majors (384..511),
+from the top down as the kernel hands them out, below the UVM major."""
+
+
+def _caps_major(host: Mapping[str, Sequence[tuple[int, str]]], imex_major: int | None) -> int:
+    """The ``nvidia-caps`` major: the first of :data:`CAPS_AUTO_MAJORS` the node does not
+    list and the driver's other nodes do not use."""
+    taken = {
+        *(m for m, _ in host.get("character", ())),
+        *(m for m, _ in PROC_DEVICES_NAMES),
+        imex_major,
+    }
+    for major in CAPS_AUTO_MAJORS:
+        if major not in taken:
+            return major
+    raise StageError(
+        f"no free character major for nvidia-caps: {_proc_root()}/devices lists every major "
+        f"in {CAPS_AUTO_MAJORS[-1]}..{CAPS_AUTO_MAJORS[0]}"
+    )
+
+
+def _surfaces(
+    state: RenderedState,
+    *,
+    config: EngineConfig,
+    options: StageOptions,
+    state_root: Path,
+    host: tuple[Mapping[str, Sequence[tuple[int, str]]], Sequence[str]],
+    caps_major: int,
+    imex_major: int | None,
+) -> tuple[FileTree, FileTree]:
+    """The ``proc/`` and ``sys/`` trees of the driver root, in memory: nothing is written
+    until the whole overlay is ready. The MIG capability files follow the live layer now."""
+    gpus = []
+    pci = []
+    for index, gpu in enumerate(state.gpus):
+        try:
+            device_id = gpu["pci_device_id"]
+            subsystem_id = gpu["pci_subsystem_id"]
+        except KeyError as exc:
+            raise ConfigError(
+                f"gpus[{index}].{exc.args[0]}", "required for the PCI sysfs tree"
+            ) from None
+        assert isinstance(device_id, int) and isinstance(subsystem_id, int)
+        if device_id & 0xFFFF != 0x10DE:
+            raise ConfigError(
+                f"gpus[{index}].pci_device_id",
+                f"0x{device_id:08X} does not end in NVIDIA's vendor id 10DE (device << 16 | 10DE)",
+            )
+        gpus.append(
+            procfs.ProcGpu(
+                minor=int(str(gpu["minor_number"])),
+                bus_id=str(gpu["pci_bus_id"]),
+                name=str(gpu["name"]),
+                uuid=str(gpu["uuid"]),
+                vbios=str(gpu.get("vbios_version", "")),
+            )
+        )
+        pci.append(
+            pci_sysfs.PciGpu(
+                bus_id=str(gpu["pci_bus_id"]),
+                device_id=device_id,
+                subsystem_id=subsystem_id,
+                pci_class=config.profile.pci_class,
+                numa_node=int(str(gpu.get("numa_node", -1))),
+                cpu_list=str(gpu["cpu_affinity"]),
+                max_gen=int(str(gpu["pcie_max_gen"])),
+                max_width=int(str(gpu["pcie_max_width"])),
+                cur_gen=int(str(gpu["pcie_cur_gen"])),
+                cur_width=int(str(gpu["pcie_cur_width"])),
+                bar1_bytes=int(str(gpu["bar1_total_bytes"])),
+            )
+        )
+    majors = procfs.DriverMajors(
+        frontend=NVIDIA_MAJOR, uvm=UVM_MAJOR, caps=caps_major, imex_channels=imex_major
+    )
+    mig = driver_surfaces.read_mig_layout(state_root / live.LIVE_FILE_NAME, len(gpus))
+    proc = procfs.proc_tree(
+        driver_version=config.driver_version,
+        gpus=gpus,
+        majors=majors,
+        imex_channels=options.imex_channels,
+        mig=mig,
+        host_devices=host[0],
+        host_modules=host[1],
+    )
+    return proc, pci_sysfs.sys_tree(pci, config.driver_version)
 
 
 def _devices_refused(driver: hostgpu.HostDriver | None) -> str | None:
@@ -503,6 +703,37 @@ def _populate(
         write_atomic(bin_dir / tool, script.encode(), mode=0o755)
 
 
+def _usr_tree(library: Path, library_name: str, runtime: Path | None, mount_path: str) -> FileTree:
+    """The driver root's ``usr/``: the library under its versioned name and the tools of
+    :data:`~nvml_mock_engine.driver_root.DRIVER_TOOLS` (none without a runtime)."""
+    launchers: dict[str, str] = {}
+    if runtime is not None:
+        from nvml_mock_engine.runtime import loader_name
+
+        loader = loader_name(runtime)
+        launchers = {
+            tool: launcher_script(tool, module, loader=loader, mount_path=mount_path)
+            for tool, module in driver_root.DRIVER_TOOLS.items()
+        }
+    return driver_root.usr_tree(library.read_bytes(), library_name, launchers)
+
+
+def _sync_driver_root(
+    directory: Path, surfaces: tuple[FileTree, FileTree] | None, *, usr: FileTree | None
+) -> None:
+    """Bring DIR's ``usr/``, ``proc/`` and ``sys/`` to the new trees, or remove them when no
+    driver root is staged (a real driver appeared, or ``--no-driver-root``)."""
+    trees = dict(zip(DRIVER_DIRS, (usr, *(surfaces or (None, None))), strict=True))
+    for name, tree in trees.items():
+        path = directory / name
+        if path.is_symlink():
+            path.unlink()
+        if tree is None:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            sync_tree(path, tree)
+
+
 def launcher_script(tool: str, module: str, *, loader: str, mount_path: str) -> str:
     """The ``/bin/sh`` launcher that runs ``<module>.__main__`` on the overlay's runtime."""
     template = resources.files("nvml_mock_engine").joinpath("launcher.sh.in").read_text("utf-8")
@@ -530,6 +761,28 @@ def _make_devices(dev: Path, count: int, warnings: list[str]) -> bool:
             )
             return False
     return True
+
+
+def _make_caps(caps: Path, major: int, gpus: int, warnings: list[str]) -> None:
+    """``nvidia-caps/nvidia-cap<minor>`` for the MIG config and monitor capabilities,
+    fabric-imex-mgmt and every MIG capability of the node's GPUs (what ``nvidia-modprobe``
+    makes on a real node as they are used)."""
+    minors = [procfs.CONFIG_MINOR, procfs.MONITOR_MINOR, procfs.FABRIC_IMEX_MGMT_MINOR]
+    for gpu in range(gpus):
+        for gi in range(procfs.MIG_MAX_GI):
+            minors.append(procfs.gi_minor(gpu, gi))
+            minors += [procfs.ci_minor(gpu, gi, ci) for ci in range(procfs.MIG_MAX_CI)]
+    caps.mkdir()
+    for minor in minors:
+        try:
+            os.mknod(caps / f"nvidia-cap{minor}", stat.S_IFCHR | 0o444, os.makedev(major, minor))
+        except PermissionError as exc:
+            shutil.rmtree(caps)
+            warnings.append(
+                f"nvidia-caps nodes not created ({exc.strerror}: creating character devices "
+                f"needs root with CAP_MKNOD); dev/{CAPS_DIR}/ is not created"
+            )
+            return
 
 
 def _make_channels(channels: Path, major: int, count: int, warnings: list[str]) -> int:

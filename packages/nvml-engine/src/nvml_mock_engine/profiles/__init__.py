@@ -29,6 +29,7 @@ from nvml_mock_engine.schema import GPU_KEYS, MAX_GPUS, KeySpec, Kind, ValueType
 __all__ = [
     "ARCHITECTURES",
     "DERIVED_GPU_KEYS",
+    "PCI_CLASSES",
     "FabricDefaults",
     "Profile",
     "load_profile",
@@ -88,8 +89,15 @@ _LAYOUT_KEYS: Final = frozenset(
         "gpus_per_group",
         "nvswitch_bus_ids",
         "rack_chassis",
+        "pci_class",
     }
 )
+PCI_CLASSES: Final[Mapping[int, str]] = MappingProxyType(
+    {0x030000: "graphics", 0x030200: "compute"}
+)
+"""The PCI class codes a GPU function has, by the mode they mean: ``0x030200`` (3D
+controller) for a board whose display is off, as datacenter boards ship; ``0x030000`` (VGA
+controller) for a board in graphics mode. GPU feature discovery labels ``gpu.mode`` from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +138,9 @@ class Profile:
     """Validated state values shared by every GPU of the board."""
     mig: tuple[MigGpuInstanceProfile, ...] = ()
     """The board's MIG GPU-instance profiles (NVIDIA's published table); empty without MIG."""
+    pci_class: int = 0x030200
+    """The GPU function's PCI class code (``layout.pci_class``, one of :data:`PCI_CLASSES`):
+    what the staged PCI sysfs tree's ``class`` file holds."""
 
 
 def profile_names() -> tuple[str, ...]:
@@ -213,6 +224,7 @@ class _Parser:
         rack_chassis = layout.get("rack_chassis", False)
         if not isinstance(rack_chassis, bool):
             raise self.fail("layout.rack_chassis", f"must be true or false, got {rack_chassis!r}")
+        pci_class = self.pci_class(layout.get("pci_class", "0x030200"))
         gpu = self.gpu(data.get("gpu"))
         if len(set(bus_ids)) != len(bus_ids):
             raise self.fail("layout.pci_bus_ids", "ids must be distinct")
@@ -236,7 +248,19 @@ class _Parser:
             fabric=self.fabric(data.get("fabric")),
             gpu=MappingProxyType(gpu),
             mig=self.mig(data.get("mig"), gpu),
+            pci_class=pci_class,
         )
+
+    def pci_class(self, value: object) -> int:
+        known = ", ".join(f"0x{code:06x} ({mode})" for code, mode in PCI_CLASSES.items())
+        code = (
+            int(value, 16)
+            if isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]{6}", value)
+            else None
+        )
+        if code not in PCI_CLASSES:
+            raise self.fail("layout.pci_class", f"must be one of {known}, got {value!r}")
+        return code
 
     def mig(self, value: object, gpu: Mapping[str, ValueType]) -> tuple[MigGpuInstanceProfile, ...]:
         if value is None:
