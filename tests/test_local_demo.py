@@ -87,6 +87,30 @@ def test_compute_domain_scenario(tmp_path: Path) -> None:
     assert len(removed) == 4 and {row[2] for row in removed} == {"4"}
 
 
+def _imex_rows(stdout: str) -> list[list[str]]:
+    lines = stdout.split("== IMEX domain", 1)[1].strip().splitlines()
+    rows = []
+    for line in lines[1:]:
+        if not line.startswith("  "):
+            break
+        rows.append(line.split())
+    return rows
+
+
+def test_imex_act_two_daemons_ready_then_degraded(tmp_path: Path) -> None:
+    """Two IMEX daemons (the driver root's nvidia-imex) on two simulated nodes reach READY;
+    the second is killed and the first reports its domain degraded."""
+    done = _run(tmp_path, GPU_PROFILE="gb200", GPU_COUNT="2")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    rows = _imex_rows(done.stdout)
+    up = [row for row in rows if row[:2] == ["imex:", "up"]]
+    assert len(up) == 2 and {row[-2] for row in up} == {"READY"}
+    assert len({row[3] for row in up}) == 2  # two nodes, two addresses
+    killed = [row for row in rows if row[:3] == ["imex:", "peer", "killed"]]
+    assert [row[-2:] for row in killed] == [["DEGRADED", "PASS"], ["UNREACHABLE", "KILLED"]]
+    assert "Domain State: DEGRADED" in done.stdout
+
+
 def picked_by_the_demo_scenario(nodes: list[str]) -> list[str]:
     """What the protocol's selection picks for the demo's scenario over these nodes."""
     from nvml_mock_protocol.scenarios import parse_scenarios

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nvml_mock_live as live
 from cluster import Node, Process, TopologyService, free_port, http_get, wait_until
+from imex_act import ImexRow, imex_table, run_imex_act
 from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
 from nvml_mock_engine.runtime import loader_name
@@ -211,6 +212,7 @@ class Demo:
         self.summary: list[tuple[str, Outcome, str]] = []
         self.acts = 0
         self.imex = False
+        self.imex_rows: list[ImexRow] = []
         """Whether IMEX channels were staged, so ComputeDomain workloads opt in and check them."""
 
     def act(self, title: str) -> None:
@@ -229,6 +231,7 @@ class Demo:
                 await self.act_rebind(first)
             await self.act_xid()
             await self.act_allocation()
+            await self.act_imex()
             if self.service is not None:
                 await self.act_scenario()
             await self.act_fault()
@@ -242,6 +245,9 @@ class Demo:
                 [row[2] for row in self.summary],
                 [row[0] for row in self.summary],
             )
+        if self.imex_rows:
+            say("\n== IMEX domain")
+            imex_table(self.imex_rows, say)
         if self.verdicts.failures:
             say(f"\nDEMO FAILED ({len(self.verdicts.failures)} assertion(s), {took:.1f}s):")
             for failure in self.verdicts.failures:
@@ -825,6 +831,17 @@ class Demo:
         for line in out.decode(errors="replace").splitlines():
             say(f"      {_clip(line, 110)}")
         return int(proc.returncode or 0), out.decode(errors="replace")
+
+    async def act_imex(self) -> None:
+        self.act("an IMEX domain of two nodes (nvidia-imex work-alike)")
+        self.imex_rows = await run_imex_act(
+            work=self.work,
+            overlay=self.overlay,
+            node_names=self.names,
+            topology_url=self.service.url if self.service is not None else None,
+            check=self.verdicts.check,
+            say=say,
+        )
 
     async def act_fault(self) -> None:
         self.act("faults")

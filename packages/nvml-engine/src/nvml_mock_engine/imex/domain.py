@@ -6,8 +6,8 @@ Pure bookkeeping (no sockets, no clock of its own), so the rules are tested on t
 - a node counts toward the domain when it resolves and its clique is this node's; a node of
   another clique, or one whose node list differs, is a node-map mismatch (``!M!``) and does
   not count, nor does one that does not resolve (``I``);
-- the domain is ``UP`` when every counted peer is connected, ``DOWN`` when none is (and
-  there is one), ``DEGRADED`` otherwise;
+- the domain is ``UP`` when every counted peer is connected, else ``DEGRADED`` (this node
+  itself is always up: a daemon that is not answers no status at all);
 - this node answers ``READY`` while its domain is up (with ``IMEX_WAIT_FOR_QUORUM=NONE``:
   as soon as it runs), ``INITIALIZING`` until it first was, ``DEGRADED`` after a loss.
 """
@@ -82,9 +82,7 @@ class DomainView:
     def domain(self) -> str:
         peers = [i for i in self.links if self.counted(i)]
         up = [i for i in peers if self.links[i].code == st.CONNECTED]
-        if len(up) == len(peers):
-            return st.UP
-        return st.DOWN if not up else st.DEGRADED
+        return st.UP if len(up) == len(peers) else st.DEGRADED
 
     def state(self) -> str:
         domain = self.domain()

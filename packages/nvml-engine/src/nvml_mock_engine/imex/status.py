@@ -56,7 +56,6 @@ UNAVAILABLE: Final = "UNAVAILABLE"
 INITIALIZING: Final = "INITIALIZING"
 DEGRADED: Final = "DEGRADED"
 UP: Final = "UP"
-DOWN: Final = "DOWN"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +81,7 @@ class DomainStatus:
     """This node's answer to ``-q``: ``READY``, ``INITIALIZING`` (its domain never came up)
     or ``DEGRADED`` (it came up and a peer was lost since)."""
     domain: str
-    """``UP`` (every counted node connected), ``DEGRADED`` (some) or ``DOWN`` (none)."""
+    """``UP`` (every counted node connected) or ``DEGRADED``."""
     version: str
     clique: str | None
     nodes: tuple[NodeStatus, ...]
