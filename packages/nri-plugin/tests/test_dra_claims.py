@@ -17,9 +17,9 @@ from conftest import Start, container, pod, read_through_library
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import parse_spec
 from nvml_mock_engine.stage import StageOptions, stage
+from nvml_mock_live import Allocation, LiveLayer
 from nvml_mock_nri import dra
 from nvml_mock_protocol import names
-from nvml_mock_live import Allocation, LiveLayer
 from nvml_mock_protocol.mig_caps import MigCap, minor_of
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.errors import PluginError
