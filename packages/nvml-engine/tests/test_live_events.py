@@ -422,3 +422,60 @@ def test_a_waiter_blocked_for_seconds_uses_no_cpu(
     verdict, _, cpu = done.stdout.strip().partition(" cpu=")
     assert verdict == "timeout"
     assert float(cpu) < 0.05, f"the waiter used {cpu} s of CPU in 3 s"
+
+
+def test_a_lost_gpu_ends_a_wait_with_gpu_is_lost_once_per_loss(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
+    """NVIDIA's DRA driver taints every device gpu-lost when nvmlEventSetWait answers
+    NVML_ERROR_GPU_IS_LOST: the ring's Xid 79 comes first, then the loss, once per set and
+    loss (so a loop that waits again does not spin), and again after the GPU came back and
+    was lost anew."""
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(1)
+    event_set = pynvml.nvmlEventSetCreate()
+    pynvml.nvmlDeviceRegisterEvents(handle, XID, event_set)
+    other = pynvml.nvmlEventSetCreate()
+    pynvml.nvmlDeviceRegisterEvents(pynvml.nvmlDeviceGetHandleByIndex(0), XID, other)
+    layer.event(1, XID, 79)
+    layer.set(1, {"gpu_lost": 1})
+    assert pynvml.nvmlEventSetWait(event_set, 1000).eventData == 79
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        pynvml.nvmlEventSetWait(event_set, 1000)
+    with pytest.raises(pynvml.NVMLError_Timeout):
+        pynvml.nvmlEventSetWait(event_set, 0)
+    with pytest.raises(pynvml.NVMLError_Timeout):  # a set without the lost GPU is not told
+        pynvml.nvmlEventSetWait(other, 0)
+    layer.clear(1, ["gpu_lost"])
+    with pytest.raises(pynvml.NVMLError_Timeout):
+        pynvml.nvmlEventSetWait(event_set, 0)
+    layer.set(1, {"gpu_lost": 1})
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        pynvml.nvmlEventSetWait(event_set, 0)
+    layer.clear(1, ["gpu_lost"])
+
+
+def test_a_blocked_waiter_learns_of_a_loss_without_an_event(
+    pynvml: Any, layer: live.LiveLayer
+) -> None:
+    pynvml.nvmlInit()
+    event_set = pynvml.nvmlEventSetCreate()
+    pynvml.nvmlDeviceRegisterEvents(pynvml.nvmlDeviceGetHandleByIndex(1), XID, event_set)
+    outcome: list[str] = []
+
+    def wait() -> None:
+        try:
+            pynvml.nvmlEventSetWait(event_set, 10000)
+            outcome.append("event")
+        except pynvml.NVMLError_GpuIsLost:
+            outcome.append("lost")
+        except pynvml.NVMLError_Timeout:
+            outcome.append("timeout")
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)
+    layer.set(1, {"gpu_lost": 1})
+    waiter.join(10)
+    assert outcome == ["lost"]
+    layer.clear(1, ["gpu_lost"])

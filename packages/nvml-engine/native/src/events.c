@@ -14,6 +14,13 @@
  * arrive and it sleeps on a condition variable (monotonic clock) for the whole timeout.
  * Either way nvmlEventSetFree wakes its waiters and waits for them to leave before the set's
  * memory goes away.
+ *
+ * A registered GPU that falls off the bus (live key gpu_lost) ends a wait with
+ * NVML_ERROR_GPU_IS_LOST, as NVIDIA documents for nvmlEventSetWait, after the events already
+ * in the ring for it (its Xid 79 first): NVIDIA's DRA driver taints every device gpu-lost on
+ * that answer. Each set is told once per loss (a GPU that is back and lost again is told
+ * again), so a health loop that waits again at once does not spin on it. A loss without an
+ * event wakes no futex: waits sleep in slices of LOST_POLL_MS to notice it.
  */
 #define _GNU_SOURCE
 #include "mock.h"
@@ -33,6 +40,7 @@
 #define EVENT_BITS 64u
 /* Not attributable to a MIG instance (nvmlEventData_t, a GPU without MIG). */
 #define NO_INSTANCE 0xFFFFFFFFu
+#define LOST_POLL_MS 250u
 
 struct nvmlEventSet_st {
     unsigned int magic;
@@ -45,6 +53,7 @@ struct nvmlEventSet_st {
     unsigned long long registered[STATE_MAX_GPUS];
     /* The ring's head when (GPU, type bit) was registered: only later events are delivered. */
     uint64_t since[STATE_MAX_GPUS][EVENT_BITS];
+    unsigned char lost_told[STATE_MAX_GPUS]; /* GPU_IS_LOST answered for this loss */
 };
 
 /* One ring record, read whole. */
@@ -235,6 +244,24 @@ static void leave_wait(struct nvmlEventSet_st *s)
 
 /* Wait for the next event this set receives, for at most `timeoutms`; NVML_SUCCESS with *ev
  * filled, or NVML_ERROR_TIMEOUT (also when the set is freed meanwhile). */
+/* Whether a registered GPU of the set is newly lost (told once per loss). Caller holds s->lock. */
+static int newly_lost(struct nvmlEventSet_st *s)
+{
+    int found = 0;
+    for (unsigned int g = 0; g < mock_device_count && g < STATE_MAX_GPUS; g++) {
+        if (s->registered[g] == 0) {
+            continue;
+        }
+        if (!mock_lost(&mock_devices[g])) {
+            s->lost_told[g] = 0;
+        } else if (!s->lost_told[g] && !found) {
+            s->lost_told[g] = 1;
+            found = 1;
+        }
+    }
+    return found;
+}
+
 static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms, struct ring_event *ev)
 {
     struct timespec deadline = deadline_after(timeoutms);
@@ -260,8 +287,16 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
                 rc = NVML_SUCCESS;
                 break;
             }
+            if (newly_lost(s)) {
+                rc = NVML_ERROR_GPU_IS_LOST;
+                break;
+            }
             if (!time_left(&deadline, &left)) {
                 break;
+            }
+            if (left.tv_sec > 0 || left.tv_nsec > (long)LOST_POLL_MS * 1000000L) {
+                left.tv_sec = 0;
+                left.tv_nsec = (long)LOST_POLL_MS * 1000000L;
             }
             pthread_mutex_unlock(&s->lock);
             syscall(SYS_futex, word, FUTEX_WAIT, seen, &left, NULL, 0);
