@@ -445,3 +445,64 @@ IMEX_CMD_PORT=50005
 IMEX_CMD_UNIX_DOMAIN_PATH=
 IMEX_NODE_DISCONNECTED_GRACE_TIME=-1
 """
+
+
+def test_the_driver_roots_tools_are_the_work_alikes(domain: Domain, tmp_path: Path) -> None:
+    """``usr/bin/nvidia-imex`` and ``nvidia-imex-ctl`` of a staged driver root (where NVIDIA's
+    compute-domain daemon finds them) run on the overlay's own runtime and reach READY."""
+    overlay = tmp_path / "root"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nvml_mock_engine",
+            "stage",
+            str(overlay),
+            "--profile",
+            "h100",
+            "--count",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    daemon, ctl = overlay / "usr/bin/nvidia-imex", overlay / "usr/bin/nvidia-imex-ctl"
+    assert os.access(daemon, os.X_OK) and os.access(ctl, os.X_OK)
+    domain.addresses = domain.addresses[:1]
+    domain.write()
+    log = (domain.root / "root.log").open("w")
+    proc = subprocess.Popen(
+        [str(daemon), "-c", str(domain.config)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={"PATH": "/usr/bin:/bin", "MOCK_NVML_CONFIG": str(overlay / "config/state.nvmlmock")},
+    )
+    try:
+
+        def state() -> str:
+            done = subprocess.run(
+                [str(ctl), "-c", str(domain.config), "-i", domain.addresses[0], "-q"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+                env={"PATH": "/usr/bin:/bin"},
+            )
+            return done.stdout.strip()
+
+        eventually(lambda: state() == st.READY, what="the driver root's daemon READY")
+        text = subprocess.run(
+            [str(ctl), "-c", str(domain.config), "-i", domain.addresses[0], "-N"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+            env={"PATH": "/usr/bin:/bin"},
+        ).stdout
+        version = next(n for n in overlay.glob("usr/lib64/libnvidia-ml.so.*.*")).name
+        assert f"Version: {version.removeprefix('libnvidia-ml.so.')}" in text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
