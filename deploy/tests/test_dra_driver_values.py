@@ -35,7 +35,7 @@ def test_the_driver_root_and_proc_devices_are_the_mocks(chart: helm.Chart) -> No
     values = _values()
     host_path = chart.values["nri"]["overlay"]["hostPath"]
     assert values["nvidiaDriverRoot"] == host_path
-    assert values["altProcDevices"] == f"{host_path}/imex/proc-devices"
+    assert values["altProcDevices"] == f"{host_path}/proc/devices"
 
 
 def test_the_kubelet_plugins_stay_on_staged_nodes(render: RenderFn) -> None:
@@ -89,7 +89,7 @@ def test_nvidias_chart_renders_onto_the_mock() -> None:
     alt = [
         v
         for v in spec["volumes"]
-        if v.get("hostPath", {}).get("path") == "/var/lib/nvml-mock/imex/proc-devices"
+        if v.get("hostPath", {}).get("path") == "/var/lib/nvml-mock/proc/devices"
     ]
     assert alt, "the proc-devices substitute is mounted"
     envs = {
