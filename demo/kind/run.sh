@@ -41,7 +41,11 @@ GPU_PROFILE="${GPU_PROFILE:-gb200}"
 GPU_COUNT="${GPU_COUNT:-}"
 NVML_MOCK_NAMESPACE="${NVML_MOCK_NAMESPACE:-mokka}"
 WORKLOAD_NAMESPACE="${WORKLOAD_NAMESPACE:-default}"
+WITH_DRA_DRIVER="${WITH_DRA_DRIVER:-false}"
 DRY_RUN=false
+
+# shellcheck source=demo/kind/dra_act.sh
+source "${SCRIPT_DIR}/dra_act.sh"
 
 # Commands are echoed on the original stdout (fd 3), also from inside $(...).
 exec 3>&1
@@ -139,13 +143,16 @@ validate_config() {
     fi
   fi
   local flag
-  for flag in FORCE_RECREATE WITH_COMPUTE_DOMAIN; do
+  for flag in FORCE_RECREATE WITH_COMPUTE_DOMAIN WITH_DRA_DRIVER; do
     [[ "${!flag}" == true || "${!flag}" == false ]] ||
       usage_error "${flag}=${!flag} must be true or false"
   done
   # shellcheck disable=SC2086
   if is_true "${WITH_COMPUTE_DOMAIN}" && ! in_list "${GPU_PROFILE}" ${FABRIC_PROFILES}; then
     usage_error "WITH_COMPUTE_DOMAIN=true needs a profile with NVLink fabric (${FABRIC_PROFILES}), not ${GPU_PROFILE}"
+  fi
+  if is_true "${WITH_DRA_DRIVER}" && ! is_true "${WITH_COMPUTE_DOMAIN}"; then
+    usage_error "WITH_DRA_DRIVER=true needs WITH_COMPUTE_DOMAIN=true (its act spans the cliques)"
   fi
   local ns
   for ns in NVML_MOCK_NAMESPACE WORKLOAD_NAMESPACE; do
@@ -315,6 +322,9 @@ install_chart() {
   else
     args+=(--set "topology.enabled=false")
   fi
+  if is_true "${WITH_DRA_DRIVER}"; then
+    args+=(--values "${DRA_MOCK_VALUES}")
+  fi
   args+=(--wait --timeout "${WAIT_TIMEOUT}")
   log "installing the chart into namespace ${NVML_MOCK_NAMESPACE}"
   hc "${args[@]}"
@@ -416,6 +426,9 @@ main() {
   assert_gpus_visible
   if is_true "${WITH_COMPUTE_DOMAIN}"; then
     assert_fabric_identity
+  fi
+  if is_true "${WITH_DRA_DRIVER}"; then
+    dra_act
   fi
   log "done: every gpu-agent sees mock GPUs without asking for them"
 }
