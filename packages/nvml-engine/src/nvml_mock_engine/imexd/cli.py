@@ -45,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _logging(config: ImexConfig) -> None:
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for old in list(root.handlers):
+        root.removeHandler(old)
     if config.log_level == 0:
         root.addHandler(logging.NullHandler())
         return

@@ -164,12 +164,13 @@ class Daemon:
             if address is None:
                 await asyncio.sleep(RESOLVE_EVERY)
                 continue
-            writer: asyncio.StreamWriter | None = None
+            opened: asyncio.StreamWriter | None = None
             try:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(address, self.config.server_port, limit=wire.MAX_LINE),
                     CONNECT_TIMEOUT,
                 )
+                opened = writer
                 wire.send(writer, self._hello())
                 await writer.drain()
                 answer = await wire.read(reader, wire.PEER_TIMEOUT)
@@ -197,8 +198,8 @@ class Daemon:
                     )
                 self.view.lost(node.index)
             finally:
-                if writer is not None:
-                    writer.close()
+                if opened is not None:
+                    opened.close()
             await asyncio.sleep(RETRY)
 
     def _accept(self, node: NodeEntry, link: Link, answer: dict[str, object]) -> bool:
