@@ -645,3 +645,16 @@ def test_status_lists_a_damaged_record_without_failing(
     assert row["pod"] == "p" * pod_size
     assert run(live_file, "status") == ctl.EXIT_OK
     assert " 0,40 " in capsys.readouterr().out
+
+
+def test_with_mock_nvml_config_set_the_live_file_is_the_one_beside_it(
+    live_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's setup: MOCK_NVML_CONFIG names the state, nothing names the live file.
+    The library reads the live file beside the state, and so does nvml-mock-ctl (it used to
+    try the overlay's, under /var/lib/nvml-mock, and exit 1)."""
+    monkeypatch.delenv(names.ENV_MOCK_NVML_LIVE, raising=False)
+    monkeypatch.setenv(names.ENV_OVERLAY_HOST_PATH, str(tmp_path / "no-overlay-here"))
+    assert os.environ[names.ENV_MOCK_NVML_CONFIG] == str(live_file.parent / "state.nvmlmock")
+    assert ctl.main(["fail", "lost", "-i", "0"]) == ctl.EXIT_OK
+    assert values(live_file, 0) == {"gpu_lost": 1}
