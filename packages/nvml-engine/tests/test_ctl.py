@@ -658,3 +658,31 @@ def test_with_mock_nvml_config_set_the_live_file_is_the_one_beside_it(
     assert os.environ[names.ENV_MOCK_NVML_CONFIG] == str(live_file.parent / "state.nvmlmock")
     assert ctl.main(["fail", "lost", "-i", "0"]) == ctl.EXIT_OK
     assert values(live_file, 0) == {"gpu_lost": 1}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["temp", "95"],
+        ["power", "500"],
+        ["util", "busy"],
+        ["clocks", "--sm", "1000"],
+        ["throttle", "hw-slowdown"],
+        ["pstate", "P8"],
+        ["ecc", "--volatile-corrected", "5"],
+        ["recovery-action", "gpu-reset"],
+    ],
+)
+def test_value_verbs_take_a_trigger_and_arm_their_values(live_file: Path, argv: list[str]) -> None:
+    assert run(live_file, *argv, "-i", "0", "--after-calls", "100") == ctl.EXIT_OK
+    with live.LiveLayer.open(live_file, writable=False) as layer:
+        armed = layer.armed(0)
+        got = layer.values(0)
+    assert armed and got["fault_trigger"] == live.vocabulary.TRIGGERS["after-calls"]
+    assert got["fault_trigger_param"] == 100
+    assert armed <= set(got) - set(live.vocabulary.TRIGGER_KEYS)
+
+
+def test_a_change_that_clears_keys_cannot_wait_for_a_trigger(live_file: Path) -> None:
+    assert run(live_file, "util", "40", "-i", "0", "--at", "0") == ctl.EXIT_USAGE
+    assert values(live_file, 0) == {}
