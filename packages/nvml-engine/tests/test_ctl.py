@@ -25,6 +25,7 @@ import pytest
 from conftest import StateWriter, gpu_entry, needs_mount_namespaces, read_only_bind
 from nvml_mock_engine import ctl, faults
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
+from nvml_mock_live.vocabulary import UTIL_PATTERNS
 from nvml_mock_protocol import names
 
 
@@ -151,7 +152,7 @@ def test_util_patterns_write_the_pattern_keys(live_file: Path) -> None:
     epoch = got.pop("util_pattern_epoch_ms")
     assert abs(epoch - datetime.now(UTC).timestamp() * 1000) < 60_000
     assert got == {
-        "util_pattern": 4,
+        "util_pattern": UTIL_PATTERNS["sine"],
         "util_pattern_level": 80,
         "util_pattern_period_ms": 30000,
         "util_pattern_seed": 7,
@@ -160,18 +161,18 @@ def test_util_patterns_write_the_pattern_keys(live_file: Path) -> None:
     assert values(live_file, 0)["util_pattern_level"] == 60
     assert run(live_file, "util", "idle", "-i", "0") == 0
     assert {k: values(live_file, 0)[k] for k in ("util_pattern", "util_pattern_level")} == {
-        "util_pattern": 1,
+        "util_pattern": UTIL_PATTERNS["steady"],
         "util_pattern_level": 0,
     }
     assert run(live_file, "util", "busy", "--period", "500ms", "-i", "0") == 0
     got = values(live_file, 0)
     assert (got["util_pattern"], got["util_pattern_level"], got["util_pattern_period_ms"]) == (
-        2,
+        UTIL_PATTERNS["busy"],
         100,
         500,
     )
     assert run(live_file, "util", "burst", "-i", "0") == 0
-    assert values(live_file, 0)["util_pattern"] == 3
+    assert values(live_file, 0)["util_pattern"] == UTIL_PATTERNS["burst"]
     # a plain percentage drops the pattern, so the value answers
     assert run(live_file, "util", "20", "-i", "0") == 0
     assert values(live_file, 0) == {"util_gpu_pct": 20}
