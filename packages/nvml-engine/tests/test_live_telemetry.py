@@ -22,6 +22,7 @@ from typing import Any
 import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
+from nvml_mock_live.vocabulary import UTIL_PATTERNS
 
 EPOCH = 1_700_000_000_000  # ms, CLOCK_REALTIME: when the patterns below start
 IDLE_MW = 71234  # the fixture board's idle power ...
@@ -30,7 +31,7 @@ IDLE_C = 31  # idle temperature; temp_gpu_max_c is 87
 IDLE_MHZ = 345
 MAX_MHZ = 1980
 LAG_MS = 20000  # the default temperature lag
-STEADY, BUSY, BURST, SINE = 1, 2, 3, 4
+STEADY, BUSY, BURST, SINE = (UTIL_PATTERNS[n] for n in ("steady", "busy", "burst", "sine"))
 
 Sample = dict[str, int]
 Sampler = Callable[..., Sample]

@@ -186,14 +186,7 @@ def _cmd_render(settings: RenderSettings) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        output = Path(settings.output)
-        write_atomic(output, text.encode())
-        # the live layer beside it, as the library looks for it (kept when it fits these
-        # GPUs): nvml-mock-ctl and nvidia-smi's set commands work on a rendered state too
-        import nvml_mock_live as live
-        from nvml_mock_live import locate
-
-        live.ensure(locate.live_beside(output), live.read_board(output))
+        write_atomic(Path(settings.output), text.encode())
         logger.info(
             "wrote %s: profile %s, %d GPU(s), node %s",
             settings.output,

@@ -142,6 +142,15 @@ def _open(args: argparse.Namespace, *, writable: bool) -> LiveLayer:
             f"cannot open the live layer {live}: no board state {state} "
             f"(is {where} staged? `nvml-mock-engine stage` creates both)"
         )
+    named: CtlSettings = args.settings
+    if writable and named.live_file is None and named.state_file is not None and not live.exists():
+        # a rendered state named by MOCK_NVML_CONFIG / --state-file, without a staged overlay
+        # (the README's walk-through): the live layer beside it is made for its GPUs, where
+        # the library looks for it (a named --live-file or an overlay is never made here)
+        import nvml_mock_live
+
+        nvml_mock_live.create(live, nvml_mock_live.read_board(state))
+        logger.info("created the live layer %s for the board %s", live, state)
     return LiveLayer.open(live, state=state, writable=writable)
 
 
