@@ -156,3 +156,20 @@ def test_contributings_native_targets_find_nvml_h(tmp_path: Path) -> None:
         check=False,
     )
     assert index.returncode == 0, index.stdout + index.stderr
+
+
+def test_contributings_make_fuzz_finds_nvml_h() -> None:
+    """``make fuzz`` (CONTRIBUTING, "Fuzzing and sanitizers") with a python3 lacking nvml.h."""
+    if shutil.which("clang") is None:
+        pytest.skip("clang is needed for make fuzz (apt-get install clang)")
+    if not (ROOT / ".tox/native/bin/python").exists():
+        pytest.skip("no .tox/native venv yet (tox run -e native makes it)")
+    done = subprocess.run(
+        ["make", "-s", "-C", str(ROOT / "packages/nvml-engine/native"), "fuzz", "PYTHON=false"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "nvml.h not found" not in done.stderr
