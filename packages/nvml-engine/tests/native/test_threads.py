@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from conftest import SYSTEM, gpu_entry, render_state, require_thread_sanitizer
 
-TSAN_DIR = Path(__file__).resolve().parents[1] / "native" / "tsan"
+TSAN_DIR = Path(__file__).resolve().parents[2] / "native" / "tsan"
 THREADS = 16
 WAIT_EVERY = 25
 GPUS = 8

@@ -19,7 +19,7 @@ from conftest import StateWriter
 from nvml_mock_engine import faults
 from nvml_mock_live import vocabulary
 
-PACKAGE = Path(__file__).resolve().parents[1]
+PACKAGE = Path(__file__).resolve().parents[2]
 DECLARATION = PACKAGE.parent / "live" / "src" / "nvml_mock_live" / "keys.toml"
 TELEMETRY = PACKAGE / "native" / "src" / "telemetry.c"
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-FUZZ = Path(__file__).resolve().parents[1] / "native" / "fuzz"
-BUILD = Path(__file__).resolve().parents[1] / "native" / "build" / "fuzz"
+FUZZ = Path(__file__).resolve().parents[2] / "native" / "fuzz"
+BUILD = Path(__file__).resolve().parents[2] / "native" / "build" / "fuzz"
 SEEDS = sorted(p for p in (FUZZ / "seeds-live").iterdir() if p.is_file())
 REGRESSIONS = sorted(p for p in (FUZZ / "regressions").glob("live-*") if p.is_file())
 INPUTS = SEEDS + REGRESSIONS

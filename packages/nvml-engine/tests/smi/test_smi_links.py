@@ -12,7 +12,7 @@ import nvml_mock_live as live
 import pytest
 from smi_fixtures.helpers import render_profile, smi
 
-LINKS = Path(__file__).resolve().parent / "smi_fixtures" / "links"
+LINKS = Path(__file__).resolve().parents[1] / "smi_fixtures" / "links"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from smi_fixtures.helpers import render_profile, smi
 
-FIXTURES = Path(__file__).resolve().parent / "smi_fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "smi_fixtures"
 H100_590 = FIXTURES / "exporter" / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt"
 DT_SAMPLE = FIXTURES / "monitor" / "dmon-s-mutc-o-TD.txt"
 

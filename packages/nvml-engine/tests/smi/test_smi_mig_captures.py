@@ -12,7 +12,7 @@ from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
 from smi_fixtures.helpers import smi
 
-CAPTURES = Path(__file__).resolve().parent / "smi_fixtures" / "mig"
+CAPTURES = Path(__file__).resolve().parents[1] / "smi_fixtures" / "mig"
 
 
 def capture(name: str) -> list[str]:

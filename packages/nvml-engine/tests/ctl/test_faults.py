@@ -21,7 +21,7 @@ from nvml_mock_engine.faults import Event, FaultOptions, GpuView
 from nvml_mock_engine.profiles import profile_names
 from nvml_mock_engine.render import render_text
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, validate_value
-from test_library_fabric import FABRIC_V3, FabricV3
+from nvml_structs import FABRIC_V3, FabricV3
 
 XID, DBE, SBE, CLOCK = (
     faults.EVENT_XID,

@@ -350,7 +350,7 @@ GETTERS: dict[str, tuple[Callable[[Any, Any], Any], Any]] = {
     "unrepairable_memory": (_unrepairable, None),
     "mig_capable": (lambda n, h: n.nvmlDeviceGetMigMode(h)[0], 0),
     # with a table SetMigMode gets past NOT_SUPPORTED to the live layer (absent here);
-    # tests/test_library_mig.py reads the table itself with MIG enabled
+    # tests/native/test_library_mig.py reads the table itself with MIG enabled
     "mig_gi_profile": (lambda n, h: _status(n, n.nvmlDeviceSetMigMode, h, 1), 4),
     "nvlink_count": (lambda n, h: _field(n, h, n.NVML_FI_DEV_NVLINK_LINK_COUNT), None),
     "nvlink_version": (lambda n, h: n.nvmlDeviceGetNvLinkVersion(h, 0), None),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "native" / "src"
+SRC = Path(__file__).resolve().parents[2] / "native" / "src"
 
 
 def test_the_nvlink_rate_table_is_declared_once() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from conftest import SYSTEM, gpu_entry, render_state, require_thread_sanitizer
 
-TSAN_DIR = Path(__file__).resolve().parents[1] / "native" / "tsan"
+TSAN_DIR = Path(__file__).resolve().parents[2] / "native" / "tsan"
 GPUS = 8
 WRITES = 20000
 SUMMARY = re.compile(

@@ -12,7 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 DECLARATION = re.compile(r"\bnvmlReturn_t\s+DECLDIR\s+(nvml\w+)\s*\(")
 
 

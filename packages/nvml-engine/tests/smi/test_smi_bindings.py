@@ -26,7 +26,7 @@ from smi_fixtures.helpers import render_profile, smi
 
 PROTOTYPE = re.compile(r"[\w*]\s+\**(nvml\w+)\s*\(([^;{()]*)\)\s*;", re.S)
 MOCK_EXPORT = re.compile(r"MOCK_EXPORT\s+nvmlReturn_t\s+(nvml_mock_\w+)\s*\(([^;{()]*)\)\s*;", re.S)
-NATIVE = Path(__file__).resolve().parents[1] / "native" / "src"
+NATIVE = Path(__file__).resolve().parents[2] / "native" / "src"
 # Called by name but answered by every driver outside the header: none today.
 NOT_IN_HEADER: frozenset[str] = frozenset()
 

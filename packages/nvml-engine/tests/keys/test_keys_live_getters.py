@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1]
+PACKAGE = Path(__file__).resolve().parents[2]
 SCRIPT = PACKAGE / "scripts" / "gen_keys.py"
 SOURCES = PACKAGE / "native" / "src"
 SIGNED_ROW = (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from smi_fixtures.helpers import render_profile, smi
 
-LINKS = Path(__file__).resolve().parent / "smi_fixtures" / "links"
+LINKS = Path(__file__).resolve().parents[1] / "smi_fixtures" / "links"
 FI_REMOTE = 146  # NVML_FI_DEV_NVLINK_REMOTE_NVLINK_ID
 BUS = r"[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.\d"
 LINE = re.compile(rf"^\t Link (\d+): Remote Device ({BUS}): Link (\d+)$")

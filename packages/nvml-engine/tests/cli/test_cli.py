@@ -297,7 +297,7 @@ def test_python_dash_m_runs_the_same_main(tmp_path: Path) -> None:
 
 
 def test_the_readme_table_is_the_declaration() -> None:
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     assert markdown_table(readme) == options_table()
     for cls, options in (
         (RenderSettings, NODE_OPTIONS + RENDER_OPTIONS + LOG_OPTIONS),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from smi_fixtures.helpers import render_profile, smi
 
-EXPORTER = Path(__file__).resolve().parent / "smi_fixtures" / "exporter"
+EXPORTER = Path(__file__).resolve().parents[1] / "smi_fixtures" / "exporter"
 
 KINDS = {
     "timestamp": r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{3}",

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-FUZZ = Path(__file__).resolve().parents[1] / "native" / "fuzz"
+FUZZ = Path(__file__).resolve().parents[2] / "native" / "fuzz"
 CORPUS = sorted(
     p
     for d in ("seeds", "regressions")

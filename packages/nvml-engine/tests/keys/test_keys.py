@@ -12,7 +12,7 @@ from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, SYSTEM_KEYS
 from nvml_mock_live import _keys
 from nvml_mock_live import _layout as _live_layout
 
-PACKAGE = Path(__file__).resolve().parents[1]
+PACKAGE = Path(__file__).resolve().parents[2]
 SCRIPT = PACKAGE / "scripts" / "gen_keys.py"
 SOURCES = PACKAGE / "native" / "src"
 DECLARATION = PACKAGE.parent / "live" / "src" / "nvml_mock_live" / "keys.toml"

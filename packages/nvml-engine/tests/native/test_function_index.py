@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nvml_mock_engine.library import library_path
 
-NATIVE = Path(__file__).resolve().parents[1] / "native"
+NATIVE = Path(__file__).resolve().parents[2] / "native"
 
 
 def test_the_function_index_matches_the_built_units() -> None:

@@ -17,7 +17,7 @@ import pytest
 from nvml_mock_engine.smi._fields import BY_NAME, lookup
 from smi_fixtures.helpers import smi
 
-EXPORTER = Path(__file__).resolve().parent / "smi_fixtures" / "exporter"
+EXPORTER = Path(__file__).resolve().parents[1] / "smi_fixtures" / "exporter"
 H100_590 = EXPORTER / "linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt"
 L40S_595 = EXPORTER / "linux-x86_64__nvidia-l40s__595.80.txt"
 RTX_610 = EXPORTER / "linux-x86_64__nvidia-geforce-rtx-2080-super__610.57.04.txt"

@@ -221,9 +221,9 @@ def test_a_sample_holds_for_its_100_ms_quantum(layer: Any, sample: Sampler) -> N
 
 READER = textwrap.dedent(
     """
-    import ctypes, json, sys
+    import ctypes, json, os, sys
     ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-    sys.path.insert(0, sys.argv[2])
+    sys.path[:0] = [sys.argv[2], os.path.dirname(sys.argv[2])]  # this test, and conftest
     import pynvml
     from test_live_telemetry import read_sample
     pynvml.nvmlInit()

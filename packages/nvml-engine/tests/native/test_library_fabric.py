@@ -8,26 +8,10 @@ from typing import Any
 
 import pytest
 from conftest import CLUSTER_UUID, StateWriter, gpu_entry
+from nvml_structs import FABRIC_V3, FabricV3
 
 NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
-
-
-class FabricV3(ctypes.Structure):
-    """nvmlGpuFabricInfo_v3_t as nvml.h lays it out (nvidia-ml-py only knows v2)."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("clusterUuid", ctypes.c_ubyte * 16),
-        ("status", ctypes.c_uint),
-        ("cliqueId", ctypes.c_uint),
-        ("state", ctypes.c_ubyte),
-        ("healthMask", ctypes.c_uint),
-        ("healthSummary", ctypes.c_ubyte),
-    ]
-
-
-FABRIC_V3 = ctypes.sizeof(FabricV3) | 3 << 24
 
 
 def fabric_v1(pynvml: Any, handle: Any) -> Any:

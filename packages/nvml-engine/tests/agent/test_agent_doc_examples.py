@@ -24,7 +24,7 @@ from test_agent import AgentFactory, Clock, Service, make_agent, node, soon, syn
 
 __all__ = ["make_agent", "node"]  # the node and agent fixtures, shared with test_agent
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _markdown_examples(path: Path) -> list[str]:
