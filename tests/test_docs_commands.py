@@ -37,6 +37,8 @@ COVERED = {
     "nvml-mock-nri-plugin": "packages/nri-plugin/tests run it against the runtime double",
     "bench/run.sh": "the engine's benchmark (figures in its README)",
     "curl": "packages/topology-service/tests make the same requests over HTTP",
+    "nvml-mock-imex": "packages/nvml-engine/tests/imex run the daemon as processes on loopback",
+    "nvml-mock-imex-ctl": "packages/nvml-engine/tests/imex run it against those daemons",
 }
 NEEDS = {"kubectl": "kubectl", "helm": "helm", "kind": "kind", "docker": "docker"}
 _ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=\S*")
