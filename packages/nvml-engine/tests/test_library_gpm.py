@@ -188,9 +188,7 @@ def test_rates_are_the_byte_counters_over_the_interval(
     pcie_bytes = counters[1][0] - counters[0][0]
     nvlink_kib = counters[1][1] - counters[0][1]
     assert pcie_bytes > 0 and nvlink_kib > 0
-    assert got[pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC].value == pytest.approx(
-        pcie_bytes / MIB / 2
-    )
+    assert got[pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC].value == pytest.approx(pcie_bytes / MIB / 2)
     total = got[pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC].value
     assert total == pytest.approx(nvlink_kib * 1024 / MIB / 2)
     links = pynvml.nvmlDeviceGetFieldValues(
