@@ -12,7 +12,9 @@ answers ``GPU_IS_LOST`` loses every series it had (:class:`GpuLost`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -88,6 +90,10 @@ GPM_METRICS: Final[dict[str, tuple[int, float]]] = {
 """The profiling families, answered by GPM between two samples."""
 
 _FB: Final = frozenset({"DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED"})
+_UTIL: Final = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL"})
+_GPU_SENSOR: Final = pynvml.NVML_TEMPERATURE_GPU
+_SM: Final = pynvml.NVML_CLOCK_SM
+_MEM: Final = pynvml.NVML_CLOCK_MEM
 
 _LOST: Final = pynvml.NVML_ERROR_GPU_IS_LOST
 HEALTH: Final = "DCGM_EXP_GPU_HEALTH_STATUS"
@@ -217,26 +223,63 @@ def entities_of(gpu: Gpu) -> list[Entity]:
     return [found[gi] for gi in sorted(found)]
 
 
-def _field_value(value: Any) -> float | None:
-    if value.nvmlReturn != pynvml.NVML_SUCCESS:
-        if value.nvmlReturn == _LOST:
+_FIELD_VALUE: Final = struct.Struct("<IIqqII8s")
+"""``nvmlFieldValue_t``: fieldId, scopeId, timestamp, latencyUsec, valueType, nvmlReturn, value.
+A batch is decoded from its bytes in one pass: going field by field through the ctypes
+structures costs more than the NVML call itself on a 64-GPU node."""
+_VALUE_FORMATS: Final = {
+    pynvml.NVML_VALUE_TYPE_DOUBLE: "<d",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "<I",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "<Q",
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "<Q",
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "<q",
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: "<i",
+}
+
+
+def _decode(kind: int, rc: int, raw: bytes) -> float | None:
+    if rc != pynvml.NVML_SUCCESS:
+        if rc == _LOST:
             raise GpuLost("field values")
         return None
-    kind = value.valueType
-    v = value.value
-    if kind == pynvml.NVML_VALUE_TYPE_DOUBLE:
-        return float(v.dVal)
-    if kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT:
-        return float(v.uiVal)
-    if kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG:
-        return float(v.ulVal)
-    if kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
-        return float(v.ullVal)
-    if kind == pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG:
-        return float(v.sllVal)
-    if kind == pynvml.NVML_VALUE_TYPE_SIGNED_INT:
-        return float(v.siVal)
-    return None
+    fmt = _VALUE_FORMATS.get(kind)
+    if fmt is None:
+        return None
+    number: float = struct.unpack_from(fmt, raw)[0]
+    return float(number)
+
+
+def _field_values(values: Any) -> list[float | None]:
+    """A whole batch of ``nvmlFieldValue_t``, as numbers (None: not answered)."""
+    return [_decode(row[4], row[5], row[6]) for row in _FIELD_VALUE.iter_unpack(bytes(values))]
+
+
+def _field_value(value: Any) -> float | None:
+    return _field_values(value)[0]
+
+
+def _GET_FIELD_VALUES() -> Any:  # noqa: N802 - stands for the C function
+    return pynvml._nvmlGetFunctionPointer("nvmlDeviceGetFieldValues")
+
+
+class _Gpm:
+    """One entity's GPM state: two samples that take turns, and a request built once."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.request = pynvml.c_nvmlGpmMetricsGet_t()
+        self.request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        self.request.numMetrics = len(names)
+        for i, name in enumerate(names):
+            self.request.metrics[i].metricId = GPM_METRICS[name][0]
+        self.previous: Any = pynvml.nvmlGpmSampleAlloc()
+        self.current: Any = pynvml.nvmlGpmSampleAlloc()
+        self.primed = False
+
+    def free(self) -> None:
+        for sample in (self.previous, self.current):
+            with contextlib.suppress(pynvml.NVMLError):
+                pynvml.nvmlGpmSampleFree(sample)
 
 
 @dataclass
@@ -244,7 +287,8 @@ class Reader:
     """Reads the selected families of each entity; keeps each entity's last GPM sample."""
 
     selected: frozenset[str]
-    _samples: dict[tuple[int, int | None], Any] = field(default_factory=dict)
+    _gpm: dict[tuple[int, int | None], _Gpm] = field(default_factory=dict)
+    _batches: dict[tuple[int, int | None], tuple[list[Any], Any]] = field(default_factory=dict)
 
     def select(self, names: Iterable[str]) -> None:
         self.selected = frozenset(names)
@@ -258,7 +302,11 @@ class Reader:
             return None
 
     def read(self, entity: Entity) -> dict[str, float]:
-        """One value per selected family NVML answers for *entity*; :class:`GpuLost` if lost."""
+        """One value per selected family NVML answers for *entity*; :class:`GpuLost` if lost.
+
+        With the health family selected, its inputs are read too (under their family names,
+        and ``_``-prefixed keys for what no family serves); the renderer writes only the
+        families selected."""
         h = entity.gpu.handle
         health = HEALTH in self.selected
         want = self.selected | HEALTH_INPUTS if health else self.selected
@@ -269,43 +317,23 @@ class Reader:
             ids += [(pynvml.NVML_FI_DEV_NVLINK_GET_STATE, link) for link in range(entity.gpu.links)]
             ids.append(pynvml.NVML_FI_DEV_REMAPPED_PENDING)
         if ids:
-            values = self._call(pynvml.nvmlDeviceGetFieldValues, h, ids) or ()
-            for name, value in zip(batch, values, strict=False):
-                number = _field_value(value)
+            values = self._fields(entity, ids)
+            for name, number in zip(batch, values, strict=False):
                 if number is not None:
                     out[name] = number * FIELD_IDS[name][1]
             if health and values:
-                states = [
-                    _field_value(v) for v in values[len(batch) : len(batch) + entity.gpu.links]
-                ]
+                states = values[len(batch) : len(batch) + entity.gpu.links]
                 out["_links_down"] = float(sum(1 for v in states if v == 0))
-                pending = _field_value(values[-1])
-                out["_remap_pending"] = pending or 0.0
+                out["_remap_pending"] = values[-1] or 0.0
                 reasons = self._call(pynvml.nvmlDeviceGetCurrentClocksEventReasons, h)
                 out["_clock_reasons"] = float(reasons or 0)
         if "DCGM_FI_DEV_GPU_TEMP" in want:
-            self._put(
-                out,
-                "DCGM_FI_DEV_GPU_TEMP",
-                pynvml.nvmlDeviceGetTemperature,
-                h,
-                pynvml.NVML_TEMPERATURE_GPU,
-            )
+            self._put(out, "DCGM_FI_DEV_GPU_TEMP", pynvml.nvmlDeviceGetTemperature, h, _GPU_SENSOR)
         if "DCGM_FI_DEV_SM_CLOCK" in want:
-            self._put(
-                out, "DCGM_FI_DEV_SM_CLOCK", pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM
-            )
+            self._put(out, "DCGM_FI_DEV_SM_CLOCK", pynvml.nvmlDeviceGetClockInfo, h, _SM)
         if "DCGM_FI_DEV_MEM_CLOCK" in want:
-            self._put(
-                out,
-                "DCGM_FI_DEV_MEM_CLOCK",
-                pynvml.nvmlDeviceGetClockInfo,
-                h,
-                pynvml.NVML_CLOCK_MEM,
-            )
-        if entity.gi_id is None and (
-            "DCGM_FI_DEV_GPU_UTIL" in want or "DCGM_FI_DEV_MEM_COPY_UTIL" in want
-        ):
+            self._put(out, "DCGM_FI_DEV_MEM_CLOCK", pynvml.nvmlDeviceGetClockInfo, h, _MEM)
+        if entity.gi_id is None and not want.isdisjoint(_UTIL):
             util = self._call(pynvml.nvmlDeviceGetUtilizationRates, h)
             if util is not None:
                 out["DCGM_FI_DEV_GPU_UTIL"] = float(util.gpu)
@@ -327,11 +355,30 @@ class Reader:
                 out["DCGM_FI_DEV_FB_RESERVED"] = float(memory.reserved // MIB)
         if "DCGM_FI_DEV_VGPU_LICENSE_STATUS" in want:
             out["DCGM_FI_DEV_VGPU_LICENSE_STATUS"] = 0.0  # bare metal: no vGPU license to hold
-        if entity.gpu.gpm and any(name in want for name in GPM_METRICS):
+        if entity.gpu.gpm and not want.isdisjoint(GPM_METRICS):
             self._profiling(entity, out)
-        if health:
-            return {n: v for n, v in out.items() if n in self.selected or n[0] == "_"}
         return out
+
+    def _fields(self, entity: Entity, ids: list[Any]) -> list[float | None]:
+        """One ``nvmlDeviceGetFieldValues`` batch, its request array built once per entity.
+
+        The same call nvidia-ml-py's helper makes, with the array it would build each time
+        kept between collections (filling it costs more than the call on a 64-GPU node)."""
+        key = (entity.gpu.index, entity.gi_id)
+        cached = self._batches.get(key)
+        if cached is None or cached[0] != ids:
+            array = (pynvml.c_nvmlFieldValue_t * len(ids))()
+            for i, wanted in enumerate(ids):
+                field_id, scope = wanted if isinstance(wanted, tuple) else (wanted, 0)
+                array[i].fieldId, array[i].scopeId = field_id, scope
+            cached = self._batches[key] = (ids, array)
+        array = cached[1]
+        rc = _GET_FIELD_VALUES()(entity.gpu.handle, ctypes.c_int32(len(ids)), ctypes.byref(array))
+        if rc == _LOST:
+            raise GpuLost("field values")
+        if rc != pynvml.NVML_SUCCESS:
+            return []
+        return _field_values(array)
 
     def _put(self, out: dict[str, float], name: str, call: Callable[..., Any], *args: Any) -> None:
         value = self._call(call, *args)
@@ -339,45 +386,45 @@ class Reader:
             out[name] = float(value)
 
     def _profiling(self, entity: Entity, out: dict[str, float]) -> None:
+        """The profiling families between the last collection's GPM sample and this one's."""
         key = (entity.gpu.index, entity.gi_id)
-        sample = pynvml.nvmlGpmSampleAlloc()
+        names = [n for n in GPM_METRICS if n in self.selected]
+        gpm = self._gpm.get(key)
+        if gpm is None or gpm.names != names:
+            if gpm is not None:
+                gpm.free()
+            gpm = self._gpm[key] = _Gpm(names)
         try:
             if entity.gi_id is None:
-                pynvml.nvmlGpmSampleGet(entity.gpu.handle, sample)
+                pynvml.nvmlGpmSampleGet(entity.gpu.handle, gpm.current)
             else:
-                pynvml.nvmlGpmMigSampleGet(entity.gpu.handle, entity.gi_id, sample)
+                pynvml.nvmlGpmMigSampleGet(entity.gpu.handle, entity.gi_id, gpm.current)
         except pynvml.NVMLError as exc:
-            pynvml.nvmlGpmSampleFree(sample)
             if exc.value == _LOST:
                 raise GpuLost(str(exc)) from None
             return
-        previous = self._samples.pop(key, None)
-        self._samples[key] = sample
-        if previous is None:
-            return  # the first sample: rates need the next one
-        names = [n for n in GPM_METRICS if n in self.selected]
-        request = pynvml.c_nvmlGpmMetricsGet_t()
-        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(names)
-        request.sample1 = previous
-        request.sample2 = sample
+        ok = False
+        if gpm.primed:
+            gpm.request.sample1 = gpm.previous
+            gpm.request.sample2 = gpm.current
+            try:
+                pynvml.nvmlGpmMetricsGet(gpm.request)
+                ok = True
+            except pynvml.NVMLError as exc:
+                if exc.value == _LOST:
+                    raise GpuLost(str(exc)) from None
+                # two samples in one telemetry quantum: the next collection has a later one
+        gpm.previous, gpm.current = gpm.current, gpm.previous
+        gpm.primed = True
+        if not ok:
+            return
+        metrics = gpm.request.metrics
         for i, name in enumerate(names):
-            request.metrics[i].metricId = GPM_METRICS[name][0]
-        try:
-            pynvml.nvmlGpmMetricsGet(request)
-        except pynvml.NVMLError as exc:
-            if exc.value == _LOST:
-                raise GpuLost(str(exc)) from None
-            return  # two samples in one quantum: the next collection has a later one
-        finally:
-            pynvml.nvmlGpmSampleFree(previous)
-        for i, name in enumerate(names):
-            metric = request.metrics[i]
+            metric = metrics[i]
             if metric.nvmlReturn == pynvml.NVML_SUCCESS:
                 out[name] = metric.value * GPM_METRICS[name][1]
 
     def forget(self, gpu_index: int) -> None:
         """Drop a GPU's GPM samples (it was lost: its next sample starts afresh)."""
-        for key in [k for k in self._samples if k[0] == gpu_index]:
-            with contextlib.suppress(pynvml.NVMLError):
-                pynvml.nvmlGpmSampleFree(self._samples.pop(key))
+        for key in [k for k in self._gpm if k[0] == gpu_index]:
+            self._gpm.pop(key).free()

@@ -79,6 +79,13 @@ class Settings:
         return self.node_name or socket.gethostname()
 
 
+def _hostname_label(value: str) -> str:
+    # case matters here: the two spellings are the two label keys
+    if value.strip() not in HOSTNAME_LABELS:
+        raise ValueError(f"must be one of {', '.join(HOSTNAME_LABELS)} (case matters)")
+    return value.strip()
+
+
 def _path(value: str) -> Path:
     if not value.strip():
         raise ValueError("is empty")
@@ -140,7 +147,7 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
         "hostname_label",
         "--hostname-label",
         ENV_HOSTNAME_LABEL,
-        s.choice(*HOSTNAME_LABELS),
+        _hostname_label,
         "the host label's key: " + ", ".join(HOSTNAME_LABELS),
         metavar="{" + ",".join(HOSTNAME_LABELS) + "}",
         doc="the host label's key: `hostname` (dcgm-exporter since 2026), `Hostname` "
