@@ -35,10 +35,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def render(root: Path) -> tuple[Path, Path]:
-    from nvml_mock_engine import live
+    import nvml_mock_live as live
     from nvml_mock_engine.config import resolve_config
     from nvml_mock_engine.render import render_text
-    from nvml_mock_protocol.live import Allocation
+    from nvml_mock_live import Allocation
 
     state = root / "state.nvmlmock"
     state.write_text(render_text(resolve_config(node="bench", profile="h100", count=GPUS)))

@@ -79,7 +79,7 @@ class Node:
 
 
 def render_node(root: Path, profile: str = "h100", count: int = 8) -> Node:
-    from nvml_mock_engine import live
+    import nvml_mock_live as live
     from nvml_mock_engine.config import resolve_config
     from nvml_mock_engine.render import render_text
 

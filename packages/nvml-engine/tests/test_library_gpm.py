@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nvml_mock_engine import live
+import nvml_mock_live as live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
-from nvml_mock_protocol.live import Allocation
+from nvml_mock_live import Allocation
 
 EPOCH = 1_700_000_000_000
 STEADY = 1

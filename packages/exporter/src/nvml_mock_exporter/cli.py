@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from collections.abc import Sequence
 from types import FrameType
 from typing import Final
@@ -59,7 +60,10 @@ def build(settings: Settings) -> tuple[Collector, XidWatcher, PodRecords | None]
     xids = XidWatcher(gpus, settings.xid_window_ms / 1000)
     pods = None
     if settings.kubernetes:
-        pods = PodRecords(live_file_of(settings, os.environ), loaded_library())
+        state = os.environ.get("MOCK_NVML_CONFIG", "").strip()
+        pods = PodRecords(
+            live_file_of(settings, os.environ), loaded_library(), Path(state) if state else None
+        )
     host_key = None if settings.hostname_label == "none" else settings.hostname_label
     collector = Collector(
         gpus=gpus,
