@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 import nvml_mock_live as live
+import pytest
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
 from nvml_mock_live import Allocation

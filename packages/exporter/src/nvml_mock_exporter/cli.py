@@ -17,8 +17,8 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Final
 
