@@ -49,7 +49,7 @@ def render(root: Path) -> tuple[Path, Path]:
         for gpu in range(GPUS):
             layer.set(gpu, {"util_pattern": 4, "util_pattern_epoch_ms": now})
         for i, gpus in enumerate(((0, 1), (2,))):
-            layer.allocations.put(
+            layer.put(
                 Allocation(
                     container_id=f"bench-{i}",
                     pid=1000 + i,

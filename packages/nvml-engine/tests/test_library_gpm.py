@@ -200,7 +200,7 @@ def test_rates_are_the_byte_counters_over_the_interval(
 def test_an_allocation_raises_sm_activity(
     pynvml: Any, h100: live.LiveLayer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    h100.allocations.put(
+    h100.put(
         Allocation(
             container_id="pod-a",
             pid=4242,
@@ -256,7 +256,7 @@ def test_mig_samples_follow_the_processes_on_their_instance(
     )
     gis = [pynvml.nvmlDeviceCreateGpuInstance(handle, info.id) for _ in range(2)]
     ids = [pynvml.nvmlGpuInstanceGetInfo(gi).id for gi in gis]
-    h100.allocations.put(
+    h100.put(
         Allocation(
             container_id="pod-mig",
             pid=4343,

@@ -43,10 +43,11 @@ from nvml_mock_live import LiveLayer
 from nvml_mock_protocol.scenario_api import NodeReport, NodeScenario, NodeScenarios, ScenarioReport
 from nvml_mock_protocol.scenarios import Scenario, gpu_rank
 
-from nvml_mock_engine import ctl, faults
+from nvml_mock_engine import ctl, faults, kernel_log
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.errors import (
     CtlUsageError,
+    KernelLogError,
     LiveLayerError,
     LiveValueError,
     NvmlEngineError,
@@ -154,6 +155,8 @@ class Agent:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.last_tick = time.monotonic()
+        self.announcer = kernel_log.Announcer(kernel_log.open_sink(settings.kernel_log))
+        """Xids the scenarios send, also written where the operator asked (default: off)."""
         self._load()
 
     # -- the applied file ---------------------------------------------------------------
@@ -362,6 +365,7 @@ class Agent:
                         layer.set(index, checked)
                     for event in planned:
                         layer.event(index, event.event_type, event.data)
+                    self.announcer.events(layer, index, planned)
         except LiveValueError as exc:
             self.applied.pop(scenario.name, None)
             self._fail(entry, run, str(exc), retry=False)
@@ -711,7 +715,11 @@ def run_agent(settings: AgentSettings) -> int:
     """``nvml-mock-engine agent``: run until SIGTERM/SIGINT; returns the exit code."""
     import signal
 
-    agent = Agent(settings)
+    try:
+        agent = Agent(settings)
+    except KernelLogError as exc:
+        logger.error("cannot start: %s", exc)
+        return 3
     server = serve_probes(agent, settings.probe_addr) if settings.probe_addr else None
     if server is not None:
         logger.info("probes on %s:%d", *server.server_address[:2])
