@@ -134,7 +134,7 @@ def test_the_prometheus_rule_and_the_plain_config_carry_the_alert_rules(render: 
     assert rendered.get("PrometheusRule", "nvml-mock-gpu-alerts")["spec"] == rules
     plain = rendered.get("ConfigMap", "nvml-mock-gpu-metrics-prometheus")["data"]
     assert yaml.safe_load(plain["gpu-alerts.yaml"]) == rules
-    (job,) = yaml.safe_load(plain["scrape-config.yaml"])
+    (job,) = yaml.safe_load(plain["scrape-config.yaml"])["scrape_configs"]
     assert job["job_name"] == "gpu-metrics"
     (discovery,) = job["kubernetes_sd_configs"]
     assert discovery == {"role": "endpoints", "namespaces": {"names": [NAMESPACE]}}
