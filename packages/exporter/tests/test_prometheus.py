@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import facts
@@ -111,3 +112,24 @@ def test_a_pods_allocation_gives_its_gpus_series_the_pod_label(
     # the GPUs nobody holds carry no pod label
     assert server.query('DCGM_FI_DEV_GPU_TEMP{pod!=""}')[0]["metric"]["gpu"] == "5"
     assert len(server.query('DCGM_FI_DEV_GPU_TEMP{pod=""}')) == node.gpus - 1
+
+
+def test_the_charts_alert_rules_fire_on_an_xid_and_a_hot_gpu(
+    node: Node,
+    run_exporter: Callable[..., Exporter],
+    prometheus: Callable[..., Prometheus],
+) -> None:
+    rules = Path(__file__).resolve().parents[3] / "deploy/helm/nvml-mock/alerts/gpu-alerts.yaml"
+    exporter = run_exporter()
+    server = prometheus([f"127.0.0.1:{exporter.port}"], rules=rules)
+    server.wait_for("DCGM_FI_DEV_GPU_TEMP", lambda r: len(r) == node.gpus)
+    assert server.query('ALERTS{alertstate="firing"}') == []
+    node.ctl("fail", "thermal", "-i", "2", "--temp", "92")
+    node.ctl("xid", "43", "-i", "2")
+    firing = server.wait_for(
+        'ALERTS{alertname="GPUXidError",alertstate="firing"}', lambda r: len(r) == 1
+    )
+    assert (firing[0]["metric"]["gpu"], firing[0]["metric"]["severity"]) == ("2", "warning")
+    # the temperature rule holds for 30 s first: it is pending on GPU 2 alone
+    pending = server.wait_for('ALERTS{alertname="GPUTemperatureHigh"}', lambda r: len(r) == 1)
+    assert pending[0]["metric"]["gpu"] == "2"
