@@ -69,7 +69,7 @@ def parse_counters(lines: Iterable[str], source: str = "<counters>") -> tuple[Co
             raise bad(f"{name} is a {'label' if field.kind == 'label' else 'value'}: type {want}")
         if name in found:
             raise bad(f"{name} is selected twice (first on an earlier line)")
-        found[name] = Counter(field, kind, help_text)  # type: ignore[arg-type]
+        found[name] = Counter(field, kind, help_text)
     if not found:
         raise CountersFileError(f"{source}: selects no field")
     return tuple(found.values())

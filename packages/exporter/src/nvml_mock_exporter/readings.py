@@ -145,9 +145,9 @@ def _text(value: bytes | str) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _optional(call: Callable[[], Any]) -> str:
+def _optional(call: Callable[..., Any], *args: Any) -> str:
     try:
-        return _text(call())
+        return _text(call(*args))
     except pynvml.NVMLError:
         return ""
 
@@ -187,8 +187,8 @@ def discover() -> list[Gpu]:
                 uuid=uuid,
                 bus_id=bus_id,
                 model=model,
-                serial=_optional(lambda h=handle: pynvml.nvmlDeviceGetSerial(h)),
-                vbios=_optional(lambda h=handle: pynvml.nvmlDeviceGetVbiosVersion(h)),
+                serial=_optional(pynvml.nvmlDeviceGetSerial, handle),
+                vbios=_optional(pynvml.nvmlDeviceGetVbiosVersion, handle),
                 gpm=gpm,
                 links=link_count,
             )
