@@ -27,7 +27,7 @@ from nvml_mock_protocol.logs import configure_logging
 
 from nvml_mock_exporter.collector import Collector, Labels
 from nvml_mock_exporter.counters import CountersFile
-from nvml_mock_exporter.errors import ConfigError, CountersFileError, UsageError
+from nvml_mock_exporter.errors import ArgumentsError, ConfigError, CountersFileError
 from nvml_mock_exporter.pods import PodRecords, loaded_library
 from nvml_mock_exporter.readings import discover, driver_version
 from nvml_mock_exporter.server import MetricsServer
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM or SIGINT; returns the exit status."""
     try:
         settings = parse_settings(sys.argv[1:] if argv is None else argv, os.environ)
-    except UsageError as exc:
+    except ArgumentsError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
     except ConfigError as exc:

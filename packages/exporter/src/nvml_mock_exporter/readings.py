@@ -21,6 +21,8 @@ from typing import Any, Final
 
 import pynvml
 
+from nvml_mock_exporter.errors import GpuLost
+
 __all__ = [
     "FIELD_IDS",
     "Entity",
@@ -109,10 +111,6 @@ HEALTH_INPUTS: Final = frozenset(
     }
 )
 """What the health family is derived from, read whether or not those families are served."""
-
-
-class GpuLost(Exception):  # noqa: N818 - a condition, not a failure of the exporter
-    """The GPU answered ``NVML_ERROR_GPU_IS_LOST``: its series are dropped."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from nvml_mock_protocol import settings as s
 from nvml_mock_protocol.logs import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
 
 from nvml_mock_exporter._version import __version__
-from nvml_mock_exporter.errors import ConfigError, UsageError
+from nvml_mock_exporter.errors import ArgumentsError, ConfigError
 
 __all__ = [
     "HOSTNAME_LABELS",
@@ -205,7 +205,7 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(2, f"{self.prog}: error: {message}\n{self.format_usage().rstrip()}")
+        raise ArgumentsError(2, f"{self.prog}: error: {message}\n{self.format_usage().rstrip()}")
 
 
 def build_parser() -> argparse.ArgumentParser:
