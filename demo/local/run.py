@@ -45,8 +45,8 @@ from metrics import act_metrics
 from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
 from nvml_mock_engine.runtime import loader_name
+from nvml_mock_live.scenarios import parse_scenarios
 from nvml_mock_protocol import names
-from nvml_mock_protocol.scenarios import parse_scenarios
 from nvml_mock_protocol.topology import parse_topology
 from workload import WORKLOAD_NAMESPACE, Isolation, Outcome, create_and_run, recheck
 
