@@ -42,21 +42,14 @@ from nvml_mock_live import LiveLayer, vocabulary
 from nvml_mock_live.scenario_api import NodeReport, NodeScenario, NodeScenarios, ScenarioReport
 from nvml_mock_live.scenarios import Scenario, gpu_rank
 
-<<<<<<< HEAD
-from nvml_mock_engine import ctl, faults, kernel_log
+from nvml_mock_engine import faults, kernel_log
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.errors import (
-    CtlUsageError,
     KernelLogError,
     LiveLayerError,
     LiveValueError,
     NvmlEngineError,
 )
-=======
-from nvml_mock_engine import faults
-from nvml_mock_engine._files import write_atomic
-from nvml_mock_engine.errors import LiveLayerError, LiveValueError, NvmlEngineError
->>>>>>> main
 from nvml_mock_engine.faults import Event, GpuView
 from nvml_mock_engine.gpu_select import select_gpus
 from nvml_mock_engine.settings import AgentSettings
