@@ -23,7 +23,8 @@ readonly PROMETHEUS_MANIFEST="${SCRIPT_DIR}/prometheus.yaml"
 # The metrics act: what it injects on one worker's GPU 0, and the alert that must fire.
 readonly METRICS_NODE="${CLUSTER_NAME}-worker"
 readonly METRICS_XID=43
-readonly METRICS_TEMP=93
+# a thermal fault shows the board's slowdown threshold plus 3 C: above this on every profile
+readonly METRICS_HOT=80
 readonly METRICS_ALERT="GPUXidError"
 METRICS_WAIT_SECONDS="${METRICS_WAIT_SECONDS:-120}"
 readonly KNOWN_PROFILES="a100 h100 h200 b200 gb200 gb300 l40s t4"
@@ -454,10 +455,10 @@ act_gpu_metrics() {
   fi
   [[ -n "${stager}" ]] || die "no staging pod on ${METRICS_NODE}"
   kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
-    nvml-mock-ctl fail thermal -i 0 --temp "${METRICS_TEMP}"
+    nvml-mock-ctl fail thermal -i 0
   kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
     nvml-mock-ctl xid "${METRICS_XID}" -i 0
-  prom_wait "DCGM_FI_DEV_GPU_TEMP{kubernetes_node=\"${METRICS_NODE}\",gpu=\"0\"} == ${METRICS_TEMP}" "the hot GPU in Prometheus"
+  prom_wait "DCGM_FI_DEV_GPU_TEMP{kubernetes_node=\"${METRICS_NODE}\",gpu=\"0\"} > ${METRICS_HOT}" "the hot GPU in Prometheus"
   prom_wait "DCGM_FI_DEV_XID_ERRORS{kubernetes_node=\"${METRICS_NODE}\",gpu=\"0\"} == ${METRICS_XID}" "the Xid in Prometheus"
   prom_wait "ALERTS{alertname=\"${METRICS_ALERT}\",alertstate=\"firing\",kubernetes_node=\"${METRICS_NODE}\"}" "alert ${METRICS_ALERT} firing"
   kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- nvml-mock-ctl reset -i 0

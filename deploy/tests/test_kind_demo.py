@@ -181,7 +181,7 @@ def test_dry_run_prints_every_command_pinned_to_the_demo(stand_ins: Path) -> Non
     # the metrics act: faults through the staging pod, then Prometheus asked for them
     ctl = [a[a.index("--") + 1 :] for a in cmds if "nvml-mock-ctl" in a]
     assert ctl == [
-        ["nvml-mock-ctl", "fail", "thermal", "-i", "0", "--temp", "93"],
+        ["nvml-mock-ctl", "fail", "thermal", "-i", "0"],
         ["nvml-mock-ctl", "xid", "43", "-i", "0"],
         ["nvml-mock-ctl", "reset", "-i", "0"],
     ]
