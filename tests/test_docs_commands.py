@@ -37,6 +37,8 @@ COVERED = {
     "nvml-mock-nri-plugin": "packages/nri-plugin/tests run it against the runtime double",
     "bench/run.sh": "the engine's benchmark (figures in its README)",
     "curl": "packages/topology-service/tests make the same requests over HTTP",
+    "nvml-mock-exporter": "packages/exporter/tests start it as a process over the real library "
+    "and scrape it (also with a real Prometheus)",
 }
 NEEDS = {"kubectl": "kubectl", "helm": "helm", "kind": "kind", "docker": "docker"}
 _ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=\S*")

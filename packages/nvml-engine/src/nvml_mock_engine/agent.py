@@ -42,7 +42,7 @@ from nvml_mock_live import LiveLayer, vocabulary
 from nvml_mock_live.scenario_api import NodeReport, NodeScenario, NodeScenarios, ScenarioReport
 from nvml_mock_live.scenarios import Scenario, gpu_rank
 
-from nvml_mock_engine import faults, kernel_log
+from nvml_mock_engine import faults
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.errors import (
     KernelLogError,
@@ -52,6 +52,7 @@ from nvml_mock_engine.errors import (
 )
 from nvml_mock_engine.faults import Event, GpuView
 from nvml_mock_engine.gpu_select import select_gpus
+from nvml_mock_engine.kernel_log import Announcer, open_sink
 from nvml_mock_engine.settings import AgentSettings
 
 __all__ = ["Agent", "AppliedRun", "run_agent", "run_window"]
@@ -153,7 +154,7 @@ class Agent:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.last_tick = time.monotonic()
-        self.announcer = kernel_log.Announcer(kernel_log.open_sink(settings.kernel_log))
+        self.announcer = Announcer(open_sink(settings.kernel_log))
         """Xids the scenarios send, also written where the operator asked (default: off)."""
         self._load()
 
