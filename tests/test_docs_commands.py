@@ -39,6 +39,8 @@ COVERED = {
     "curl": "packages/topology-service/tests make the same requests over HTTP",
     "nvml-mock-imex": "packages/nvml-engine/tests/imex run the daemon as processes on loopback",
     "nvml-mock-imex-ctl": "packages/nvml-engine/tests/imex run it against those daemons",
+    "nvml-mock-exporter": "packages/exporter/tests start it as a process over the real library "
+    "and scrape it (also with a real Prometheus)",
 }
 NEEDS = {"kubectl": "kubectl", "helm": "helm", "kind": "kind", "docker": "docker"}
 _ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=\S*")

@@ -18,6 +18,7 @@ SERVICES = {
     "topology-service": "nvml_mock_topology",
     "nri-plugin": "nvml_mock_nri",
     "check-fabric": "check_fabric",
+    "exporter": "nvml_mock_exporter",
 }
 
 

@@ -5,7 +5,7 @@
 #
 # Usage: demo/kind/run.sh [--dry-run] [--help]
 # Env: FORCE_RECREATE GPU_PROFILE GPU_COUNT WITH_COMPUTE_DOMAIN NVML_MOCK_NAMESPACE
-#      WORKLOAD_NAMESPACE (see demo/kind/README.md). Safe to re-run.
+#      WORKLOAD_NAMESPACE METRICS_WAIT_SECONDS (see demo/kind/README.md). Safe to re-run.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,6 +19,14 @@ readonly DOCKERFILE="${REPO_ROOT}/deploy/Dockerfile"
 readonly KIND_CONFIG="${SCRIPT_DIR}/kind.yaml"
 readonly TOPOLOGY_VALUES="${SCRIPT_DIR}/topology.yaml"
 readonly WORKLOAD_MANIFEST="${SCRIPT_DIR}/gpu-agent.yaml"
+readonly PROMETHEUS_MANIFEST="${SCRIPT_DIR}/prometheus.yaml"
+# The metrics act: what it injects on one worker's GPU 0, and the alert that must fire.
+readonly METRICS_NODE="${CLUSTER_NAME}-worker"
+readonly METRICS_XID=43
+# a thermal fault shows the board's slowdown threshold plus 3 C: above this on every profile
+readonly METRICS_HOT=80
+readonly METRICS_ALERT="GPUXidError"
+METRICS_WAIT_SECONDS="${METRICS_WAIT_SECONDS:-120}"
 readonly KNOWN_PROFILES="a100 h100 h200 b200 gb200 gb300 l40s t4"
 readonly FABRIC_PROFILES="gb200 gb300"
 readonly WAIT_TIMEOUT="180s"
@@ -302,6 +310,8 @@ build_and_load_images() {
   build_image topology-service nvml-mock-topology-service \
     packages/topology-service/src/nvml_mock_topology/_version.py
   TOPOLOGY_TAG="${IMAGE_TAG}"
+  build_image exporter nvml-mock-exporter packages/exporter/src/nvml_mock_exporter/_version.py
+  EXPORTER_TAG="${IMAGE_TAG}"
 }
 
 install_chart() {
@@ -313,6 +323,9 @@ install_chart() {
     --set "topology.image.tag=${TOPOLOGY_TAG}"
     --set "gpu.profile=${GPU_PROFILE}"
     --set "nri.enabled=true"
+    --set "exporter.enabled=true"
+    --set "exporter.image.tag=${EXPORTER_TAG}"
+    --set "exporter.prometheusConfig.enabled=true"
   )
   if [[ -n "${GPU_COUNT}" ]]; then
     args+=(--set "gpu.count=${GPU_COUNT}")
@@ -330,6 +343,7 @@ install_chart() {
   hc "${args[@]}"
   kc --namespace "${NVML_MOCK_NAMESPACE}" rollout status "daemonset/${RELEASE_NAME}" --timeout "${WAIT_TIMEOUT}"
   kc --namespace "${NVML_MOCK_NAMESPACE}" rollout status "daemonset/${RELEASE_NAME}-nri" --timeout "${WAIT_TIMEOUT}"
+  kc --namespace "${NVML_MOCK_NAMESPACE}" rollout status "daemonset/nvidia-dcgm-exporter" --timeout "${WAIT_TIMEOUT}"
   if is_true "${WITH_COMPUTE_DOMAIN}"; then
     kc --namespace "${NVML_MOCK_NAMESPACE}" rollout status "deployment/${RELEASE_NAME}-topology" --timeout "${WAIT_TIMEOUT}"
   fi
@@ -412,6 +426,54 @@ assert_fabric_identity() {
   done
 }
 
+# prom_query EXPR: the demo Prometheus' answer to EXPR (its JSON; empty in --dry-run).
+prom_query() {
+  local encoded
+  encoded="$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$1")"
+  kq --namespace "${NVML_MOCK_NAMESPACE}" exec deployment/demo-prometheus -- \
+    wget -qO- "http://127.0.0.1:9090/api/v1/query?query=${encoded}"
+}
+
+# prom_wait EXPR WHAT: wait (METRICS_WAIT_SECONDS) until EXPR has a result; die naming WHAT.
+prom_wait() {
+  local expr="$1" what="$2" answer tries
+  for ((tries = 0; tries * 2 < METRICS_WAIT_SECONDS; tries++)); do
+    answer="$(prom_query "${expr}")"
+    [[ "${DRY_RUN}" == true ]] && return 0
+    if [[ "${answer}" == *'"result":[{'* ]]; then
+      printf '    %s: %s\n' "${what}" "${answer:0:200}" >&3
+      return 0
+    fi
+    sleep 2
+  done
+  die "${what}: Prometheus never answered ${expr} (last: ${answer})"
+}
+
+# The metrics act: a thermal fault and an Xid on one worker's GPU 0 reach Prometheus through
+# the exporter, and the chart's standard alert rule fires.
+act_gpu_metrics() {
+  log "GPU metrics: a Prometheus scrapes nvidia-dcgm-exporter; a thermal fault and Xid ${METRICS_XID} on ${METRICS_NODE}'s GPU 0"
+  local stager
+  kc --namespace "${NVML_MOCK_NAMESPACE}" apply --filename "${PROMETHEUS_MANIFEST}"
+  kc --namespace "${NVML_MOCK_NAMESPACE}" rollout status deployment/demo-prometheus --timeout "${WAIT_TIMEOUT}"
+  prom_wait "DCGM_FI_DEV_GPU_TEMP{kubernetes_node=\"${METRICS_NODE}\",gpu=\"0\"}" "GPU 0's temperature before the fault"
+  stager="$(kq --namespace "${NVML_MOCK_NAMESPACE}" get pods \
+    --selector "app.kubernetes.io/name=${RELEASE_NAME}" --field-selector "spec.nodeName=${METRICS_NODE}" \
+    --output 'jsonpath={.items[0].metadata.name}')"
+  if [[ "${DRY_RUN}" == true ]]; then
+    stager="stager-on-${METRICS_NODE}"
+  fi
+  [[ -n "${stager}" ]] || die "no staging pod on ${METRICS_NODE}"
+  kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
+    nvml-mock-ctl fail thermal -i 0
+  kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
+    nvml-mock-ctl xid "${METRICS_XID}" -i 0
+  prom_wait "DCGM_FI_DEV_GPU_TEMP{kubernetes_node=\"${METRICS_NODE}\",gpu=\"0\"} > ${METRICS_HOT}" "the hot GPU in Prometheus"
+  prom_wait "DCGM_FI_DEV_XID_ERRORS{kubernetes_node=\"${METRICS_NODE}\",gpu=\"0\"} == ${METRICS_XID}" "the Xid in Prometheus"
+  prom_wait "ALERTS{alertname=\"${METRICS_ALERT}\",alertstate=\"firing\",kubernetes_node=\"${METRICS_NODE}\"}" "alert ${METRICS_ALERT} firing"
+  kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- nvml-mock-ctl reset -i 0
+}
+
 main() {
   parse_args "$@"
   validate_config
@@ -430,6 +492,7 @@ main() {
   if is_true "${WITH_DRA_DRIVER}"; then
     dra_act
   fi
+  act_gpu_metrics
   log "done: every gpu-agent sees mock GPUs without asking for them"
 }
 

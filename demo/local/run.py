@@ -10,11 +10,12 @@ IMEX channels and check them, where the demo may make device nodes); a rebind (t
 file changes: new workloads see the new clique, running ones keep what they were given); an
 Xid on one node; an allocation (a workload given GPU 2 by NVIDIA_VISIBLE_DEVICES sees exactly
 that GPU, and the node's nvidia-smi shows its process and memory while it runs, and not
-after); a scenario (a 50% Xid scenario in the scenario document: each node's agent applies
-it, new workloads' nvidia-smi shows which nodes got it, the scenario status says the same,
-and removing it clears it); a fault (the topology service stops: new workloads keep the
-cached identity; a plugin stops: its node's new workloads get no GPUs, and its readiness
-probe is what reveals it).
+after); GPU metrics (an exporter's series of one GPU under dcgm-exporter's names, before and
+after a thermal fault and an Xid); a scenario (a 50% Xid scenario in the scenario document:
+each node's agent applies it, new workloads' nvidia-smi shows which nodes got it, the
+scenario status says the same, and removing it clears it); a fault (the topology service
+stops: new workloads keep the cached identity; a plugin stops: its node's new workloads get
+no GPUs, and its readiness probe is what reveals it).
 
 Knobs (env, or the flags below): GPU_PROFILE, GPU_COUNT, WITH_COMPUTE_DOMAIN, NODE_COUNT.
 Exit status: 0 every assertion held, 1 one did not, 3 bad knobs.
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nvml_mock_live as live
 from cluster import Node, Process, TopologyService, free_port, http_get, wait_until
 from imex_act import ImexRow, imex_table, run_imex_act
+from metrics import act_metrics
 from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
 from nvml_mock_engine.runtime import loader_name
@@ -232,6 +234,7 @@ class Demo:
             await self.act_xid()
             await self.act_allocation()
             await self.act_imex()
+            await act_metrics(self)
             if self.service is not None:
                 await self.act_scenario()
             await self.act_fault()

@@ -26,7 +26,7 @@ from nvml_mock_protocol import names
 
 DOCKERFILE = REPO_ROOT / "deploy" / "Dockerfile"
 DOCKERIGNORE = REPO_ROOT / "deploy" / "Dockerfile.dockerignore"
-COMPONENT_TARGETS = {"engine", "nri-plugin", "topology-service"}
+COMPONENT_TARGETS = {"engine", "nri-plugin", "topology-service", "exporter"}
 
 
 @dataclass
@@ -105,6 +105,7 @@ def test_chart_repositories_are_the_built_images() -> None:
     assert values["image"]["repository"] == "nvml-mock-engine"
     assert values["nri"]["image"]["repository"] == "nvml-mock-nri-plugin"
     assert values["topology"]["image"]["repository"] == "nvml-mock-topology-service"
+    assert values["exporter"]["image"]["repository"] == "nvml-mock-exporter"
 
 
 def test_make_targets_exist(stages: dict[str, Stage]) -> None:

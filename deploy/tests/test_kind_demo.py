@@ -95,6 +95,7 @@ VERSION_FILES = {
     "nvml-mock-engine": "packages/nvml-engine/src/nvml_mock_engine/_version.py",
     "nvml-mock-nri-plugin": "packages/nri-plugin/src/nvml_mock_nri/_version.py",
     "nvml-mock-topology-service": "packages/topology-service/src/nvml_mock_topology/_version.py",
+    "nvml-mock-exporter": "packages/exporter/src/nvml_mock_exporter/_version.py",
 }
 
 
@@ -136,6 +137,7 @@ def test_dry_run_prints_every_command_pinned_to_the_demo(stand_ins: Path) -> Non
         f"nvml-mock-engine:{versions['nvml-mock-engine']}": "engine",
         f"nvml-mock-nri-plugin:{versions['nvml-mock-nri-plugin']}": "nri-plugin",
         f"nvml-mock-topology-service:{versions['nvml-mock-topology-service']}": "topology-service",
+        f"nvml-mock-exporter:{versions['nvml-mock-exporter']}": "exporter",
     }
     for argv in builds:
         assert _option(argv, "--file") == [str(REPO_ROOT / "deploy" / "Dockerfile")]
@@ -156,6 +158,9 @@ def test_dry_run_prints_every_command_pinned_to_the_demo(stand_ins: Path) -> Non
     assert sets["topology.image.tag"] == f"{versions['nvml-mock-topology-service']}-dryrun"
     assert sets["gpu.profile"] == "gb200"
     assert sets["nri.enabled"] == "true"
+    assert sets["exporter.enabled"] == "true"
+    assert sets["exporter.image.tag"] == f"{versions['nvml-mock-exporter']}-dryrun"
+    assert sets["exporter.prometheusConfig.enabled"] == "true"
     assert "gpu.count" not in sets
     assert _option(install, "--values") == [str(DEMO / "topology.yaml")]
 
@@ -163,12 +168,25 @@ def test_dry_run_prints_every_command_pinned_to_the_demo(stand_ins: Path) -> Non
     assert rollouts == {
         "daemonset/nvml-mock",
         "daemonset/nvml-mock-nri",
+        "daemonset/nvidia-dcgm-exporter",
         "deployment/nvml-mock-topology",
         "daemonset/gpu-agent",
+        "deployment/demo-prometheus",
     }
     applies = [a for a in cmds if "apply" in a]
-    assert applies and all(_option(a, "--namespace") == ["default"] for a in applies)
-    assert _option(applies[0], "--filename") == [str(DEMO / "gpu-agent.yaml")]
+    assert [(_option(a, "--namespace"), _option(a, "--filename")) for a in applies] == [
+        (["default"], [str(DEMO / "gpu-agent.yaml")]),
+        (["mokka"], [str(DEMO / "prometheus.yaml")]),
+    ]
+    # the metrics act: faults through the staging pod, then Prometheus asked for them
+    ctl = [a[a.index("--") + 1 :] for a in cmds if "nvml-mock-ctl" in a]
+    assert ctl == [
+        ["nvml-mock-ctl", "fail", "thermal", "-i", "0"],
+        ["nvml-mock-ctl", "xid", "43", "-i", "0"],
+        ["nvml-mock-ctl", "reset", "-i", "0"],
+    ]
+    queries = [a[-1] for a in cmds if "wget" in a]
+    assert any("ALERTS" in q and "GPUXidError" in q for q in queries)
     # Ordered: cluster, images, chart, workload, checks.
     order = [" ".join(a[:3]) for a in cmds]
     assert order.index("kind create cluster") < order.index("docker build --file")
@@ -353,6 +371,24 @@ def test_gpu_agent_asks_for_nothing() -> None:
         script = "\n".join(item["args"])
         for tool in ("nvidia-smi", "check-fabric", f"test -d {names.OVERLAY_MOUNT_PATH}"):
             assert tool in script
+
+
+def test_the_demo_prometheus_reads_the_charts_scrape_config_and_rules() -> None:
+    docs = list(yaml.safe_load_all((DEMO / "prometheus.yaml").read_text()))
+    for doc in docs:
+        kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+    by_kind = {d["kind"]: d for d in docs}
+    config = yaml.safe_load(by_kind["ConfigMap"]["data"]["prometheus.yml"])
+    assert config["scrape_config_files"] == ["/etc/gpu-metrics/scrape-config.yaml"]
+    assert config["rule_files"] == ["/etc/gpu-metrics/gpu-alerts.yaml"]
+    volumes = by_kind["Deployment"]["spec"]["template"]["spec"]["volumes"]
+    chart_config = next(v for v in volumes if v["name"] == "gpu-metrics")
+    assert chart_config["configMap"]["name"] == "nvml-mock-gpu-metrics-prometheus"
+    # the alert the act waits for is one of the chart's rules
+    rules = yaml.safe_load((CHART_DIR / "alerts" / "gpu-alerts.yaml").read_text())
+    names_ = {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    assert "GPUXidError" in names_
+    assert 'readonly METRICS_ALERT="GPUXidError"' in RUN_SH.read_text()
 
 
 def test_device_annotation_policy_is_valid_and_names_the_annotation() -> None:

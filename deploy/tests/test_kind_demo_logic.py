@@ -68,6 +68,15 @@ if args[:2] == ["get", "namespace"]:
     out("namespace/" + args[2] + "\\n")
 if args[:2] == ["get", "daemonset"]:
     out(env("FAKE_AGENT_SPEC", "{}||NODE_NAME"))
+if args[:2] == ["get", "pods"] and "app.kubernetes.io/name=nvml-mock" in args:
+    node = args[args.index("--field-selector") + 1].split("=")[1]
+    out("nvml-mock-stage-" + node)
+if args[:2] == ["exec", "deployment/demo-prometheus"]:
+    query = args[-1]
+    empty = any(word and word in query for word in env("FAKE_PROM_EMPTY", "").split(","))
+    out('{"status":"success","data":{"result":[' + ("" if empty else '{"value":[1,"1"]}') + "]}}")
+if args[:1] == ["exec"] and args[1].startswith("nvml-mock-stage-"):
+    sys.exit(0)
 if args[:2] == ["get", "pods"] and "--field-selector" in args:
     node = args[args.index("--field-selector") + 1].split(",")[0].split("=")[1]
     # A pod from before the restart, still terminating, is listed first.
@@ -144,9 +153,17 @@ def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> Non
     assert all(ref.endswith(f":{tag}") for ref in loaded), loaded
     install = next(c for c in calls if c[0] == "helm")
     assert f"image.tag={tag}" in install
-    execs = [c for c in calls if c[0] == "kubectl" and "exec" in c]
+    execs = [c for c in calls if c[0] == "kubectl" and "exec" in c and "default" in c]
     assert len(execs) == 8
     assert all("gpu-agent-new-" in " ".join(c) for c in execs)
+    # the metrics act: the faults through the first worker's staging pod, then Prometheus
+    staged = [c for c in calls if "exec" in c and f"nvml-mock-stage-{WORKERS[0]}" in c]
+    assert [c[c.index("--") + 1 : c.index("--") + 3] for c in staged] == [
+        ["nvml-mock-ctl", "fail"],
+        ["nvml-mock-ctl", "xid"],
+        ["nvml-mock-ctl", "reset"],
+    ]
+    assert "alert GPUXidError firing:" in result.stdout
 
 
 def test_an_existing_cluster_is_reused_when_it_has_nri(fake_tools: dict[str, str]) -> None:
@@ -207,6 +224,23 @@ def test_a_workload_that_asks_for_something_fails(
     result, _ = run(fake_tools, FAKE_AGENT_SPEC=spec)
     assert result.returncode == 1
     assert needle in result.stderr
+
+
+def test_the_metrics_act_waits_for_the_alert_and_fails_naming_it(
+    fake_tools: dict[str, str],
+) -> None:
+    result, calls = run(fake_tools)
+    assert result.returncode == 0, result.stderr
+    ctl = [c[c.index("--") + 1 :] for c in calls if "nvml-mock-ctl" in c]
+    assert ctl[0][:3] == ["nvml-mock-ctl", "fail", "thermal"]
+    assert any(
+        c[1] == "nvml-mock-stage-" + WORKERS[0]
+        for c in calls
+        if c[:1] == ["kubectl"] and "exec" in c and "nvml-mock-ctl" in c
+    ) or any("nvml-mock-stage-" + WORKERS[0] in c for c in calls)
+    result, _ = run(fake_tools, FAKE_PROM_EMPTY="ALERTS", METRICS_WAIT_SECONDS="2")
+    assert result.returncode != 0
+    assert "alert GPUXidError firing: Prometheus never answered" in result.stderr
 
 
 def test_without_a_compute_domain_no_fabric_check(fake_tools: dict[str, str]) -> None:

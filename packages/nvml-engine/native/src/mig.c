@@ -1143,6 +1143,17 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned
     return NVML_SUCCESS;
 }
 
+nvmlReturn_t mock_mig_gi_present(nvmlDevice_t device, unsigned int id)
+{
+    const struct nvmlDevice_st *d = NULL;
+    struct mig_layout l;
+    nvmlReturn_t rc = enabled_gpu(device, &d, &l);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    return id < MIG_IDS && find_gi(&l, id) != NULL && gi_visible(d, id) ? NVML_SUCCESS : NVML_ERROR_NOT_FOUND;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
                                                       nvmlGpuInstance_t *gpuInstance)
 {

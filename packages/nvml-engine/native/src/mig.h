@@ -49,4 +49,8 @@ int mock_mig_at(const struct state *st, const unsigned char *live, unsigned int 
 /* The MIG device handle whose UUID is `uuid` (case ignored); NVML_ERROR_NOT_FOUND if none. */
 nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device);
 
+/* Whether GPU instance `id` of `device` (a GPU in MIG mode) exists in this process's view:
+ * SUCCESS, NOT_SUPPORTED when MIG mode is off, NOT_FOUND when there is no such instance. */
+nvmlReturn_t mock_mig_gi_present(nvmlDevice_t device, unsigned int id);
+
 #endif

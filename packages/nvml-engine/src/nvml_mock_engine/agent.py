@@ -49,9 +49,15 @@ from nvml_mock_live.scenarios import Scenario, gpu_rank
 from nvml_mock_engine import faults
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.driver_surfaces import MigFollower
-from nvml_mock_engine.errors import LiveLayerError, LiveValueError, NvmlEngineError
+from nvml_mock_engine.errors import (
+    KernelLogError,
+    LiveLayerError,
+    LiveValueError,
+    NvmlEngineError,
+)
 from nvml_mock_engine.faults import Event, GpuView
 from nvml_mock_engine.gpu_select import select_gpus
+from nvml_mock_engine.kernel_log import Announcer, open_sink
 from nvml_mock_engine.settings import AgentSettings
 
 __all__ = ["Agent", "AppliedRun", "run_agent", "run_window"]
@@ -156,6 +162,8 @@ class Agent:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.last_tick = time.monotonic()
+        self.announcer = Announcer(open_sink(settings.kernel_log))
+        """Xids the scenarios send, also written where the operator asked (default: off)."""
         self._load()
 
     # -- the applied file ---------------------------------------------------------------
@@ -364,6 +372,7 @@ class Agent:
                         layer.set(index, checked)
                     for event in planned:
                         layer.event(index, event.event_type, event.data)
+                    self.announcer.events(layer, index, planned)
         except LiveValueError as exc:
             self.applied.pop(scenario.name, None)
             self._fail(entry, run, str(exc), retry=False)
@@ -707,7 +716,11 @@ def run_agent(settings: AgentSettings) -> int:
     """``nvml-mock-engine agent``: run until SIGTERM/SIGINT; returns the exit code."""
     import signal
 
-    agent = Agent(settings)
+    try:
+        agent = Agent(settings)
+    except KernelLogError as exc:
+        logger.error("cannot start: %s", exc)
+        return 3
     server = serve_probes(agent, settings.probe_addr) if settings.probe_addr else None
     if server is not None:
         logger.info("probes on %s:%d", *server.server_address[:2])

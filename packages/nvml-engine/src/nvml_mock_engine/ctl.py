@@ -17,6 +17,7 @@ staged, read-only), 2 usage error, 3 a value refused (nothing written).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from nvml_mock_live.vocabulary import parse_live_value
 from nvml_mock_protocol import settings as s
 from nvml_mock_protocol.logs import configure_logging
 
-from nvml_mock_engine import ctl_alloc, faults, gpu_select
+from nvml_mock_engine import ctl_alloc, faults, gpu_select, kernel_log
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
@@ -459,7 +460,8 @@ def _armed(args: argparse.Namespace, change: Change) -> Change:
 
 
 def _apply(args: argparse.Namespace, builder: Builder) -> int:
-    with _open(args, writable=True) as layer:
+    announcer = kernel_log.Announcer(kernel_log.open_sink(args.settings.kernel_log))
+    with _open(args, writable=True) as layer, contextlib.closing(announcer):
         gpus = select_gpus(layer, args.gpu)
         plans: list[tuple[int, Change]] = []
         for index in gpus:
@@ -480,6 +482,7 @@ def _apply(args: argparse.Namespace, builder: Builder) -> int:
                 layer.set(index, change.armed, armed=True)
             for event in change.events:
                 layer.event(index, event.event_type, event.data)
+            announcer.events(layer, index, change.events)
             _report(layer, index, change)
     return EXIT_OK
 

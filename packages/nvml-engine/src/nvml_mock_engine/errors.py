@@ -11,6 +11,8 @@ One base class, so a caller can catch everything this package raises on purpose:
     │   ├── ImexConfigError  its config file: unreadable, a bad key or value
     │   ├── NodeListError    its node list: unreadable, malformed, duplicate entries
     │   └── FrameError       a peer's frame is not one JSON object (that connection closes)
+    ├── KernelLogError     the kernel-log sink cannot be opened or written, or is refused on
+    │                      a node with a real NVIDIA driver (exit 1); names the sink
     └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
 
 The live layer's errors are the live package's (:mod:`nvml_mock_live.errors`, re-exported
@@ -33,6 +35,7 @@ from nvml_mock_live.errors import LiveLayerError, LiveValueError
 __all__ = [
     "ConfigError",
     "CtlUsageError",
+    "KernelLogError",
     "LiveLayerError",
     "LiveValueError",
     "NvmlEngineError",
@@ -68,3 +71,7 @@ class StageError(NvmlEngineError):
 
 class CtlUsageError(NvmlEngineError):
     """``nvml-mock-ctl``: a verb was given arguments it cannot use (exit 2)."""
+
+
+class KernelLogError(NvmlEngineError):
+    """The kernel-log sink cannot be used (or may not be, on a real driver's node)."""

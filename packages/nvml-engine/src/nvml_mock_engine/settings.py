@@ -29,6 +29,7 @@ from nvml_mock_protocol.logs import (
 )
 
 from nvml_mock_engine.errors import ConfigError
+from nvml_mock_engine.kernel_log import parse_sink
 from nvml_mock_engine.schema import MAX_GPUS
 
 __all__ = [
@@ -73,6 +74,8 @@ ENV_HOST_PATH: Final = names.ENV_OVERLAY_HOST_PATH
 ENV_LIVE_FILE: Final = names.ENV_MOCK_NVML_LIVE
 """The variable that points the library at a live file points ``nvml-mock-ctl`` at it too."""
 ENV_STATE_FILE: Final = names.ENV_MOCK_NVML_CONFIG
+ENV_KERNEL_LOG: Final = "NVML_MOCK_KERNEL_LOG"
+"""Where Xids are also written as the NVIDIA driver writes them (``kernel_log``); off."""
 ENV_IMEX_CHANNELS: Final = "NVML_MOCK_IMEX_CHANNELS"
 ENV_IMEX_MAJOR: Final = "NVML_MOCK_IMEX_MAJOR"
 ENV_MIG: Final = "NVML_MOCK_MIG"
@@ -359,6 +362,10 @@ class CtlSettings(CommandSettings):
     """The live layer file itself, instead of the overlay's."""
     state_file: Path | None = None
     """The board state the live layer follows (default: ``state.nvmlmock`` beside it)."""
+    kernel_log: str = "off"
+    """Where an Xid sent to a GPU is also written as the NVIDIA driver writes it
+    (:mod:`nvml_mock_engine.kernel_log`): ``off``, ``file:PATH``, ``journald[:SOCKET]``,
+    ``kmsg[:PATH]``."""
 
     @property
     def live_path(self) -> Path:
@@ -374,6 +381,11 @@ class CtlSettings(CommandSettings):
     def state_path(self) -> Path:
         """The board state the command checks values against."""
         return self.state_file or self.live_path.parent / names.STATE_FILE_NAME
+
+
+def _kernel_log(value: str) -> str:
+    kind, target = parse_sink(value)
+    return f"{kind}:{target}" if target else kind
 
 
 CTL_OPTIONS: Final[tuple[s.Option, ...]] = (
@@ -399,6 +411,17 @@ CTL_OPTIONS: Final[tuple[s.Option, ...]] = (
         s.optional(_path),
         "the board state the live layer follows",
         default_doc=f"`{names.STATE_FILE_NAME}` beside the live file",
+    ),
+    s.Option(
+        "kernel_log",
+        "--kernel-log",
+        ENV_KERNEL_LOG,
+        _kernel_log,
+        "also write each Xid as the NVIDIA driver does: off, file:PATH, journald, kmsg",
+        metavar="SINK",
+        doc="also write each Xid sent as the NVIDIA driver writes it (`NVRM: Xid (PCI:…): 79, "
+        "…`): `off`, `file:PATH` (syslog-style lines), `journald[:SOCKET]`, `kmsg[:PATH]` "
+        "(`/dev/kmsg`); refused on a node with a real NVIDIA driver",
     ),
 )
 """On the command and on every verb, before or after its name."""

@@ -98,6 +98,10 @@ EXCLUDED_NAMESPACES: Final = ("kube-system",)
 # Ports.
 TOPOLOGY_SERVICE_PORT: Final = 8090
 NRI_PLUGIN_HEALTH_PORT: Final = 8080
+EXPORTER_PORT: Final = 9400
+"""The metrics exporter's port: dcgm-exporter's, which the GPU operator's Service names
+``gpu-metrics``."""
+EXPORTER_PORT_NAME: Final = "gpu-metrics"
 
 # Topology service HTTP paths.
 TOPOLOGY_IDENTITY_PATH: Final = "/v1/nodes/{node}/identity"
