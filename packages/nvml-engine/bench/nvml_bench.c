@@ -3,6 +3,8 @@
  * function call in the same run so the figures can be compared across machines.
  *
  *   nvml_bench LIBRARY [ITERATIONS]
+ *   nvml_bench LIBRARY --wakeups         an Xid reaching a waiter blocked in another process
+ *                                        beside a pipe's wake-up, quiet and with 2 busy loops
  *   nvml_bench LIBRARY --startup STATE   init + enumerate of a staged node (its live layer
  *                                        mapped), beside the same number of empty calls
  *
@@ -34,6 +36,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <nvml.h>
@@ -462,6 +465,95 @@ static int measure_records(size_t batches, void *live)
     return 0;
 }
 
+/* The baseline for a blocked waiter: the same handshake through a pipe, the child blocked in
+ * read(2) in another process, stamping each byte as it arrives. */
+static struct stats pipe_latency(void)
+{
+    struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_store(&shared->seen, 0);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        exit(1);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[1]);
+        for (uint64_t k = 1; k <= XID_PINGS; k++) {
+            char b;
+            if (read(fds[0], &b, 1) != 1) {
+                _exit(1);
+            }
+            atomic_store(&shared->seen_at, now_ns());
+            atomic_store(&shared->seen, k);
+        }
+        _exit(0);
+    }
+    close(fds[0]);
+    static double samples[XID_PINGS];
+    for (uint64_t k = 1; k <= XID_PINGS; k++) {
+        struct timespec settle = {0, 200000}; /* the child is back in its read */
+        nanosleep(&settle, NULL);
+        double t0 = now_ns();
+        if (write(fds[1], "x", 1) != 1) {
+            perror("write");
+            exit(1);
+        }
+        while (atomic_load(&shared->seen) != k) {
+        }
+        samples[k - 1] = atomic_load(&shared->seen_at) - t0;
+    }
+    close(fds[1]);
+    waitpid(pid, NULL, 0);
+    munmap(shared, sizeof(struct ping));
+    return summarize(samples, XID_PINGS);
+}
+
+/* `n` processes spinning at the bench's own priority (the load of the "loaded" rows). */
+static void busy_start(pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            for (volatile unsigned long x = 0;; x++) {
+            }
+        }
+    }
+}
+
+static void busy_stop(pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], NULL, 0);
+    }
+}
+
+/* Xid -> blocked waiter beside a pipe wake-up, quiet and with two busy loops, the two
+ * alternating three times so that both see the same machine. */
+static int measure_wakeups(void *live)
+{
+    if (api.init() != NVML_SUCCESS) {
+        fprintf(stderr, "nvmlInit_v2 failed\n");
+        return -1;
+    }
+    for (int busy = 0; busy <= 2; busy += 2) {
+        pid_t pids[2];
+        busy_start(pids, busy);
+        for (int round = 0; round < 3; round++) {
+            struct stats pipe_s = pipe_latency();
+            struct stats xid = xid_latency(live);
+            char name[80];
+            snprintf(name, sizeof(name), "Xid vs pipe -> blocked waiter (us), %s", busy ? "2 busy loops" : "quiet");
+            printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", name, xid.p50 / 1e3, xid.p99 / 1e3, pipe_s.p50 / 1e3,
+                   pipe_s.p99 / 1e3, xid.p99 / pipe_s.p99);
+        }
+        busy_stop(pids, busy);
+    }
+    api.shutdown();
+    return 0;
+}
+
 static void *must(void *lib, const char *name)
 {
     void *p = dlsym(lib, name);
@@ -607,12 +699,13 @@ static int measure(size_t batches, void *live, enum phase phase)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS] | LIBRARY --startup STATE\n", argv[0]);
+        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS | --wakeups | --startup STATE]\n", argv[0]);
         return 2;
     }
     const char *startup = argc > 3 && strcmp(argv[2], "--startup") == 0 ? argv[3] : NULL;
     unsigned int startup_gpus = 0;
-    size_t iterations = argc > 2 && startup == NULL ? strtoull(argv[2], NULL, 10) : 2000000;
+    int wakeups = argc > 2 && strcmp(argv[2], "--wakeups") == 0;
+    size_t iterations = argc > 2 && startup == NULL && !wakeups ? strtoull(argv[2], NULL, 10) : 2000000;
     size_t batches = iterations / BATCH > 10 ? iterations / BATCH : 10;
 
     char path[] = "/tmp/nvml-bench-XXXXXX";
@@ -647,6 +740,17 @@ int main(int argc, char **argv)
     api.register_events = (register_fn)must(lib, "nvmlDeviceRegisterEvents");
     api.wait = (wait_fn)must(lib, "nvmlEventSetWait_v2");
 
+    if (wakeups) {
+        char live_path[4200];
+        snprintf(live_path, sizeof(live_path), "%s.live", path);
+        setenv("MOCK_NVML_LIVE", live_path, 1);
+        void *live = write_live(live_path);
+        printf("%-44s %9s %9s %9s %9s %8s\n", "case", "p50", "p99", "pipe p50", "pipe p99", "p99 ratio");
+        int rc = measure_wakeups(live) != 0;
+        unlink(live_path);
+        unlink(path);
+        return rc;
+    }
     if (startup != NULL) {
         /* a staged node's own state, its live layer mapped beside it */
         printf("%-44s %9s %9s %9s %9s %8s\n", "case", "p50", "p99", "base p50", "base p99", "ratio");
