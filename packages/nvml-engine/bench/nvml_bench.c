@@ -708,7 +708,11 @@ int main(int argc, char **argv)
     size_t iterations = argc > 2 && startup == NULL && !wakeups ? strtoull(argv[2], NULL, 10) : 2000000;
     size_t batches = iterations / BATCH > 10 ? iterations / BATCH : 10;
 
-    char path[] = "/tmp/nvml-bench-XXXXXX";
+    /* TMPDIR picks the file system the state and the live layer live on (the Xid path's
+     * writes go through that file's page) */
+    char path[4096];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof(path), "%s/nvml-bench-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     int fd = mkstemp(path);
     if (fd < 0) {
         perror("mkstemp");

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import socket
 from pathlib import Path
-
 from typing import Any
 
 import pytest
@@ -534,7 +533,8 @@ async def test_notification_events_on_their_own_rpcs_or_state_change(
             await runtime.state_change(event, pod, None if pod_event else container)
         assert runtime.deprecations == []
     assert plugin.seen == [
-        (e.name, "pod-a", None if "POD_SANDBOX" in e.name else "ctr-main") for e in NOTIFICATION_RPCS
+        (e.name, "pod-a", None if "POD_SANDBOX" in e.name else "ctr-main")
+        for e in NOTIFICATION_RPCS
     ]
 
 

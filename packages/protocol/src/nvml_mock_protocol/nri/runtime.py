@@ -488,7 +488,9 @@ class RuntimeDouble:
         async with self._lock:
             for plugin in self._subscribed(event):
                 with contextlib.suppress(_PluginDroppedError):
-                    if self.notification_rpcs and await self._notify_rpc(plugin, event, pod, container):
+                    if self.notification_rpcs and await self._notify_rpc(
+                        plugin, event, pod, container
+                    ):
                         continue
                     request = api.StateChangeEvent(event=api.Event.Name(event.value), pod=pod)
                     if container is not None:
