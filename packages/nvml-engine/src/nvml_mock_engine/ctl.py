@@ -37,6 +37,7 @@ from nvml_mock_engine import ctl_alloc, faults, gpu_select
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
+from nvml_mock_engine.library import library_path
 from nvml_mock_engine.scenario_ctl import add_scenario_verb
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
 from nvml_mock_engine.settings import (
@@ -142,7 +143,9 @@ def _open(args: argparse.Namespace, *, writable: bool) -> LiveLayer:
             f"cannot open the live layer {live}: no board state {state} "
             f"(is {where} staged? `nvml-mock-engine stage` creates both)"
         )
-    return LiveLayer.open(live, state=state, writable=writable)
+    # this package's own library, named directly: finding it through the installed
+    # providers' entry points would import importlib.metadata on every command
+    return LiveLayer.open(live, state=state, library=library_path(), writable=writable)
 
 
 def select_gpus(layer: LiveLayer, spec: str) -> list[int]:
