@@ -341,11 +341,17 @@ __attribute__((noinline)) static const struct proc_index *index_refresh(const un
 static inline const struct proc_index *index_now(const unsigned char *h)
 {
     const struct proc_index *ix = thread_index;
-    if (__builtin_expect(ix != NULL, 1) && ix->header == h &&
-        ix->generation == __atomic_load_n((const uint64_t *)(const void *)(h + LIVE_HDR_GENERATION), __ATOMIC_ACQUIRE) &&
-        ix->raw_high == __atomic_load_n((const uint32_t *)(const void *)(h + LIVE_HDR_PROCESS_HIGH), __ATOMIC_ACQUIRE) &&
-        ix->epoch == atomic_load_explicit(&mock_live_epoch, memory_order_acquire)) {
-        return ix;
+    if (__builtin_expect(ix != NULL, 1)) {
+        if (ix->header == h &&
+            ix->generation ==
+                __atomic_load_n((const uint64_t *)(const void *)(h + LIVE_HDR_GENERATION), __ATOMIC_ACQUIRE) &&
+            ix->raw_high ==
+                __atomic_load_n((const uint32_t *)(const void *)(h + LIVE_HDR_PROCESS_HIGH), __ATOMIC_ACQUIRE) &&
+            ix->epoch == atomic_load_explicit(&mock_live_epoch, memory_order_acquire)) {
+            return ix;
+        }
+    } else if (__atomic_load_n((const uint32_t *)(const void *)(h + LIVE_HDR_PROCESS_HIGH), __ATOMIC_ACQUIRE) == 0) {
+        return NULL; /* no record on the node, and this thread never needed an index */
     }
     return index_refresh(h);
 }
