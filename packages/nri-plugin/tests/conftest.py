@@ -83,9 +83,11 @@ def fake_host(short_tmp: Path) -> FakeHost:
 
 
 @pytest.fixture
-async def runtime(short_tmp: Path) -> AsyncIterator[RuntimeDouble]:
-    """A runtime test double listening on a real unix socket."""
-    double = RuntimeDouble(short_tmp / "nri.sock", request_timeout=2.0)
+async def runtime(short_tmp: Path, request: pytest.FixtureRequest) -> AsyncIterator[RuntimeDouble]:
+    """A runtime test double listening on a real unix socket; parametrized indirectly with
+    False, one that plays an NRI before v0.12 (notifications on StateChange only)."""
+    rpcs = bool(getattr(request, "param", True))
+    double = RuntimeDouble(short_tmp / "nri.sock", request_timeout=2.0, notification_rpcs=rpcs)
     async with double:
         yield double
 

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Start, allocated, pod, read_through_library, run_container
+from conftest import Start, allocated, container, pod, read_through_library, run_container
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_live import Allocation, LiveLayer
@@ -25,6 +25,14 @@ def overlay(short_tmp: Path) -> Path:
     root = short_tmp / "overlay"
     stage(root, resolve_config(profile="h100", node="node-a", count=4), StageOptions(runtime=False))
     return root
+
+
+def live_generation(overlay: Path) -> int:
+    """The live file's write generation (every write of a record or value moves it)."""
+    config = overlay / names.OVERLAY_CONFIG_DIR
+    library = overlay / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME
+    with LiveLayer.open(config / names.LIVE_FILE_NAME, library=library, writable=False) as live:
+        return live.generation
 
 
 def live_records(overlay: Path) -> list[Allocation]:
@@ -102,6 +110,9 @@ async def test_start_records_stop_and_remove_clear(
     assert [r.gpus for r in live_records(overlay)] == [(1,)]
     await runtime.remove_container(sandbox, cid2)
     assert live_records(overlay) == []
+    # every life-cycle event went on its own RPC: nothing a containerd 2.3+ would list as
+    # the deprecated StateChange interface
+    assert runtime.deprecations == []
 
 
 async def test_ambient_containers_and_excluded_pods_record_nothing(
@@ -184,3 +195,38 @@ async def test_a_live_layer_that_cannot_be_written_never_fails_a_container(
     assert "allocation records not written" in ready.text
     assert "not-staged" in ready.text
     assert await plugin.metric("nvml_mock_nri_allocation_errors_total") >= 1
+
+
+@pytest.mark.parametrize("runtime", [False], indirect=True, ids=["state-change-only"])
+async def test_an_older_runtime_sending_state_change_records_and_clears_alike(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    """containerd before 2.3 (NRI before v0.12) sends Start, PostStart and Remove on
+    StateChange only: the records come and go as on a current runtime."""
+    await start_plugin("--overlay-host-path", str(overlay))
+    sandbox = pod("train")
+    cid = await run_container(runtime, sandbox, allocated("main", sandbox, gpus="3"), 99)
+    assert [(r.container_id, r.pid, r.gpus) for r in live_records(overlay)] == [(cid, 99, (3,))]
+    await runtime.remove_container(sandbox, cid)
+    assert live_records(overlay) == []
+
+
+async def test_remove_after_stop_and_containers_without_gpus_write_nothing(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    """The record goes at StopContainer; the RemoveContainer after it, and every event of a
+    container without GPUs, leave the file untouched (its generation does not move)."""
+    await start_plugin("--overlay-host-path", str(overlay))
+    sandbox = pod("train")
+    cid = await run_container(runtime, sandbox, allocated("main", sandbox, gpus="2"), 4242)
+    assert [(r.pid, r.gpus) for r in live_records(overlay)] == [(4242, (2,))]
+    await runtime.stop_container(sandbox, runtime.containers[cid])
+    assert live_records(overlay) == []
+    before = live_generation(overlay)
+    await runtime.remove_container(sandbox, cid)
+    made = container("plain")
+    made.pod_sandbox_id = sandbox.id
+    plain = await run_container(runtime, sandbox, made, 5)
+    await runtime.stop_container(sandbox, runtime.containers[plain])
+    await runtime.remove_container(sandbox, plain)
+    assert live_generation(overlay) == before

@@ -3,6 +3,10 @@
  * function call in the same run so the figures can be compared across machines.
  *
  *   nvml_bench LIBRARY [ITERATIONS]
+ *   nvml_bench LIBRARY --wakeups         an Xid reaching a waiter blocked in another process
+ *                                        beside a pipe's wake-up, quiet and with 2 busy loops
+ *   nvml_bench LIBRARY --startup STATE   init + enumerate of a staged node (its live layer
+ *                                        mapped), beside the same number of empty calls
  *
  * Writes a 64-GPU state to a temporary file, points MOCK_NVML_CONFIG at it, loads LIBRARY
  * with dlopen and reports, for each case, p50 / p99 of the per-call time over batches of
@@ -32,6 +36,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <nvml.h>
@@ -50,6 +55,9 @@ typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*fabric_fn)(nvmlDevice_t, nvmlGpuFabricInfoV_t *);
 typedef nvmlReturn_t (*empty_fn)(nvmlDevice_t, void *);
 typedef nvmlReturn_t (*temp_fn)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *);
+typedef nvmlReturn_t (*util_fn)(nvmlDevice_t, nvmlUtilization_t *);
+typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
+typedef int (*proc_write_fn)(void *, size_t, unsigned int, const unsigned char *, size_t);
 typedef int (*live_write_fn)(void *, size_t, unsigned int, unsigned int, const unsigned int *, const uint64_t *,
                              const unsigned char *);
 typedef uint64_t (*live_event_fn)(void *, size_t, unsigned int, uint64_t, uint64_t);
@@ -66,6 +74,9 @@ static struct {
     mem_fn mem;
     fabric_fn fabric;
     temp_fn temp;
+    util_fn util;
+    procs_fn procs;
+    proc_write_fn proc_write;
     live_write_fn live_write;
     live_event_fn live_event;
     set_create_fn set_create;
@@ -114,7 +125,10 @@ static struct stats summarize(double *samples, size_t n)
     return s;
 }
 
-enum call_kind { CALL_EMPTY, CALL_MEMORY, CALL_FABRIC, CALL_TEMP };
+enum call_kind { CALL_EMPTY, CALL_MEMORY, CALL_FABRIC, CALL_TEMP, CALL_UTIL, CALL_PROCS };
+
+/* How many processes CALL_PROCS finds on its device (checked after the run). */
+#define PROCS_CAP 16
 
 struct loop_args {
     enum call_kind kind;
@@ -145,6 +159,17 @@ static void *loop(void *p)
             case CALL_TEMP: {
                 unsigned int t = 0;
                 rc = api.temp(a->device, NVML_TEMPERATURE_GPU, &t);
+                break;
+            }
+            case CALL_UTIL: {
+                nvmlUtilization_t u;
+                rc = api.util(a->device, &u);
+                break;
+            }
+            case CALL_PROCS: {
+                nvmlProcessInfo_t infos[PROCS_CAP];
+                unsigned int n = PROCS_CAP;
+                rc = api.procs(a->device, &n, infos);
                 break;
             }
             default: rc = empty_ptr(a->device, &mem); break;
@@ -204,7 +229,7 @@ static void write_state(const char *path)
                 "max_clock_mem_mhz=3996\nmax_clock_video_mhz=1650\npower_usage_mw=160000\npower_limit_mw=1200000\n"
                 "power_default_limit_mw=1200000\npower_min_limit_mw=200000\npower_max_limit_mw=1200000\n"
                 "temperature_c=30\ntemp_shutdown_c=95\ntemp_slowdown_c=92\ntemp_gpu_max_c=90\ntemp_mem_max_c=95\n"
-                "ecc_enabled=1\nnvlink_count=18\nnvlink_version=7\nfabric_attached=1\n"
+                "ecc_enabled=1\nmig_capable=1\nnvlink_count=18\nnvlink_version=7\nfabric_attached=1\n"
                 "fabric_cluster_uuid=6a5f6f1c-51a8-4b8c-9d0e-1f2a3b4c5d6e\nfabric_clique_id=1\ngpu_group=%d\n",
                 i, i, i, i, i, i, i / 32, i < 32 ? "0-71" : "72-143", i / 4);
     }
@@ -363,6 +388,172 @@ static struct stats xid_latency(void *live)
     return summarize(samples, XID_PINGS);
 }
 
+static void print_row(const char *name, struct stats s, struct stats base);
+
+/* Allocation records: `total` on the node, `on_first` of them holding GPU 0 (the one
+ * measured), the rest spread over GPUs 2..63 (GPU 1 holds none). No utilization pattern (the
+ * NRI plugin's record without an annotation). */
+static void write_records(void *live, unsigned int total, unsigned int on_first)
+{
+    static unsigned char rec[LIVE_PROCESS_RECORD_BYTES];
+    for (unsigned int slot = 0; slot < LIVE_PROCESS_SLOTS; slot++) {
+        memset(rec, 0, sizeof(rec));
+        if (slot < total) {
+            uint32_t in_use = 1;
+            uint32_t pid = 1000 + slot;
+            uint64_t mask = slot < on_first ? 1ull : 1ull << (2 + slot % (GPUS - 2));
+            uint64_t used = 1ull << 30;
+            memcpy(rec + LIVE_PROC_IN_USE, &in_use, sizeof(in_use));
+            memcpy(rec + LIVE_PROC_PID, &pid, sizeof(pid));
+            memcpy(rec + LIVE_PROC_GPU_MASK, &mask, sizeof(mask));
+            memcpy(rec + LIVE_PROC_USED_MEMORY_BYTES, &used, sizeof(used));
+        } else {
+            /* only slots a previous round used need freeing */
+            uint32_t high;
+            memcpy(&high, (unsigned char *)live + LIVE_HDR_PROCESS_HIGH, sizeof(high));
+            if (slot >= high) {
+                break;
+            }
+        }
+        if (api.proc_write(live, LIVE_TOTAL_BYTES, slot, rec, sizeof(rec)) != 0) {
+            fprintf(stderr, "process record write failed\n");
+            exit(1);
+        }
+    }
+}
+
+/* The record-reading calls with 0, 64 and 1,024 records on the node, 8 of them on the GPU
+ * asked (GPU 0), and the process list of a GPU holding none (GPU 1). */
+static int measure_records(size_t batches, void *live)
+{
+    static const unsigned int totals[] = {0, 64, 1024};
+    live_set(live, 0, SLOT_MEMORY_USED, 20ull << 30); /* the ping above moved it */
+    for (unsigned int t = 0; t < sizeof(totals) / sizeof(totals[0]); t++) {
+        unsigned int total = totals[t];
+        unsigned int mine = total > 0 ? 8 : 0;
+        write_records(live, total, mine);
+        if (api.init() != NVML_SUCCESS) {
+            fprintf(stderr, "nvmlInit_v2 failed\n");
+            return -1;
+        }
+        nvmlDevice_t devices[2];
+        api.handle(0, &devices[0]);
+        api.handle(1, &devices[1]);
+        nvmlProcessInfo_t infos[PROCS_CAP];
+        unsigned int n = PROCS_CAP;
+        nvmlMemory_v2_t mem = {.version = nvmlMemory_v2};
+        if (api.procs(devices[0], &n, infos) != NVML_SUCCESS || n != mine || api.mem(devices[0], &mem) != NVML_SUCCESS ||
+            mem.used != (20ull << 30) + (uint64_t)mine * (1ull << 30)) {
+            fprintf(stderr, "the records are not seen (%u processes, used %llu)\n", n, mem.used);
+            return -1;
+        }
+        printf("-- %u allocation records on the node, %u on the GPU measured\n", total, mine);
+        nvmlDevice_t first[1] = {devices[0]};
+        nvmlDevice_t none[1] = {devices[1]};
+        struct stats base = run_calls(CALL_EMPTY, 1, batches, first);
+        print_row("nvmlDeviceGetMemoryInfo_v2", run_calls(CALL_MEMORY, 1, batches, first), base);
+        print_row("nvmlDeviceGetUtilizationRates (MIG off)", run_calls(CALL_UTIL, 1, batches, first), base);
+        char name[80];
+        snprintf(name, sizeof(name), "GetComputeRunningProcesses_v3, %u on it", mine);
+        print_row(name, run_calls(CALL_PROCS, 1, batches, first), base);
+        if (total > 0) {
+            print_row("GetComputeRunningProcesses_v3, none on it", run_calls(CALL_PROCS, 1, batches, none), base);
+        }
+        api.shutdown();
+    }
+    write_records(live, 0, 0);
+    return 0;
+}
+
+/* The baseline for a blocked waiter: the same handshake through a pipe, the child blocked in
+ * read(2) in another process, stamping each byte as it arrives. */
+static struct stats pipe_latency(void)
+{
+    struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_store(&shared->seen, 0);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        exit(1);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[1]);
+        for (uint64_t k = 1; k <= XID_PINGS; k++) {
+            char b;
+            if (read(fds[0], &b, 1) != 1) {
+                _exit(1);
+            }
+            atomic_store(&shared->seen_at, now_ns());
+            atomic_store(&shared->seen, k);
+        }
+        _exit(0);
+    }
+    close(fds[0]);
+    static double samples[XID_PINGS];
+    for (uint64_t k = 1; k <= XID_PINGS; k++) {
+        struct timespec settle = {0, 200000}; /* the child is back in its read */
+        nanosleep(&settle, NULL);
+        double t0 = now_ns();
+        if (write(fds[1], "x", 1) != 1) {
+            perror("write");
+            exit(1);
+        }
+        while (atomic_load(&shared->seen) != k) {
+        }
+        samples[k - 1] = atomic_load(&shared->seen_at) - t0;
+    }
+    close(fds[1]);
+    waitpid(pid, NULL, 0);
+    munmap(shared, sizeof(struct ping));
+    return summarize(samples, XID_PINGS);
+}
+
+/* `n` processes spinning at the bench's own priority (the load of the "loaded" rows). */
+static void busy_start(pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            for (volatile unsigned long x = 0;; x++) {
+            }
+        }
+    }
+}
+
+static void busy_stop(pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], NULL, 0);
+    }
+}
+
+/* Xid -> blocked waiter beside a pipe wake-up, quiet and with two busy loops, the two
+ * alternating three times so that both see the same machine. */
+static int measure_wakeups(void *live)
+{
+    if (api.init() != NVML_SUCCESS) {
+        fprintf(stderr, "nvmlInit_v2 failed\n");
+        return -1;
+    }
+    for (int busy = 0; busy <= 2; busy += 2) {
+        pid_t pids[2];
+        busy_start(pids, busy);
+        for (int round = 0; round < 3; round++) {
+            struct stats pipe_s = pipe_latency();
+            struct stats xid = xid_latency(live);
+            char name[80];
+            snprintf(name, sizeof(name), "Xid vs pipe -> blocked waiter (us), %s", busy ? "2 busy loops" : "quiet");
+            printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", name, xid.p50 / 1e3, xid.p99 / 1e3, pipe_s.p50 / 1e3,
+                   pipe_s.p99 / 1e3, xid.p99 / pipe_s.p99);
+        }
+        busy_stop(pids, busy);
+    }
+    api.shutdown();
+    return 0;
+}
+
 static void *must(void *lib, const char *name)
 {
     void *p = dlsym(lib, name);
@@ -508,13 +699,20 @@ static int measure(size_t batches, void *live, enum phase phase)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS]\n", argv[0]);
+        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS | --wakeups | --startup STATE]\n", argv[0]);
         return 2;
     }
-    size_t iterations = argc > 2 ? strtoull(argv[2], NULL, 10) : 2000000;
+    const char *startup = argc > 3 && strcmp(argv[2], "--startup") == 0 ? argv[3] : NULL;
+    unsigned int startup_gpus = 0;
+    int wakeups = argc > 2 && strcmp(argv[2], "--wakeups") == 0;
+    size_t iterations = argc > 2 && startup == NULL && !wakeups ? strtoull(argv[2], NULL, 10) : 2000000;
     size_t batches = iterations / BATCH > 10 ? iterations / BATCH : 10;
 
-    char path[] = "/tmp/nvml-bench-XXXXXX";
+    /* TMPDIR picks the file system the state and the live layer live on (the Xid path's
+     * writes go through that file's page) */
+    char path[4096];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, sizeof(path), "%s/nvml-bench-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     int fd = mkstemp(path);
     if (fd < 0) {
         perror("mkstemp");
@@ -522,7 +720,7 @@ int main(int argc, char **argv)
     }
     close(fd);
     write_state(path);
-    setenv("MOCK_NVML_CONFIG", path, 1);
+    setenv("MOCK_NVML_CONFIG", startup != NULL ? startup : path, 1);
 
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
@@ -537,12 +735,40 @@ int main(int argc, char **argv)
     api.mem = (mem_fn)must(lib, "nvmlDeviceGetMemoryInfo_v2");
     api.fabric = (fabric_fn)must(lib, "nvmlDeviceGetGpuFabricInfoV");
     api.temp = (temp_fn)must(lib, "nvmlDeviceGetTemperature");
+    api.util = (util_fn)must(lib, "nvmlDeviceGetUtilizationRates");
+    api.procs = (procs_fn)must(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+    api.proc_write = (proc_write_fn)must(lib, "nvml_mock_live_proc_write");
     api.live_write = (live_write_fn)must(lib, "nvml_mock_live_write");
     api.live_event = (live_event_fn)must(lib, "nvml_mock_live_event");
     api.set_create = (set_create_fn)must(lib, "nvmlEventSetCreate");
     api.register_events = (register_fn)must(lib, "nvmlDeviceRegisterEvents");
     api.wait = (wait_fn)must(lib, "nvmlEventSetWait_v2");
 
+    if (wakeups) {
+        char live_path[4200];
+        snprintf(live_path, sizeof(live_path), "%s.live", path);
+        setenv("MOCK_NVML_LIVE", live_path, 1);
+        void *live = write_live(live_path);
+        printf("%-44s %9s %9s %9s %9s %8s\n", "case", "p50", "p99", "pipe p50", "pipe p99", "p99 ratio");
+        int rc = measure_wakeups(live) != 0;
+        unlink(live_path);
+        unlink(path);
+        return rc;
+    }
+    if (startup != NULL) {
+        /* a staged node's own state, its live layer mapped beside it */
+        printf("%-44s %9s %9s %9s %9s %8s\n", "case", "p50", "p99", "base p50", "base p99", "ratio");
+        if (api.init() != NVML_SUCCESS || api.count(&startup_gpus) != NVML_SUCCESS) {
+            fprintf(stderr, "nvmlInit_v2 failed on %s\n", startup);
+            return 1;
+        }
+        api.shutdown();
+        char label[64];
+        snprintf(label, sizeof(label), "%u GPUs, staged", startup_gpus);
+        int rc = init_enumerate(label, startup_gpus, PHASE_LIVE, NULL) != 0;
+        unlink(path);
+        return rc;
+    }
     printf("%-44s %9s %9s %9s %9s %8s\n", "case (ns per call)", "p50", "p99", "base p50", "base p99", "ratio");
     printf("-- board layer only (no live file)\n");
     if (measure(batches, NULL, PHASE_BOARD) != 0) {
@@ -558,6 +784,9 @@ int main(int argc, char **argv)
     live_set(live, 1, SLOT_TEMPERATURE, 71);
     printf("-- live layer present, values set on the GPUs measured\n");
     if (measure(batches, live, PHASE_LIVE) != 0) {
+        return 1;
+    }
+    if (measure_records(batches, live) != 0) {
         return 1;
     }
     struct timespec wall;

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nvml_mock_protocol.nri import (
@@ -22,6 +23,7 @@ from nvml_mock_protocol.nri import (
     TtrpcError,
 )
 from nvml_mock_protocol.nri import api_pb2 as api
+from nvml_mock_protocol.nri.events import NOTIFICATION_RPCS, STATE_CHANGE_EVENTS
 
 
 def make_pod(name: str = "pod-a", namespace: str = "default") -> api.PodSandbox:
@@ -494,3 +496,74 @@ async def test_configure_without_timeouts_like_nri_before_v0_7(
     messages = [r.getMessage() for r in caplog.records]
     assert any("no request timeout sent (NRI before v0.7)" in m for m in messages), messages
     assert not any("Nones" in m for m in messages)
+
+
+class _EveryNotification(Lifecycle):
+    events = frozenset(NOTIFICATION_RPCS)
+
+
+class _PreV012Stub(Stub):
+    """A stub as plugins built on NRI before v0.12 are: StateChange only."""
+
+    def _service_table(self) -> dict[str, Any]:
+        table = super()._service_table()
+        for method in NOTIFICATION_RPCS.values():
+            del table[method]
+        return table
+
+
+@pytest.mark.parametrize("rpcs", [True, False], ids=["nri-v0.12+", "older-nri"])
+async def test_notification_events_on_their_own_rpcs_or_state_change(
+    sock_dir: Path, rpcs: bool
+) -> None:
+    """NRI v0.12+ (containerd 2.3+) sends each notification on its own RPC and the stub
+    answers every one, so nothing is listed as deprecated; an older runtime sends
+    StateChange, which the stub answers too: the plugin sees the same events either way."""
+    path = sock_dir / "nri.sock"
+    pod = make_pod()
+    container = make_container("main", pod)
+    plugin = _EveryNotification()
+    async with (
+        RuntimeDouble(path, notification_rpcs=rpcs) as runtime,
+        Stub(plugin, name="life", index="10", socket_path=path),
+    ):
+        await runtime.wait_for_plugins(1)
+        for event in NOTIFICATION_RPCS:
+            pod_event = "POD_SANDBOX" in event.name
+            await runtime.state_change(event, pod, None if pod_event else container)
+        assert runtime.deprecations == []
+    assert plugin.seen == [
+        (e.name, "pod-a", None if "POD_SANDBOX" in e.name else "ctr-main")
+        for e in NOTIFICATION_RPCS
+    ]
+
+
+async def test_a_plugin_without_the_rpcs_falls_back_to_state_change_as_deprecated(
+    sock_dir: Path,
+) -> None:
+    """What containerd 2.3+ does with a plugin built before NRI v0.12: the dedicated RPC is
+    answered UNIMPLEMENTED, the event goes on StateChange and the plugin is listed (once per
+    event) as using the deprecated interface."""
+    path = sock_dir / "nri.sock"
+    pod = make_pod()
+    container = make_container("main", pod)
+    plugin = Lifecycle()
+    async with (
+        RuntimeDouble(path) as runtime,
+        _PreV012Stub(plugin, name="old", index="10", socket_path=path),
+    ):
+        await runtime.wait_for_plugins(1)
+        await runtime.state_change(Event.START_CONTAINER, pod, container)
+        await runtime.state_change(Event.START_CONTAINER, pod, container)
+        assert runtime.deprecations == [("10-old", "START_CONTAINER")]
+    assert plugin.seen == [("START_CONTAINER", "pod-a", "ctr-main")] * 2
+
+
+def test_every_notification_event_has_its_rpc_in_the_api() -> None:
+    """The method names are the Plugin service's in api.proto (and their messages exist)."""
+    service = api.DESCRIPTOR.services_by_name["Plugin"]
+    assert set(NOTIFICATION_RPCS) == set(STATE_CHANGE_EVENTS)
+    for method in NOTIFICATION_RPCS.values():
+        rpc = service.methods_by_name[method]
+        assert rpc.input_type.name == f"{method}Request"
+        assert rpc.output_type.name == f"{method}Response"

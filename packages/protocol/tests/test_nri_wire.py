@@ -193,21 +193,25 @@ async def test_stub_reference_exchange_byte_for_byte(sock_dir: Path) -> None:
         mark = len(peer.raw)
         await peer.read_message()
         assert bytes(peer.raw[mark + 18 :]) == h('0a 15 08 0c 12 11 "method Frobnicate"')
-        peer.request(1, 9, "StartContainer", b"")  # v0.12 dedicated RPC -> fallback
-        _, _, response = await peer.response()
-        assert (response.status.code, response.status.message) == (12, "method StartContainer")
+        # NRI v0.12's dedicated notification RPC is answered (empty reply), not UNIMPLEMENTED:
+        # containerd 2.3+ then never falls back to StateChange for the plugin
+        start = api.StartContainerRequest(pod=create.pod, container=create.container)
+        peer.request(1, 9, "StartContainer", start.SerializeToString())
+        _, sid, response = await peer.response()
+        assert sid == 9 and not response.HasField("status") and response.payload == b""
+        assert plugin.states == [(Event.START_CONTAINER, "c")]
         peer.request(1, 11, "Configure", b"", service="some.Other")
         _, _, response = await peer.response()
         assert (response.status.code, response.status.message) == (12, "service some.Other")
 
-        # ...and StateChange is how those events arrive.
+        # ...and StateChange is how those events arrive from an older runtime.
         event = api.StateChangeEvent(
             event=api.START_CONTAINER, pod=create.pod, container=create.container
         )
         peer.request(1, 13, "StateChange", event.SerializeToString())
         _, sid, response = await peer.response()
         assert sid == 13 and not response.HasField("status")
-        assert plugin.states == [(Event.START_CONTAINER, "c")]
+        assert plugin.states == [(Event.START_CONTAINER, "c")] * 2
 
         # Stream id rules.
         peer.request(1, 14, "StateChange", b"")

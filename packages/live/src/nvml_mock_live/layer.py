@@ -541,6 +541,27 @@ class LiveLayer:
                 found[slot] = alloc
         return found
 
+    def _slot_ids(self) -> dict[int, str]:
+        """The container id of each record in use, by slot, read straight from the mapping:
+        only under the writers' lock (no writer can be active, so no record is half-written
+        but one whose writer died, whose odd counter leaves its slot free, as in
+        :meth:`_slots`). What a write needs to place its records, without decoding every
+        record: a put or removal costs a pass over the ids, not over whole records."""
+        high = min(self._u32("process_high"), layout.LIVE_PROCESS_SLOTS)
+        _, in_use_at, _ = layout.LIVE_PROCESS_FIELDS["in_use"]
+        _, id_at, id_size = layout.LIVE_PROCESS_FIELDS["container_id"]
+        data = self._map
+        found: dict[int, str] = {}
+        for slot in range(high):
+            at = layout.LIVE_PROCESSES_OFFSET + slot * layout.LIVE_PROCESS_RECORD_BYTES
+            if struct.unpack_from("<Q", data, at)[0] & 1:
+                continue
+            if struct.unpack_from("<I", data, at + in_use_at)[0] != 1:
+                continue
+            raw = data[at + id_at : at + id_at + id_size]
+            found[slot] = raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+        return found
+
     def _seq(self, slot: int) -> int:
         at = layout.LIVE_PROCESSES_OFFSET + slot * layout.LIVE_PROCESS_RECORD_BYTES
         value: int = struct.unpack_from("<Q", self._map, at)[0]
@@ -569,16 +590,16 @@ class LiveLayer:
         self._writable()
         records = [(a.container_id, pack(a, self.gpu_count)) for a in allocs]
         with flock(self._fd):
-            slots = self._slots(locked=True)
-            mine = [s for s, a in slots.items() if a.container_id == container_id]
+            slots = self._slot_ids()
+            mine = [s for s, cid in slots.items() if cid == container_id]
             self._apply_records(slots, mine, records)
 
     def remove(self, container_id: str) -> bool:
         """Remove the record of *container_id*; True when there was one."""
         self._writable()
         with flock(self._fd):
-            slots = self._slots(locked=True)
-            mine = [s for s, a in slots.items() if a.container_id == container_id]
+            slots = self._slot_ids()
+            mine = [s for s, cid in slots.items() if cid == container_id]
             self._apply_records(slots, mine, [])
         return bool(mine)
 
@@ -592,19 +613,19 @@ class LiveLayer:
             raise AllocationError("replace_all: a container id appears twice")
         records = [(a.container_id, pack(a, self.gpu_count)) for a in wanted]
         with flock(self._fd):
-            slots = self._slots(locked=True)
+            slots = self._slot_ids()
             self._apply_records(slots, list(slots), records)
 
     def _apply_records(
         self,
-        slots: dict[int, Allocation],
+        slots: dict[int, str],
         old: builtins.list[int],
         records: builtins.list[tuple[str, bytes]],
     ) -> None:
         """Write *records*: a container's own slot in *old* is rewritten in place, the others
         take the rest of *old*, then free slots; what is left of *old* is freed. Capacity is
         checked before anything is written."""
-        by_id = {slots[s].container_id: s for s in old}
+        by_id = {slots[s]: s for s in old}
         plan = [(by_id.pop(cid, None), record) for cid, record in records]
         needed = sum(1 for slot, _ in plan if slot is None)
         pool = sorted(by_id.values())

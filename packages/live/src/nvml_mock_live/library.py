@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from importlib import metadata
 from pathlib import Path
 from typing import Final
 
@@ -138,6 +137,8 @@ def default_library() -> Path:
     :data:`LIBRARY_ENTRY_POINTS`; asked once per process). Raises :class:`LiveLayerError`
     when none is installed or the provider fails (its message says why, e.g. a library not
     built yet)."""
+    from importlib import metadata  # the entry-point scan only where no path was given
+
     providers = sorted(metadata.entry_points(group=LIBRARY_ENTRY_POINTS), key=lambda e: e.name)
     for entry in providers:
         try:

@@ -21,6 +21,7 @@ event tries again (and reopens a file a re-stage replaced).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -71,6 +72,14 @@ class AllocationRecorder:
         self._live: LiveLayer | None = None
         self._board: list[BoardGpu] = []
         self._problem: str | None = None
+        self._recorded: set[str] | None = None
+        """Ids of the containers whose record this process wrote or Synchronize found; None
+        until a Synchronize succeeded (a record of an earlier plugin may exist). A stop of a
+        container not in it writes nothing, so StopContainer then RemoveContainer cost one
+        pass over the records, not two, and a container without GPUs none."""
+        self._started: dict[str, Allocation] = {}
+        """The record StartContainer wrote, by container id, until its PostStartContainer:
+        that one rewrites it with the PID instead of deriving it again."""
 
     # -- the file ------------------------------------------------------------
 
@@ -234,20 +243,33 @@ class AllocationRecorder:
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> None:
         """StartContainer / PostStartContainer: record what the container holds."""
-        selection = _held(
-            policy, pod, container, self.mig_devices
-        )  # read once: a third of an event's cost
-        if selection is None:
-            return
+        early = self._started.pop(container.id, None)
         try:
-            live = self._open()
-            alloc = self._allocation(selection, pod, container)
+            if early is not None and container.pid > 0:
+                # PostStartContainer after a StartContainer that recorded it: only the PID
+                # and the start time are new
+                started = container.started_at // 1_000_000 if container.started_at > 0 else 0
+                alloc: Allocation | None = dataclasses.replace(
+                    early, pid=container.pid, start_time_ms=started or early.start_time_ms
+                )
+                live = self._open()
+            else:
+                # read once: a third of an event's cost
+                selection = _held(policy, pod, container, self.mig_devices)
+                if selection is None:
+                    return
+                live = self._open()
+                alloc = self._allocation(selection, pod, container)
             if alloc is None:
                 return
             live.put(alloc)
         except LiveLayerError as exc:
             self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
             return
+        if container.pid <= 0:
+            self._started[container.id] = alloc
+        if self._recorded is not None:
+            self._recorded.add(container.id)
         self.metrics.allocations_recorded.inc()
         self._ok()
         logger.debug(
@@ -260,6 +282,9 @@ class AllocationRecorder:
 
     def stopped(self, container: api_pb2.Container) -> None:
         """StopContainer / RemoveContainer: the container holds nothing any more."""
+        self._started.pop(container.id, None)
+        if self._recorded is not None and container.id not in self._recorded:
+            return  # not recorded (or already removed at its StopContainer)
         if not visible_gpus(container).allocated:
             return  # never recorded
         try:
@@ -267,6 +292,8 @@ class AllocationRecorder:
         except LiveLayerError as exc:
             self._failed(f"container {container.id}", exc)
             return
+        if self._recorded is not None:
+            self._recorded.discard(container.id)
         self._ok()
         if removed:
             self.metrics.allocations_removed.inc()
@@ -288,6 +315,7 @@ class AllocationRecorder:
             and self.holds_gpus(policy, by_id[c.pod_sandbox_id], c)
         ]
         if not running and self._live is None and not self.live_path.exists():
+            self._recorded = set()
             return 0  # nothing to record and nothing recorded: no live layer needed
         try:
             live = self._open()

@@ -41,6 +41,7 @@ unsigned int mock_device_count;
 unsigned int mock_driver_branch;
 atomic_int mock_live;
 _Atomic(const unsigned char *) mock_live_header;
+atomic_uint mock_live_epoch;
 
 static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int init_refcount;
@@ -335,7 +336,7 @@ static void publish(const struct state *st, const struct visible_view *view)
     memcpy(mock_view_of_board, view->view, sizeof(mock_view_of_board));
     memcpy(mock_mig_only, view->mig_only, sizeof(mock_mig_only));
     memcpy(mock_mig_allowed, view->mig_allowed, sizeof(mock_mig_allowed));
-    mock_nvlink_derive(st);
+    mock_nvlink_invalidate();
     for (uint32_t i = 0; i < view->count; i++) {
         struct nvmlDevice_st *d = &mock_devices[i];
         memset(d, 0, sizeof(*d));
@@ -402,6 +403,7 @@ static void attach_live(const char *state, const struct state *st)
         return;
     }
     snprintf(mock_live_path, sizeof(mock_live_path), "%s", header != NULL ? path : "");
+    atomic_fetch_add_explicit(&mock_live_epoch, 1u, memory_order_release);
     atomic_store_explicit(&mock_live_header, header, memory_order_release);
 }
 
@@ -475,6 +477,18 @@ MOCK_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
             atomic_store_explicit(&mock_live, 1, memory_order_release);
         }
         init_refcount++;
+    }
+    pthread_mutex_unlock(&lifecycle_lock);
+    return rc;
+}
+
+int mock_with_board_state(void (*fn)(const struct state *, void *), void *arg)
+{
+    int rc = -1;
+    pthread_mutex_lock(&lifecycle_lock);
+    if (init_refcount > 0) { /* no load_state runs meanwhile: staging is the published board */
+        fn(&staging, arg);
+        rc = 0;
     }
     pthread_mutex_unlock(&lifecycle_lock);
     return rc;

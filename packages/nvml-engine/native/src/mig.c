@@ -308,14 +308,33 @@ static void mig_read(const struct nvmlDevice_st *d, struct mig_layout *l)
     memset(l, 0, sizeof(*l)); /* a writer died mid-write: no layout rather than half of one */
 }
 
+/* Only the mode word, under the record's sequence lock: what every utilization call and
+ * MIG-aware getter asks, O(1) instead of a copy and check of the whole layout (the mode is
+ * current exactly when that word is 1, as sanitise() keeps it). A record whose writer died
+ * mid-write reads as no layout, as mig_read() answers. */
 int mock_mig_on(const struct nvmlDevice_st *d)
 {
     if (!d->s.mig_capable) {
         return 0;
     }
-    struct mig_layout l;
-    mig_read(d, &l);
-    return l.current == 1;
+    const unsigned char *rec = mig_record(d);
+    if (rec == NULL) {
+        return 0;
+    }
+    const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_MIG_SEQ);
+    for (unsigned int attempt = 0; attempt < LIVE_READ_TRIES; attempt++) {
+        uint64_t s1 = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+        if (s1 & 1u) {
+            mock_live_pause(attempt);
+            continue;
+        }
+        uint32_t current = ld32(rec, LIVE_MIG_CURRENT);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
+            return current == 1;
+        }
+    }
+    return 0;
 }
 
 /* A change to one GPU's record, under the live file's exclusive flock. */

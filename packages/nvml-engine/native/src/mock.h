@@ -169,6 +169,11 @@ static inline uint64_t mock_nvlink_errors(const struct nvmlDevice_st *d, unsigne
 
 /* The live layer's header (its event ring) bound at the last init; NULL without one. */
 extern _Atomic(const unsigned char *) mock_live_header;
+
+/* Bumped by every init that (re)binds the live layer: what a reader derived from the file in
+ * an earlier cycle (processes.c's per-thread record index) is stale once it moves, even where
+ * the mapping, and so mock_live_header, is the same (a re-init over a rewritten file). */
+extern atomic_uint mock_live_epoch;
 /* That file's path ("" without one), for the writers in the library (MIG). */
 extern char mock_live_path[4096];
 
@@ -219,9 +224,14 @@ nvmlReturn_t mock_list_devices(unsigned int *count, nvmlDevice_t *out, const str
  * throughput counters integrate it (nvlink.c). */
 unsigned int mock_nvlink_link_mbps(unsigned int version);
 
-/* The far-end link number of each board GPU's NVLinks, derived from `st` at init (nvlink.c),
- * and one of them: NOT_SUPPORTED without links or remote ends, INVALID_ARGUMENT past them. */
-void mock_nvlink_derive(const struct state *st);
+/* The far-end link number of one of a board GPU's NVLinks (nvlink.c): NOT_SUPPORTED without
+ * links or remote ends, INVALID_ARGUMENT past them. Derived from the whole board on the first
+ * query after each init, not in nvmlInit (it costs GPUs x links x (GPUs + switches));
+ * mock_nvlink_invalidate() says a new board was published. */
+void mock_nvlink_invalidate(void);
+/* Call fn(board state, arg) under the init lock while an init is outstanding (the board
+ * published by it); returns -1 without calling when none is. */
+int mock_with_board_state(void (*fn)(const struct state *, void *), void *arg);
 nvmlReturn_t mock_nvlink_remote_link(const struct nvmlDevice_st *d, unsigned int link, unsigned int *out);
 
 /* Fabric health summary derived from a health mask. */

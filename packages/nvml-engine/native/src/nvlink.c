@@ -99,7 +99,8 @@ static const struct state_pci_addr *remote_of(const struct nvmlDevice_st *d, uns
 
 /*
  * The link number at the far end of each board GPU's links (`nvidia-smi nvlink -R`,
- * NVML_FI_DEV_NVLINK_REMOTE_NVLINK_ID), derived at init from the whole board so that it does
+ * NVML_FI_DEV_NVLINK_REMOTE_NVLINK_ID), derived from the whole board (on the first query after
+ * an init) so that it does
  * not depend on which GPUs this process sees:
  *  - a GPU peer: GPU A's k-th link to B ends at B's k-th link to A (link order on both
  *    sides); a link B does not return ends at the same number as A's.
@@ -160,7 +161,7 @@ static unsigned int peer_link(const struct state *st, unsigned int gi, unsigned 
     return link;
 }
 
-void mock_nvlink_derive(const struct state *st)
+static void mock_nvlink_derive(const struct state *st)
 {
     /* the next free port of each switch seen so far (at most one per link of the board) */
     static struct {
@@ -197,6 +198,25 @@ void mock_nvlink_derive(const struct state *st)
     }
 }
 
+/* Boards published, and the one remote_link_of was derived for (derived == published: current). */
+static atomic_uint published_board;
+static atomic_uint derived_board;
+
+void mock_nvlink_invalidate(void)
+{
+    atomic_fetch_add_explicit(&published_board, 1u, memory_order_release);
+}
+
+static void derive_locked(const struct state *st, void *arg)
+{
+    (void)arg;
+    unsigned int want = atomic_load_explicit(&published_board, memory_order_acquire);
+    if (atomic_load_explicit(&derived_board, memory_order_relaxed) != want) {
+        mock_nvlink_derive(st);
+        atomic_store_explicit(&derived_board, want, memory_order_release);
+    }
+}
+
 nvmlReturn_t mock_nvlink_remote_link(const struct nvmlDevice_st *d, unsigned int link, unsigned int *out)
 {
     nvmlReturn_t rc = check_link(d, link);
@@ -205,6 +225,11 @@ nvmlReturn_t mock_nvlink_remote_link(const struct nvmlDevice_st *d, unsigned int
     }
     if (d->s.nvlink_remote_count == 0 || d->board >= STATE_MAX_GPUS) {
         return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (atomic_load_explicit(&derived_board, memory_order_acquire) !=
+            atomic_load_explicit(&published_board, memory_order_acquire) &&
+        mock_with_board_state(derive_locked, NULL) != 0) {
+        return NVML_ERROR_UNINITIALIZED; /* shut down meanwhile */
     }
     *out = remote_link_of[d->board][link];
     return NVML_SUCCESS;

@@ -38,6 +38,7 @@ from nvml_mock_engine import ctl_alloc, faults, gpu_select, kernel_log
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
+from nvml_mock_engine.library import library_path
 from nvml_mock_engine.scenario_ctl import add_scenario_verb
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
 from nvml_mock_engine.settings import (
@@ -152,7 +153,9 @@ def _open(args: argparse.Namespace, *, writable: bool) -> LiveLayer:
 
         nvml_mock_live.create(live, nvml_mock_live.read_board(state))
         logger.info("created the live layer %s for the board %s", live, state)
-    return LiveLayer.open(live, state=state, writable=writable)
+    # this package's own library, named directly: finding it through the installed
+    # providers' entry points would import importlib.metadata on every command
+    return LiveLayer.open(live, state=state, library=library_path(), writable=writable)
 
 
 def select_gpus(layer: LiveLayer, spec: str) -> list[int]:

@@ -12,9 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import urllib.error
-import urllib.parse
-import urllib.request
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -59,6 +56,11 @@ def add_scenario_verb(verbs: Any) -> None:
 
 
 def _get(base: str, path: str) -> Any:
+    # The HTTP and TLS stack only for the scenario verb: every other verb of nvml-mock-ctl
+    # imports this module to register it, and would pay a third of its start-up for it.
+    import urllib.error
+    import urllib.request
+
     url = base + path
     try:
         with urllib.request.urlopen(url, timeout=15) as response:
@@ -105,7 +107,9 @@ def _run(args: argparse.Namespace) -> int:
         if data.get("reloadError"):
             print(f"the newest scenario file was refused: {data['reloadError']}")
         return 0
-    data = _get(base, "/v1/scenarios/" + urllib.parse.quote(args.name, safe=""))
+    from urllib.parse import quote
+
+    data = _get(base, "/v1/scenarios/" + quote(args.name, safe=""))
     if args.json:
         print(
             json.dumps(

@@ -57,7 +57,22 @@ STATE_CHANGE_EVENTS: Final = frozenset(
         Event.POST_UPDATE_POD_SANDBOX,
     }
 )
-"""Notification-only events, delivered through ``StateChange``."""
+"""Notification-only events: each its own RPC from NRI v0.12 on (containerd 2.3+), which falls
+back to ``StateChange`` (and lists the plugin as using a deprecated interface) only when a plugin
+answers that RPC UNIMPLEMENTED; before v0.12 ``StateChange`` is the only way they come."""
+
+NOTIFICATION_RPCS: Final = {
+    Event.RUN_POD_SANDBOX: "RunPodSandbox",
+    Event.STOP_POD_SANDBOX: "StopPodSandbox",
+    Event.REMOVE_POD_SANDBOX: "RemovePodSandbox",
+    Event.POST_CREATE_CONTAINER: "PostCreateContainer",
+    Event.START_CONTAINER: "StartContainer",
+    Event.POST_START_CONTAINER: "PostStartContainer",
+    Event.POST_UPDATE_CONTAINER: "PostUpdateContainer",
+    Event.REMOVE_CONTAINER: "RemoveContainer",
+    Event.POST_UPDATE_POD_SANDBOX: "PostUpdatePodSandbox",
+}
+"""The dedicated Plugin-service method of each notification-only event (NRI v0.12 api.proto)."""
 
 
 def event_mask(events: Iterable[Event]) -> int:

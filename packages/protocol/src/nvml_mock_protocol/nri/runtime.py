@@ -46,7 +46,7 @@ from nvml_mock_protocol.nri.errors import (
     ProtocolError,
     TtrpcError,
 )
-from nvml_mock_protocol.nri.events import VALID_EVENTS, Event
+from nvml_mock_protocol.nri.events import NOTIFICATION_RPCS, VALID_EVENTS, Event
 from nvml_mock_protocol.nri.stub import PLUGIN_SERVICE, RUNTIME_SERVICE, check_plugin_identity
 from nvml_mock_protocol.nri.ttrpc import MESSAGE_LENGTH_MAX, Code
 
@@ -128,6 +128,7 @@ class RuntimeDouble:
         sync_part_limit: int = SYNC_PART_LIMIT,
         nri_version: str = "",
         send_timeouts: bool = True,
+        notification_rpcs: bool = True,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.runtime_name = runtime_name
@@ -142,6 +143,13 @@ class RuntimeDouble:
         self.send_timeouts = send_timeouts
         """False plays an NRI before v0.7 (containerd 1.7.0 to 1.7.25): Configure carries no
         timeouts, though the double still enforces ``request_timeout``."""
+        self.notification_rpcs = notification_rpcs
+        """True plays NRI v0.12+ (containerd 2.3+): each notification-only event goes on its
+        own RPC, and a plugin that answers it UNIMPLEMENTED gets it on StateChange and is
+        listed in :attr:`deprecations`; False plays an older NRI (StateChange only)."""
+        self.deprecations: list[tuple[str, str]] = []
+        """``(plugin id, event)`` for each event a plugin took only through the deprecated
+        StateChange (containerd logs "uses deprecated StateChange" and lists it)."""
         self.pods: dict[str, api.PodSandbox] = {}
         """Pods known to the runtime (sent in Synchronize), by id."""
         self.containers: dict[str, api.Container] = {}
@@ -474,14 +482,43 @@ class RuntimeDouble:
     async def state_change(
         self, event: Event, pod: api.PodSandbox, container: api.Container | None = None
     ) -> None:
-        """Deliver a notification-only event through StateChange to subscribed plugins."""
+        """Deliver a notification-only event to subscribed plugins: on its own RPC (NRI
+        v0.12+), falling back to StateChange for a plugin that does not implement it, or on
+        StateChange alone when the double plays an older NRI."""
         async with self._lock:
             for plugin in self._subscribed(event):
-                request = api.StateChangeEvent(event=api.Event.Name(event.value), pod=pod)
-                if container is not None:
-                    request.container.CopyFrom(container)
                 with contextlib.suppress(_PluginDroppedError):
+                    if self.notification_rpcs and await self._notify_rpc(
+                        plugin, event, pod, container
+                    ):
+                        continue
+                    request = api.StateChangeEvent(event=api.Event.Name(event.value), pod=pod)
+                    if container is not None:
+                        request.container.CopyFrom(container)
                     await self._call(plugin, "StateChange", request)
+
+    async def _notify_rpc(
+        self,
+        plugin: PluginHandle,
+        event: Event,
+        pod: api.PodSandbox,
+        container: api.Container | None,
+    ) -> bool:
+        """*event* on its own RPC; False when the plugin answers UNIMPLEMENTED (recorded as
+        a deprecation once per plugin and event, as containerd warns once)."""
+        method = NOTIFICATION_RPCS[event]
+        request = getattr(api, f"{method}Request")(pod=pod)
+        if container is not None:
+            request.container.CopyFrom(container)
+        try:
+            await self._call(plugin, method, request)
+        except PluginError as exc:
+            if exc.code != Code.UNIMPLEMENTED:
+                raise
+            if (plugin.id, event.name) not in self.deprecations:
+                self.deprecations.append((plugin.id, event.name))
+            return False
+        return True
 
 
 def _split_sync(

@@ -5,8 +5,10 @@ events it cares about; :class:`Stub` does everything else: it connects to the
 runtime's socket (or uses the socket inherited as fd 3 when the runtime
 launched the plugin), registers with name and index, answers Configure with
 the event mask, reassembles split Synchronize requests, dispatches events,
-answers UNIMPLEMENTED for anything it does not know (so v0.12+ runtimes fall
-back to StateChange), and reports the disconnect that ends every connection.
+answers every notification-only event on its own RPC (NRI v0.12+, containerd
+2.3+: StartContainer, PostStartContainer, RemoveContainer, ...) and on
+StateChange (what older runtimes send), answers UNIMPLEMENTED for anything
+else, and reports the disconnect that ends every connection.
 
 Sketch::
 
@@ -28,7 +30,7 @@ import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2 as api
@@ -40,6 +42,7 @@ from nvml_mock_protocol.nri.connection import (
 )
 from nvml_mock_protocol.nri.errors import ConnectionClosedError, RegistrationError, TtrpcError
 from nvml_mock_protocol.nri.events import (
+    NOTIFICATION_RPCS,
     STATE_CHANGE_EVENTS,
     VALID_EVENTS_V0_8,
     Event,
@@ -95,6 +98,20 @@ class Disconnect:
     """True when the runtime (or the socket) ended it, False after :meth:`Stub.close`."""
 
 
+_NOTIFICATION_REQUESTS: Final[dict[Event, Any]] = {
+    Event.RUN_POD_SANDBOX: api.RunPodSandboxRequest,
+    Event.STOP_POD_SANDBOX: api.StopPodSandboxRequest,
+    Event.REMOVE_POD_SANDBOX: api.RemovePodSandboxRequest,
+    Event.POST_CREATE_CONTAINER: api.PostCreateContainerRequest,
+    Event.START_CONTAINER: api.StartContainerRequest,
+    Event.POST_START_CONTAINER: api.PostStartContainerRequest,
+    Event.POST_UPDATE_CONTAINER: api.PostUpdateContainerRequest,
+    Event.REMOVE_CONTAINER: api.RemoveContainerRequest,
+    Event.POST_UPDATE_POD_SANDBOX: api.PostUpdatePodSandboxRequest,
+}
+"""The request message of each notification-only event's own RPC."""
+
+
 class Plugin:
     """Base class of NRI plugins: override the events you handle.
 
@@ -140,7 +157,8 @@ class Plugin:
     async def state_change(
         self, event: Event, pod: api.PodSandbox, container: api.Container | None
     ) -> None:
-        """Receive a notification-only event (``container`` is None for pod events)."""
+        """Receive a notification-only event (``container`` is None for pod events), whether
+        the runtime sent it on the event's own RPC or, before NRI v0.12, on StateChange."""
         return None
 
     async def shutdown(self) -> None:
@@ -410,7 +428,7 @@ class Stub:
                 logger.exception("%s: on_disconnect callback failed", self.plugin_id)
 
     def _service_table(self) -> dict[str, Handler]:
-        return {
+        table: dict[str, Handler] = {
             "Configure": self._configure,
             "Synchronize": self._synchronize,
             "CreateContainer": self._create_container,
@@ -419,6 +437,25 @@ class Stub:
             "StateChange": self._state_change,
             "Shutdown": self._shutdown,
         }
+        for event, method in NOTIFICATION_RPCS.items():
+            table[method] = self._notification(event)
+        return table
+
+    def _notification(self, event: Event) -> Handler:
+        """The handler of *event*'s own RPC: the plugin sees it as it sees a StateChange
+        (the pod, and the container of a container event); the reply is the empty response."""
+        message = _NOTIFICATION_REQUESTS[event]
+        container_event = "container" in message.DESCRIPTOR.fields_by_name
+
+        async def handle(payload: bytes, context: CallContext) -> bytes:
+            request = message.FromString(payload)
+            container = (
+                request.container if container_event and request.HasField("container") else None
+            )
+            await self.plugin.state_change(event, request.pod, container)
+            return b""
+
+        return handle
 
     async def _configure(self, payload: bytes, context: CallContext) -> bytes:
         request = api.ConfigureRequest.FromString(payload)
