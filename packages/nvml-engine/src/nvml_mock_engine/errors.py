@@ -10,6 +10,8 @@ One base class, so a caller can catch everything this package raises on purpose:
     │   └── LiveValueError a live value is refused before anything is written (exit 3);
     │                      names the key and the value
     ├── CtlUsageError      nvml-mock-ctl: a verb was given arguments it cannot use (exit 2)
+    ├── AnswerTooLargeError  (also a ValueError) the topology service sent more than the
+    │                      agent or ``nvml-mock-ctl scenario`` reads; nothing of it is used
     └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
 
 The ``nvidia-smi`` work-alike (``nvml_mock_engine.smi``) is a program of its own inside the
@@ -23,6 +25,7 @@ may be transient (a full disk, a permission) and are worth a retry once the caus
 from __future__ import annotations
 
 __all__ = [
+    "AnswerTooLargeError",
     "ConfigError",
     "CtlUsageError",
     "LiveLayerError",
@@ -77,3 +80,7 @@ class LiveValueError(LiveLayerError):
 
 class CtlUsageError(NvmlEngineError):
     """``nvml-mock-ctl``: a verb was given arguments it cannot use (exit 2)."""
+
+
+class AnswerTooLargeError(NvmlEngineError, ValueError):
+    """The topology service sent an answer past the limit read; nothing of it is used."""
