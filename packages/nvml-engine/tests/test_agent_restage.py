@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nvml_mock_engine import live
+import nvml_mock_live as live
 from nvml_mock_engine.agent import Agent
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.settings import AgentSettings

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from nvml_mock_live import LiveLayer
 from nvml_mock_protocol.scenario_api import NodeReport, NodeScenario, NodeScenarios, ScenarioReport
 from nvml_mock_protocol.scenarios import Scenario, gpu_rank
 
@@ -58,7 +59,6 @@ from nvml_mock_engine.http_answers import (
     failure_reason,
     read_bounded,
 )
-from nvml_mock_engine.live import LiveLayer
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
 from nvml_mock_engine.settings import AgentSettings
 
