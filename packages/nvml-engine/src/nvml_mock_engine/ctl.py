@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -252,7 +252,14 @@ def parse_time_ms(text: str) -> int:
             ) from None
     if not math.isfinite(seconds) or seconds < 0:
         raise LiveValueError("at", text, "must be a time after 1970")
+    if seconds > _AT_MAX_SECONDS:  # status could not show it (and once tracebacked after writing)
+        raise LiveValueError("at", text, "must be a time before the year 10000")
     return round(seconds * 1000)
+
+
+_AT_MAX_SECONDS = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+"""The last time ``datetime`` (and so ``status``) can show; ``--at`` refuses later ones
+before anything is written."""
 
 
 def _names(text: str) -> list[str]:
@@ -655,9 +662,11 @@ def _trigger_text(values: Mapping[str, object]) -> str | None:
         seed = values.get("fault_trigger_seed", 0)
         return f"probability {param / 1_000_000:g} per call, seed {seed}"
     if kind == TRIGGER_AT:
-        return "at " + datetime.fromtimestamp(param / 1000).astimezone().isoformat(
-            timespec="seconds"
-        )
+        try:
+            moment = datetime.fromtimestamp(param / 1000).astimezone()
+        except (OverflowError, OSError, ValueError):  # written by hand, past what datetime shows
+            return f"at {param} ms since the epoch"
+        return "at " + moment.isoformat(timespec="seconds")
     return "now"
 
 
