@@ -154,3 +154,44 @@ def test_a_read_only_holder_of_every_shared_file_stops_no_writer(
     assert smi.returncode == 0, smi.stdout + smi.stderr
     with live.LiveLayer.open(live_file, library=library, writable=False) as layer:
         assert layer.values(0)["temperature_c"] == 91
+
+
+def _tear(overlay: Path, gpu: int) -> None:
+    """Leave GPU *gpu*'s record as a writer killed between its two counter bumps does."""
+    from nvml_mock_live import _layout as layout
+
+    path = overlay / ".nvml-mock" / live.LIVE_FILE_NAME
+    at = layout.LIVE_RECORDS_OFFSET + gpu * layout.LIVE_RECORD_BYTES + layout.LIVE_RECORD_SEQ
+    with open(path, "r+b") as handle:
+        handle.seek(at)
+        seq = int.from_bytes(handle.read(8), "little")
+        handle.seek(at)
+        handle.write((seq | 1).to_bytes(8, "little"))
+
+
+def test_a_record_left_mid_write_is_recovered_by_the_next_writer_or_a_restage(
+    overlay: Path, library: Path
+) -> None:
+    """A writer killed mid-write wedged that GPU: set, reset and status exited 1, and a
+    re-stage kept the damaged file."""
+    ctl = str(Path(sys.executable).parent / "nvml-mock-ctl")
+    assert _run(ctl, "--overlay-path", str(overlay), "temp", "91", "-i", "all").returncode == 0
+    _tear(overlay, 0)
+    status = _run(ctl, "--overlay-path", str(overlay), "status")
+    assert status.returncode == 1
+    assert "a writer died in the middle of writing it" in status.stderr
+    assert "nvml-mock-ctl reset -i 0" in status.stderr
+    fixed = _run(ctl, "--overlay-path", str(overlay), "temp", "70", "-i", "0")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "reset to the board values" in fixed.stderr
+    live_file = overlay / "config" / live.LIVE_FILE_NAME
+    with live.LiveLayer.open(live_file, library=library, writable=False) as layer:
+        assert layer.values(0) == {"temperature_c": 70}
+        assert layer.values(1) == {"temperature_c": 91}  # the other GPU kept its value
+    _tear(overlay, 1)
+    config = resolve_config(profile="h100", count=2, node="node-1")
+    stage(overlay, config, StageOptions(runtime=False, library=library, devices=False))
+    status = _run(ctl, "--overlay-path", str(overlay), "status")
+    assert status.returncode == 0, status.stderr
+    with live.LiveLayer.open(live_file, library=library, writable=False) as layer:
+        assert layer.values(0) == {"temperature_c": 70} and layer.values(1) == {}

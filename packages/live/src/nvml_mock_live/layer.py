@@ -27,6 +27,7 @@ import builtins
 import ctypes
 import errno
 import itertools
+import logging
 import mmap
 import os
 import stat
@@ -63,6 +64,7 @@ __all__ = [
 ]
 
 LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
+logger = logging.getLogger(__name__)
 SIZE: Final = layout.LIVE_TOTAL_BYTES
 _MASK_WORDS: Final = (layout.LIVE_KEY_SLOTS + 63) // 64
 _U64: Final = (1 << 64) - 1
@@ -154,6 +156,33 @@ def _record_offset(gpu: int) -> int:
     return layout.LIVE_RECORDS_OFFSET + gpu * layout.LIVE_RECORD_BYTES
 
 
+def heal_torn_records(mapped: mmap.mmap, gpu_count: int) -> builtins.list[int]:
+    """Repair the GPU records a writer left mid-write (its sequence counter odd), which every
+    reader then refuses; returns the GPUs repaired. Call it holding the writers' lock: no
+    writer is active then, so an odd counter can only be a dead writer's.
+
+    What the dead writer meant cannot be known, so the record's live values are cleared
+    (readers fall back to the board's) before the counter is made even again, last.
+    """
+    healed = []
+    for gpu in range(min(gpu_count, layout.LIVE_GPU_SLOTS)):
+        at = _record_offset(gpu)
+        seq: int = struct.unpack_from("<Q", mapped, at + layout.LIVE_RECORD_SEQ)[0]
+        if not seq & 1:
+            continue
+        start, end = at + layout.LIVE_RECORD_MASK, at + layout.LIVE_RECORD_BYTES
+        mapped[start:end] = bytes(end - start)
+        struct.pack_into("<Q", mapped, at + layout.LIVE_RECORD_SEQ, seq + 1)
+        healed.append(gpu)
+    if healed:
+        logger.warning(
+            "GPU(s) %s: a writer died in the middle of writing their live values; they were "
+            "reset to the board values",
+            ", ".join(map(str, healed)),
+        )
+    return healed
+
+
 def create(
     path: Path, board: Sequence[BoardGpu], *, library_path: Path | str | None = None
 ) -> Path:
@@ -199,9 +228,24 @@ def ensure(
         and all(record_uuid(data, gpu.index) == gpu.uuid for gpu in board)
     )
     if fits:
+        _heal_file(path, len(board))
         return False
     create(path, board, library_path=library_path)
     return True
+
+
+def _heal_file(path: Path, gpu_count: int) -> None:
+    """Repair, under the writers' lock, the records of a kept live file that a writer killed
+    mid-write left (a re-stage recovers a wedged GPU)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise LiveLayerError(f"cannot repair the live layer {path}: {exc.strerror}") from None
+    try:
+        with flock(path), mmap.mmap(fd, SIZE, mmap.MAP_SHARED) as mapped:
+            heal_torn_records(mapped, gpu_count)
+    finally:
+        os.close(fd)
 
 
 def _library(path: Path | str | None) -> ctypes.CDLL:
@@ -267,6 +311,9 @@ class LiveLayer:
         if self._lock is None:
             self._lock = WritersLock.for_directory("live", guarded_directory(self.path))
         with self._lock.held():
+            # Every write starts by repairing what a writer killed mid-write left (else that
+            # GPU refuses every later read and write until the file is deleted).
+            heal_torn_records(self._map, self.gpu_count)
             yield
 
     @classmethod
@@ -469,9 +516,17 @@ class LiveLayer:
         rc = self.lib.nvml_mock_live_snapshot(
             self.address(), SIZE, gpu, mask, slots, ctypes.byref(writes)
         )
+        if rc != 0 and self.writable:
+            with self._writers():  # repairs a record a dead writer left, then read again
+                pass
+            rc = self.lib.nvml_mock_live_snapshot(
+                self.address(), SIZE, gpu, mask, slots, ctypes.byref(writes)
+            )
         if rc != 0:
             raise LiveLayerError(
-                f"GPU {gpu}: no consistent read of {self.path} (a writer died mid-write?)"
+                f"GPU {gpu}: no consistent read of {self.path}: a writer died in the middle of "
+                f"writing it; any change (`nvml-mock-ctl reset -i {gpu}`) or a re-stage repairs "
+                "it, resetting that GPU's live values"
             )
         result: dict[str, int] = {}
         for key, spec in LIVE_GPU_KEYS.items():
