@@ -152,6 +152,12 @@ def test_a_read_only_holder_of_every_shared_file_stops_no_writer(
         capture_output=True, text=True, timeout=60, env=env, check=False,
     )  # fmt: skip
     assert smi.returncode == 0, smi.stdout + smi.stderr
+    # the library's own MIG writer (nvmlDeviceSetMigMode), through the work-alike
+    mig = subprocess.run(
+        [str(bin_dir / "nvml-mock-smi"), "-i", "0", "-mig", "1"],
+        capture_output=True, text=True, timeout=30, env=env, check=False,
+    )  # fmt: skip
+    assert mig.returncode == 0, mig.stdout + mig.stderr
     with live.LiveLayer.open(live_file, library=library, writable=False) as layer:
         assert layer.values(0)["temperature_c"] == 91
 
@@ -195,3 +201,34 @@ def test_a_record_left_mid_write_is_recovered_by_the_next_writer_or_a_restage(
     assert status.returncode == 0, status.stderr
     with live.LiveLayer.open(live_file, library=library, writable=False) as layer:
         assert layer.values(0) == {"temperature_c": 70} and layer.values(1) == {}
+
+
+def test_the_librarys_mig_writer_takes_the_same_writers_lock(overlay: Path) -> None:
+    """The Python writers and the mock library's MIG writers agree on one lock file."""
+    import threading
+
+    from nvml_mock_live.layer import guarded_directory
+    from nvml_mock_live.writers_lock import WritersLock
+
+    live_file = overlay / "config" / live.LIVE_FILE_NAME
+    lock = WritersLock.for_directory("live", guarded_directory(live_file))
+    env = {
+        **os.environ,
+        "MOCK_NVML_CONFIG": str(overlay / "config" / "state.nvmlmock"),
+        "LD_LIBRARY_PATH": str(overlay / "lib"),
+    }
+    smi = str(Path(sys.executable).parent / "nvml-mock-smi")
+    done: list[subprocess.CompletedProcess[str]] = []
+    with lock.held():
+        worker = threading.Thread(
+            target=lambda: done.append(
+                subprocess.run([smi, "-i", "0", "-mig", "1"], capture_output=True, text=True,
+                               timeout=60, env=env, check=False)
+            )
+        )  # fmt: skip
+        worker.start()
+        worker.join(2)
+        assert worker.is_alive() and not done, "the MIG change did not wait for the lock"
+    worker.join(60)
+    lock.close()
+    assert done and done[0].returncode == 0, done

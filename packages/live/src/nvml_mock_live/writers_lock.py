@@ -10,7 +10,7 @@ hung, the NRI plugin blocked in ``StartContainer``, ``stage`` hung).
 
 So the lock files live in a directory of their own outside the overlay,
 ``/run/nvml-mock`` (``NVML_MOCK_LOCK_DIR``; for a writer that is not root, its own
-directory under the temporary directory), mode 0700, which no container is given. A
+``$TMPDIR/nvml-mock-locks-<uid>``), mode 0700, which no container is given. A
 file is named for what it guards by the guarded directory's device and inode numbers,
 which are the same through every bind mount of it, so the node, the staging pod and the
 plugin, each seeing the overlay at its own path, take the same lock.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +39,9 @@ def lock_dir() -> Path:
         return Path(given)
     if os.geteuid() == 0:
         return Path(names.DEFAULT_LOCK_DIR)
-    return Path(tempfile.gettempdir()) / f"nvml-mock-locks-{os.geteuid()}"
+    # As the mock library's MIG writers name it (native/src/mig.c, writers_lock): one rule.
+    temporary = os.environ.get("TMPDIR") or "/tmp"
+    return Path(temporary) / f"nvml-mock-locks-{os.geteuid()}"
 
 
 def lock_path(kind: str, guarded: Path) -> Path:
