@@ -15,7 +15,7 @@ import os
 import statistics
 import time
 
-from nvml_mock_protocol.scenarios import parse_scenarios
+from nvml_mock_live.scenarios import parse_scenarios
 from nvml_mock_protocol.topology import TopologyDocument
 from nvml_mock_topology.scenarios import build_scenario_snapshot
 
