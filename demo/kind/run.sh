@@ -407,6 +407,39 @@ assert_gpus_visible() {
   done
 }
 
+stager_on_node() {
+  local node="$1" pod
+  pod="$(kq --namespace "${NVML_MOCK_NAMESPACE}" get pods \
+    --selector app.kubernetes.io/component=staging \
+    --field-selector "spec.nodeName=${node},status.phase=Running" \
+    --output 'jsonpath={.items[0].metadata.name}')"
+  if [[ "${DRY_RUN}" == true ]]; then
+    pod="nvml-mock-staging-on-${node}"
+  fi
+  [[ -n "${pod}" ]] || die "no running staging pod on node ${node}"
+  printf '%s' "${pod}"
+}
+
+assert_allocations_recorded() {
+  log "asserting each node's nvidia-smi lists the gpu-agent container as a compute process"
+  local nodes node stager apps
+  nodes="$(kq --namespace "${WORKLOAD_NAMESPACE}" get pods --selector app=gpu-agent \
+    --output 'jsonpath={.items[*].spec.nodeName}')"
+  if [[ "${DRY_RUN}" == true ]]; then
+    nodes="${CD_NODES[*]%%:*}"
+  fi
+  for node in ${nodes}; do
+    stager="$(stager_on_node "${node}")"
+    # The node's own view (the stager mounts the overlay at its host path): the NRI plugin
+    # recorded the running container's allocation in the live layer.
+    apps="$(kq --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
+      /var/lib/nvml-mock/bin/nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader)"
+    [[ "${DRY_RUN}" == true ]] && continue
+    [[ -n "${apps}" ]] || die "nvidia-smi on ${node} lists no compute process: the plugin wrote no allocation record"
+    printf '    %s: %s\n' "${node}" "$(head -n 1 <<<"${apps}")" >&3
+  done
+}
+
 assert_fabric_identity() {
   log "asserting every worker's check-fabric reports its clique and cluster UUID ${CLUSTER_UUID}"
   local entry node clique pod report
@@ -486,6 +519,7 @@ main() {
   deploy_workload
   assert_plain_workload
   assert_gpus_visible
+  assert_allocations_recorded
   if is_true "${WITH_COMPUTE_DOMAIN}"; then
     assert_fabric_identity
   fi

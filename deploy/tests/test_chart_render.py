@@ -148,6 +148,7 @@ def test_defaults_are_the_shared_names(chart: helm.Chart) -> None:
     assert nri["overlay"] == {
         "hostPath": names.OVERLAY_HOST_PATH,
         "mountPath": names.OVERLAY_MOUNT_PATH,
+        "writersLockPath": names.DEFAULT_LOCK_DIR,
     }
     assert f"{nri['cdiSpecDir']}/nvml-mock-nri.yaml" == names.CDI_SPEC_HOST_PATH
     assert nri["healthPort"] == names.NRI_PLUGIN_HEALTH_PORT
@@ -262,6 +263,7 @@ def test_moved_paths_follow_everywhere(render: RenderFn) -> None:
     assert nri_mounts["/run/containerd/nri"][1]["hostPath"]["path"] == "/run/containerd/nri"
     assert nri_mounts["/srv/mock"][1]["hostPath"]["path"] == "/srv/mock"
     assert nri_mounts["/etc/cdi"][1]["hostPath"]["path"] == "/etc/cdi"
+    assert nri_mounts["/srv/mock/.nvml-mock"][1]["hostPath"]["path"] == "/srv/mock/.nvml-mock"
 
     staging = rendered.get("DaemonSet", "gpu-mock")
     stage = container(staging, "stage")
@@ -270,7 +272,7 @@ def test_moved_paths_follow_everywhere(render: RenderFn) -> None:
     assert stage_env["NVML_MOCK_CDI_SPEC_HOST_PATH"] == "/etc/cdi/nvml-mock-nri.yaml"
     assert stage_env["NVML_MOCK_PROFILE"] == "h100"
     assert stage_env["NVML_MOCK_GPU_COUNT"] == "8"
-    assert set(mounts_of(staging, stage)) == {"/srv/mock", "/etc/cdi", "/tmp"}
+    assert set(mounts_of(staging, stage)) == {"/srv/mock", "/etc/cdi", "/tmp", "/run/nvml-mock"}
     # Both DaemonSets land on the same nodes: the plugin injects what the stager staged.
     for ds in (nri, staging):
         assert pod_spec(ds)["nodeSelector"] == {"pool": "gpu"}

@@ -77,6 +77,14 @@ if args[:2] == ["exec", "deployment/demo-prometheus"]:
     out('{"status":"success","data":{"result":[' + ("" if empty else '{"value":[1,"1"]}') + "]}}")
 if args[:1] == ["exec"] and args[1].startswith("nvml-mock-stage-"):
     sys.exit(0)
+if args[:2] == ["get", "pods"] and "app.kubernetes.io/component=staging" in args:
+    node = args[args.index("--field-selector") + 1].split(",")[0].split("=")[1]
+    out("nvml-mock-stager-" + node)
+if args[:1] == ["exec"] and args[1].startswith("nvml-mock-stager-"):
+    node = args[1][len("nvml-mock-stager-"):]
+    assert args[2:5] == ["-c", "stage", "--"], args
+    assert "--query-compute-apps=pid,used_memory" in args, args
+    out("" if node in env("FAKE_NO_ALLOCATIONS", "").split() else "4242, 20480 MiB\\n")
 if args[:2] == ["get", "pods"] and "--field-selector" in args:
     node = args[args.index("--field-selector") + 1].split(",")[0].split("=")[1]
     # A pod from before the restart, still terminating, is listed first.
@@ -164,6 +172,12 @@ def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> Non
         ["nvml-mock-ctl", "reset"],
     ]
     assert "alert GPUXidError firing:" in result.stdout
+    execs = [c for c in calls if c[0] == "kubectl" and "exec" in c]
+    agents = [c for c in execs if "gpu-agent-new-" in " ".join(c)]
+    stagers = [c for c in execs if "nvml-mock-stager-" in " ".join(c)]
+    assert len(agents) == 8 and len(stagers) == 4 and len(execs) == 12
+    for node in WORKERS:  # each node's own nvidia-smi, in its staging pod
+        assert f"    {node}: 4242, 20480 MiB" in result.stdout
 
 
 def test_an_existing_cluster_is_reused_when_it_has_nri(fake_tools: dict[str, str]) -> None:
@@ -208,6 +222,15 @@ def test_a_pod_without_gpus_fails(fake_tools: dict[str, str]) -> None:
     result, _ = run(fake_tools, FAKE_NO_GPUS=WORKERS[1])
     assert result.returncode == 1
     assert "listed no GPU" in result.stderr and WORKERS[1] in result.stderr
+
+
+def test_a_node_whose_nvidia_smi_lists_no_allocation_fails(fake_tools: dict[str, str]) -> None:
+    """The chart once mounted the overlay read-only into the plugin, so no record was ever
+    written: the demo now asks each node's own nvidia-smi for the gpu-agent's process."""
+    result, _ = run(fake_tools, FAKE_NO_ALLOCATIONS=WORKERS[2])
+    assert result.returncode == 1
+    assert f"nvidia-smi on {WORKERS[2]} lists no compute process" in result.stderr
+    assert f"    {WORKERS[0]}: 4242, 20480 MiB" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ nvmlInit. Through the runtime double over a real unix socket, on a real staged o
 
 from __future__ import annotations
 
+import io
+import logging
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from nvml_mock_nri import unknown_devices
 from nvml_mock_nri.errors import ConfigError, UnknownDeviceError
 from nvml_mock_nri.settings import load_settings
 from nvml_mock_protocol import names
+from nvml_mock_protocol.logs import configure_logging
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.errors import PluginError
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
@@ -123,3 +126,33 @@ def test_the_flag_env_and_runtime_key_spell_the_mode() -> None:
     assert flag.unknown_visible_devices == env.unknown_visible_devices == "allow"
     with pytest.raises(ConfigError, match="must be fail or allow"):
         load_settings(["--unknown-visible-devices", "maybe"], {})
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_a_hostile_entry_is_escaped_and_bounded_in_the_error_and_the_log(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path, log_format: str
+) -> None:
+    """A newline in NVIDIA_VISIBLE_DEVICES forged a log line, NUL bytes reached the log,
+    and a 10 KB entry made a 10 KB creation error. The plugin's own log setup writes."""
+    out = io.StringIO()
+    handler = configure_logging("info", log_format, out)
+    try:
+        await start_plugin("--overlay-host-path", str(overlay))
+        forged = (
+            "7\n2026-12-01T00:00:00.000Z INFO    nvml_mock_nri.plugin: forged\x00" + "x" * 10_000
+        )
+        with pytest.raises(PluginError) as failed:
+            await runtime.create_container(pod("train"), asking(forged))
+    finally:
+        logging.getLogger().removeHandler(handler)
+    message = failed.value.message
+    assert len(message) < 300
+    assert "\n" not in message and "\x00" not in message
+    assert message.startswith("nvidia-container-cli: device error: 7\\n2026-12-01")
+    assert message.endswith(f"...({len(forged)} chars): unknown device")
+    text = out.getvalue()
+    assert "failing the container's creation" in text
+    assert "\x00" not in text
+    lines = text.splitlines()
+    assert not [line for line in lines if line.startswith("2026-12-01T00:00:00.000Z")]
+    assert all(len(line) < 24_000 for line in lines)

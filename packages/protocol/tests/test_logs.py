@@ -135,8 +135,8 @@ def test_text_line_shape_with_context_and_traceback() -> None:
     assert TS.match(ts)
     assert rest == "INFO    nvml_mock_demo.store: reloaded nodes=3 changed=1"
     assert lines[1].split(" ", 1)[1] == "ERROR   nvml_mock_demo.store: cannot read"
-    assert lines[2] == "Traceback (most recent call last):"
-    assert lines[-1] == "RuntimeError: disk gone"
+    assert lines[2] == "  Traceback (most recent call last):"  # indented: never a line
+    assert lines[-1] == "  RuntimeError: disk gone"
 
 
 def test_level_filters_and_is_case_insensitive() -> None:
@@ -199,3 +199,32 @@ def test_a_fresh_process_writes_json_lines_to_stderr_only() -> None:
     assert done.stdout == ""
     (line,) = [json.loads(text) for text in done.stderr.splitlines()]
     assert (line["logger"], line["msg"], line["pod"]) == ("proc", "one line", "p")
+
+
+def test_pod_values_cannot_forge_lines_and_every_line_is_bounded() -> None:
+    """The NRI plugin logs values a pod wrote: a newline in NVIDIA_VISIBLE_DEVICES forged a
+    log line, NUL bytes reached the log, and lines ran to 100 KB."""
+    forged = "0\n2026-12-01T00:00:00.000Z ERROR   nvml_mock_nri: forged\x00\x1b[31m"
+    for fmt in ("text", "json"):
+        out = io.StringIO()
+        logs.configure_logging("info", fmt, out)
+        log = logging.getLogger("nvml_mock_nri.plugin")
+        log.warning("visible devices %s", forged, extra={"entry": forged, "big": "x" * 100_000})
+        try:
+            raise ValueError(forged)
+        except ValueError:
+            log.error("m" * 100_000, exc_info=True)
+        text = out.getvalue()
+        assert "\x00" not in text and "\x1b" not in text
+        lines = text.splitlines()
+        assert sum("forged" in line and line.startswith("2026-12-01T00:00") for line in lines) == 0
+        assert all(len(line) < 24_000 for line in lines), max(map(len, lines))
+        assert "\\n2026-12-01T00:00:00.000Z" in text.replace("\\\\", "\\")
+        assert "...(100000 chars)" in text
+    logs.configure_logging("info", "text", io.StringIO())
+
+
+def test_printable_escapes_and_cuts() -> None:
+    assert logs.printable("a\nb\x00c\u2028") == "a\\nb\\x00c\\u2028"
+    assert logs.printable("x" * 20, 5) == "xxxxx...(20 chars)"
+    assert logs.printable("a\nb\x07", keep_newlines=True) == "a\nb\\x07"

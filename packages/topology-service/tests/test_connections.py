@@ -156,3 +156,27 @@ def test_a_watch_outlives_both_timeouts(service: tuple[str, int]) -> None:
     [answer] = answers  # the wait ran out (no change), and the connection was not cut
     assert answer.status_code == 200
     assert answer.json()["revision"] == revision
+
+
+def test_a_whole_oversized_head_in_one_write_is_answered_431(service: tuple[str, int]) -> None:
+    """A complete 100 KB head in one write was parsed and answered 200: the cap was
+    counted only while a head was still incomplete."""
+    _, port = service
+    head = b"GET /v1/nodes/worker-1/identity HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 100_000
+    with connect(port) as big:
+        big.sendall(head + b"\r\n\r\n")
+        big.settimeout(10)
+        assert read_until_closed(big).startswith(b"HTTP/1.1 431")
+    # A head just under the cap, in one write and with its end straddling two writes.
+    small = b"GET /v1/nodes/worker-1/identity HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+    padded = small + b"X-Pad: " + b"a" * 60_000 + b"\r\n\r\n"
+    with connect(port) as fine:
+        fine.sendall(padded)
+        fine.settimeout(10)
+        assert read_until_closed(fine).startswith(b"HTTP/1.1 200")
+    with connect(port) as split:
+        split.sendall(padded[:-1])
+        time.sleep(0.1)
+        split.sendall(padded[-1:])
+        split.settimeout(10)
+        assert read_until_closed(split).startswith(b"HTTP/1.1 200")

@@ -7,10 +7,11 @@ that the library maps shared and read-only, so a value written here reaches ever
 the node, and in every container through the overlay's read-only bind mount, on its next
 call. Every writer (``nvml-mock-ctl``, the node agent, the work-alike's set commands, the NRI
 plugin's allocation records) goes through :class:`LiveLayer`: it validates against the
-bounds declared in ``keys.toml`` before anything is written, serialises writers with an
-exclusive ``flock`` on the file, and writes with the mock library's own sequence-lock
-primitives (:mod:`.library`, a versioned ABI), so readers and writers share one
-implementation of the protocol, with real atomics on every CPU.
+bounds declared in ``keys.toml`` before anything is written, serialises writers with a
+lock no reader of the file can take (:mod:`.writers_lock`: a file outside the overlay,
+never the live file itself, which any container can open read-only), and writes with the
+mock library's own sequence-lock primitives (:mod:`.library`, a versioned ABI), so readers
+and writers share one implementation of the protocol, with real atomics on every CPU.
 
 Typical use::
 
@@ -25,8 +26,8 @@ from __future__ import annotations
 import builtins
 import ctypes
 import errno
-import fcntl
 import itertools
+import logging
 import mmap
 import os
 import stat
@@ -47,6 +48,7 @@ from nvml_mock_live.board import BoardGpu, read_board
 from nvml_mock_live.errors import AllocationError, LiveLayerError, LiveValueError
 from nvml_mock_live.files import write_atomic
 from nvml_mock_live.keys import GPU_KEYS, LIVE_GPU_KEYS, Kind, check_integer
+from nvml_mock_live.writers_lock import WritersLock, writers_of
 
 __all__ = [
     "LIVE_FILE_NAME",
@@ -62,6 +64,7 @@ __all__ = [
 ]
 
 LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
+logger = logging.getLogger(__name__)
 SIZE: Final = layout.LIVE_TOTAL_BYTES
 _MASK_WORDS: Final = (layout.LIVE_KEY_SLOTS + 63) // 64
 _U64: Final = (1 << 64) - 1
@@ -136,18 +139,48 @@ def record_uuid(data: bytes | mmap.mmap, gpu: int) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
+def guarded_directory(path: Path) -> Path:
+    """The directory whose writers' lock guards the live file at *path*: the one that holds
+    the file itself, links followed (the state root of a staged overlay)."""
+    return Path(os.path.realpath(path)).parent
+
+
 @contextmanager
-def flock(fd: int) -> Iterator[None]:
-    """Hold the writers' exclusive lock on the live file *fd*."""
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
+def flock(path: Path) -> Iterator[None]:
+    """Hold the writers' lock of the live file at *path* (see :mod:`.writers_lock`)."""
+    with writers_of("live", guarded_directory(path)):
         yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 def _record_offset(gpu: int) -> int:
     return layout.LIVE_RECORDS_OFFSET + gpu * layout.LIVE_RECORD_BYTES
+
+
+def heal_torn_records(mapped: mmap.mmap, gpu_count: int) -> builtins.list[int]:
+    """Repair the GPU records a writer left mid-write (its sequence counter odd), which every
+    reader then refuses; returns the GPUs repaired. Call it holding the writers' lock: no
+    writer is active then, so an odd counter can only be a dead writer's.
+
+    What the dead writer meant cannot be known, so the record's live values are cleared
+    (readers fall back to the board's) before the counter is made even again, last.
+    """
+    healed = []
+    for gpu in range(min(gpu_count, layout.LIVE_GPU_SLOTS)):
+        at = _record_offset(gpu)
+        seq: int = struct.unpack_from("<Q", mapped, at + layout.LIVE_RECORD_SEQ)[0]
+        if not seq & 1:
+            continue
+        start, end = at + layout.LIVE_RECORD_MASK, at + layout.LIVE_RECORD_BYTES
+        mapped[start:end] = bytes(end - start)
+        struct.pack_into("<Q", mapped, at + layout.LIVE_RECORD_SEQ, seq + 1)
+        healed.append(gpu)
+    if healed:
+        logger.warning(
+            "GPU(s) %s: a writer died in the middle of writing their live values; they were "
+            "reset to the board values",
+            ", ".join(map(str, healed)),
+        )
+    return healed
 
 
 def create(
@@ -195,9 +228,24 @@ def ensure(
         and all(record_uuid(data, gpu.index) == gpu.uuid for gpu in board)
     )
     if fits:
+        _heal_file(path, len(board))
         return False
     create(path, board, library_path=library_path)
     return True
+
+
+def _heal_file(path: Path, gpu_count: int) -> None:
+    """Repair, under the writers' lock, the records of a kept live file that a writer killed
+    mid-write left (a re-stage recovers a wedged GPU)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise LiveLayerError(f"cannot repair the live layer {path}: {exc.strerror}") from None
+    try:
+        with flock(path), mmap.mmap(fd, SIZE, mmap.MAP_SHARED) as mapped:
+            heal_torn_records(mapped, gpu_count)
+    finally:
+        os.close(fd)
 
 
 def _library(path: Path | str | None) -> ctypes.CDLL:
@@ -215,7 +263,7 @@ def _retire(path: Path, library_path: Path | str | None) -> None:
     try:
         if os.fstat(fd).st_size != SIZE:
             return
-        with flock(fd), mmap.mmap(fd, SIZE, mmap.MAP_SHARED) as mapped:
+        with flock(path), mmap.mmap(fd, SIZE, mmap.MAP_SHARED) as mapped:
             if header_problem(mapped) is not None:
                 return
             buffer = ctypes.c_char.from_buffer(mapped)
@@ -255,6 +303,18 @@ class LiveLayer:
         self._map = mapped
         self._buffer: ctypes.Array[ctypes.c_char] | None = None
         self._board = list(board)
+        self._lock: WritersLock | None = None
+
+    @contextmanager
+    def _writers(self) -> Iterator[None]:
+        """The writers' lock, opened on first use and kept until :meth:`close`."""
+        if self._lock is None:
+            self._lock = WritersLock.for_directory("live", guarded_directory(self.path))
+        with self._lock.held():
+            # Every write starts by repairing what a writer killed mid-write left (else that
+            # GPU refuses every later read and write until the file is deleted).
+            heal_torn_records(self._map, self.gpu_count)
+            yield
 
     @classmethod
     def open(
@@ -422,7 +482,7 @@ class LiveLayer:
         if not isinstance(data, int) or not 0 <= data <= _U64:
             raise LiveValueError("data", data, "must be an unsigned 64-bit integer")
         self._writable()
-        with flock(self._fd):
+        with self._writers():
             seq = int(self.lib.nvml_mock_live_event(self.address(), SIZE, gpu, event_type, data))
         if seq == 0:
             raise LiveLayerError(f"GPU {gpu}: the library refused the event for {self.path}")
@@ -442,7 +502,7 @@ class LiveLayer:
         every GPU and compute instance is gone (the library's own primitive, under the flock)."""
         self._gpu(gpu)
         self._writable()
-        with flock(self._fd):
+        with self._writers():
             rc = self.lib.nvml_mock_live_mig_reset(self.address(), SIZE, gpu)
         if rc != 0:
             raise LiveLayerError(f"GPU {gpu}: the library refused the MIG reset of {self.path}")
@@ -456,9 +516,17 @@ class LiveLayer:
         rc = self.lib.nvml_mock_live_snapshot(
             self.address(), SIZE, gpu, mask, slots, ctypes.byref(writes)
         )
+        if rc != 0 and self.writable:
+            with self._writers():  # repairs a record a dead writer left, then read again
+                pass
+            rc = self.lib.nvml_mock_live_snapshot(
+                self.address(), SIZE, gpu, mask, slots, ctypes.byref(writes)
+            )
         if rc != 0:
             raise LiveLayerError(
-                f"GPU {gpu}: no consistent read of {self.path} (a writer died mid-write?)"
+                f"GPU {gpu}: no consistent read of {self.path}: a writer died in the middle of "
+                f"writing it; any change (`nvml-mock-ctl reset -i {gpu}`) or a re-stage repairs "
+                "it, resetting that GPU's live values"
             )
         result: dict[str, int] = {}
         for key, spec in LIVE_GPU_KEYS.items():
@@ -509,7 +577,7 @@ class LiveLayer:
         slots = (ctypes.c_uint * count)(*(c[0] for c in changes))
         values = (ctypes.c_uint64 * count)(*(c[1] for c in changes))
         flags = (ctypes.c_ubyte * count)(*(c[2] for c in changes))
-        with flock(self._fd):
+        with self._writers():
             rc = self.lib.nvml_mock_live_write(
                 self.address(), SIZE, gpu, count, slots, values, flags
             )
@@ -589,7 +657,7 @@ class LiveLayer:
         """Replace what *container_id* holds by *allocs* (usually one; none removes it)."""
         self._writable()
         records = [(a.container_id, pack(a, self.gpu_count)) for a in allocs]
-        with flock(self._fd):
+        with self._writers():
             slots = self._slot_ids()
             mine = [s for s, cid in slots.items() if cid == container_id]
             self._apply_records(slots, mine, records)
@@ -597,7 +665,7 @@ class LiveLayer:
     def remove(self, container_id: str) -> bool:
         """Remove the record of *container_id*; True when there was one."""
         self._writable()
-        with flock(self._fd):
+        with self._writers():
             slots = self._slot_ids()
             mine = [s for s, cid in slots.items() if cid == container_id]
             self._apply_records(slots, mine, [])
@@ -612,7 +680,7 @@ class LiveLayer:
         if len(set(ids)) != len(ids):
             raise AllocationError("replace_all: a container id appears twice")
         records = [(a.container_id, pack(a, self.gpu_count)) for a in wanted]
-        with flock(self._fd):
+        with self._writers():
             slots = self._slot_ids()
             self._apply_records(slots, list(slots), records)
 
@@ -662,6 +730,9 @@ class LiveLayer:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def __enter__(self) -> LiveLayer:
         return self

@@ -27,7 +27,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final
 
 from nvml_mock_live import _vocabulary as declared
@@ -317,7 +317,14 @@ def parse_time_ms(text: str) -> int:
             ) from None
     if not math.isfinite(seconds) or seconds < 0:
         raise LiveValueError("at", text, "must be a time after 1970")
+    if seconds > _AT_MAX_SECONDS:  # status could not show it (and once tracebacked after writing)
+        raise LiveValueError("at", text, "must be a time before the year 10000")
     return round(seconds * 1000)
+
+
+_AT_MAX_SECONDS = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+"""The last time ``datetime`` (and so ``nvml-mock-ctl status``) can show; a later trigger
+time is refused before anything is written."""
 
 
 def _unsigned(name: str, text: str, high: int = _U64) -> int:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from nvml_mock_live import BoardGpu, LiveLayerError, read_board, resolve_gpus
+from nvml_mock_protocol.logs import printable
 
 from nvml_mock_nri import dra
 from nvml_mock_nri.errors import UnknownDeviceError
@@ -49,9 +50,17 @@ ALLOW: Final = "allow"
 MODES: Final = (FAIL, ALLOW)
 
 
+ENTRY_MAX_CHARS = 128
+"""Longest entry quoted in the creation error: the entry is the pod's, and a 10 KB one made
+a 10 KB error in the runtime's answer and the kubelet's events."""
+
+
 def toolkit_message(entry: str) -> str:
-    """The toolkit's words for *entry* naming no device (its ``nvidia-container-cli``)."""
-    return f"nvidia-container-cli: device error: {entry}: unknown device"
+    """The toolkit's words for *entry* naming no device (its ``nvidia-container-cli``),
+    the entry escaped and bounded (it is pod-supplied text)."""
+    return (
+        f"nvidia-container-cli: device error: {printable(entry, ENTRY_MAX_CHARS)}: unknown device"
+    )
 
 
 class NodeGpus:

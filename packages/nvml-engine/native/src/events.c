@@ -232,6 +232,11 @@ static int time_left(const struct timespec *deadline, struct timespec *left)
     return left->tv_sec > 0 || (left->tv_sec == 0 && left->tv_nsec > 0);
 }
 
+/* Spurious wakes (a FUTEX_WAKE that wrote nothing) taken at once in one wait, and the pause
+ * between looks at the word after that (see wait_event). */
+#define SPURIOUS_BEFORE_PAUSE 8u
+#define SPURIOUS_PAUSE_NS 1000000L
+
 /* Leave a wait: the last waiter of a set being freed lets nvmlEventSetFree finish. Caller
  * holds s->lock. */
 static void leave_wait(struct nvmlEventSet_st *s)
@@ -299,7 +304,34 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
                 left.tv_nsec = (long)LOST_POLL_MS * 1000000L;
             }
             pthread_mutex_unlock(&s->lock);
-            syscall(SYS_futex, word, FUTEX_WAIT, seen, &left, NULL, 0);
+            unsigned spurious = 0;
+            for (;;) {
+                syscall(SYS_futex, word, FUTEX_WAIT, seen, &left, NULL, 0);
+                /* Any process that maps the file, read-only included, may FUTEX_WAKE the
+                 * word. A wake that changed nothing (the word is what it was: a writer bumps
+                 * it before waking, and the set is not being freed) is spurious: it never
+                 * returns an event, and costs neither the set's lock nor a scan of the ring.
+                 * Past a few in one wait the waiter is being flooded: it then looks at the
+                 * word once per SPURIOUS_PAUSE_NS instead of at every wake, so a flood costs
+                 * it about a thousand system calls a second and a real event at most that
+                 * pause of latency. */
+                if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen ||
+                    __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE) || !time_left(&deadline, &left)) {
+                    break;
+                }
+                if (++spurious >= SPURIOUS_BEFORE_PAUSE) {
+                    struct timespec pause = {0, SPURIOUS_PAUSE_NS};
+                    if (left.tv_sec == 0 && left.tv_nsec < pause.tv_nsec) {
+                        pause = left;
+                    }
+                    nanosleep(&pause, NULL);
+                    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen ||
+                        __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE) ||
+                        !time_left(&deadline, &left)) {
+                        break;
+                    }
+                }
+            }
             pthread_mutex_lock(&s->lock);
         }
     }
@@ -361,7 +393,7 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
     struct nvmlEventSet_st *s = event_set(set);
     REQUIRE_ARG(s);
     pthread_mutex_lock(&s->lock);
-    s->closing = 1;
+    __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE); /* read unlocked by waiters */
     pthread_cond_broadcast(&s->cond);
     while (s->waiters > 0) {
         if (s->ring != NULL) {

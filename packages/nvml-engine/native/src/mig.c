@@ -6,8 +6,8 @@
  * layer (mode current/pending, GPU instances with profile and placement, compute instances).
  * Every call reads the record afresh (sequence-locked, like every live read), so a partition
  * made by any process on the node is seen by every process and container on its next call.
- * Changes (SetMigMode, create, destroy) are written here, under the live file's exclusive
- * flock, by a caller that can open the file for writing (root on the node, or the writer's
+ * Changes (SetMigMode, create, destroy) are written here, under the writers' lock (a file
+ * outside the overlay, see writers_lock; never a lock on the live file), by a caller that can open the file for writing (root on the node, or the writer's
  * user); any other caller gets NVML_ERROR_NO_PERMISSION, as an unprivileged caller does from
  * the real driver. A record read from a damaged or hostile file is sanitised: an instance
  * whose profile, placement or id does not fit the board is not there.
@@ -21,6 +21,7 @@
 #include "visible.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -337,8 +338,69 @@ int mock_mig_on(const struct nvmlDevice_st *d)
     return 0;
 }
 
-/* A change to one GPU's record, under the live file's exclusive flock. */
+/* The writers' lock of the live file at `live`: the file nvml_mock_live.writers_lock names
+ * ("<dir>/live-<dev>-<ino>.lock", dev and ino of the directory holding the file, links
+ * followed, in hex; <dir> is $NVML_MOCK_LOCK_DIR, else /run/nvml-mock for root, else
+ * $TMPDIR or /tmp + "/nvml-mock-locks-<uid>"), held exclusively. Never a lock on the live file
+ * itself: any process that maps it, a container's read-only mapping included, could hold that
+ * one and stop every writer. Returns the locked descriptor, or -1. */
+static int writers_lock(const char *live)
+{
+    char real[PATH_MAX];
+    if (realpath(live, real) == NULL) {
+        return -1;
+    }
+    char *slash = strrchr(real, '/');
+    if (slash == NULL) {
+        return -1;
+    }
+    if (slash == real) {
+        slash[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+    struct stat dir;
+    if (stat(real, &dir) != 0) {
+        return -1;
+    }
+    char lock_dir[PATH_MAX];
+    const char *given = getenv("NVML_MOCK_LOCK_DIR");
+    int n;
+    if (given != NULL && given[0] != '\0') {
+        n = snprintf(lock_dir, sizeof(lock_dir), "%s", given);
+    } else if (geteuid() == 0) {
+        n = snprintf(lock_dir, sizeof(lock_dir), "/run/nvml-mock");
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        n = snprintf(lock_dir, sizeof(lock_dir), "%s/nvml-mock-locks-%u",
+                     tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (unsigned)geteuid());
+    }
+    if (n < 0 || (size_t)n >= sizeof(lock_dir)) {
+        return -1;
+    }
+    if (mkdir(lock_dir, 0700) != 0 && errno != EEXIST) {
+        return -1;
+    }
+    char path[PATH_MAX];
+    n = snprintf(path, sizeof(path), "%s/live-%llx-%llx.lock", lock_dir, (unsigned long long)dir.st_dev,
+                 (unsigned long long)dir.st_ino);
+    if (n < 0 || (size_t)n >= sizeof(path)) {
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        return -1;
+    }
+    if (flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* A change to one GPU's record, under the writers' lock (writers_lock). */
 struct mig_txn {
+    int lock;
     int fd;
     unsigned char *base;
     unsigned char *rec;
@@ -347,6 +409,7 @@ struct mig_txn {
 
 static nvmlReturn_t txn_begin(const struct nvmlDevice_st *d, struct mig_txn *t)
 {
+    t->lock = -1;
     t->fd = -1;
     t->base = NULL;
     if (mig_record(d) == NULL || mock_live_path[0] == '\0') {
@@ -362,21 +425,31 @@ static nvmlReturn_t txn_begin(const struct nvmlDevice_st *d, struct mig_txn *t)
         return NVML_ERROR_UNKNOWN;
     }
     struct stat st;
-    if (fstat(t->fd, &st) != 0 || !S_ISREG(st.st_mode) || (unsigned long long)st.st_size != LIVE_TOTAL_BYTES ||
-        flock(t->fd, LOCK_EX) != 0) {
+    if (fstat(t->fd, &st) != 0 || !S_ISREG(st.st_mode) || (unsigned long long)st.st_size != LIVE_TOTAL_BYTES) {
         close(t->fd);
         return NVML_ERROR_UNKNOWN;
     }
+    t->lock = writers_lock(mock_live_path);
+    if (t->lock < 0) {
+        int denied = errno == EACCES || errno == EPERM || errno == EROFS;
+        close(t->fd);
+        mock_set_error_detail(denied ? NVML_ERROR_NO_PERMISSION : NVML_ERROR_UNKNOWN,
+                              "cannot take the live layer writers' lock (NVML_MOCK_LOCK_DIR)");
+        return denied ? NVML_ERROR_NO_PERMISSION : NVML_ERROR_UNKNOWN;
+    }
     void *m = mmap(NULL, (size_t)LIVE_TOTAL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd, 0);
     if (m == MAP_FAILED) {
-        close(t->fd); /* drops the lock */
-        return errno == EACCES ? NVML_ERROR_NO_PERMISSION : NVML_ERROR_UNKNOWN;
+        int denied = errno == EACCES;
+        close(t->fd);
+        close(t->lock); /* drops the lock */
+        return denied ? NVML_ERROR_NO_PERMISSION : NVML_ERROR_UNKNOWN;
     }
     t->base = m;
     if (memcmp(t->base + LIVE_HDR_MAGIC, LIVE_MAGIC, sizeof(LIVE_MAGIC)) != 0 ||
         __atomic_load_n((const uint32_t *)(const void *)(t->base + LIVE_HDR_RETIRED), __ATOMIC_ACQUIRE) != 0) {
         munmap(t->base, (size_t)LIVE_TOTAL_BYTES);
         close(t->fd);
+        close(t->lock);
         return NVML_ERROR_GPU_IS_LOST; /* replaced by a re-stage: re-initialise to see the new one */
     }
     t->rec = t->base + LIVE_MIG_OFFSET + (size_t)d->board * LIVE_MIG_BYTES_PER_GPU;
@@ -400,8 +473,9 @@ static void txn_end(struct mig_txn *t, int commit)
         __atomic_fetch_add((uint64_t *)(void *)(t->base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
     }
     munmap(t->base, (size_t)LIVE_TOTAL_BYTES);
-    flock(t->fd, LOCK_UN);
     close(t->fd);
+    flock(t->lock, LOCK_UN);
+    close(t->lock);
 }
 
 static struct mig_gi *find_gi(struct mig_layout *l, unsigned int id)
@@ -816,7 +890,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int 
 
 /* A GPU reset on the node (called by the writer through ctypes): the pending mode becomes
  * current and every instance is gone, as after a real reset. Returns 0, or -1 for a bad
- * argument. The caller holds the file's flock. */
+ * argument. The caller holds the writers' lock. */
 MOCK_EXPORT int nvml_mock_live_mig_reset(void *base, size_t len, unsigned int gpu);
 
 int nvml_mock_live_mig_reset(void *base, size_t len, unsigned int gpu)

@@ -12,7 +12,8 @@ util``, ``set`` live keys validated against ``keys.toml``, ``xid`` an event. A v
 engine refuses fails the scenario on this node with that reason; nothing is written.
 
 Nothing is left behind: before it writes a run, the agent records it (the values per GPU
-and when the run ends) in ``scenarios.applied.json`` beside the live layer, with the last
+and when the run ends) in ``scenarios.applied.json`` beside the live file (in a staged
+overlay, the state root ``.nvml-mock/``, which re-staging keeps), with the last
 scenarios the service gave it. After a restart it reads that file first, so a run whose
 end has passed is cleared at once, even when the service cannot be reached. When the
 service is down the agent keeps its last scenarios, keeps their schedule, and says so in
@@ -50,6 +51,7 @@ from nvml_mock_engine import faults
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.driver_surfaces import MigFollower
 from nvml_mock_engine.errors import (
+    AnswerTooLargeError,
     KernelLogError,
     LiveLayerError,
     LiveValueError,
@@ -58,6 +60,11 @@ from nvml_mock_engine.errors import (
 from nvml_mock_engine.faults import Event, GpuView
 from nvml_mock_engine.gpu_select import select_gpus
 from nvml_mock_engine.kernel_log import Announcer, open_sink
+from nvml_mock_engine.http_answers import (
+    ERROR_MAX_BYTES,
+    failure_reason,
+    read_bounded,
+)
 from nvml_mock_engine.settings import AgentSettings
 
 __all__ = ["Agent", "AppliedRun", "run_agent", "run_window"]
@@ -170,7 +177,10 @@ class Agent:
 
     def _load(self) -> None:
         path = self.settings.applied_path
+        earlier = self.settings.earlier_applied_path
         try:
+            if not path.exists() and earlier is not None and earlier.exists():
+                path = earlier  # kept by an earlier release in the generation's config/
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return
@@ -185,6 +195,15 @@ class Agent:
             for item in data.get("applied", []):
                 run = AppliedRun(**item)
                 self.applied[run.name] = run
+                # Reported as applied again (a restarted service learns it from the heartbeat).
+                self.outcomes[run.name] = _Outcome(
+                    run.revision,
+                    "applied",
+                    run=run.run,
+                    gpus=list(run.uuids),
+                    applied_ms=run.applied_ms,
+                    latency_ms=run.latency_ms,
+                )
         except (TypeError, ValueError) as exc:
             logger.error("%s is not an applied file this agent reads: %s", path, exc)
             return
@@ -483,7 +502,7 @@ class Agent:
         )
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
-                response.read()
+                read_bounded(response, ERROR_MAX_BYTES)
         except urllib.error.HTTPError as exc:
             self.metrics.report_failures += 1
             if exc.code == 429:
@@ -501,9 +520,9 @@ class Agent:
                 return
             logger.error("report refused (%d): %s", exc.code, detail)
             return
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, AnswerTooLargeError) as exc:
             self.metrics.report_failures += 1
-            logger.debug("report not sent: %s", exc)
+            logger.debug("report not sent: %s", failure_reason(exc, 10))
             return
         self.metrics.reports += 1
         self._reported = body
@@ -526,14 +545,15 @@ class Agent:
         revision = self.served.revision if self.served is not None and self.connected else None
         query = f"?revision={revision}&wait={wait:g}" if revision is not None else ""
         url = f"{self.settings.topology_url}/v1/nodes/{self.settings.node}/scenarios{query}"
+        timeout = wait + 15
         try:
-            with urllib.request.urlopen(url, timeout=wait + 15) as response:
-                served = NodeScenarios.model_validate_json(response.read())
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                served = NodeScenarios.model_validate_json(read_bounded(response))
         except urllib.error.HTTPError as exc:
             self.lost(f"HTTP {exc.code}: {_detail(exc)}")
             raise
         except (urllib.error.URLError, OSError, ValueError) as exc:
-            self.lost(str(getattr(exc, "reason", exc)))
+            self.lost(failure_reason(exc, timeout))
             raise
         self.accept(served)
 
@@ -668,7 +688,7 @@ def _retry_after(value: str | None) -> float:
 def _detail(exc: urllib.error.HTTPError) -> str:
     """The ``detail`` of an error answer (the service's sentence); closes the answer."""
     try:
-        body = json.loads(exc.read() or b"{}")
+        body = json.loads(read_bounded(exc, ERROR_MAX_BYTES) or b"{}")
     except (ValueError, OSError):
         return str(exc.reason)
     finally:

@@ -519,9 +519,11 @@ def _trigger_text(values: Mapping[str, object]) -> str | None:
         seed = values.get("fault_trigger_seed", 0)
         return f"probability {param / 1_000_000:g} per call, seed {seed}"
     if kind == vocabulary.TRIGGERS["at"]:
-        return "at " + datetime.fromtimestamp(param / 1000).astimezone().isoformat(
-            timespec="seconds"
-        )
+        try:
+            moment = datetime.fromtimestamp(param / 1000).astimezone()
+        except (OverflowError, OSError, ValueError):  # written by hand, past what datetime shows
+            return f"at {param} ms since the epoch"
+        return "at " + moment.isoformat(timespec="seconds")
     return "now"
 
 

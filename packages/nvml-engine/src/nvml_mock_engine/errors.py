@@ -13,6 +13,8 @@ One base class, so a caller can catch everything this package raises on purpose:
     │   └── FrameError       a peer's frame is not one JSON object (that connection closes)
     ├── KernelLogError     the kernel-log sink cannot be opened or written, or is refused on
     │                      a node with a real NVIDIA driver (exit 1); names the sink
+    ├── AnswerTooLargeError  (also a ValueError) the topology service sent more than the
+    │                      agent or ``nvml-mock-ctl scenario`` reads; nothing of it is used
     └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
 
 The live layer's errors are the live package's (:mod:`nvml_mock_live.errors`, re-exported
@@ -33,6 +35,7 @@ from __future__ import annotations
 from nvml_mock_live.errors import LiveLayerError, LiveValueError
 
 __all__ = [
+    "AnswerTooLargeError",
     "ConfigError",
     "CtlUsageError",
     "KernelLogError",
@@ -75,3 +78,5 @@ class CtlUsageError(NvmlEngineError):
 
 class KernelLogError(NvmlEngineError):
     """The kernel-log sink cannot be used (or may not be, on a real driver's node)."""
+class AnswerTooLargeError(NvmlEngineError, ValueError):
+    """The topology service sent an answer past the limit read; nothing of it is used."""

@@ -17,7 +17,12 @@ from typing import Any, Final
 
 from nvml_mock_protocol import settings as s
 
-from nvml_mock_engine.errors import CtlUsageError, LiveLayerError
+from nvml_mock_engine.errors import AnswerTooLargeError, CtlUsageError, LiveLayerError
+from nvml_mock_engine.http_answers import (
+    ERROR_MAX_BYTES,
+    failure_reason,
+    read_bounded,
+)
 from nvml_mock_engine.settings import ENV_TOPOLOGY_URL
 
 __all__ = ["URL_OPTION", "add_scenario_verb"]
@@ -64,17 +69,19 @@ def _get(base: str, path: str) -> Any:
     url = base + path
     try:
         with urllib.request.urlopen(url, timeout=15) as response:
-            return json.load(response)
+            return json.loads(read_bounded(response))
     except urllib.error.HTTPError as exc:
         try:
-            detail = json.load(exc).get("detail", exc.reason)
-        except (ValueError, AttributeError):
+            detail = json.loads(read_bounded(exc, ERROR_MAX_BYTES)).get("detail", exc.reason)
+        except (ValueError, AttributeError, OSError):
             detail = exc.reason
         finally:
             exc.close()
         raise LiveLayerError(f"{url}: {exc.code} {detail}") from None
+    except AnswerTooLargeError as exc:
+        raise LiveLayerError(f"{url}: {exc}") from None
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
+        reason = failure_reason(exc, 15)
         raise LiveLayerError(f"cannot reach the topology service at {base}: {reason}") from None
 
 

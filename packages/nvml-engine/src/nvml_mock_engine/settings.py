@@ -12,6 +12,7 @@ from, so it reads like every other config error of the package.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -497,7 +498,21 @@ class AgentSettings(CtlSettings):
 
     @property
     def applied_path(self) -> Path:
-        return self.applied_file or self.live_path.parent / names.APPLIED_FILE_NAME
+        """Beside the live file itself, links followed: in a staged overlay that is the state
+        root (``.nvml-mock/``), which outlives generations, not the per-generation
+        ``config/`` a re-stage replaces (the record was lost on every re-stage)."""
+        if self.applied_file is not None:
+            return self.applied_file
+        return Path(os.path.realpath(self.live_path)).parent / names.APPLIED_FILE_NAME
+
+    @property
+    def earlier_applied_path(self) -> Path | None:
+        """Where an agent of an earlier release kept the record (read once if the new place
+        has none): beside ``config/live.nvmlmock`` without following links."""
+        if self.applied_file is not None:
+            return None
+        earlier = self.live_path.parent / names.APPLIED_FILE_NAME
+        return None if earlier == self.applied_path else earlier
 
 
 AGENT_OPTIONS: Final[tuple[s.Option, ...]] = (
@@ -552,7 +567,7 @@ AGENT_OPTIONS: Final[tuple[s.Option, ...]] = (
         s.optional(_path),
         "what the agent applied, kept across its restarts",
         metavar="PATH",
-        default_doc=f"`{names.APPLIED_FILE_NAME}` beside the live layer",
+        default_doc=f"`{names.APPLIED_FILE_NAME}` beside the live file (links followed)",
     ),
     s.Option(
         "max_wait",

@@ -23,12 +23,12 @@ made on. Their files are replaced one by one, each by a rename.
 
 The Python runtime is the one large part; it is named by a fingerprint of what it is
 built from and reused when that has not changed, so re-staging takes well under a second.
-A lock file serialises concurrent stagers of the same directory.
+A lock outside the overlay (``nvml_mock_live.writers_lock``) serialises concurrent stagers of
+the same directory; no reader of the overlay can take it.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -44,6 +44,7 @@ from typing import Final
 
 import nvml_mock_live as live
 import yaml
+from nvml_mock_live.writers_lock import writers_of
 from nvml_mock_protocol import hostgpu, names
 
 from nvml_mock_engine import driver_root, driver_surfaces, pci_sysfs, procfs
@@ -283,7 +284,7 @@ def stage(
     state_root = directory / STATE_DIR
     state_root.mkdir(exist_ok=True)
     warnings: list[str] = []
-    with _locked(state_root / "lock"):
+    with _locked(directory):
         generation = Path(tempfile.mkdtemp(prefix="gen-", dir=state_root))
         try:
             generation.chmod(0o755)
@@ -638,13 +639,15 @@ def _check_ours(directory: Path) -> None:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
+def _locked(directory: Path) -> Iterator[None]:
+    """Serialise stagers of *directory* with a lock outside the overlay (a ``lock`` file in
+    ``.nvml-mock/`` could be held through any container's read-only mount, and hung every
+    later ``stage``); see :mod:`nvml_mock_live.writers_lock`."""
+    try:
+        with writers_of("stage", directory):
             yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    except LiveLayerError as exc:
+        raise StageError(str(exc)) from None
 
 
 def _ensure_runtime(state_root: Path) -> tuple[str, bool]:

@@ -272,6 +272,11 @@ def test_several_gpus(live_file: Path, spec: str) -> None:
         (["fail", "fabric-degraded", "--reason", "gremlins", "-i", "0"], "reason='gremlins'"),
         (["fail", "lost", "--probability", "1.5", "-i", "0"], "probability='1.5'"),
         (["fail", "lost", "--at", "tomorrow", "-i", "0"], "at='tomorrow'"),
+        (
+            ["fail", "lost", "--at", "99999999999999", "-i", "0"],
+            "at='99999999999999': must be a time before",
+        ),
+        (["fail", "thermal", "--at", "253402300800", "-i", "0"], "at='253402300800'"),
         (["xid", "0", "-i", "0"], "xid='0'"),
         (["temp", "50", "-i", "7"], "gpu='7'"),
         (["temp", "50", "-i", "GPU-00000000-0000-0000-0000-000000000000"], "gpu='GPU-0000"),
@@ -646,6 +651,19 @@ def test_status_lists_a_damaged_record_without_failing(
     assert row["pod"] == "p" * pod_size
     assert run(live_file, "status") == ctl.EXIT_OK
     assert " 0,40 " in capsys.readouterr().out
+
+
+def test_a_time_past_year_9999_written_by_hand_does_not_break_status(
+    live_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--at`` past year 9999 wrote the fault and then tracebacked, and ``status`` kept
+    crashing until ``reset``; it is refused now, and a value written another way shows."""
+    with live.LiveLayer.open(live_file) as layer:
+        layer.set(0, {"temperature_c": 90}, armed=True)
+        layer.set(0, {"fault_trigger": 3, "fault_trigger_param": 10**17})
+    capsys.readouterr()
+    assert run(live_file, "status") == 0
+    assert f"at {10**17} ms since the epoch" in capsys.readouterr().out
 
 
 def test_with_mock_nvml_config_set_the_live_file_is_the_one_beside_it(

@@ -11,8 +11,10 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -479,3 +481,67 @@ def test_a_blocked_waiter_learns_of_a_loss_without_an_event(
     waiter.join(10)
     assert outcome == ["lost"]
     layer.clear(1, ["gpu_lost"])
+FLOODER = textwrap.dedent(
+    """
+    import ctypes, os, sys, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    base = libc.mmap(None, os.fstat(fd).st_size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    word = ctypes.c_void_p(base + int(sys.argv[2]))
+    print("flooding", flush=True)
+    end = time.monotonic() + float(sys.argv[3])
+    while time.monotonic() < end:
+        libc.syscall(202, word, 1, 0x7FFFFFFF, None, None, 0)  # FUTEX_WAKE, everyone
+    """
+)
+
+
+@needs_mount_namespaces
+def test_a_tenant_flooding_futex_wakes_gets_no_false_event_and_costs_little(
+    library_file: Path, live_state: Path, tmp_path: Path
+) -> None:
+    """Any tenant may FUTEX_WAKE the ring's word through its read-only mapping: a waiter took
+    0.04 s of CPU per 10 s, and 1.5 s under such a flood. Spurious wakes never return an event,
+    and past a few the waiter looks at the word once a millisecond."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to drop to an unprivileged user")
+    base = Path(tempfile.mkdtemp(prefix="nvml-mock-flood-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        host = base / "host"
+        shutil.copytree(live_state.parent, host)
+        host.chmod(0o755)
+        (base / "flood.py").write_text(FLOODER)
+        mount = base / "mnt"
+        mount.mkdir()
+        offset = _live_layout.LIVE_HEADER_FIELDS["event_futex"][1]
+        inner = read_only_bind(host, mount) + (
+            f"exec setpriv --reuid=65534 --regid=65534 --clear-groups {sys.executable} "
+            f"{base / 'flood.py'} {mount / live.LIVE_FILE_NAME} {offset} 6"
+        )
+        flood = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", inner],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert flood.stdout is not None and flood.stdout.readline() == "flooding\n"
+            script = tmp_path / "idle_waiter.py"
+            script.write_text(IDLE_WAITER)
+            done = subprocess.run(
+                [sys.executable, str(script), str(library_file)],
+                env=dict(os.environ, MOCK_NVML_CONFIG=str(host / live_state.name)),
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert flood.poll() is None, "the flood ended before the wait did"
+        finally:
+            flood.kill()
+            _, flood_err = flood.communicate(timeout=10)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert done.returncode == 0, done.stderr + flood_err
+    verdict, _, cpu = done.stdout.strip().partition(" cpu=")
+    assert verdict == "timeout", "a spurious wake returned an event"
+    assert float(cpu) < 0.3, f"the flooded waiter used {cpu} s of CPU in 3 s"

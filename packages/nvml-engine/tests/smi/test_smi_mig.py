@@ -95,3 +95,28 @@ def test_bad_combinations_are_refused(library_file: Path, h100: Path) -> None:
     assert rc == 2
     rc, _ = smi(library_file, "-mig", "2")
     assert rc == 2
+
+
+def test_destroying_an_instance_that_does_not_exist_is_not_found(
+    library_file: Path, h100: Path
+) -> None:
+    """It returned 0 and said nothing; the real tool names each missing instance and
+    exits 6 (NVML's Not Found)."""
+    assert smi(library_file, "-i", "0", "-mig", "1")[0] == 0
+    rc, out = smi(library_file, "mig", "-i", "0", "-dgi", "-gi", "5")
+    assert (rc, out) == (
+        6,
+        "Unable to destroy GPU instance ID  5 from GPU  0: Not Found\n"
+        "Failed to destroy GPU instances: Not Found\n",
+    )
+    rc, out = smi(library_file, "mig", "-i", "0", "-dci", "-gi", "5")
+    assert rc == 6 and "Unable to find GPU instance ID  5 on GPU  0: Not Found" in out
+    assert smi(library_file, "mig", "-i", "0", "-dgi")[0] == 6  # none at all
+    rc, out = smi(library_file, "mig", "-i", "0", "-cgi", "19", "-C")
+    assert rc == 0
+    gid = int(re.search(r"GPU instance ID +(\d+)", out).group(1))  # type: ignore[union-attr]
+    rc, out = smi(library_file, "mig", "-i", "0", "-dci", "-gi", str(gid), "-ci", "3")
+    assert rc == 6
+    assert f"compute instance ID  3 from GPU  0 GPU instance ID {gid:>2}: Not Found" in out
+    assert smi(library_file, "mig", "-i", "0", "-dci", "-gi", str(gid))[0] == 0
+    assert smi(library_file, "mig", "-i", "0", "-dgi", "-gi", str(gid))[0] == 0

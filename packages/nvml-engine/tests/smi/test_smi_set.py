@@ -227,3 +227,24 @@ def test_from_a_read_only_overlay_every_change_fails_for_permission(
     assert (proc.returncode, proc.stdout) == (4, f"{message}\n{TERMINATING}\n"), proc.stderr
     with live.LiveLayer.open(live_file) as layer:
         assert layer.values(0) == {}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("-lgc", "4294967296"),
+        ("-lgc", "100,4294967296"),
+        ("-lmc", "99999999999"),
+        ("--lock-memory-clocks", "18446744073709551616"),
+        ("-ac", "99999999999,1000"),
+    ],
+)
+def test_clocks_wider_than_unsigned_32_bit_are_invalid_arguments(
+    library_file: Path, live_file: Path, args: tuple[str, ...]
+) -> None:
+    """They ended in a traceback (rc 1); NVML takes unsigned int MHz and the real tool
+    refuses a wider number as any bad argument."""
+    rc, out = smi(library_file, "-i", "0", *args)
+    assert rc == 2
+    assert "Invalid combination of input arguments" in out
+    assert "Traceback" not in out

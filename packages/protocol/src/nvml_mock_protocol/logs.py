@@ -12,6 +12,13 @@ between the parts, like an env var name, and lives here once:
 - ``text``: ``<ts> <LEVEL> <logger>: <msg> key=value ...``, the traceback on the
   lines after.
 
+Every line is one line and bounded, whatever a value holds: the plugin logs values a pod
+wrote (``NVIDIA_VISIBLE_DEVICES``, annotations, names), so control characters are escaped
+(``\\n``, ``\\x00``: a newline cannot forge a line, a NUL cannot reach the log) and a
+message is cut at :data:`MESSAGE_MAX_CHARS`, a context value at :data:`VALUE_MAX_CHARS`
+and a traceback at :data:`TRACEBACK_MAX_CHARS`, each saying how long it was
+(:func:`printable`).
+
 Entry points call :func:`configure_logging` once; modules only call
 ``logging.getLogger(__name__)``. Importing this module stays as light as
 :mod:`nvml_mock_protocol.names` (no pydantic, yaml or protobuf): check-fabric and
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Final, TextIO
@@ -36,10 +44,14 @@ __all__ = [
     "JSON_FIELDS",
     "LOG_FORMATS",
     "LOG_LEVELS",
+    "MESSAGE_MAX_CHARS",
+    "TRACEBACK_MAX_CHARS",
+    "VALUE_MAX_CHARS",
     "JsonFormatter",
     "TextFormatter",
     "configure_logging",
     "formatter_for",
+    "printable",
     "record_context",
 ]
 
@@ -52,6 +64,59 @@ JSON_FIELDS: Final = ("ts", "level", "logger", "msg")
 """The fields every JSON line starts with; ``exc`` follows the context when set."""
 HANDLER_NAME: Final = "nvml-mock"
 """Name of the one handler :func:`configure_logging` owns on the root logger."""
+
+MESSAGE_MAX_CHARS: Final = 4096
+"""Longest message written; the rest is cut, saying how long it was."""
+VALUE_MAX_CHARS: Final = 512
+"""Longest context value written (a pod's env value, a name)."""
+TRACEBACK_MAX_CHARS: Final = 16384
+"""Longest traceback written."""
+
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _NAMED.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 256 else f"\\u{ord(char):04x}")
+
+
+def printable(value: object, limit: int = VALUE_MAX_CHARS, *, keep_newlines: bool = False) -> str:
+    """``value`` as text fit for one log line (or one error message) from untrusted input:
+    control characters escaped, at most ``limit`` characters kept (then ``...(N chars)``).
+
+    ``keep_newlines`` leaves line breaks of a traceback, which this module writes itself.
+    """
+    text = value if isinstance(value, str) else str(value)
+    cut = len(text) > limit
+    if cut:
+        text = text[:limit]
+    if keep_newlines:
+        text = "\n".join(_CONTROL.sub(_escape, line) for line in text.split("\n"))
+    else:
+        text = _CONTROL.sub(_escape, text)
+    if cut:
+        text += f"...({len(value if isinstance(value, str) else str(value))} chars)"
+    return text
+
+
+def _bounded_context(record: logging.LogRecord, *, structured: bool) -> dict[str, object]:
+    """The context with every value made printable and bounded: numbers, booleans and
+    None kept; with ``structured`` (JSON) a small list or mapping too, since JSON escapes
+    what it holds; anything else as its printable text."""
+    bounded: dict[str, object] = {}
+    for key, value in record_context(record).items():
+        if isinstance(value, bool | int | float) or value is None:
+            bounded[key] = value
+        elif isinstance(value, str):
+            bounded[key] = printable(value)
+        elif structured and isinstance(value, list | tuple | dict):
+            encoded = json.dumps(value, default=str, ensure_ascii=False)
+            bounded[key] = value if len(encoded) <= VALUE_MAX_CHARS else printable(encoded)
+        else:
+            bounded[key] = printable(value)
+    return bounded
+
 
 _EXC_FIELD: Final = "exc"
 # Attributes every LogRecord has, plus those formatters add and uvicorn's
@@ -89,11 +154,13 @@ class JsonFormatter(logging.Formatter):
             "ts": _timestamp(record),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": printable(record.getMessage(), MESSAGE_MAX_CHARS),
         }
-        payload.update(record_context(record))
+        payload.update(_bounded_context(record, structured=True))
         if record.exc_info:
-            payload[_EXC_FIELD] = self.formatException(record.exc_info)
+            payload[_EXC_FIELD] = printable(
+                self.formatException(record.exc_info), TRACEBACK_MAX_CHARS, keep_newlines=True
+            )
         # default=str: a context value JSON cannot encode is logged as its text, not lost.
         return json.dumps(payload, default=str, ensure_ascii=False)
 
@@ -102,12 +169,18 @@ class TextFormatter(logging.Formatter):
     """``<ts> <LEVEL> <logger>: <msg> key=value ...`` for humans; traceback on the next lines."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = f"{_timestamp(record)} {record.levelname:<7} {record.name}: {record.getMessage()}"
-        context = " ".join(f"{key}={value}" for key, value in record_context(record).items())
+        message = printable(record.getMessage(), MESSAGE_MAX_CHARS)
+        line = f"{_timestamp(record)} {record.levelname:<7} {record.name}: {message}"
+        context = " ".join(
+            f"{key}={value}" for key, value in _bounded_context(record, structured=False).items()
+        )
         if context:
             line = f"{line} {context}"
         if record.exc_info:
-            line = f"{line}\n{self.formatException(record.exc_info)}"
+            trace = self.formatException(record.exc_info)
+            # Each traceback line indented: none can pass for a line of its own.
+            trace = printable(trace, TRACEBACK_MAX_CHARS, keep_newlines=True)
+            line = f"{line}\n" + "\n".join(f"  {part}" for part in trace.split("\n"))
         return line
 
 

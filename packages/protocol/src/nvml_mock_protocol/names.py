@@ -35,6 +35,11 @@ ENV_OVERLAY_HOST_PATH: Final = "NVML_MOCK_OVERLAY_HOST_PATH"
 """Where the overlay is staged on the node (the stager, the NRI plugin's mount source)."""
 ENV_OVERLAY_MOUNT_PATH: Final = "NVML_MOCK_OVERLAY_MOUNT_PATH"
 """Where containers see the overlay (the NRI plugin's mount target, the launchers' fallback)."""
+ENV_LOCK_DIR: Final = "NVML_MOCK_LOCK_DIR"
+"""Where the overlay's writers keep their lock files: outside the overlay, given to no
+container (a read-only holder of a shared file could otherwise stop every writer)."""
+DEFAULT_LOCK_DIR: Final = "/run/nvml-mock"
+
 
 # Env vars injected into containers (and read by the library and tools).
 ENV_PATH: Final = "PATH"

@@ -529,6 +529,30 @@ def _location(loc: tuple[int | str, ...], data: Any) -> str:
     return "".join(parts) or "document"
 
 
+_BOUND_WORDS = {
+    "greater_than_equal": ("ge", "below the minimum"),
+    "less_than_equal": ("le", "above the maximum"),
+    "greater_than": ("gt", "not above"),
+    "less_than": ("lt", "not below"),
+}
+"""pydantic's bound errors: the constraint in their context, and how a refusal says it."""
+
+
+def _bound_problem(item: Mapping[str, Any]) -> str:
+    """A bound's refusal from the constraint that refused it (each field has its own range).
+
+    Clique ids keep their range and reason, which is NVML's unsigned 32-bit clique id.
+    """
+    loc = tuple(item["loc"])
+    value = _describe(item["input"])
+    clique = bool(loc) and (loc[-1] == "id" or (len(loc) > 1 and loc[-2] == "cliques"))
+    if clique:
+        return f"{value} is outside 0..{CLIQUE_ID_MAX} (clique ids are unsigned 32-bit)"
+    key, words = _BOUND_WORDS[item["type"]]
+    bound = (item.get("ctx") or {}).get(key, "?")
+    return f"{value} is {words} {bound}"
+
+
 def _problems(errors: Sequence[Any], data: Any) -> list[str]:
     problems = []
     for item in errors[:DESCRIBED_MAX_PROBLEMS]:
@@ -542,11 +566,8 @@ def _problems(errors: Sequence[Any], data: Any) -> list[str]:
             message = "unknown key"
         elif kind == "missing":
             message = "required key is missing"
-        elif kind in ("greater_than_equal", "less_than_equal"):
-            message = (
-                f"{_describe(item['input'])} is outside 0..{CLIQUE_ID_MAX} "
-                "(clique ids are unsigned 32-bit)"
-            )
+        elif kind in _BOUND_WORDS:
+            message = _bound_problem(item)
         elif kind.endswith("_type"):
             message = f"{item['msg'].lower()}, got {_describe(item['input'])}"
             if kind == "string_type" and not isinstance(item["input"], Mapping | list):

@@ -101,7 +101,11 @@ class ReadyBody(BaseModel):
 
     ``status`` is ``ready``, or ``degraded`` when the newest topology or scenario file was refused;
     a degraded service still answers from the last good document, so it stays ready
-    (HTTP 200) and ``reloadError`` says what is wrong with the file.
+    (HTTP 200) and ``reloadError`` says what is wrong with the file. ``loading`` names a
+    file whose new version is being read right now and for how long (the last good
+    document serves meanwhile). ``draining`` (HTTP 503) is a service that was told to stop
+    and answers for its drain time while the endpoints controller and kube-proxy stop
+    sending it new connections.
     """
 
     status: str
@@ -110,6 +114,7 @@ class ReadyBody(BaseModel):
     source: str | None
     reloadError: str | None = None  # noqa: N815 - wire name
     scenarioReloadError: str | None = None  # noqa: N815 - wire name
+    loading: tuple[str, ...] | None = None
 
 
 def _if_none_match_hits(header: bytes | None, etag: bytes) -> bool:
@@ -473,18 +478,35 @@ def create_app(
         return JSONResponse(content={"status": "ok"})
 
     @app.get(
-        "/readyz", response_model=ReadyBody, response_model_exclude_none=True, tags=["operations"]
+        "/readyz",
+        response_model=ReadyBody,
+        responses={503: {"model": ReadyBody}},
+        response_model_exclude_none=True,
+        tags=["operations"],
     )
-    async def readyz() -> ReadyBody:
+    async def readyz() -> JSONResponse:
         snapshot = store.snapshot
         status = store.status
-        return ReadyBody(
-            status="ready" if status.ok and scenarios.error is None else "degraded",
+        loading = tuple(
+            f"{kind} file {watched.path}: loading for {seconds:.1f} s"
+            for kind, watched in (("topology", follower), ("scenario", scenario_follower))
+            if watched is not None and (seconds := watched.loading_seconds) is not None
+        )
+        state = "ready" if status.ok and scenarios.error is None else "degraded"
+        if store.draining:
+            state = "draining"
+        body = ReadyBody(
+            status=state,
             revision=snapshot.revision,
             nodes=snapshot.node_count,
             source=snapshot.source,
             reloadError=status.error,
             scenarioReloadError=scenarios.error,
+            loading=loading or None,
+        )
+        return JSONResponse(
+            status_code=503 if store.draining else 200,
+            content=body.model_dump(exclude_none=True),
         )
 
     @app.get(

@@ -192,7 +192,30 @@ class _Server(uvicorn.Server):
             for sig, handler in original.items():
                 signal.signal(sig, handler)
 
+    drain_seconds: float = 0.0
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Drain first (``/readyz`` 503, still answering), then stop; a second signal stops
+        at once. Draining lets Kubernetes take the endpoint out before connections are
+        refused, so a rollout drops none."""
+        store, loop = self.store, self._loop
+        if store is None or loop is None or self.drain_seconds <= 0:
+            self._stop(sig, frame)
+            return
+        if not store.draining and not self.should_exit:
+            store.draining = True
+            logger.info(
+                "draining for %.1f s before stopping (readyz answers 503)", self.drain_seconds
+            )
+            loop.call_soon_threadsafe(loop.call_later, self.drain_seconds, self._drained, sig)
+            return
+        self._stop(sig, frame)
+
+    def _drained(self, sig: int) -> None:
+        if not self.should_exit:  # a second signal may have stopped it already
+            self._stop(sig, None)
+
+    def _stop(self, sig: int, frame: FrameType | None) -> None:
         if self.store is not None and self._loop is not None and not self.should_exit:
             self._loop.call_soon_threadsafe(self.store.close)
             if self.scenarios is not None:
@@ -262,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = _Server(config)
     server.store = store
     server.scenarios = scenarios
+    server.drain_seconds = settings.drain_seconds
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits this way when it cannot bind (not started)

@@ -51,6 +51,8 @@ class _HeadLimits(asyncio.Protocol):
     cycle: Any
     _head_timer: asyncio.TimerHandle | None = None
     _head_bytes: int = 0
+    _head_tail: bytes = b""
+    """The last bytes of the head so far: its end (CRLF CRLF) may straddle two writes."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -64,6 +66,10 @@ class _HeadLimits(asyncio.Protocol):
         before = self.cycle
         if self._head_timer is None and (before is None or before.response_complete):
             self._arm()  # the first bytes of the next request on a kept-alive connection
+        if self._head_timer is not None and self._head_too_large(data):
+            if not self.transport.is_closing():
+                self._refuse(431, f"the request head is larger than {self.max_head_bytes} bytes")
+            return  # never handed to the parser
         super().data_received(data)
         if self._head_timer is None:
             return
@@ -74,9 +80,20 @@ class _HeadLimits(asyncio.Protocol):
         if self._head_bytes > self.max_head_bytes and not self.transport.is_closing():
             self._refuse(431, f"the request head is larger than {self.max_head_bytes} bytes")
 
+    def _head_too_large(self, data: bytes) -> bool:
+        """Whether the head being received passes the cap with ``data``, measured before
+        the parser sees it: a whole head in one write is parsed, and its request started,
+        in a single call, so counting after the parser let any size through."""
+        joined = self._head_tail + data
+        end = joined.find(b"\r\n\r\n")
+        within = len(data) if end < 0 else end + 4 - len(self._head_tail)
+        self._head_tail = joined[-3:]
+        return self._head_bytes + within > self.max_head_bytes
+
     def _arm(self) -> None:
         self._disarm()
         self._head_bytes = 0
+        self._head_tail = b""
         loop = asyncio.get_running_loop()
         self._head_timer = loop.call_later(self.head_timeout, self._expired)
 

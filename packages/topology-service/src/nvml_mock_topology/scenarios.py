@@ -31,7 +31,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -100,6 +100,8 @@ class Version:
     start_ms: int
     wire: dict[str, object]
     """Its entry in a node's answer (name, revision, startMs, scenario)."""
+    encoded: bytes
+    """``wire`` as JSON, encoded once for every node's answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +114,7 @@ class ScenarioSnapshot:
     versions: Mapping[str, Version]
     picked: Mapping[str, frozenset[str]]
     """Each scenario's picked known nodes."""
-    answers: Mapping[str, Answer]
+    answers: NodeAnswers
     """Known nodes with at least one scenario."""
     quiet_since: Mapping[str, int]
     """Known nodes without scenarios, with the revision their list became empty."""
@@ -147,14 +149,51 @@ class ScenarioSnapshot:
         return node in self.answers or node in self.quiet_since
 
 
-def _node_answer(node: str, versions: object, revision: int) -> Answer:
-    entries = [v.wire for v in versions]  # type: ignore[attr-defined]
-    body = json.dumps(
-        {"node": node, "revision": revision, "scenarios": entries},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode()
+class NodeAnswers(Mapping[str, Answer]):
+    """Each picked node's answer, encoded the first time it is asked for.
+
+    A reload that picks 100,000 nodes records each node's versions and revision (a
+    tuple) and builds no answer: that halved a reload, and a node that never asks
+    costs no bytes. Lookups are on the event loop only; a built answer is kept.
+    """
+
+    __slots__ = ("_built", "_entries")
+
+    def __init__(self, entries: dict[str, tuple[tuple[Version, ...], int]]) -> None:
+        self._entries = entries
+        self._built: dict[str, Answer] = {}
+
+    def entry(self, node: str) -> tuple[tuple[Version, ...], int]:
+        return self._entries[node]
+
+    def __getitem__(self, node: str) -> Answer:
+        built = self._built.get(node)
+        if built is None:
+            versions, revision = self._entries[node]
+            built = self._built[node] = _node_answer(node, versions, revision)
+        return built
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _node_answer(node: str, versions: Iterable[Version], revision: int) -> Answer:
+    """A node's answer, put together from each version's entry encoded once (a scenario
+    picking 100,000 nodes is encoded once, not once per node)."""
+    entries = b",".join(v.encoded for v in versions)
+    name = json.dumps(node, ensure_ascii=False).encode()
+    body = b'{"node":%s,"revision":%d,"scenarios":[%s]}' % (name, revision, entries)
     return _answer(body, revision)
+
+
+def _encoded(wire: Mapping[str, object]) -> bytes:
+    return json.dumps(wire, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def definition_revision(scenario: Scenario) -> int:
@@ -193,26 +232,29 @@ def build_scenario_snapshot(
             "name": scenario.name,
             "revision": version_revision,
             "startMs": start,
-            "scenario": scenario.to_data(),
+            "scenario": scenario.to_node_data(),
         }
-        versions[scenario.name] = Version(scenario, version_revision, start, wire)
+        versions[scenario.name] = Version(scenario, version_revision, start, wire, _encoded(wire))
     picked = document.select(topology)
     by_node: dict[str, list[Version]] = {}
     for name, nodes in picked.items():
         for node in nodes:
             by_node.setdefault(node, []).append(versions[name])
-    old_answers = previous.answers if previous is not None else {}
+    old_answers = previous.answers if previous is not None else NodeAnswers({})
     old_lists = _lists(previous) if previous is not None else {}
-    answers: dict[str, Answer] = {}
+    entries: dict[str, tuple[tuple[Version, ...], int]] = {}
     changed: set[str] = set()
     for node, node_versions in by_node.items():
-        node_versions.sort(key=lambda v: v.scenario.name)
-        key = tuple((v.scenario.name, v.revision) for v in node_versions)
-        if old_lists.get(node) == key:
-            answers[node] = old_answers[node]
-            continue
-        answers[node] = _node_answer(node, node_versions, revision)
+        if len(node_versions) > 1:
+            node_versions.sort(key=lambda v: v.scenario.name)
+        if old_lists:
+            key = tuple((v.scenario.name, v.revision) for v in node_versions)
+            if old_lists.get(node) == key:
+                entries[node] = old_answers.entry(node)
+                continue
+        entries[node] = (tuple(node_versions), revision)
         changed.add(node)
+    answers = NodeAnswers(entries)
     quiet = dict(previous.quiet_since) if previous is not None else {}
     for node in old_answers:
         if node not in answers:
@@ -229,7 +271,7 @@ def build_scenario_snapshot(
         topology_revision=topology_revision,
         versions=MappingProxyType(versions),
         picked=MappingProxyType(picked),
-        answers=MappingProxyType(answers),
+        answers=answers,
         quiet_since=MappingProxyType(quiet),
         baseline=previous.baseline if previous is not None else revision,
         source=source,
@@ -574,7 +616,7 @@ class ScenarioFile(FollowedFile[ScenarioStore]):
                 self._refuse(current.message.replace("topology file", "scenario file"))
             else:
                 try:
-                    document = await asyncio.to_thread(
+                    document = await self._load(
                         read_scenarios_file,
                         self.path,
                         max_bytes=self.max_bytes,
@@ -592,7 +634,7 @@ class ScenarioFile(FollowedFile[ScenarioStore]):
             self.store.snapshot.topology_revision
         ):
             return False
-        prepared = await asyncio.to_thread(self.store.prepare, document, str(self.path))
+        prepared = await self._load(self.store.prepare, document, str(self.path))
         published = self.store.commit(prepared)
         if published and document is not None:
             self.reloads += 1

@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_TOPOLOGY_FILE",
     "ENV_ACCESS_LOG",
     "ENV_ALLOW_EMPTY",
+    "ENV_DRAIN_SECONDS",
     "ENV_HEADER_TIMEOUT",
     "ENV_HOST",
     "ENV_KEEP_ALIVE_TIMEOUT",
@@ -61,6 +62,7 @@ ENV_MAX_FILE_SIZE: Final = "NVML_MOCK_TOPOLOGY_MAX_FILE_SIZE"
 ENV_MAX_DOCUMENT_ITEMS: Final = "NVML_MOCK_TOPOLOGY_MAX_DOCUMENT_ITEMS"
 ENV_HEADER_TIMEOUT: Final = "NVML_MOCK_TOPOLOGY_HEADER_TIMEOUT"
 ENV_KEEP_ALIVE_TIMEOUT: Final = "NVML_MOCK_TOPOLOGY_KEEP_ALIVE_TIMEOUT"
+ENV_DRAIN_SECONDS: Final = "NVML_MOCK_TOPOLOGY_DRAIN_SECONDS"
 ENV_MAX_CONNECTIONS: Final = "NVML_MOCK_TOPOLOGY_MAX_CONNECTIONS"
 ENV_SCENARIOS_FILE: Final = "NVML_MOCK_TOPOLOGY_SCENARIOS_FILE"
 ENV_WRITE_TOKEN_FILE: Final = "NVML_MOCK_TOPOLOGY_WRITE_TOKEN_FILE"
@@ -98,6 +100,9 @@ class Settings:
     dripping a header a byte at a time are cut off after this)."""
     keep_alive_timeout: float = 5.0
     """Seconds an idle keep-alive connection stays open between requests."""
+    drain_seconds: float = 0.0
+    """Seconds the service keeps answering after SIGTERM, with ``/readyz`` at 503, before
+    it stops: the time Kubernetes takes to stop routing new connections to it."""
     max_connections: int = 32768
     """Connections (and requests in flight) served at once; beyond it a request is answered
     503 and its connection closed. Each NRI plugin holds one watch connection, so this must
@@ -276,6 +281,18 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
         "seconds an idle connection stays open",
         metavar="S",
         doc="seconds an idle kept-alive connection stays open between requests",
+    ),
+    s.Option(
+        "drain_seconds",
+        "--drain-seconds",
+        ENV_DRAIN_SECONDS,
+        _number(minimum=0, maximum=300),
+        "seconds to keep answering after SIGTERM",
+        metavar="S",
+        doc="seconds the service keeps answering after SIGTERM (or SIGINT), `/readyz` "
+        "answering `503 draining`, before it stops taking connections: the time the "
+        "endpoints controller and kube-proxy take to stop routing to it. A second signal "
+        "stops at once. Then at most 10 s for requests in flight",
     ),
     s.Option(
         "max_connections",

@@ -25,14 +25,17 @@ once per distinct file state (not once per poll).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, ParamSpec, TypeVar
 
 from nvml_mock_protocol.topology import (
     DOCUMENT_MAX_BYTES,
@@ -53,10 +56,47 @@ __all__ = [
     "describe_failure",
     "describe_os_error",
     "follow",
+    "off_loop",
     "signature_of",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+async def off_loop(function: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    """Run ``function`` in a daemon thread of its own and await its result.
+
+    A document is read, validated and turned into answers off the event loop. This is
+    not ``asyncio.to_thread``: its pool's threads are joined when the interpreter exits,
+    so a load still running at SIGTERM would hold the process past its grace time. A
+    daemon thread is abandoned at exit; a load that was cancelled (the service stopping)
+    finishes into nothing.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[_R] = loop.create_future()
+
+    def settle(result: _R | None, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        try:
+            result, error = function(*args, **kwargs), None
+        except BaseException as exc:  # handed to the awaiting task, which decides
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # a closed loop: the service stopped meanwhile
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name=f"load-{function.__name__}", daemon=True).start()
+    return await done
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +195,22 @@ class FollowedFile(Generic[StoreT]):
         """Successful reloads that changed the served document."""
         self.failures = 0
         """Reload attempts that were refused (each distinct bad file state counts once)."""
+        self.loading_since: float | None = None
+        """``time.monotonic()`` when the load now running began (None when none runs)."""
+
+    @property
+    def loading_seconds(self) -> float | None:
+        """How long the load now running has taken so far (``/readyz`` says so)."""
+        since = self.loading_since
+        return None if since is None else time.monotonic() - since
+
+    async def _load(self, function: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        """Run one step of a load off the loop, timed for ``/readyz``."""
+        self.loading_since = time.monotonic()
+        try:
+            return await off_loop(function, *args, **kwargs)
+        finally:
+            self.loading_since = None
 
     async def check(self) -> bool:
         """Look at the file once and publish what changed; True when a change was published."""
@@ -191,12 +247,12 @@ class TopologyFile(FollowedFile[TopologyStore]):
             self._refuse(current.message)
             return False
         try:
-            document = await asyncio.to_thread(
+            document = await self._load(
                 read_topology_file, self.path, max_bytes=self.max_bytes, max_items=self.max_items
             )
             # Answers are built off the loop too; lookups keep being served meanwhile.
             # The file may change again while this runs; the next check sees that.
-            prepared = await asyncio.to_thread(self.store.prepare, document, str(self.path))
+            prepared = await self._load(self.store.prepare, document, str(self.path))
         except TopologyError as exc:
             self._refuse(str(exc))
             return False

@@ -124,6 +124,9 @@ class TopologyStore:
         """Record that a reload failed; the current snapshot keeps serving."""
         self.status = ReloadStatus(ok=False, error=error, at=time.time())
 
+    draining = False
+    """Told to stop and answering out its drain time; ``/readyz`` says 503 meanwhile."""
+
     def close(self) -> int:
         """Shut down the watches: answer every waiting one now, and every later one at once.
 

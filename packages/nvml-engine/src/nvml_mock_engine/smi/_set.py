@@ -164,14 +164,25 @@ def enable_state(value: str) -> int | None:
     return {"0": 0, "DISABLED": 0, "1": 1, "ENABLED": 1}.get(value.strip().upper())
 
 
+CLOCK_MHZ_MAX = 2**32 - 1
+"""NVML takes clocks as ``unsigned int`` MHz; the real tool refuses a wider number as it
+refuses any bad argument (exit 2)."""
+
+
 def clock_pair(value: str, *, single: bool) -> tuple[int, int] | None:
-    """``"1500,1980"`` -> (1500, 1980); with ``single``, ``"1500"`` -> (1500, 1500)."""
+    """``"1500,1980"`` -> (1500, 1980); with ``single``, ``"1500"`` -> (1500, 1500).
+
+    None for anything that is not two unsigned 32-bit numbers.
+    """
     parts = [p.strip() for p in value.split(",")]
     if single and len(parts) == 1:
         parts *= 2
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
         return None
-    return int(parts[0]), int(parts[1])
+    low, high = int(parts[0]), int(parts[1])
+    if max(low, high) > CLOCK_MHZ_MAX:
+        return None
+    return low, high
 
 
 def persistence(mode: int) -> Callable[[Session], str]:

@@ -15,7 +15,7 @@ from .._registry import ID, LIBRARY, Command, Option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
     from typing import Any
 
     from .._nvml import Device, Nvml, NvmlError
@@ -56,6 +56,10 @@ def _ids(text: str | None) -> list[int] | None:
         return [int(part) for part in text.split(",")]
     except ValueError:
         raise SmiError("Invalid combination of input arguments.", EXIT_INVALID_ARGUMENT) from None
+
+
+EXIT_NOT_FOUND = 6
+"""The real tool's exit status when an object asked for does not exist (NVML's Not Found)."""
 
 
 def _exit_code(exc: NvmlError) -> int:
@@ -161,9 +165,11 @@ class _Mig:
             gis.append(handle)
         return gis
 
-    def _picked_gis(self, wanted: list[int] | None) -> Iterator[tuple[Device, Any, int]]:
+    def _picked_gis(
+        self, wanted: list[int] | None, devices: Iterable[Device] | None = None
+    ) -> Iterator[tuple[Device, Any, int]]:
         """(device, handle, id) of each GPU instance ``-gi`` picks (every one without it)."""
-        for device in self.devices:
+        for device in self.devices if devices is None else devices:
             for gi in self._gis(device):
                 gid = getattr(self._gi_info(gi), "id")  # noqa: B009
                 if wanted is None or gid in wanted:
@@ -376,7 +382,7 @@ class _Mig:
                 lines.append(f"|{device.index:>4}  MIG {name:<10}{pid:>5}{gid:>9}{where:>13}     |")
                 lines.append(rule)
         if len(lines) == 5:
-            raise SmiError("No GPU instances found: Not Found", 6)
+            raise SmiError("No GPU instances found: Not Found", EXIT_NOT_FOUND)
         self.write("\n".join(lines) + "\n")
         return 0
 
@@ -453,7 +459,7 @@ class _Mig:
                 lines.append(f"|{'':70}{info.sharedCopyEngineCount:<6}{info.sharedJpegCount:<10}|")
                 lines.append(rule)
         if len(lines) == 6:
-            raise SmiError("No GPU instances found: Not Found", 6)
+            raise SmiError("No GPU instances found: Not Found", EXIT_NOT_FOUND)
         self.write("\n".join(lines) + "\n")
         return 0
 
@@ -568,20 +574,41 @@ class _Mig:
     def destroy_gis(self) -> int:
         from .._nvml import NvmlError
 
+        wanted = _ids(self.options.extra.get("gi"))
         rc = 0
-        for device, gi, gid in self._picked_gis(_ids(self.options.extra.get("gi"))):
-            try:
-                self.nvml.call("nvmlGpuInstanceDestroy", gi)
-            except NvmlError as exc:
+        found = False
+        on = {
+            d.index: {gid: gi for _, gi, gid in self._picked_gis(None, (d,))} for d in self.devices
+        }
+        anywhere = {gid for present in on.values() for gid in present}
+        for device in self.devices:
+            present = on[device.index]
+            for gid in sorted(present) if wanted is None else wanted:
+                if gid not in present and gid in anywhere:
+                    continue  # on another of the GPUs picked
+                if gid not in present:  # the real tool names each one it cannot find
+                    self.write(
+                        f"Unable to destroy GPU instance ID {gid:>2} from GPU"
+                        f" {device.index:>2}: Not Found\n"
+                    )
+                    rc = max(rc, EXIT_NOT_FOUND)
+                    continue
+                found = True
+                try:
+                    self.nvml.call("nvmlGpuInstanceDestroy", present[gid])
+                except NvmlError as exc:
+                    self.write(
+                        f"Unable to destroy GPU instance ID {gid:>2} from GPU"
+                        f" {device.index:>2}: {exc.text}\n"
+                    )
+                    rc = _exit_code(exc)
+                    continue
                 self.write(
-                    f"Unable to destroy GPU instance ID {gid:>2} from GPU"
-                    f" {device.index:>2}: {exc.text}\n"
+                    f"Successfully destroyed GPU instance ID {gid:>2} from GPU {device.index:>2}\n"
                 )
-                rc = _exit_code(exc)
-                continue
-            self.write(
-                f"Successfully destroyed GPU instance ID {gid:>2} from GPU {device.index:>2}\n"
-            )
+        if not found and rc in (0, EXIT_NOT_FOUND):
+            self.write("Failed to destroy GPU instances: Not Found\n")
+            return EXIT_NOT_FOUND
         return rc
 
     def destroy_cis(self) -> int:
@@ -590,24 +617,50 @@ class _Mig:
         wanted_gi = _ids(self.options.extra.get("gi"))
         wanted_ci = _ids(self.options.extra.get("ci"))
         rc = 0
-        for device, gi, gid in self._picked_gis(wanted_gi):
-            for handle, info in self._cis(gi):
-                cid = getattr(info, "id")  # noqa: B009
-                if wanted_ci is not None and cid not in wanted_ci:
-                    continue
-                try:
-                    self.nvml.call("nvmlComputeInstanceDestroy", handle)
-                except NvmlError as exc:
+        found = False
+        on = {
+            d.index: {gid: gi for _, gi, gid in self._picked_gis(None, (d,))} for d in self.devices
+        }
+        anywhere = {gid for present in on.values() for gid in present}
+        for device in self.devices:
+            present = on[device.index]
+            for gid in sorted(present) if wanted_gi is None else wanted_gi:
+                gi = present.get(gid)
+                if gi is None and gid in anywhere:
+                    continue  # on another of the GPUs picked
+                if gi is None:
                     self.write(
-                        f"Unable to destroy compute instance ID {cid:>2} from GPU"
-                        f" {device.index:>2} GPU instance ID {gid:>2}: {exc.text}\n"
+                        f"Unable to find GPU instance ID {gid:>2} on GPU {device.index:>2}:"
+                        " Not Found\n"
                     )
-                    rc = _exit_code(exc)
+                    rc = max(rc, EXIT_NOT_FOUND)
                     continue
-                self.write(
-                    f"Successfully destroyed compute instance ID {cid:>2} from GPU"
-                    f" {device.index:>2} GPU instance ID {gid:>2}\n"
-                )
+                cis = {getattr(info, "id"): handle for handle, info in self._cis(gi)}  # noqa: B009
+                for cid in sorted(cis) if wanted_ci is None else wanted_ci:
+                    if cid not in cis:
+                        self.write(
+                            f"Unable to destroy compute instance ID {cid:>2} from GPU"
+                            f" {device.index:>2} GPU instance ID {gid:>2}: Not Found\n"
+                        )
+                        rc = max(rc, EXIT_NOT_FOUND)
+                        continue
+                    found = True
+                    try:
+                        self.nvml.call("nvmlComputeInstanceDestroy", cis[cid])
+                    except NvmlError as exc:
+                        self.write(
+                            f"Unable to destroy compute instance ID {cid:>2} from GPU"
+                            f" {device.index:>2} GPU instance ID {gid:>2}: {exc.text}\n"
+                        )
+                        rc = _exit_code(exc)
+                        continue
+                    self.write(
+                        f"Successfully destroyed compute instance ID {cid:>2} from GPU"
+                        f" {device.index:>2} GPU instance ID {gid:>2}\n"
+                    )
+        if not found and rc in (0, EXIT_NOT_FOUND):
+            self.write("Failed to destroy compute instances: Not Found\n")
+            return EXIT_NOT_FOUND
         return rc
 
 
