@@ -59,12 +59,12 @@ from nvml_mock_engine.errors import (
 )
 from nvml_mock_engine.faults import Event, GpuView
 from nvml_mock_engine.gpu_select import select_gpus
-from nvml_mock_engine.kernel_log import Announcer, open_sink
 from nvml_mock_engine.http_answers import (
     ERROR_MAX_BYTES,
     failure_reason,
     read_bounded,
 )
+from nvml_mock_engine.kernel_log import Announcer, open_sink
 from nvml_mock_engine.settings import AgentSettings
 
 __all__ = ["Agent", "AppliedRun", "run_agent", "run_window"]
