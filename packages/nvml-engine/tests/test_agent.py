@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
-from nvml_mock_engine import faults, live
+from nvml_mock_engine import faults
 from nvml_mock_engine.agent import Agent, serve_probes
 from nvml_mock_engine.settings import AgentSettings
 from nvml_mock_protocol.scenarios import parse_scenarios

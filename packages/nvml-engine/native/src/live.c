@@ -1,7 +1,7 @@
 /*
  * The live layer's file (answers no nvml.h function): mapping and checking it at init
  * (reader side), and the write, snapshot and retire primitives that the Python writer
- * (nvml_mock_engine.live) calls through ctypes, so that readers and writers share one
+ * (nvml_mock_live.layer) calls through ctypes, so that readers and writers share one
  * implementation of the sequence-lock protocol with real atomics on every architecture
  * (plain Python stores into a mapping carry no ordering guarantee on weakly ordered CPUs).
  */
@@ -246,7 +246,7 @@ int mock_live_attach(const char *path, unsigned int count, const char *uuids, si
     return 0;
 }
 
-/* --- the writer's primitives (called by nvml_mock_engine.live through ctypes) ------------ */
+/* --- the writer's primitives (called by nvml_mock_live through ctypes; ABI in keys.toml [abi]) ------------ */
 
 MOCK_EXPORT int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n,
                                      const unsigned int *slots, const uint64_t *values, const unsigned char *set);
@@ -255,6 +255,7 @@ MOCK_EXPORT int nvml_mock_live_snapshot(const void *base, size_t len, unsigned i
 MOCK_EXPORT int nvml_mock_live_retire(void *base, size_t len);
 MOCK_EXPORT uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t type, uint64_t data);
 MOCK_EXPORT unsigned long long nvml_mock_live_layout_bytes(void);
+MOCK_EXPORT unsigned int nvml_mock_live_abi_version(void);
 
 static unsigned char *record_of(void *base, size_t len, unsigned int gpu)
 {
@@ -515,4 +516,10 @@ uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t
 unsigned long long nvml_mock_live_layout_bytes(void)
 {
     return LIVE_TOTAL_BYTES;
+}
+
+/* The ABI of these primitives (keys.toml [abi]); the writer refuses a library of another. */
+unsigned int nvml_mock_live_abi_version(void)
+{
+    return LIVE_ABI_VERSION;
 }

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from nvml_mock_live import LiveLayer
 from nvml_mock_protocol.scenario_api import NodeReport, NodeScenario, NodeScenarios, ScenarioReport
 from nvml_mock_protocol.scenarios import Scenario, gpu_rank
 
@@ -56,7 +57,6 @@ from nvml_mock_engine.errors import (
     NvmlEngineError,
 )
 from nvml_mock_engine.faults import Event, GpuView
-from nvml_mock_engine.live import LiveLayer
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
 from nvml_mock_engine.settings import AgentSettings
 

@@ -1,6 +1,6 @@
 """The ``nvml-mock-ctl`` command: change a node's mock GPUs while processes use them.
 
-Every verb writes through the node's live layer (:mod:`nvml_mock_engine.live`), so a change
+Every verb writes through the node's live layer (:class:`nvml_mock_live.LiveLayer`), so a change
 reaches every process on the node, and in every container, on its next NVML call. The verbs
 keep the names users of the reference system know (``fail``, ``xid``, ``temp``, ``power``,
 ``util``, ``clocks``, ``throttle``, ``pstate``, ``ecc``, ``nvlink``, ``fabric-health``,
@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from nvml_mock_live import LiveLayer
 from nvml_mock_protocol import settings as s
 from nvml_mock_protocol.logs import configure_logging
 
@@ -36,7 +37,6 @@ from nvml_mock_engine import ctl_alloc, faults
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
-from nvml_mock_engine.live import LiveLayer
 from nvml_mock_engine.scenario_ctl import add_scenario_verb
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
 from nvml_mock_engine.settings import (
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LiveValueError as exc:
         logger.error("refused, nothing written: %s", exc)
         return EXIT_VALUE
-    except (NvmlEngineError, OSError) as exc:  # LiveLayerError among them: exit 1
+    except (NvmlEngineError, LiveLayerError, OSError) as exc:  # exit 1
         logger.error("%s", exc)
         return EXIT_FAILURE
     return result
@@ -678,7 +678,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     "trigger": _trigger_text(values),
                 }
             )
-        records = ctl_alloc.holding(layer.allocations.list(), gpus)
+        records = ctl_alloc.holding(layer.list(), gpus)
         if args.json:
             document = {
                 "live_file": str(layer.path),
@@ -741,7 +741,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
             ctl_alloc.find(layer, wanted)
         for wanted in args.ids:
             alloc = ctl_alloc.find(layer, wanted)
-            layer.allocations.remove(alloc.container_id)
+            layer.remove(alloc.container_id)
             print(f"released {alloc.container_id} (pid {alloc.pid})")
     return EXIT_OK
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from nvml_mock_protocol import _live_layout as layout
+from nvml_mock_live import _layout as layout
 
 from nvml_mock_engine.file_tree import sync_tree
 from nvml_mock_engine.procfs import MigInstance, mig_capabilities

@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from nvml_mock_live import BoardGpu
+
 from nvml_mock_engine.errors import LiveValueError
-from nvml_mock_engine.live import BoardGpu
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, parse_default
 
 __all__ = [
