@@ -7,6 +7,8 @@ One base class, so a caller can catch everything this package raises on purpose:
     │   └── ProfileError   an unknown profile name, or a profile file that does not validate
     ├── StageError         the overlay could not be laid out (exit 1); names the path
     ├── CtlUsageError      nvml-mock-ctl: a verb was given arguments it cannot use (exit 2)
+    ├── HookError          nvml-mock-surfaces-hook cannot show a container the surfaces;
+    │                      reported on stderr, never fatal (the container starts without them)
     └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
 
 The live layer's errors are the live package's (:mod:`nvml_mock_live.errors`, re-exported
@@ -29,6 +31,7 @@ from nvml_mock_live.errors import LiveLayerError, LiveValueError
 __all__ = [
     "ConfigError",
     "CtlUsageError",
+    "HookError",
     "LiveLayerError",
     "LiveValueError",
     "NvmlEngineError",
@@ -64,3 +67,8 @@ class StageError(NvmlEngineError):
 
 class CtlUsageError(NvmlEngineError):
     """``nvml-mock-ctl``: a verb was given arguments it cannot use (exit 2)."""
+
+
+class HookError(NvmlEngineError):
+    """``nvml-mock-surfaces-hook``: the OCI state or the driver root cannot be used; the
+    hook reports it and exits 0, so the container starts without the surfaces."""

@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from nvml_mock_engine.errors import HookError
+
 __all__ = ["HookError", "Outcome", "apply", "main", "rootfs_of"]
 
 MS_RDONLY: Final = 0x1
@@ -59,10 +61,6 @@ STATUS_FILE: Final = "nvml-mock-surfaces"
 not reach, one line each (a runtime shows a hook's stderr only when the hook fails)."""
 REPLACED: Final = ("proc/devices", "proc/modules", "sys/bus/pci")
 """Files and directories the driver root's copy replaces."""
-
-
-class HookError(Exception):
-    """The hook cannot do its work (bad state, missing root); reported, never fatal."""
 
 
 @dataclass(slots=True)
