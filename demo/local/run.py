@@ -43,8 +43,8 @@ from cluster import Node, Process, TopologyService, free_port, http_get, wait_un
 from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
 from nvml_mock_engine.runtime import loader_name
+from nvml_mock_live.scenarios import parse_scenarios
 from nvml_mock_protocol import names
-from nvml_mock_protocol.scenarios import parse_scenarios
 from nvml_mock_protocol.topology import parse_topology
 from workload import WORKLOAD_NAMESPACE, Isolation, Outcome, create_and_run, recheck
 

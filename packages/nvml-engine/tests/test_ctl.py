@@ -274,7 +274,7 @@ def test_several_gpus(live_file: Path, spec: str) -> None:
         (["xid", "0", "-i", "0"], "xid='0'"),
         (["temp", "50", "-i", "7"], "gpu='7'"),
         (["temp", "50", "-i", "GPU-00000000-0000-0000-0000-000000000000"], "gpu='GPU-0000"),
-        (["util", "sine", "101", "-i", "0"], "util_pattern_level=101"),
+        (["util", "sine", "101", "-i", "0"], "util='sine 101'"),
         (["util", "sine", "--period=-5s", "-i", "0"], "period='-5s'"),
         (["power", "lots", "-i", "0"], "power_usage_mw='lots'"),
         (["reset", "nope", "-i", "0"], "nope=None"),

@@ -88,9 +88,12 @@ static uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* "after N calls" (kind 1) and "with a probability per call" (kind 2): a call is a read of an
- * armed key on the GPU. Once fired, it stays fired in this process until the record is
- * written again. */
+/* The trigger kinds, numbered by keys.toml [vocabulary] triggers (live_layout.h). */
+#define TRIGGER_ENUM(name, number) TRIGGER_##name = number,
+enum { TRIGGER_NOW = 0, LIVE_TRIGGERS(TRIGGER_ENUM) };
+
+/* "after N calls" and "with a probability per call": a call is a read of an armed key on
+ * the GPU. Once fired, it stays fired in this process until the record is written again. */
 static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, uint64_t param, uint64_t seed)
 {
     struct trigger_state *st = &triggers[((uintptr_t)rec / LIVE_RECORD_BYTES) % TRIGGER_ENTRIES];
@@ -106,7 +109,7 @@ static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, ui
         return 1;
     }
     uint64_t call = atomic_fetch_add_explicit(&st->calls, 1, memory_order_relaxed) + 1;
-    int fire = kind == 1 ? call > param : (splitmix64(seed ^ call) % 1000000u) < param;
+    int fire = kind == TRIGGER_AFTER_CALLS ? call > param : (splitmix64(seed ^ call) % 1000000u) < param;
     if (fire) {
         atomic_store_explicit(&st->fired, 1, memory_order_release);
     }
@@ -115,11 +118,11 @@ static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, ui
 
 int mock_live_trigger_fired(const unsigned char *rec)
 {
-    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, 3);
+    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, LIVE_TRIGGER_LAST);
     uint64_t param = trigger_value(rec, LIVE_SLOT_fault_trigger_param, UINT64_MAX);
     switch (kind) {
-    case 0: return 1;
-    case 3: return realtime_ms() >= param;
+    case TRIGGER_NOW: return 1;
+    case TRIGGER_AT: return realtime_ms() >= param;
     default: return mock_live_counted_trigger(rec, kind, param, trigger_value(rec, LIVE_SLOT_fault_trigger_seed, UINT64_MAX));
     }
 }

@@ -113,6 +113,24 @@
 #define LIVE_EVENTS_OFFSET 929792ULL
 #define LIVE_TOTAL_BYTES 962560ULL
 
+/* X(NAME, number, level (0 none, 1 optional, 2 required), default_level, default_period_ms):
+ * the utilization patterns ([vocabulary] patterns); their behaviour is in telemetry.c. */
+#define LIVE_PATTERNS(X) \
+    X(STEADY, 1u, 2, 0u, 0u) \
+    X(BUSY, 2u, 0, 100u, 0u) \
+    X(BURST, 3u, 1, 100u, 10000u) \
+    X(SINE, 4u, 1, 100u, 60000u) \
+
+#define LIVE_PATTERN_LAST 4u
+
+/* X(NAME, number): the fault triggers ([vocabulary] triggers); 0 is now. */
+#define LIVE_TRIGGERS(X) \
+    X(AFTER_CALLS, 1u) \
+    X(PROBABILITY, 2u) \
+    X(AT, 3u) \
+
+#define LIVE_TRIGGER_LAST 3u
+
 /*
  * Lay out an empty live file's header in `base` (LIVE_TOTAL_BYTES bytes, zeroed): every
  * layout field, as nvml_mock_live.layer writes it; the records' UUIDs are the caller's.

@@ -15,8 +15,6 @@ holds their root and draws the whole tree::
     │   └── AdjustmentConflictError   (runtime double) two plugins set the same entry
     ├── TopologyError                 (topology) an invalid topology document, every problem
     │                                 listed (also a ValueError)
-    ├── ScenarioError                 (scenarios) an invalid scenario document, every problem
-    │                                 listed (also a ValueError)
     └── SettingsError                 (settings) a flag or env value a parser refused, naming
                                       the flag or variable
 
