@@ -168,3 +168,26 @@ def test_the_hook_never_fails_the_container(tmp_path: Path, overlay: Path) -> No
         assert direct.stderr.startswith(
             f"{names.SURFACES_HOOK}: the container starts without the driver surfaces: {why}"
         ), direct.stderr
+
+
+def test_the_driver_roots_nvidia_smi_works_from_the_root_alone(
+    overlay: Path, tmp_path: Path
+) -> None:
+    """``usr/bin/nvidia-smi`` finds the runtime and the state from its own place: no
+    ``/opt/nvml-mock`` fallback, no env (as when a tool runs it from the driver root)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        names.ENV_OVERLAY_MOUNT_PATH: str(tmp_path / "no-overlay-here"),
+    }
+    done = subprocess.run(
+        [str(overlay / "usr" / "bin" / "nvidia-smi"), "-L"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [line.split(" (UUID")[0] for line in done.stdout.splitlines()] == [
+        "GPU 0: NVIDIA H100 80GB HBM3",
+        "GPU 1: NVIDIA H100 80GB HBM3",
+    ]
