@@ -4,8 +4,10 @@ Each figure is printed beside a baseline measured in the same run, so the ratio 
 any machine:
 
 - render (8 and 64 GPUs) beside loading the profile alone;
-- re-stage (runtime reused) beside writing the state file alone, plus one first stage;
-- a launcher's start (``/bin/sh`` + loader + interpreter, module ``nvml_mock_engine.errors``)
+- re-stage (runtime reused) beside writing the state file alone, with and without the driver
+  root, plus one first stage;
+- a launcher's start (``/bin/sh`` + loader + interpreter, module
+  ``nvml_mock_engine.surfaces_hook --help``: a launcher imports a package's ``__main__``)
   beside the same interpreter started directly, and beside the host interpreter's
   ``python3 -I -c pass`` (the real binary, no version-manager shim).
 
@@ -72,13 +74,21 @@ def main() -> None:
             measure(lambda: stage(overlay, config8, options), rounds),
             state_only,
         )
+        plain = StageOptions(devices=False, driver_root=False)
+        bare = Path(tmp) / "bare"
+        stage(bare, config8, plain)
+        row(
+            "re-stage 8 GPUs, no driver root (usr/, proc/, sys/)",
+            measure(lambda: stage(bare, config8, plain), rounds),
+            state_only,
+        )
         row("first stage (runtime built)", first, state_only)
 
         runtime = overlay / "runtime"
         loader = loader_name(runtime)
         probe = overlay / "probe"
         probe_text = launcher_script(
-            "probe", "nvml_mock_engine.errors", loader=loader, mount_path=str(overlay)
+            "probe", "nvml_mock_engine.surfaces_hook", loader=loader, mount_path=str(overlay)
         )
         probe.write_text(probe_text)
         probe.chmod(0o755)
@@ -89,16 +99,24 @@ def main() -> None:
             str(runtime / "bin" / "python3"),
             "-I",
             "-m",
-            "nvml_mock_engine.errors",
+            "nvml_mock_engine.surfaces_hook",
+            "--help",
         ]
         host = os.path.realpath(sys.executable)
         host_pass = measure(lambda: subprocess.run([host, "-I", "-c", "pass"], check=True), rounds)
         row("baseline: host python3 -I -c pass (binary)", host_pass, None)
-        runtime_direct = measure(lambda: subprocess.run(direct, check=True), rounds)
+        runtime_direct = measure(
+            lambda: subprocess.run(direct, check=True, stdout=subprocess.DEVNULL), rounds
+        )
         row("runtime interpreter via its loader, no shell", runtime_direct, host_pass)
         row(
             "launcher (/bin/sh -> loader -> interpreter)",
-            measure(lambda: subprocess.run([str(probe)], check=True), rounds),
+            measure(
+                lambda: subprocess.run(
+                    [str(probe), "--help"], check=True, stdout=subprocess.DEVNULL
+                ),
+                rounds,
+            ),
             host_pass,
         )
 

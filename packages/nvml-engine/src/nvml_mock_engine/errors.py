@@ -15,6 +15,8 @@ One base class, so a caller can catch everything this package raises on purpose:
     │                      a node with a real NVIDIA driver (exit 1); names the sink
     ├── AnswerTooLargeError  (also a ValueError) the topology service sent more than the
     │                      agent or ``nvml-mock-ctl scenario`` reads; nothing of it is used
+    ├── HookError          nvml-mock-surfaces-hook cannot show a container the surfaces;
+    │                      reported on stderr, never fatal (the container starts without them)
     └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
 
 The live layer's errors are the live package's (:mod:`nvml_mock_live.errors`, re-exported
@@ -39,6 +41,7 @@ __all__ = [
     "ConfigError",
     "CtlUsageError",
     "KernelLogError",
+    "HookError",
     "LiveLayerError",
     "LiveValueError",
     "NvmlEngineError",
@@ -78,5 +81,12 @@ class CtlUsageError(NvmlEngineError):
 
 class KernelLogError(NvmlEngineError):
     """The kernel-log sink cannot be used (or may not be, on a real driver's node)."""
+
+
 class AnswerTooLargeError(NvmlEngineError, ValueError):
     """The topology service sent an answer past the limit read; nothing of it is used."""
+
+
+class HookError(NvmlEngineError):
+    """``nvml-mock-surfaces-hook``: the OCI state or the driver root cannot be used; the
+    hook reports it and exits 0, so the container starts without the surfaces."""

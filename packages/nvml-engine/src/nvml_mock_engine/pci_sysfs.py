@@ -129,6 +129,21 @@ def _resource(gpu: PciGpu, index: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _config_space(vendor: int, device: int, pci_class: int, subsystem: int, header: int) -> bytes:
+    """The first 256 bytes of a function's PCI configuration space (``config``): ids,
+    class, header type and, for an endpoint, the subsystem ids; no capability list (a
+    reader looking for the vGPU capability finds none, as on a bare-metal GPU)."""
+    space = bytearray(256)
+    space[0:4] = (vendor | device << 16).to_bytes(4, "little")
+    space[4:6] = (0x0006).to_bytes(2, "little")  # memory and bus-master enabled
+    space[8] = 0xA1  # revision
+    space[9:12] = pci_class.to_bytes(3, "little")
+    space[14] = header
+    if header == 0:
+        space[0x2C:0x30] = subsystem.to_bytes(4, "little")
+    return bytes(space)
+
+
 def _function(tree: FileTree, path: str, depth: int, values: dict[str, str]) -> None:
     for name, text in values.items():
         tree.add(f"{path}/{name}", f"{text}\n")
@@ -162,6 +177,11 @@ def sys_tree(gpus: Sequence[PciGpu], driver_version: str) -> FileTree:
                     "max_link_width": str(gpu.max_width),
                 },
             )
+            tree.add(
+                f"{port_path}/config",
+                _config_space(ROOT_PORT_VENDOR, ROOT_PORT_DEVICE, ROOT_PORT_CLASS, 0, 1),
+                mode=0o644,
+            )
             tree.link(f"bus/pci/devices/{port}", f"../../../{port_path}")
             parent = port_path
         path = f"{parent}/{name}"
@@ -187,6 +207,10 @@ def sys_tree(gpus: Sequence[PciGpu], driver_version: str) -> FileTree:
             },
         )
         tree.add(f"{path}/resource", _resource(gpu, index))
+        config = _config_space(
+            gpu.device_id & 0xFFFF, gpu.device_id >> 16, gpu.pci_class, gpu.subsystem_id, 0
+        )
+        tree.add(f"{path}/config", config, mode=0o644)
         up = "../" * depth
         tree.link(f"{path}/driver", f"{up}bus/pci/drivers/nvidia")
         tree.link(f"{path}/iommu_group", f"{up}kernel/iommu_groups/{index}")

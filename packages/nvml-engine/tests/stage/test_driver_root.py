@@ -213,7 +213,7 @@ def test_a_graphics_mode_board_shows_the_vga_class(
     tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_host(tmp_path, monkeypatch)
-    source = Path(__file__).parents[1] / "src" / "nvml_mock_engine" / "profiles" / "l40s.yaml"
+    source = Path(__file__).parents[2] / "src" / "nvml_mock_engine" / "profiles" / "l40s.yaml"
     text = source.read_text().replace("layout:\n", 'layout:\n  pci_class: "0x030000"\n', 1)
     profile = tmp_path / "l40s-graphics.yaml"
     profile.write_text(text)
@@ -279,7 +279,7 @@ def test_bad_input_is_a_clear_error_and_nothing_is_left(
     tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_host(tmp_path, monkeypatch)
-    source = Path(__file__).parents[1] / "src" / "nvml_mock_engine" / "profiles" / "h100.yaml"
+    source = Path(__file__).parents[2] / "src" / "nvml_mock_engine" / "profiles" / "h100.yaml"
     no_id = tmp_path / "no-id.yaml"
     no_id.write_text(source.read_text().replace('  pci_device_id: "0x233010DE"\n', ""))
     with pytest.raises(ProfileError, match=r"gpu: missing required key\(s\): pci_device_id"):
@@ -336,6 +336,6 @@ def test_the_librarys_mount_path_default_is_the_protocols() -> None:
     """The C library's fallback overlay path and ENV name agree with ``names`` (one fact)."""
     from nvml_mock_protocol import names
 
-    init = (Path(__file__).parents[1] / "native" / "src" / "init.c").read_text()
+    init = (Path(__file__).parents[2] / "native" / "src" / "init.c").read_text()
     assert f'#define OVERLAY_MOUNT_DEFAULT "{names.OVERLAY_MOUNT_PATH}"' in init
     assert f'#define ENV_OVERLAY_MOUNT "{names.ENV_OVERLAY_MOUNT_PATH}"' in init
