@@ -62,7 +62,7 @@ def test_driver_version_picks_its_cuda_version() -> None:
         ({"node": ""}, "node: must be a non-empty name"),
         ({"node": "a\nb"}, "node: must be a node name"),
         ({"driver_version": "latest"}, "driver_version: must look like 580.65.06"),
-        ({"driver_version": "999.1"}, "cuda_driver_version: driver branch of 999.1 is unknown"),
+        ({"driver_version": "540.1"}, "cuda_driver_version: driver branch of 540.1 is unknown"),
         ({"profile": "nope"}, "profile: unknown profile 'nope'"),
         (
             {"file_data": {"gpus": {3: {"memory_total_bytes": -1}}}},
@@ -230,3 +230,15 @@ def test_any_input_is_rendered_or_refused_with_a_config_error(
     assert lines[0] == "nvml-mock-state 1"
     assert all(len(line.encode()) <= 1023 for line in lines)
     assert all(len(line.partition("=")[2].encode()) <= 255 for line in lines)
+
+
+def test_a_driver_newer_than_every_known_branch_gets_the_newest_cuda() -> None:
+    """A 610-series driver renders without cuda_driver_version: the newest CUDA version the
+    branch table knows (a driver runs every CUDA release up to its own; its real pairing is
+    not on file). An explicit value still wins."""
+    config = resolve_config(profile="h100", node="n", driver_version="610.43.01")
+    assert config.cuda_driver_version == 13020
+    pinned = resolve_config(
+        profile="h100", node="n", driver_version="610.43.01", cuda_driver_version=13030
+    )
+    assert pinned.cuda_driver_version == 13030

@@ -15,6 +15,10 @@
  * GPU-instance ids follow the placement, as the driver numbers them, so a layout made again
  * gets the same ids and its MIG devices the same UUIDs (hashed from the GPU's UUID and the
  * GPU/compute instance ids).
+ *
+ * Every change of the layout (an instance created or destroyed) appends one
+ * nvmlEventMigConfigChange event for the GPU to the live layer's ring in the same locked
+ * step, so event sets registered for it wake (mig-parted and the device plugin listen).
  */
 #define _GNU_SOURCE
 #include "mig.h"
@@ -32,6 +36,7 @@
 #include <unistd.h>
 
 #include "mock.h"
+#include "processes.h"
 
 #define MIG_IDS 14u /* GPU-instance ids 0..13 (see gi_id) */
 #define MIG_MAX_GI LIVE_MIG_MAX_GI
@@ -321,6 +326,8 @@ int mock_mig_on(const struct nvmlDevice_st *d)
 /* A change to one GPU's record, under the live file's exclusive flock. */
 struct mig_txn {
     int fd;
+    unsigned int board; /* the GPU's board index, for the config-change event */
+    int changed;        /* the layout of instances changed: send nvmlEventMigConfigChange */
     unsigned char *base;
     unsigned char *rec;
     struct mig_layout l;
@@ -330,6 +337,8 @@ static nvmlReturn_t txn_begin(const struct nvmlDevice_st *d, struct mig_txn *t)
 {
     t->fd = -1;
     t->base = NULL;
+    t->board = d->board;
+    t->changed = 0;
     if (mig_record(d) == NULL || mock_live_path[0] == '\0') {
         mock_set_error_detail(NVML_ERROR_NO_PERMISSION,
                               "no live layer to hold the MIG layout (stage the overlay with nvml-mock-engine)");
@@ -379,6 +388,10 @@ static void txn_end(struct mig_txn *t, int commit)
         __atomic_fetch_add((uint64_t *)(void *)(t->rec + LIVE_MIG_WRITES), 1u, __ATOMIC_RELAXED);
         __atomic_store_n(seq, odd + 1u, __ATOMIC_RELEASE);
         __atomic_fetch_add((uint64_t *)(void *)(t->base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
+        if (t->changed) {
+            nvml_mock_live_event_on(t->base, (size_t)LIVE_TOTAL_BYTES, t->board, 0xFFFFFFFFu, 0xFFFFFFFFu,
+                                    nvmlEventMigConfigChange, 0);
+        }
     }
     munmap(t->base, (size_t)LIVE_TOTAL_BYTES);
     flock(t->fd, LOCK_UN);
@@ -757,9 +770,11 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int 
 
 /*
  * The new mode becomes pending; it is activated at once (the driver resets an idle GPU
- * itself) unless the GPU is busy (live memory in use: processes hold it), when it stays
- * pending with activationStatus IN_USE until a GPU reset (nvidia-smi -r). Disabling MIG while
- * GPU instances exist is refused with IN_USE, as the driver refuses it.
+ * itself) unless the GPU is busy, when it stays pending with activationStatus IN_USE ("In use
+ * by another client") until a GPU reset (nvidia-smi -r), which is what sends mig-parted down
+ * its reset path. Busy is what a driver sees as another client: a process listed on the GPU
+ * (an allocation record, on the GPU or one of its MIG devices) or memory in use on it.
+ * Disabling MIG while GPU instances exist is refused with IN_USE, as the driver refuses it.
  */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus)
 {
@@ -785,7 +800,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int 
         }
     }
     t.l.pending = mode;
-    if (live_memory_used_bytes(d) > 0 && t.l.current != mode) {
+    int busy = live_memory_used_bytes(d) > 0 || mock_procs_of(d, NULL, 0) > 0;
+    if (busy && t.l.current != mode) {
         *activationStatus = NVML_ERROR_IN_USE;
     } else {
         t.l.current = mode;
@@ -825,6 +841,22 @@ int nvml_mock_live_mig_reset(void *base, size_t len, unsigned int gpu)
 
 /* --- GPU instances -------------------------------------------------------------------- */
 
+/* A MIG-capable GPU (with a profile table) and its layout, whatever its mode. */
+static nvmlReturn_t capable_gpu(nvmlDevice_t device, const struct nvmlDevice_st **out, struct mig_layout *l)
+{
+    const struct nvmlDevice_st *d = NULL;
+    nvmlReturn_t rc = mock_device(device, &d);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (!d->s.mig_capable || d->s.mig_gi_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    mig_read(d, l);
+    *out = d;
+    return NVML_SUCCESS;
+}
+
 /* A MIG-capable GPU with MIG enabled now, and its layout. */
 static nvmlReturn_t enabled_gpu(nvmlDevice_t device, const struct nvmlDevice_st **out, struct mig_layout *l)
 {
@@ -856,11 +888,16 @@ static nvmlReturn_t enabled_gpu(nvmlDevice_t device, const struct nvmlDevice_st 
     X(to, memorySizeMB, gp->memory_mib)
 #define MIG_PUT(to, field, value) (to)->field = (value);
 
-static nvmlReturn_t gi_profile_lookup(nvmlDevice_t device, unsigned int profile, const struct state_mig_gi **gp)
+/* nvml.h answers NOT_SUPPORTED from the plain call only for a GPU that "doesn't support MIG",
+ * and from the versioned ones also when it "doesn't have MIG mode enabled": `any_mode` says
+ * which (the DRA driver reads the table of a MIG-capable GPU with MIG off through the plain
+ * call, with go-nvml's GetGpuInstanceProfileInfo). */
+static nvmlReturn_t gi_profile_lookup(nvmlDevice_t device, unsigned int profile, int any_mode,
+                                      const struct state_mig_gi **gp)
 {
     const struct nvmlDevice_st *d = NULL;
     struct mig_layout l;
-    nvmlReturn_t rc = enabled_gpu(device, &d, &l);
+    nvmlReturn_t rc = any_mode ? capable_gpu(device, &d, &l) : enabled_gpu(device, &d, &l);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -875,7 +912,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device
                                                              nvmlGpuInstanceProfileInfo_t *info)
 {
     const struct state_mig_gi *gp = NULL;
-    nvmlReturn_t rc = gi_profile_lookup(device, profile, &gp);
+    nvmlReturn_t rc = gi_profile_lookup(device, profile, 1, &gp);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -907,7 +944,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t devic
                                                               nvmlGpuInstanceProfileInfo_v2_t *info)
 {
     const struct state_mig_gi *gp = NULL;
-    nvmlReturn_t rc = gi_profile_lookup(device, profile, &gp);
+    nvmlReturn_t rc = gi_profile_lookup(device, profile, 0, &gp);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -933,14 +970,20 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t d
 }
 
 /* The profile behind a profile id (what create/list calls take), on a GPU with MIG enabled. */
-static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, struct mig_at *a)
+static nvmlReturn_t by_profile_id_in(nvmlDevice_t device, unsigned int profileId, int any_mode, struct mig_at *a)
 {
-    nvmlReturn_t rc = enabled_gpu(device, &a->d, &a->l);
+    nvmlReturn_t rc = any_mode ? capable_gpu(device, &a->d, &a->l) : enabled_gpu(device, &a->d, &a->l);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     a->gp = gi_profile_by_id(a->d, profileId);
     return a->gp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* A GPU-instance profile of a GPU with MIG enabled. */
+static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, struct mig_at *a)
+{
+    return by_profile_id_in(device, profileId, 0, a);
 }
 
 /* How a possible-placements call answers for n placements: *count becomes n, and a short buffer
@@ -968,7 +1011,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevic
                                                                        nvmlGpuInstancePlacement_t *placements,
                                                                        unsigned int *count)
 {
-    MIG_AT(a, by_profile_id(device, profileId, &a));
+    /* nvml.h: NOT_SUPPORTED only "if device doesn't support MIG"; the table is the board's. */
+    MIG_AT(a, by_profile_id_in(device, profileId, 1, &a));
     REQUIRE_ARG(count);
     nvmlReturn_t rc;
     if (placements_room(placements, a.gp->placement_count, count, &rc)) {
@@ -1088,6 +1132,7 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const
     slot->size = a.gp->placement_size;
     slot->id = gi_id(slot->start, slot->size);
     *out = gi_handle(a.d, slot->id);
+    t.changed = 1;
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1122,6 +1167,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
         }
     }
     memset(now, 0, sizeof(*now));
+    t.changed = 1;
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1294,6 +1340,24 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvml
     return NVML_SUCCESS;
 }
 
+/* How many compute placements, of every compute profile the GPU instance offers, that are
+ * free now one at start:size would take away: creation without a placement takes the free one
+ * that takes away fewest, the lowest start on a tie, as for GPU instances. So a 1c.3g then a
+ * 2c.3g fit in one 3g instance (the 1c lands on slice 2, leaving 0-1 to the 2c), as a real
+ * driver creates them. */
+static unsigned int ci_damage(const struct mig_gi *gi, const struct state_mig_gi *gp, uint32_t start, uint32_t size)
+{
+    unsigned int lost = 0;
+    for (uint32_t i = 0; i < gp->ci_count && i < STATE_MAX_MIG_CI_PROFILES; i++) {
+        unsigned int starts[MIG_MAX_CI];
+        unsigned int n = ci_placements(gp->ci[i].slices, gp->slices, starts);
+        for (unsigned int p = 0; p < n; p++) {
+            lost += ci_fits(gi, starts[p], gp->ci[i].slices) && overlaps(starts[p], gp->ci[i].slices, start, size);
+        }
+    }
+    return lost;
+}
+
 static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
                               const nvmlComputeInstancePlacement_t *want, nvmlComputeInstance_t *out)
 {
@@ -1312,9 +1376,14 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
         return rc;
     }
     int start = -1;
-    for (unsigned int i = 0; i < n && start < 0; i++) {
+    unsigned int best = UINT_MAX;
+    for (unsigned int i = 0; i < n; i++) {
         if ((want == NULL || want->start == starts[i]) && ci_fits(now, starts[i], a.cp->slices)) {
-            start = (int)starts[i];
+            unsigned int lost = ci_damage(now, a.gp, starts[i], a.cp->slices);
+            if (lost < best) {
+                best = lost;
+                start = (int)starts[i];
+            }
         }
     }
     struct mig_ci *slot = NULL;
@@ -1335,6 +1404,7 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
     slot->start = (uint32_t)start;
     slot->size = a.cp->slices;
     *out = ci_handle(a.d, gid, (unsigned int)id);
+    t.changed = 1;
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1370,6 +1440,7 @@ MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t comput
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     memset(cnow, 0, sizeof(*cnow));
+    t.changed = 1;
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }

@@ -112,11 +112,17 @@ class EngineConfig:
 
 
 def cuda_version_for_driver(driver_version: str) -> int | None:
-    """The CUDA driver API version a driver branch ships with, or None for an unknown branch."""
+    """The CUDA driver API version a driver branch ships with, or None for an unknown branch.
+
+    A branch newer than every branch of the table (a 600- or 610-series driver) gets the
+    newest CUDA version the table knows: a driver runs every CUDA release up to its own, and
+    its real pairing is not published here; set ``cuda_driver_version`` to pin it."""
     try:
         branch = int(driver_version.split(".", 1)[0])
     except ValueError:
         return None
+    if branch > max(_CUDA_BY_BRANCH):
+        return _CUDA_BY_BRANCH[max(_CUDA_BY_BRANCH)]
     return _CUDA_BY_BRANCH.get(branch)
 
 

@@ -35,6 +35,8 @@ from typing import Final
 
 from nvml_mock_protocol import _live_layout, names
 from nvml_mock_protocol import live as core
+from nvml_mock_protocol import live_mig
+from nvml_mock_protocol.live_mig import MigDevice
 
 from nvml_mock_engine._files import gpu_sections, write_atomic
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError
@@ -76,12 +78,15 @@ class BoardGpu:
 @dataclass(frozen=True, slots=True)
 class LiveEvent:
     """One record of the event ring: its sequence number, GPU, ``nvmlEventType*`` bit and data
-    (the Xid for ``nvmlEventTypeXidCriticalError``)."""
+    (the Xid for ``nvmlEventTypeXidCriticalError``), and the MIG device it is on (GPU and
+    compute instance ids; None for the whole GPU)."""
 
     seq: int
     gpu: int
     event_type: int
     data: int
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
 
 
 def read_board(state_path: Path) -> list[BoardGpu]:
@@ -340,11 +345,28 @@ class LiveLayer:
             gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, v & _U64, op) for k, v in checked.items()]
         )
 
-    def event(self, gpu: int, event_type: int, data: int = 0) -> int:
+    def event(
+        self,
+        gpu: int,
+        event_type: int,
+        data: int = 0,
+        *,
+        gpu_instance: int | None = None,
+        compute_instance: int | None = None,
+    ) -> int:
         """Append an NVML event (``nvmlEventType*`` bit, e.g. Xid 0x8 with the Xid as *data*)
         for *gpu* to the event ring and wake every waiter on the node; returns its sequence
-        number. Only event sets that registered before it receive it."""
+        number. Only event sets that registered before it receive it. *gpu_instance* and
+        *compute_instance* (both or neither) put it on that MIG device of the GPU: waiters get
+        its ids in ``gpuInstanceId`` / ``computeInstanceId``, and a container that was not
+        given that MIG device does not get it. The instance must exist now."""
         self._gpu(gpu)
+        if (gpu_instance is None) != (compute_instance is None):
+            raise LiveValueError(
+                "compute_instance" if compute_instance is None else "gpu_instance",
+                None,
+                "must be given with the other instance id (a MIG device is both)",
+            )
         if (
             not isinstance(event_type, int)
             or event_type <= 0
@@ -356,9 +378,24 @@ class LiveLayer:
             raise LiveValueError("data", data, "must be an unsigned 64-bit integer")
         if not self.writable:
             raise LiveLayerError(f"the live layer {self.path} was opened read-only")
+        none = 0xFFFFFFFF
         with _flock(self._fd):
+            if gpu_instance is not None and compute_instance is not None:
+                ids = (gpu_instance, compute_instance)
+                have = {(d.gpu_instance, d.compute_instance) for d in self.mig_devices(gpu)}
+                if ids not in have:
+                    listed = ", ".join(f"{g}/{c}" for g, c in sorted(have)) or "none"
+                    raise LiveValueError(
+                        "gpu_instance/compute_instance",
+                        f"{ids[0]}/{ids[1]}",
+                        f"is not a MIG device of GPU {gpu} now (GI/CI there: {listed})",
+                    )
+            else:
+                ids = (none, none)
             seq = int(
-                _library().nvml_mock_live_event(self._address(), _SIZE, gpu, event_type, data)
+                _library().nvml_mock_live_event_on(
+                    self._address(), _SIZE, gpu, ids[0], ids[1], event_type, data
+                )
             )
         if seq == 0:
             raise LiveLayerError(f"GPU {gpu}: the library refused the event for {self.path}")
@@ -433,10 +470,29 @@ class LiveLayer:
         for seq in range(first, head + 1):
             slot = seq % _live_layout.LIVE_EVENT_SLOTS
             at = _live_layout.LIVE_EVENTS_OFFSET + slot * _live_layout.LIVE_EVENT_RECORD_BYTES
-            rec_seq, gpu, event_type, data = struct.unpack_from("<4Q", self._map, at)
+            rec_seq, word, event_type, data = struct.unpack_from("<4Q", self._map, at)
             if rec_seq == seq:
-                found.append(LiveEvent(seq, gpu, event_type, data))
+                # the GPU word: board GPU, then GI + 1 and CI + 1 (0: the whole GPU)
+                gi, ci = (word >> 32) & 0xFFFF, (word >> 48) & 0xFFFF
+                mig = gi != 0 and ci != 0
+                found.append(
+                    LiveEvent(
+                        seq,
+                        word & 0xFFFFFFFF,
+                        event_type,
+                        data,
+                        gi - 1 if mig else None,
+                        ci - 1 if mig else None,
+                    )
+                )
         return found
+
+    def mig_devices(self, gpu: int) -> list[MigDevice]:
+        """The MIG devices of *gpu* in its live MIG layout now (none with MIG off)."""
+        self._gpu(gpu)
+        board = self._board[gpu]
+        summary = core.BoardSummary(board.index, board.uuid, board.values.get("pci_bus_id", ""), 0)
+        return live_mig.mig_devices(self._file, [summary])
 
     def _gpu(self, gpu: int) -> None:
         if not isinstance(gpu, int) or not 0 <= gpu < len(self._board):

@@ -480,6 +480,7 @@ def _load(path: str) -> ctypes.CDLL:
         ),
         "nvml_mock_live_retire": ([c_void, c_size], ctypes.c_int),
         "nvml_mock_live_event": ([c_void, c_size, c_uint, c_u64, c_u64], c_u64),
+        "nvml_mock_live_event_on": ([c_void, c_size, c_uint, c_uint, c_uint, c_u64, c_u64], c_u64),
         "nvml_mock_live_proc_write": (
             [c_void, c_size, c_uint, ctypes.c_char_p, c_size],
             ctypes.c_int,
