@@ -232,13 +232,20 @@ def test_any_input_is_rendered_or_refused_with_a_config_error(
     assert all(len(line.partition("=")[2].encode()) <= 255 for line in lines)
 
 
-def test_a_driver_newer_than_every_known_branch_gets_the_newest_cuda() -> None:
-    """A 610-series driver renders without cuda_driver_version: the newest CUDA version the
-    branch table knows (a driver runs every CUDA release up to its own; its real pairing is
-    not on file). An explicit value still wins."""
-    config = resolve_config(profile="h100", node="n", driver_version="610.43.01")
-    assert config.cuda_driver_version == 13020
-    pinned = resolve_config(
-        profile="h100", node="n", driver_version="610.43.01", cuda_driver_version=13030
+def test_a_610_driver_renders_without_a_cuda_version() -> None:
+    """610 ships CUDA 13.3 (real 610.43.02 / 610.43.03 tables: "CUDA UMD Version: 13.3"); a
+    branch newer than every known one gets the newest CUDA version the table knows (a driver
+    runs every CUDA release up to its own; its real pairing is not on file). An explicit value
+    still wins."""
+    assert (
+        resolve_config(profile="h100", node="n", driver_version="610.43.02").cuda_driver_version
+        == 13030
     )
-    assert pinned.cuda_driver_version == 13030
+    assert (
+        resolve_config(profile="h100", node="n", driver_version="620.1.2").cuda_driver_version
+        == 13030
+    )
+    pinned = resolve_config(
+        profile="h100", node="n", driver_version="620.1.2", cuda_driver_version=14000
+    )
+    assert pinned.cuda_driver_version == 14000

@@ -62,7 +62,9 @@ def one_1g(pynvml: Any, gpu: Any, count: int = 1) -> list[tuple[int, int]]:
 # --- item 1: a GPU that lists a process keeps the mode change pending -------------------
 
 
-def test_set_mig_mode_stays_pending_while_a_process_runs(pynvml: Any, node: Path, library_file: Path) -> None:
+def test_set_mig_mode_stays_pending_while_a_process_runs(
+    pynvml: Any, node: Path, library_file: Path
+) -> None:
     """A real driver leaves the change pending ("In use by another client") while a process
     is on the GPU, until a reset; mig-parted then takes its reset path. A process listed
     through an allocation record counts, with no memory value set on the GPU itself."""
@@ -94,7 +96,7 @@ def test_layout_changes_send_mig_config_change(pynvml: Any, node: Path) -> None:
     try:
         assert pynvml.nvmlDeviceGetSupportedEventTypes(gpu) & MIG_CONFIG_CHANGE
         pynvml.nvmlDeviceRegisterEvents(gpu, MIG_CONFIG_CHANGE, events)
-        (gi, ci), = one_1g(pynvml, gpu)  # one GPU instance, one compute instance: two changes
+        ((gi, ci),) = one_1g(pynvml, gpu)  # one GPU instance, one compute instance: two changes
         got = [pynvml.nvmlEventSetWait_v2(events, 1000) for _ in range(2)]
         assert [e.eventType for e in got] == [MIG_CONFIG_CHANGE] * 2
         assert all(e.device.value == gpu.value for e in got) if hasattr(gpu, "value") else True
@@ -106,9 +108,14 @@ def test_layout_changes_send_mig_config_change(pynvml: Any, node: Path) -> None:
         second = pynvml.nvmlEventSetCreate()
         pynvml.nvmlDeviceRegisterEvents(other, MIG_CONFIG_CHANGE, second)
         mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0)
-        assert (pynvml.nvmlDeviceGetGpuInstanceId(mig), pynvml.nvmlDeviceGetComputeInstanceId(mig)) == (gi, ci)
+        assert (
+            pynvml.nvmlDeviceGetGpuInstanceId(mig),
+            pynvml.nvmlDeviceGetComputeInstanceId(mig),
+        ) == (gi, ci)
         gi_handle = pynvml.nvmlDeviceGetGpuInstanceById(gpu, gi)
-        pynvml.nvmlComputeInstanceDestroy(pynvml.nvmlGpuInstanceGetComputeInstanceById(gi_handle, ci))
+        pynvml.nvmlComputeInstanceDestroy(
+            pynvml.nvmlGpuInstanceGetComputeInstanceById(gi_handle, ci)
+        )
         assert pynvml.nvmlEventSetWait_v2(events, 1000).eventType == MIG_CONFIG_CHANGE
         with pytest.raises(pynvml.NVMLError_Timeout):
             pynvml.nvmlEventSetWait_v2(second, 50)
@@ -168,7 +175,7 @@ def test_a_waiter_blocked_before_the_loss_wakes_with_it(pynvml: Any, node: Path)
 def test_an_xid_on_a_mig_device_carries_its_instance_ids(pynvml: Any, node: Path) -> None:
     gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
     pynvml.nvmlDeviceSetMigMode(gpu, pynvml.NVML_DEVICE_MIG_ENABLE)
-    (gi_a, ci_a), (gi_b, ci_b) = one_1g(pynvml, gpu, 2)
+    (gi_a, _), (gi_b, ci_b) = one_1g(pynvml, gpu, 2)
     events = pynvml.nvmlEventSetCreate()
     pynvml.nvmlDeviceRegisterEvents(gpu, XID, events)
     with live.LiveLayer.open(node) as layer:
@@ -223,7 +230,10 @@ def test_a_container_given_one_mig_device_gets_only_its_events(
     pynvml.nvmlDeviceSetMigMode(gpu, pynvml.NVML_DEVICE_MIG_ENABLE)
     made = one_1g(pynvml, gpu, 2)
     mig_a = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0)
-    gi_a, ci_a = pynvml.nvmlDeviceGetGpuInstanceId(mig_a), pynvml.nvmlDeviceGetComputeInstanceId(mig_a)
+    gi_a, ci_a = (
+        pynvml.nvmlDeviceGetGpuInstanceId(mig_a),
+        pynvml.nvmlDeviceGetComputeInstanceId(mig_a),
+    )
     ((gi_b, ci_b),) = [ids for ids in made if ids != (gi_a, ci_a)]
     uuid_a = pynvml.nvmlDeviceGetUUID(mig_a)
     env = dict(os.environ, NVIDIA_VISIBLE_DEVICES=uuid_a)
@@ -266,10 +276,17 @@ def test_ctl_sends_an_xid_to_one_mig_device(pynvml: Any, node: Path, tmp_path: P
     assert (got.eventData, got.gpuInstanceId, got.computeInstanceId) == (48, gi_b, ci_b)
     # a MIG device GPU 0 does not have is refused, nothing sent; half a device is a usage error
     bad = subprocess.run(
-        [*ctl, "xid", "48", "-i", "0", "--gi", "5", "--ci", "0"], capture_output=True, text=True, check=False
+        [*ctl, "xid", "48", "-i", "0", "--gi", "5", "--ci", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    assert bad.returncode == 3 and "--gi/--ci='5/0'" in bad.stderr and "not a MIG device" in bad.stderr
-    half = subprocess.run([*ctl, "xid", "48", "-i", "0", "--gi", "5"], capture_output=True, text=True, check=False)
+    assert (
+        bad.returncode == 3 and "--gi/--ci='5/0'" in bad.stderr and "not a MIG device" in bad.stderr
+    )
+    half = subprocess.run(
+        [*ctl, "xid", "48", "-i", "0", "--gi", "5"], capture_output=True, text=True, check=False
+    )
     assert half.returncode == 2 and "give both or neither" in half.stderr
 
 
@@ -314,3 +331,69 @@ def test_cci_makes_a_1c_and_a_2c_in_one_3g(pynvml: Any, node: Path, library_file
     assert rc == 0
     assert "MIG 1c.3g.40gb" in out and "MIG 2c.3g.40gb" in out
     assert "2:1" in out and "0:2" in out
+
+
+# --- item 18: processes never hold more memory than the GPU has ------------------------------
+
+
+def test_process_memory_fits_the_gpu(pynvml: Any, node: Path, library_file: Path) -> None:
+    """Allocations past a GPU's memory fail on a real driver, so no process list shows more
+    than fits: records are served in the order written, a later one gets what is left, and
+    the processes' sum is exactly the GPU's used memory beyond its own."""
+    gib = 1 << 30
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(1)
+    before = pynvml.nvmlDeviceGetMemoryInfo(gpu, version=pynvml.nvmlMemory_v2)
+    room = before.total - before.reserved - before.used
+    with LiveFile.open(node, library=library_file) as records:
+        records.put(Allocation("c-a", pid=101, gpus=(1,), used_memory_bytes=room // 2))
+        records.put(Allocation("c-b", pid=102, gpus=(1,), used_memory_bytes=room // 2 + 5 * gib))
+        records.put(Allocation("c-c", pid=103, gpus=(1,), used_memory_bytes=20 * gib))
+    procs = {p.pid: p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)}
+    assert procs == {101: room // 2, 102: room - room // 2, 103: 0}
+    after = pynvml.nvmlDeviceGetMemoryInfo(gpu, version=pynvml.nvmlMemory_v2)
+    assert after.used == before.used + sum(procs.values())
+    assert after.free == 0
+    # the first record gone, the later ones get their memory in order
+    with LiveFile.open(node, library=library_file) as records:
+        records.remove("c-a")
+    procs = {p.pid: p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)}
+    assert procs == {102: room // 2 + 5 * gib, 103: min(20 * gib, room - (room // 2 + 5 * gib))}
+    rc, out = smi(
+        library_file,
+        "-i",
+        "1",
+        "--query-compute-apps=pid,used_memory",
+        "--format=csv,noheader,nounits",
+    )
+    listed = {int(p): int(m) for p, m in (line.split(", ") for line in out.splitlines())}
+    rc2, used = smi(
+        library_file,
+        "-i",
+        "1",
+        "--query-gpu=memory.used,memory.total,memory.reserved",
+        "--format=csv,noheader,nounits",
+    )
+    assert rc == rc2 == 0
+    used_mib, total_mib, reserved_mib = (int(v) for v in used.strip().split(", "))
+    assert sum(listed.values()) <= total_mib - reserved_mib
+    assert abs(used_mib - (before.used >> 20) - sum(listed.values())) <= 2  # MiB rounding
+
+
+def test_process_memory_fits_its_mig_device(pynvml: Any, node: Path, library_file: Path) -> None:
+    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
+    pynvml.nvmlDeviceSetMigMode(gpu, pynvml.NVML_DEVICE_MIG_ENABLE)
+    ((gi, ci),) = one_1g(pynvml, gpu)
+    mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0)
+    size = pynvml.nvmlDeviceGetMemoryInfo(mig).total
+    with LiveFile.open(node, library=library_file) as records:
+        records.put(
+            Allocation(
+                "m-a", pid=201, gpus=(0,), used_memory_bytes=size - (1 << 30), mig=((0, gi, ci),)
+            )
+        )
+        records.put(
+            Allocation("m-b", pid=202, gpus=(0,), used_memory_bytes=4 << 30, mig=((0, gi, ci),))
+        )
+    procs = {p.pid: p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)}
+    assert procs == {201: size - (1 << 30), 202: 1 << 30}
+    assert pynvml.nvmlDeviceGetMemoryInfo(mig).used == size

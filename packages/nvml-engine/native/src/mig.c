@@ -622,6 +622,7 @@ static void fill_view(const struct nvmlDevice_st *d, const struct mig_gi *gi, co
     v->jpegs = gp->jpegs;
     v->ofas = gp->ofas;
     v->memory_mib = gp->memory_mib;
+    v->memory_slices = gp->placement_size;
     snprintf(v->name, sizeof(v->name), "%.58s MIG %.31s", d->s.name, prof);
     mig_uuid(d, gi->id, ci->id, v->uuid, sizeof(v->uuid));
 }
@@ -714,6 +715,18 @@ int mock_mig_at(const struct state *st, const unsigned char *live, unsigned int 
     *gi = gis[index];
     *ci = cis[index];
     return 0;
+}
+
+uint64_t mock_mig_gi_memory_bytes(const struct nvmlDevice_st *d, unsigned int gi)
+{
+    if (!d->s.mig_capable) {
+        return UINT64_MAX;
+    }
+    struct mig_layout l;
+    mig_read(d, &l);
+    struct mig_gi *g = find_gi(&l, gi);
+    const struct state_mig_gi *gp = g != NULL ? gi_profile_by_index(d, g->profile) : NULL;
+    return gp != NULL ? (uint64_t)gp->memory_mib << 20 : UINT64_MAX;
 }
 
 nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device)

@@ -5,6 +5,8 @@
  */
 #include "processes.h"
 
+#include "mig.h"
+
 #include "telemetry.h"
 
 /* The board GPU behind `d` (records hold board GPUs, whatever the visible view); -1 without
@@ -96,6 +98,34 @@ static int read_proc(const unsigned char *rec, uint32_t slot, unsigned int gpu, 
     }
 }
 
+/* What is left of the GPU's framebuffer for processes: the total less the reserved memory and
+ * the GPU's own use (its board or live memory-used value). */
+static uint64_t proc_room(const struct nvmlDevice_st *d)
+{
+    uint64_t room = d->s.memory_total_bytes > d->s.memory_reserved_bytes
+                        ? d->s.memory_total_bytes - d->s.memory_reserved_bytes
+                        : 0;
+    uint64_t own = live_memory_used_bytes(d);
+    return own < room ? room - own : 0;
+}
+
+/* A record's memory on one device, cut to what is left: allocations past the memory fail on a
+ * real GPU, so records are served in slot order (the order they were written) and a later one
+ * gets what the earlier ones left, on the GPU and in its GPU instance; the process list and the
+ * GPU's used memory then agree and never exceed the board. */
+struct room {
+    uint64_t gpu;
+    uint64_t gi[16];
+    uint16_t gi_known; /* bit g: gi[g] holds GPU instance g's room */
+};
+
+static uint64_t take(uint64_t *left, uint64_t want)
+{
+    uint64_t got = want < *left ? want : *left;
+    *left -= got;
+    return got;
+}
+
 unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const struct mock_proc *, void *), void *arg)
 {
     const unsigned char *h = atomic_load_explicit(&mock_live_header, memory_order_acquire);
@@ -109,6 +139,7 @@ unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const str
     }
     unsigned int n = 0;
     unsigned int budget = LIVE_READ_TRIES; /* retries for the whole scan, not per record */
+    struct room room = {.gpu = proc_room(d)};
     for (uint32_t slot = 0; slot < high; slot++) {
         const unsigned char *rec = h + LIVE_PROCESSES_OFFSET + (size_t)slot * LIVE_PROCESS_RECORD_BYTES;
         struct mock_proc p;
@@ -121,15 +152,27 @@ unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const str
         unsigned int held = 0;
         for (unsigned int w = 0; w < MIG_WORDS; w++) {
             if ((mig[w] & MIG_HELD) != 0 && (mig[w] & 0xFFu) == (uint32_t)gpu) {
-                p.gpu_instance = mig[w] >> 8 & 0xFFu;
-                p.compute_instance = mig[w] >> 16 & 0xFFu;
-                fn(&p, arg);
+                struct mock_proc one = p;
+                one.gpu_instance = mig[w] >> 8 & 0xFFu;
+                one.compute_instance = mig[w] >> 16 & 0xFFu;
+                uint64_t want = p.used_bytes;
+                if (one.gpu_instance < 16) {
+                    unsigned int g = one.gpu_instance;
+                    if (!(room.gi_known >> g & 1u)) {
+                        room.gi[g] = mock_mig_gi_memory_bytes(d, g);
+                        room.gi_known |= (uint16_t)(1u << g);
+                    }
+                    want = take(&room.gi[g], want);
+                }
+                one.used_bytes = take(&room.gpu, want);
+                fn(&one, arg);
                 held++;
             }
         }
         if (held == 0) {
             p.gpu_instance = MOCK_PROC_NO_INSTANCE;
             p.compute_instance = MOCK_PROC_NO_INSTANCE;
+            p.used_bytes = take(&room.gpu, p.used_bytes);
             fn(&p, arg);
             held = 1;
         }
@@ -171,10 +214,12 @@ struct mig_sum {
     uint64_t sum;
 };
 
+/* Memory belongs to the GPU instance: its compute instances share it, and each of their MIG
+ * devices reports the instance's whole use (as the real nvidia-smi shows it on every row). */
 static void add_mig_used(const struct mock_proc *p, void *arg)
 {
     struct mig_sum *m = arg;
-    if (p->gpu_instance == m->gi && p->compute_instance == m->ci) {
+    if (p->gpu_instance == m->gi && p->compute_instance != MOCK_PROC_NO_INSTANCE) {
         add_used(p, &m->sum);
     }
 }

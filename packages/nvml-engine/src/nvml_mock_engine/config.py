@@ -80,6 +80,7 @@ _CUDA_BY_BRANCH: Final[Mapping[int, int]] = MappingProxyType(
         580: 13000,
         590: 13010,
         595: 13020,
+        610: 13030,  # 610.43.02/03: "CUDA UMD Version: 13.3" (sglang#27487, finpilot#160)
     }
 )
 

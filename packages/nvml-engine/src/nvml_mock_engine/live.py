@@ -33,9 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from nvml_mock_protocol import _live_layout, names
+from nvml_mock_protocol import _live_layout, live_mig, names
 from nvml_mock_protocol import live as core
-from nvml_mock_protocol import live_mig
 from nvml_mock_protocol.live_mig import MigDevice
 
 from nvml_mock_engine._files import gpu_sections, write_atomic

@@ -8,15 +8,13 @@ and the DTD named in the DOCTYPE (both data in :mod:`._layout`).
 
 from __future__ import annotations
 
-import time
-
 from ._generation import parse_driver_version
 from ._layout import dtd, key_width
 from ._nvml import Device, Nvml, NvmlError
 from ._readings import Readings
 from ._report import build
 from ._tree import Node, leaf
-from ._values import NA, cuda_version
+from ._values import NA, clock_stamp, cuda_version
 
 
 def render(
@@ -39,7 +37,7 @@ def render(
         if xml and shown:
             nodes = [n for n in nodes if n.section in shown]
         gpus.append((readings.bus_id, nodes))
-    stamp = time.strftime("%a %b %d %H:%M:%S %Y")
+    stamp = clock_stamp()
     if xml:
         from ._xml import render as xml_render
 

@@ -326,9 +326,8 @@ class _Mig:
                     f"{v['memorySizeMB'] / 1024:<11.2f}No     {v['multiprocessorCount']:<7}"
                     f"{v['decoderCount']:<6}{v['encoderCount']:<4}|"
                 )
-                lines.append(
-                    f"|{'':>{61 + wide}}{v['copyEngineCount']:<6}{v['jpegCount']:<6}{v['ofaCount']:<4}|"
-                )
+                engines = f"{v['copyEngineCount']:<6}{v['jpegCount']:<6}{v['ofaCount']:<4}"
+                lines.append(f"|{'':>{61 + wide}}{engines}|")
                 lines.append(rule)
         if len(lines) == 5:
             lines.append(rule)
