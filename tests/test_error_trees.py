@@ -17,6 +17,7 @@ import pytest
 PACKAGES = {
     # import name: (errors module, base class)
     "nvml_mock_protocol": ("nvml_mock_protocol.errors", "ProtocolPackageError"),
+    "nvml_mock_live": ("nvml_mock_live.errors", "LiveError"),
     "nvml_mock_engine": ("nvml_mock_engine.errors", "NvmlEngineError"),
     "nvml_mock_topology": ("nvml_mock_topology.errors", "TopologyServiceError"),
     "nvml_mock_nri": ("nvml_mock_nri.errors", "NriPluginError"),

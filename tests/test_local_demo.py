@@ -89,7 +89,7 @@ def test_compute_domain_scenario(tmp_path: Path) -> None:
 
 def picked_by_the_demo_scenario(nodes: list[str]) -> list[str]:
     """What the protocol's selection picks for the demo's scenario over these nodes."""
-    from nvml_mock_protocol.scenarios import parse_scenarios
+    from nvml_mock_live.scenarios import parse_scenarios
     from nvml_mock_protocol.topology import parse_topology
 
     sys.path.insert(0, str(DEMO.parent))

@@ -37,6 +37,7 @@ def _version(package: Path) -> str:
 def test_every_package_is_found() -> None:
     assert {p.name for p in PACKAGES} == {
         "protocol",
+        "live",
         "nvml-engine",
         "topology-service",
         "nri-plugin",

@@ -38,13 +38,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import nvml_mock_live as live
 from cluster import Node, Process, TopologyService, free_port, http_get, wait_until
-from nvml_mock_engine import live
 from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
 from nvml_mock_engine.runtime import loader_name
+from nvml_mock_live.scenarios import parse_scenarios
 from nvml_mock_protocol import names
-from nvml_mock_protocol.scenarios import parse_scenarios
 from nvml_mock_protocol.topology import parse_topology
 from workload import WORKLOAD_NAMESPACE, Isolation, Outcome, create_and_run, recheck
 
@@ -728,7 +728,8 @@ class Demo:
         self.act(
             f"a scenario: Xid {XID_FALLEN_OFF_BUS} (fallen-off-bus) on GPU 0 of 50% of the nodes"
         )
-        board = live.read_board(self.overlay / "config" / "state.nvmlmock")
+        state = self.overlay / "config" / "state.nvmlmock"
+        board = live.read_board(state)
         gpus = len(board)
         for node in self.nodes:
             live.create(self.live_of(node), board)
@@ -792,7 +793,9 @@ class Demo:
         with contextlib.suppress(TimeoutError):
             await wait_until(
                 "the agents to clear it",
-                lambda: all("gpu_lost" not in live_values(self.live_of(n), 0) for n in self.nodes),
+                lambda: all(
+                    "gpu_lost" not in live_values(self.live_of(n), state, 0) for n in self.nodes
+                ),
                 15,
             )
         cleared = await self.new_workloads(own_live_layer=True)
@@ -864,12 +867,13 @@ class Demo:
         )
 
 
-def live_values(path: Path, gpu: int) -> dict[str, int]:
-    """The live values of one GPU of a node's live layer (empty when it cannot be read)."""
+def live_values(path: Path, state: Path, gpu: int) -> dict[str, int]:
+    """The live values of one GPU of a node's live layer, bound to the board *state* (empty
+    when it cannot be read)."""
     try:
-        with live.LiveLayer.open(path, writable=False) as layer:
+        with live.LiveLayer.open(path, state=state, writable=False) as layer:
             return layer.values(gpu)
-    except NvmlEngineError:
+    except live.LiveLayerError:
         return {}
 
 

@@ -14,7 +14,7 @@ import helm_python as helm
 import pytest
 from conftest import DEMO_TOPOLOGY, NAMESPACE, REPO_ROOT, RenderFn
 from manifests import container, env_of, mounts_of
-from nvml_mock_protocol.scenarios import parse_scenarios
+from nvml_mock_live.scenarios import parse_scenarios
 
 ITEMS = [
     {

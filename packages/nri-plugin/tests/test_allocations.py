@@ -11,8 +11,8 @@ import pytest
 from conftest import Start, allocated, pod, read_through_library, run_container
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.stage import StageOptions, stage
+from nvml_mock_live import Allocation, LiveLayer
 from nvml_mock_protocol import names
-from nvml_mock_protocol.live import Allocation, LiveFile
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
@@ -30,7 +30,7 @@ def overlay(short_tmp: Path) -> Path:
 def live_records(overlay: Path) -> list[Allocation]:
     config = overlay / names.OVERLAY_CONFIG_DIR
     library = overlay / names.OVERLAY_LIB_DIR / names.LIBRARY_NAME
-    with LiveFile.open(config / names.LIVE_FILE_NAME, library=library, writable=False) as live:
+    with LiveLayer.open(config / names.LIVE_FILE_NAME, library=library, writable=False) as live:
         return live.list()
 
 

@@ -14,8 +14,8 @@ from conftest import Start, allocated, pod, read_through_library, run_container
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import apply, parse_spec
 from nvml_mock_engine.stage import StageOptions, stage
+from nvml_mock_live import Allocation, LiveLayer
 from nvml_mock_protocol import names
-from nvml_mock_protocol.live import Allocation, LiveFile
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 GiB = 1 << 30
@@ -42,7 +42,7 @@ def paths(overlay: Path) -> tuple[Path, Path, Path]:
 
 def live_records(overlay: Path) -> list[Allocation]:
     library, _, live = paths(overlay)
-    with LiveFile.open(live, library=library, writable=False) as opened:
+    with LiveLayer.open(live, library=library, writable=False) as opened:
         return opened.list()
 
 

@@ -11,11 +11,11 @@ import pytest
 from conftest import Start, container, pod
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.stage import StageOptions, stage
+from nvml_mock_live import read_board
 from nvml_mock_nri import unknown_devices
 from nvml_mock_nri.errors import ConfigError, UnknownDeviceError
 from nvml_mock_nri.settings import load_settings
 from nvml_mock_protocol import names
-from nvml_mock_protocol.live import read_board_summary
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.errors import PluginError
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
@@ -60,7 +60,7 @@ async def test_devices_the_node_has_are_not_refused(
 ) -> None:
     plugin = await start_plugin("--overlay-host-path", str(overlay))
     state = overlay / "config" / "state.nvmlmock"
-    board = read_board_summary(state)
+    board = read_board(state)
     values = [
         "3",
         f"{board[1].uuid}",

@@ -238,7 +238,7 @@ def read_only_bind(host: Path, mount: Path) -> str:
 @pytest.fixture
 def live_state(write_state: StateWriter) -> Path:
     """A two-GPU state with a fresh live layer beside it."""
-    from nvml_mock_engine import live
+    import nvml_mock_live as live
 
     state = write_state()
     live.create(state.parent / live.LIVE_FILE_NAME, live.read_board(state))
@@ -248,7 +248,7 @@ def live_state(write_state: StateWriter) -> Path:
 @pytest.fixture
 def layer(live_state: Path) -> Iterator[Any]:
     """The live layer of ``live_state``, open for writing."""
-    from nvml_mock_engine import live
+    import nvml_mock_live as live
 
     with live.LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME) as opened:
         yield opened

@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
-from nvml_mock_engine import faults, live
+from nvml_mock_engine import faults
 from nvml_mock_engine.agent import Agent, serve_probes
 from nvml_mock_engine.settings import AgentSettings
-from nvml_mock_protocol.scenarios import parse_scenarios
+from nvml_mock_live.scenarios import parse_scenarios
 from nvml_mock_protocol.topology import parse_topology
 from nvml_mock_topology.api import create_app
 from nvml_mock_topology.scenarios import ScenarioStore, WriteAccess
@@ -206,17 +207,18 @@ def test_a_removed_scenario_is_cleared_at_once(
 def test_a_refused_value_fails_with_the_reason_and_writes_nothing(
     node: dict[str, Path], make_agent: AgentFactory
 ) -> None:
+    # what only the node can judge: the service validated names and declared bounds already
     text = scenarios(
-        "{name: bogus, apply: {fault: no-such-fault}}",
-        "{name: too-hot, apply: {set: {temperature_c: 100000}, xid: 79}}",
+        "{name: too-many, gpus: [7], apply: {xid: 48}}",
+        "{name: too-full, apply: {set: {memory_used_bytes: 1000000000000000}, xid: 79}}",
     )
     with Service(text, node["token"]) as running:
         agent = make_agent(running.url, Clock(soon()))
         sync(agent)
-        bogus = running.get("/v1/scenarios/bogus")["nodes"][0]
-        assert bogus["state"] == "failed" and "is not a fault; faults: lost" in bogus["reason"]
-        hot = running.get("/v1/scenarios/too-hot")["nodes"][0]
-        assert hot["state"] == "failed" and "temperature_c" in hot["reason"]
+        many = running.get("/v1/scenarios/too-many")["nodes"][0]
+        assert many["state"] == "failed" and "is not a GPU of this node" in many["reason"]
+        full = running.get("/v1/scenarios/too-full")["nodes"][0]
+        assert full["state"] == "failed" and "the board's room" in full["reason"]
         assert values(node, 0) == {}
         with live.LiveLayer.open(node["live"], writable=False) as layer:
             assert layer.events() == []  # the Xid of a refused scenario is not sent either

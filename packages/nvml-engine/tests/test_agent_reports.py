@@ -7,7 +7,7 @@ import contextlib
 import time
 from pathlib import Path
 
-from nvml_mock_engine import live
+import nvml_mock_live as live
 from test_agent import (
     START,
     T0,

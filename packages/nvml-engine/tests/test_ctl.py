@@ -20,9 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter, gpu_entry, needs_mount_namespaces, read_only_bind
-from nvml_mock_engine import ctl, faults, live
+from nvml_mock_engine import ctl, faults
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
 from nvml_mock_protocol import names
 
@@ -273,7 +274,7 @@ def test_several_gpus(live_file: Path, spec: str) -> None:
         (["xid", "0", "-i", "0"], "xid='0'"),
         (["temp", "50", "-i", "7"], "gpu='7'"),
         (["temp", "50", "-i", "GPU-00000000-0000-0000-0000-000000000000"], "gpu='GPU-0000"),
-        (["util", "sine", "101", "-i", "0"], "util_pattern_level=101"),
+        (["util", "sine", "101", "-i", "0"], "util='sine 101'"),
         (["util", "sine", "--period=-5s", "-i", "0"], "period='-5s'"),
         (["power", "lots", "-i", "0"], "power_usage_mw='lots'"),
         (["reset", "nope", "-i", "0"], "nope=None"),
@@ -619,7 +620,7 @@ def test_a_bad_allocation_is_refused_naming_it_and_nothing_is_written(
     assert named in capsys.readouterr().err
     assert generation(live_file) == before
     with live.LiveLayer.open(live_file) as layer:
-        assert [a.container_id for a in layer.allocations.list()] == ["ctl-1"]
+        assert [a.container_id for a in layer.list()] == ["ctl-1"]
 
 
 def test_status_lists_a_damaged_record_without_failing(
@@ -627,7 +628,7 @@ def test_status_lists_a_damaged_record_without_failing(
 ) -> None:
     """A record whose GPU mask names GPUs the board lacks (a hand-edited or damaged file) and
     whose strings fill their fields without a NUL is listed, not a crash."""
-    from nvml_mock_protocol import _live_layout as layout
+    from nvml_mock_live import _layout as layout
 
     assert run(live_file, "alloc", "--pid", "9", "--gpus", "0") == ctl.EXIT_OK
     with live_file.open("r+b") as raw:

@@ -11,9 +11,10 @@ import ctypes
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
-from nvml_mock_engine import faults, live
+from nvml_mock_engine import faults
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.errors import LiveValueError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView

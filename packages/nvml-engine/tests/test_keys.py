@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from nvml_mock_engine import _keys
 from nvml_mock_engine.schema import GPU_KEYS, LIVE_GPU_KEYS, SYSTEM_KEYS
-from nvml_mock_protocol import _live_layout
+from nvml_mock_live import _keys
+from nvml_mock_live import _layout as _live_layout
 
 PACKAGE = Path(__file__).resolve().parents[1]
 SCRIPT = PACKAGE / "scripts" / "gen_keys.py"
 SOURCES = PACKAGE / "native" / "src"
+DECLARATION = PACKAGE.parent / "live" / "src" / "nvml_mock_live" / "keys.toml"
 
 
 def test_the_generated_files_match_the_declaration() -> None:
@@ -26,13 +27,14 @@ def test_the_generated_files_match_the_declaration() -> None:
 
 def test_the_drift_check_names_a_hand_edited_file(tmp_path: Path) -> None:
     """A copy of the package with one generated file edited must fail the check, naming it."""
-    copy = tmp_path / "pkg"
-    for sub in ("scripts", "src/nvml_mock_engine", "native/src", "native/fuzz"):
+    copy = tmp_path / "nvml-engine"
+    for sub in ("scripts", "native/src", "native/fuzz", "../live/src/nvml_mock_live"):
         (copy / sub).mkdir(parents=True)
     for rel in (
         "scripts/gen_keys.py",
-        "src/nvml_mock_engine/keys.toml",
-        "src/nvml_mock_engine/_keys.py",
+        "../live/src/nvml_mock_live/keys.toml",
+        "../live/src/nvml_mock_live/_keys.py",
+        "../live/src/nvml_mock_live/_layout.py",
         "native/src/keys.h",
         "native/src/live_layout.h",
         "native/STATE-FORMAT.md",
@@ -81,7 +83,7 @@ def test_a_declaration_that_breaks_its_rules_is_refused(
         import gen_keys
     finally:
         sys.path.pop(0)
-    text = (PACKAGE / "src/nvml_mock_engine/keys.toml").read_text()
+    text = (DECLARATION).read_text()
     assert edit[0] in text
     bad = tmp_path / "keys.toml"
     bad.write_text(text.replace(edit[0], edit[1], 1))

@@ -55,7 +55,7 @@ def test_a_signed_live_only_key_gets_a_signed_getter(tmp_path: Path) -> None:
         import gen_keys
     finally:
         sys.path.pop(0)
-    text = (PACKAGE / "src/nvml_mock_engine/keys.toml").read_text()
+    text = (PACKAGE.parent / "live/src/nvml_mock_live/keys.toml").read_text()
     assert "live = [\n" in text
     declaration = tmp_path / "keys.toml"
     declaration.write_text(text.replace("live = [\n", "live = [\n" + SIGNED_ROW, 1))

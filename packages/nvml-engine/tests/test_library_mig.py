@@ -17,9 +17,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import needs_mount_namespaces, read_only_bind
-from nvml_mock_engine import live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.profiles import load_profile, profile_names
 from nvml_mock_engine.render import render_text

@@ -2,7 +2,7 @@
 others already blocked in nvmlEventSetWait.
 
 Through nvidia-ml-py bound to the built library, the real writer
-(:meth:`nvml_mock_engine.live.LiveLayer.event`), real child processes, and a real read-only
+(:meth:`nvml_mock_live.LiveLayer.event`), real child processes, and a real read-only
 bind mount in a private mount namespace (as containers see the overlay).
 """
 
@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter, needs_mount_namespaces, read_only_bind
-from nvml_mock_engine import live
-from nvml_mock_protocol import _live_layout
+from nvml_mock_live import _layout as _live_layout
 
 XID = 0x8
 DBE = 0x2

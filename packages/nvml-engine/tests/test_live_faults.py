@@ -2,7 +2,7 @@
 down, the GPU recovery action.
 
 Through nvidia-ml-py (and ctypes, for calls it does not wrap) bound to the built library, with
-the real writer (:mod:`nvml_mock_engine.live`).
+the real writer (:mod:`nvml_mock_live.layer`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
-from nvml_mock_engine import live
 
 NVML_SUCCESS = 0
 NVML_ERROR_NOT_SUPPORTED = 3

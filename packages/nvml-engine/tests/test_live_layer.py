@@ -1,7 +1,7 @@
 """The live layer: values written on the node reach running NVML clients on their next call.
 
 Through unmodified nvidia-ml-py bound to the real library, the real writer
-(:mod:`nvml_mock_engine.live`), real child processes, and a real read-only bind mount in a
+(:mod:`nvml_mock_live.layer`), real child processes, and a real read-only bind mount in a
 private mount namespace (as containers see the overlay).
 """
 
@@ -14,12 +14,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter, needs_mount_namespaces, read_only_bind
-from nvml_mock_engine import live
 from nvml_mock_engine.errors import LiveLayerError, LiveValueError
 from nvml_mock_engine.schema import LIVE_GPU_KEYS
-from nvml_mock_protocol import _live_layout
+from nvml_mock_live import _layout as _live_layout
 
 NVML_ERROR_INVALID_STATE = 29
 
@@ -342,7 +342,7 @@ def test_a_change_reaches_a_reader_through_a_read_only_bind_mount(
             "sh",
             "-c",
             read_only_bind(host, mount)
-            + f'exec {sys.executable} -c "from nvml_mock_engine import live; '
+            + f'exec {sys.executable} -c "import nvml_mock_live as live; '
             f"live.LiveLayer.open('{mount}/{live.LIVE_FILE_NAME}')\"",
         ],
         capture_output=True,

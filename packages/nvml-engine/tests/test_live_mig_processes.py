@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
-from nvml_mock_engine import live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
-from nvml_mock_protocol.live import MIG_HOLDINGS_MAX, Allocation, AllocationError, LiveFile
+from nvml_mock_live import MIG_HOLDINGS_MAX, Allocation, AllocationError, LiveLayer
 from smi_fixtures.helpers import smi
 
 GiB = 1 << 30
@@ -39,7 +39,7 @@ def node(pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, library_f
         gi = pynvml.nvmlDeviceCreateGpuInstance(gpu, info.id)
         ci_info = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, 0, 0)
         pynvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)
-    with LiveFile.open(tmp_path / live.LIVE_FILE_NAME, library=library_file) as records:
+    with LiveLayer.open(tmp_path / live.LIVE_FILE_NAME, library=library_file) as records:
         yield gpu, records
 
 

@@ -1,7 +1,7 @@
 """Allocation records in the live layer: processes, used memory and utilization per GPU.
 
 Written through the protocol package's writer core (as the NRI plugin writes them) and
-through :attr:`LiveLayer.allocations`, read through unmodified nvidia-ml-py bound to the real
+through :class:`LiveLayer`, read through unmodified nvidia-ml-py bound to the real
 library, in this process and in child processes.
 """
 
@@ -14,10 +14,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
-from nvml_mock_engine import live
-from nvml_mock_protocol import _live_layout
-from nvml_mock_protocol.live import Allocation, AllocationError, LiveFile, LiveFileError
+from nvml_mock_live import Allocation, AllocationError, LiveLayer, LiveLayerError
+from nvml_mock_live import _layout as _live_layout
 
 GiB = 1 << 30
 NO_INSTANCE = 0xFFFFFFFF
@@ -28,7 +28,7 @@ STEADY = 1
 
 @pytest.fixture
 def records(live_state: Path, library_file: Path) -> Any:
-    with LiveFile.open(live_state.parent / live.LIVE_FILE_NAME, library=library_file) as opened:
+    with LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME, library=library_file) as opened:
         yield opened
 
 
@@ -40,7 +40,7 @@ def used(pynvml: Any, handle: Any) -> int:
 
 
 def test_a_record_is_a_compute_process_with_its_memory_on_its_gpu_only(
-    pynvml: Any, records: LiveFile
+    pynvml: Any, records: LiveLayer
 ) -> None:
     pynvml.nvmlInit()
     held, other = pynvml.nvmlDeviceGetHandleByIndex(1), pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -74,7 +74,7 @@ def test_a_record_is_a_compute_process_with_its_memory_on_its_gpu_only(
 
 
 def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
-    pynvml: Any, records: LiveFile
+    pynvml: Any, records: LiveLayer
 ) -> None:
     pynvml.nvmlInit()
     gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -107,7 +107,7 @@ def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
 
 
 def test_used_memory_is_capped_at_what_the_board_leaves_free(
-    pynvml: Any, records: LiveFile
+    pynvml: Any, records: LiveLayer
 ) -> None:
     pynvml.nvmlInit()
     gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -118,7 +118,7 @@ def test_used_memory_is_capped_at_what_the_board_leaves_free(
     assert info.free == 0
 
 
-def test_replace_all_keeps_exactly_the_given_records(pynvml: Any, records: LiveFile) -> None:
+def test_replace_all_keeps_exactly_the_given_records(pynvml: Any, records: LiveLayer) -> None:
     pynvml.nvmlInit()
     gpu = pynvml.nvmlDeviceGetHandleByIndex(1)
     records.put(Allocation("gone", pid=1, gpus=(1,), used_memory_bytes=GiB))
@@ -148,14 +148,14 @@ def test_replace_all_keeps_exactly_the_given_records(pynvml: Any, records: LiveF
     ],
 )
 def test_a_bad_allocation_is_refused_naming_the_field_and_nothing_is_written(
-    records: LiveFile, alloc: Allocation, message: str
+    records: LiveLayer, alloc: Allocation, message: str
 ) -> None:
     with pytest.raises(AllocationError, match=message):
         records.put(alloc)
     assert records.list() == []
 
 
-def test_a_full_region_is_an_error_not_a_silent_drop(records: LiveFile) -> None:
+def test_a_full_region_is_an_error_not_a_silent_drop(records: LiveLayer) -> None:
     slots = _live_layout.LIVE_PROCESS_SLOTS
     records.replace_all(Allocation(f"c{i}", pid=i, gpus=(0,)) for i in range(slots))
     with pytest.raises(AllocationError, match=f"no free process record \\({slots} slots"):
@@ -166,13 +166,13 @@ def test_a_full_region_is_an_error_not_a_silent_drop(records: LiveFile) -> None:
 
 
 def test_a_library_of_another_layout_or_missing_is_named(live_state: Path, tmp_path: Path) -> None:
-    with pytest.raises(LiveFileError, match="cannot load the mock library"):
-        LiveFile.open(live_state.parent / live.LIVE_FILE_NAME, library=tmp_path / "nope.so")
+    with pytest.raises(LiveLayerError, match="cannot load the mock library"):
+        LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME, library=tmp_path / "nope.so")
 
 
 def test_the_engine_layer_offers_the_same_records(pynvml: Any, layer: live.LiveLayer) -> None:
     pynvml.nvmlInit()
-    layer.allocations.put(Allocation("e", pid=5, gpus=(0,), used_memory_bytes=GiB))
+    layer.put(Allocation("e", pid=5, gpus=(0,), used_memory_bytes=GiB))
     gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
     assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)] == [5]
 
@@ -183,8 +183,8 @@ def test_a_writer_in_one_process_reaches_a_reader_in_another(
     path = live_state.parent / live.LIVE_FILE_NAME
     writer = textwrap.dedent(
         f"""
-        from nvml_mock_protocol.live import Allocation, LiveFile
-        with LiveFile.open({str(path)!r}, library={str(library_file)!r}) as f:
+        from nvml_mock_live import Allocation, LiveLayer
+        with LiveLayer.open({str(path)!r}, library={str(library_file)!r}) as f:
             f.put(Allocation("x", pid=999, gpus=(1,), used_memory_bytes={3 * GiB}))
         """
     )
@@ -212,7 +212,7 @@ def test_the_work_alike_shows_the_records_in_its_process_table_and_query(
 
     pid = os.getpid()
     uuid = live.read_board(live_state)[1].uuid
-    with LiveFile.open(live_state.parent / live.LIVE_FILE_NAME, library=library_file) as records:
+    with LiveLayer.open(live_state.parent / live.LIVE_FILE_NAME, library=library_file) as records:
         records.put(Allocation("c1", pid=pid, gpus=(1,), used_memory_bytes=2 * GiB))
         rc, out = smi(library_file, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv")
         assert rc == 0
@@ -235,7 +235,7 @@ def test_inside_a_visible_view_a_record_shows_on_its_board_gpu(
 ) -> None:
     """A container that sees only board GPU 1 (as its index 0) sees that GPU's processes."""
     path = live_state.parent / live.LIVE_FILE_NAME
-    with LiveFile.open(path, library=library_file) as records:
+    with LiveLayer.open(path, library=library_file) as records:
         records.put(Allocation("x", pid=31, gpus=(1,), used_memory_bytes=GiB))
     reader = textwrap.dedent(
         f"""
@@ -267,7 +267,7 @@ def test_records_a_writer_left_mid_write_cost_a_reader_no_wait_after_the_first_s
     all, not once per record on every call. Counted with sched_yield interposed."""
     path = live_state.parent / live.LIVE_FILE_NAME
     stuck = 32
-    with LiveFile.open(path, library=library_file) as f:
+    with LiveLayer.open(path, library=library_file) as f:
         for i in range(stuck + 1):
             f.put(Allocation(f"c{i}", pid=100 + i, gpus=(0,), used_memory_bytes=GiB))
     with path.open("r+b") as raw:  # every record but the last: its writer died mid-write
@@ -318,7 +318,7 @@ def test_records_a_writer_left_mid_write_cost_a_reader_no_wait_after_the_first_s
 
 
 def test_a_record_a_writer_left_mid_write_is_skipped_and_its_slot_reused(
-    pynvml: Any, records: LiveFile, live_state: Path
+    pynvml: Any, records: LiveLayer, live_state: Path
 ) -> None:
     """A writer killed inside its write leaves one record with an odd sequence counter. The
     other records stay listed and writable (the plugin and ``nvml-mock-ctl`` go on), and the

@@ -1,6 +1,6 @@
 """Moving telemetry: utilization patterns and what follows load, through nvidia-ml-py.
 
-Patterns are written with the real writer (:mod:`nvml_mock_engine.live`) and read through
+Patterns are written with the real writer (:mod:`nvml_mock_live.layer`) and read through
 unmodified nvidia-ml-py bound to the built library. ``MOCK_NVML_NOW_MS`` pins the clock
 the library reads at ``nvmlInit`` (a test-only switch), so each sample is taken at an
 exact instant: no test depends on timing, and two processes pinned to the same instant
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
-from nvml_mock_engine import live
 
 EPOCH = 1_700_000_000_000  # ms, CLOCK_REALTIME: when the patterns below start
 IDLE_MW = 71234  # the fixture board's idle power ...

@@ -16,12 +16,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
-from nvml_mock_engine import live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.errors import LiveValueError
 from nvml_mock_engine.render import render_text
-from nvml_mock_protocol.live import Allocation, LiveFile
+from nvml_mock_live import Allocation, LiveLayer
 from smi_fixtures.helpers import smi
 
 XID = 0x8
@@ -68,7 +68,7 @@ def test_set_mig_mode_stays_pending_while_a_process_runs(
     """A real driver leaves the change pending ("In use by another client") while a process
     is on the GPU, until a reset; mig-parted then takes its reset path. A process listed
     through an allocation record counts, with no memory value set on the GPU itself."""
-    with LiveFile.open(node, library=library_file) as records:
+    with LiveLayer.open(node, library=library_file) as records:
         records.put(Allocation("c-busy", pid=os.getpid(), gpus=(0,)))
     gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
     assert len(pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)) == 1
@@ -80,7 +80,7 @@ def test_set_mig_mode_stays_pending_while_a_process_runs(
     assert pynvml.nvmlDeviceSetMigMode(other, pynvml.NVML_DEVICE_MIG_ENABLE) == 0
     assert pynvml.nvmlDeviceGetMigMode(other) == [1, 1]
     # a reset (nvidia-smi -r, refused while the process runs) makes the pending mode current
-    with LiveFile.open(node, library=library_file) as records:
+    with LiveLayer.open(node, library=library_file) as records:
         records.remove("c-busy")
     assert smi(library_file, "-r", "-i", "0")[0] == 0
     assert pynvml.nvmlDeviceGetMigMode(gpu) == [1, 1]
@@ -344,7 +344,7 @@ def test_process_memory_fits_the_gpu(pynvml: Any, node: Path, library_file: Path
     gpu = pynvml.nvmlDeviceGetHandleByIndex(1)
     before = pynvml.nvmlDeviceGetMemoryInfo(gpu, version=pynvml.nvmlMemory_v2)
     room = before.total - before.reserved - before.used
-    with LiveFile.open(node, library=library_file) as records:
+    with LiveLayer.open(node, library=library_file) as records:
         records.put(Allocation("c-a", pid=101, gpus=(1,), used_memory_bytes=room // 2))
         records.put(Allocation("c-b", pid=102, gpus=(1,), used_memory_bytes=room // 2 + 5 * gib))
         records.put(Allocation("c-c", pid=103, gpus=(1,), used_memory_bytes=20 * gib))
@@ -354,7 +354,7 @@ def test_process_memory_fits_the_gpu(pynvml: Any, node: Path, library_file: Path
     assert after.used == before.used + sum(procs.values())
     assert after.free == 0
     # the first record gone, the later ones get their memory in order
-    with LiveFile.open(node, library=library_file) as records:
+    with LiveLayer.open(node, library=library_file) as records:
         records.remove("c-a")
     procs = {p.pid: p.usedGpuMemory for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)}
     assert procs == {102: room // 2 + 5 * gib, 103: min(20 * gib, room - (room // 2 + 5 * gib))}
@@ -385,7 +385,7 @@ def test_process_memory_fits_its_mig_device(pynvml: Any, node: Path, library_fil
     ((gi, ci),) = one_1g(pynvml, gpu)
     mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0)
     size = pynvml.nvmlDeviceGetMemoryInfo(mig).total
-    with LiveFile.open(node, library=library_file) as records:
+    with LiveLayer.open(node, library=library_file) as records:
         records.put(
             Allocation(
                 "m-a", pid=201, gpus=(0,), used_memory_bytes=size - (1 << 30), mig=((0, gi, ci),)

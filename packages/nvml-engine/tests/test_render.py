@@ -13,7 +13,7 @@ from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.errors import ConfigError
 from nvml_mock_engine.profiles import OPTIONAL_GPU_KEYS, profile_names
 from nvml_mock_engine.render import render, render_text
-from nvml_mock_engine.schema import _LIMITS, GPU_KEYS, SYSTEM_KEYS, Kind
+from nvml_mock_engine.schema import GPU_KEYS, INTEGER_LIMITS, SYSTEM_KEYS, Kind
 
 
 def _sections(text: str) -> tuple[dict[str, str], list[dict[str, str]]]:
@@ -238,8 +238,8 @@ def _bound_values() -> list[tuple[str, object]]:
     """Each GPU key at the edges the schema accepts: integer bounds, longest strings."""
     cases: list[tuple[str, object]] = []
     for key, spec in GPU_KEYS.items():
-        if spec.kind in _LIMITS:
-            low, high = _LIMITS[spec.kind]
+        if spec.kind in INTEGER_LIMITS:
+            low, high = INTEGER_LIMITS[spec.kind]
             low = low if spec.minimum is None else max(low, spec.minimum)
             high = high if spec.maximum is None else min(high, spec.maximum)
             cases += [(key, low), (key, high)]

@@ -1,7 +1,7 @@
 """The work-alike over allocation records: a GPU a container holds is busy for ``-r`` and
 shows its process in ``pmon``, as a GPU with a running CUDA process does on a real node.
 
-The records go in through :attr:`LiveLayer.allocations`, as the NRI plugin writes them; the
+The records go in through :class:`LiveLayer`, as the NRI plugin writes them; the
 work-alike reads them back through the real library only (NVML's process lists).
 
 The refusal's text and exit code are the real tool's, as public reports of it show
@@ -14,10 +14,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
-from nvml_mock_engine import live
-from nvml_mock_protocol.live import UTIL_PATTERNS, Allocation, LiveFile
+from nvml_mock_live import UTIL_PATTERNS, Allocation, LiveLayer
 from smi_fixtures.helpers import smi
 
 GiB = 1 << 30
@@ -30,15 +30,15 @@ IN_USE = (
 
 
 @pytest.fixture
-def records(write_state: StateWriter) -> Iterator[LiveFile]:
+def records(write_state: StateWriter) -> Iterator[LiveLayer]:
     state = write_state(3)
     path = live.create(state.parent / live.LIVE_FILE_NAME, live.read_board(state))
     with live.LiveLayer.open(path, state=state) as layer:
-        yield layer.allocations
+        yield layer
 
 
 def test_reset_refuses_a_gpu_a_container_holds_until_the_record_is_gone(
-    library_file: Path, records: LiveFile
+    library_file: Path, records: LiveLayer
 ) -> None:
     records.put(Allocation("c1", pid=4242, gpus=(1,), used_memory_bytes=20 * GiB, pod="train"))
     rc, out = smi(library_file, "-r", "-i", "1")
@@ -60,7 +60,7 @@ def test_reset_refuses_a_gpu_a_container_holds_until_the_record_is_gone(
     )
 
 
-def test_reset_of_every_gpu_names_each_busy_one(library_file: Path, records: LiveFile) -> None:
+def test_reset_of_every_gpu_names_each_busy_one(library_file: Path, records: LiveLayer) -> None:
     records.put(Allocation("c1", pid=4242, gpus=(0, 2), used_memory_bytes=GiB))
     rc, out = smi(library_file, "--gpu-reset")
     assert rc == 255
@@ -76,7 +76,9 @@ def test_reset_of_every_gpu_names_each_busy_one(library_file: Path, records: Liv
     assert rc == 0 and out.endswith("All done.\n")
 
 
-def test_pmon_shows_each_record_as_a_compute_process(library_file: Path, records: LiveFile) -> None:
+def test_pmon_shows_each_record_as_a_compute_process(
+    library_file: Path, records: LiveLayer
+) -> None:
     steady = UTIL_PATTERNS["steady"]
     records.put(
         Allocation(
@@ -101,7 +103,7 @@ def test_pmon_shows_each_record_as_a_compute_process(library_file: Path, records
     assert int(rows[1][4]) > 0  # the memory share the pattern gives
 
 
-def test_pmon_names_a_process_it_can_see(library_file: Path, records: LiveFile) -> None:
+def test_pmon_names_a_process_it_can_see(library_file: Path, records: LiveLayer) -> None:
     records.put(Allocation("c1", pid=os.getpid(), gpus=(2,), used_memory_bytes=GiB))
     rc, out = smi(library_file, "pmon", "-c", "1", "-i", "2")
     assert rc == 0

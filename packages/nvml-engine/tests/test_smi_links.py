@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
-from nvml_mock_engine import live
 from smi_fixtures.helpers import render_profile, smi
 
 LINKS = Path(__file__).resolve().parent / "smi_fixtures" / "links"

@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter, needs_mount_namespaces, read_only_bind
-from nvml_mock_engine import live
 from smi_fixtures.helpers import smi
 
 LOST = (

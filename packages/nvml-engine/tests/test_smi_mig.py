@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import nvml_mock_live as live
 import pytest
-from nvml_mock_engine import live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
 from smi_fixtures.helpers import smi

@@ -11,12 +11,12 @@ import re
 import time
 from pathlib import Path
 
+import nvml_mock_live as live
 import pytest
-from nvml_mock_engine import live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
 from nvml_mock_engine.smi._values import clock_stamp
-from nvml_mock_protocol.live import Allocation, LiveFile
+from nvml_mock_live import Allocation, LiveLayer
 from smi_fixtures.helpers import smi
 
 GiB = 1 << 30
@@ -73,7 +73,7 @@ def test_compute_instances_of_one_gpu_instance_share_its_memory(
 ) -> None:
     """Memory is the GPU instance's: with a 1c and a 2c in one 3g.40gb the real box shows the
     instance's use on both rows, not a split."""
-    with LiveFile.open(h100_mig, library=library_file) as records:
+    with LiveLayer.open(h100_mig, library=library_file) as records:
         records.put(
             Allocation(
                 "c1", pid=os.getpid(), gpus=(0,), used_memory_bytes=3 * GiB, mig=((0, 2, 0),)
@@ -126,7 +126,7 @@ def test_pmon_prints_dashes_for_an_idle_process(
 ) -> None:
     """A process that ran nothing in the window has no sample: real pmon prints ``-``."""
     path = board(tmp_path, monkeypatch, "h100")
-    with LiveFile.open(path, library=library_file) as records:
+    with LiveLayer.open(path, library=library_file) as records:
         records.put(Allocation("idle", pid=os.getpid(), gpus=(0,), used_memory_bytes=GiB))
     rc, out = smi(library_file, "pmon", "-c", "1", "-s", "u")
     assert rc == 0

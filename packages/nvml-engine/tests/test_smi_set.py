@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter, needs_mount_namespaces, read_only_bind
-from nvml_mock_engine import live
 from smi_fixtures.helpers import smi
 
 BUS0, BUS1 = "00000000:18:00.0", "00000000:19:00.0"

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
-from nvml_mock_engine import live
-from nvml_mock_protocol.live import Allocation
+from nvml_mock_live import Allocation
 from smi_fixtures.helpers import smi
 
 GiB = 1 << 30
@@ -70,7 +70,7 @@ def test_reset_cannot_name_a_gpu_outside_the_view(
 def test_reset_in_a_view_refuses_the_gpu_a_container_holds(
     library_file: Path, layer: live.LiveLayer
 ) -> None:
-    layer.allocations.put(Allocation("c1", pid=4242, gpus=(2,), used_memory_bytes=GiB))
+    layer.put(Allocation("c1", pid=4242, gpus=(2,), used_memory_bytes=GiB))
     rc, out = smi(library_file, "-r", "-i", "0")
     assert rc == 255
     assert out.splitlines()[1] == "  GPU 00000000:1A:00.0: In use by another client"

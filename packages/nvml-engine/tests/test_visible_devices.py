@@ -15,9 +15,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import StateWriter, gpu_entry, run_with_visible
-from nvml_mock_engine import live
 from smi_fixtures.helpers import smi_process
 
 NVML_ERROR_NOT_FOUND = 6
@@ -279,7 +279,7 @@ def test_live_values_and_events_follow_the_board_gpu(
         import ctypes, json, sys
         ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
         import pynvml as n
-        from nvml_mock_engine import live
+        import nvml_mock_live as live
         n.nvmlInit()
         handle = n.nvmlDeviceGetHandleByIndex(0)
         events = n.nvmlEventSetCreate()

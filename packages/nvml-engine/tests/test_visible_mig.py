@@ -16,9 +16,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import nvml_mock_live as live
 import pytest
 from conftest import run_with_visible
-from nvml_mock_engine import live
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
 from smi_fixtures.helpers import smi, smi_process

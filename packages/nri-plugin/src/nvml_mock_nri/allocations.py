@@ -26,23 +26,22 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from nvml_mock_protocol import names
-from nvml_mock_protocol.live import (
+from nvml_mock_live import (
     Allocation,
-    BoardSummary,
-    LiveFile,
-    LiveFileError,
+    BoardGpu,
+    LiveLayer,
+    LiveLayerError,
     parse_memory,
     parse_utilization,
-    read_board_summary,
 )
-from nvml_mock_protocol.live_mig import (
+from nvml_mock_live.mig import (
     MIG_MEMORY_SLICES,
     MigDevice,
     is_mig_token,
     mig_devices,
     resolve_holdings,
 )
+from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri.adjust import Policy, skip_reason
@@ -68,26 +67,22 @@ class AllocationRecorder:
         self.settings = settings
         self.metrics = metrics
         self.state = state
-        self._live: LiveFile | None = None
-        self._board: list[BoardSummary] = []
+        self._live: LiveLayer | None = None
+        self._board: list[BoardGpu] = []
         self._problem: str | None = None
 
     # -- the file ------------------------------------------------------------
 
-    def _open(self) -> LiveFile:
+    def _open(self) -> LiveLayer:
         """The live file, reopened when a re-stage retired or replaced the one held."""
         live = self._live
-        if live is not None and live.u32("retired") == 0:
+        if live is not None and not live.retired:
             return live
         if live is not None:
             live.close()
             self._live = None
-        opened = LiveFile.open(self.live_path, library=self.library_path)
-        try:
-            self._board = read_board_summary(self.state_path)
-        except LiveFileError:
-            opened.close()
-            raise
+        opened = LiveLayer.open(self.live_path, state=self.state_path, library=self.library_path)
+        self._board = list(opened.board)
         self._live = opened
         return opened
 
@@ -235,7 +230,7 @@ class AllocationRecorder:
             if alloc is None:
                 return
             live.put(alloc)
-        except LiveFileError as exc:
+        except LiveLayerError as exc:
             self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
             return
         self.metrics.allocations_recorded.inc()
@@ -254,7 +249,7 @@ class AllocationRecorder:
             return  # never recorded
         try:
             removed = self._open().remove(container.id)
-        except LiveFileError as exc:
+        except LiveLayerError as exc:
             self._failed(f"container {container.id}", exc)
             return
         self._ok()
@@ -287,7 +282,7 @@ class AllocationRecorder:
                 if alloc is not None:
                     wanted.append(alloc)
             live.replace_all(wanted)
-        except LiveFileError as exc:
+        except LiveLayerError as exc:
             self._failed("synchronize", exc)
             return 0
         self._ok()

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Final
 
-from nvml_mock_protocol.live import BoardSummary, LiveFileError, read_board_summary, resolve_gpus
+from nvml_mock_live import BoardGpu, LiveLayerError, read_board, resolve_gpus
 
 from nvml_mock_nri.errors import UnknownDeviceError
 from nvml_mock_nri.visible import (
@@ -57,9 +57,9 @@ class NodeGpus:
     def __init__(self, state_path: Path) -> None:
         self.state_path = state_path
         self._key: tuple[int, int, int] | None = None
-        self._board: list[BoardSummary] | None = None
+        self._board: list[BoardGpu] | None = None
 
-    def get(self) -> list[BoardSummary] | None:
+    def get(self) -> list[BoardGpu] | None:
         """The GPUs, or None when there is no readable state (nothing can be judged)."""
         try:
             info = os.stat(self.state_path)
@@ -69,8 +69,8 @@ class NodeGpus:
         key = (info.st_ino, info.st_mtime_ns, info.st_size)
         if key != self._key:
             try:
-                self._board = read_board_summary(self.state_path)
-            except LiveFileError as exc:
+                self._board = read_board(self.state_path)
+            except LiveLayerError as exc:
                 logger.debug("visible-device check skipped: %s", exc)
                 self._board = None
             self._key = key

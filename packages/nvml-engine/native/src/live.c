@@ -1,7 +1,7 @@
 /*
  * The live layer's file (answers no nvml.h function): mapping and checking it at init
  * (reader side), and the write, snapshot and retire primitives that the Python writer
- * (nvml_mock_engine.live) calls through ctypes, so that readers and writers share one
+ * (nvml_mock_live.layer) calls through ctypes, so that readers and writers share one
  * implementation of the sequence-lock protocol with real atomics on every architecture
  * (plain Python stores into a mapping carry no ordering guarantee on weakly ordered CPUs).
  */
@@ -88,9 +88,12 @@ static uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* "after N calls" (kind 1) and "with a probability per call" (kind 2): a call is a read of an
- * armed key on the GPU. Once fired, it stays fired in this process until the record is
- * written again. */
+/* The trigger kinds, numbered by keys.toml [vocabulary] triggers (live_layout.h). */
+#define TRIGGER_ENUM(name, number) TRIGGER_##name = number,
+enum { TRIGGER_NOW = 0, LIVE_TRIGGERS(TRIGGER_ENUM) };
+
+/* "after N calls" and "with a probability per call": a call is a read of an armed key on
+ * the GPU. Once fired, it stays fired in this process until the record is written again. */
 static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, uint64_t param, uint64_t seed)
 {
     struct trigger_state *st = &triggers[((uintptr_t)rec / LIVE_RECORD_BYTES) % TRIGGER_ENTRIES];
@@ -106,7 +109,7 @@ static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, ui
         return 1;
     }
     uint64_t call = atomic_fetch_add_explicit(&st->calls, 1, memory_order_relaxed) + 1;
-    int fire = kind == 1 ? call > param : (splitmix64(seed ^ call) % 1000000u) < param;
+    int fire = kind == TRIGGER_AFTER_CALLS ? call > param : (splitmix64(seed ^ call) % 1000000u) < param;
     if (fire) {
         atomic_store_explicit(&st->fired, 1, memory_order_release);
     }
@@ -115,11 +118,11 @@ static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, ui
 
 int mock_live_trigger_fired(const unsigned char *rec)
 {
-    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, 3);
+    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, LIVE_TRIGGER_LAST);
     uint64_t param = trigger_value(rec, LIVE_SLOT_fault_trigger_param, UINT64_MAX);
     switch (kind) {
-    case 0: return 1;
-    case 3: return realtime_ms() >= param;
+    case TRIGGER_NOW: return 1;
+    case TRIGGER_AT: return realtime_ms() >= param;
     default: return mock_live_counted_trigger(rec, kind, param, trigger_value(rec, LIVE_SLOT_fault_trigger_seed, UINT64_MAX));
     }
 }
@@ -246,7 +249,7 @@ int mock_live_attach(const char *path, unsigned int count, const char *uuids, si
     return 0;
 }
 
-/* --- the writer's primitives (called by nvml_mock_engine.live through ctypes) ------------ */
+/* --- the writer's primitives (called by nvml_mock_live through ctypes; ABI in keys.toml [abi]) ------------ */
 
 MOCK_EXPORT int nvml_mock_live_write(void *base, size_t len, unsigned int gpu, unsigned int n,
                                      const unsigned int *slots, const uint64_t *values, const unsigned char *set);
@@ -257,6 +260,7 @@ MOCK_EXPORT uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int g
 MOCK_EXPORT uint64_t nvml_mock_live_event_on(void *base, size_t len, unsigned int gpu, unsigned int gi,
                                              unsigned int ci, uint64_t type, uint64_t data);
 MOCK_EXPORT unsigned long long nvml_mock_live_layout_bytes(void);
+MOCK_EXPORT unsigned int nvml_mock_live_abi_version(void);
 
 static unsigned char *record_of(void *base, size_t len, unsigned int gpu)
 {
@@ -531,4 +535,10 @@ uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t
 unsigned long long nvml_mock_live_layout_bytes(void)
 {
     return LIVE_TOTAL_BYTES;
+}
+
+/* The ABI of these primitives (keys.toml [abi]); the writer refuses a library of another. */
+unsigned int nvml_mock_live_abi_version(void)
+{
+    return LIVE_ABI_VERSION;
 }

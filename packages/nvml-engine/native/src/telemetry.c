@@ -35,9 +35,7 @@
 #include <string.h>
 #include <time.h>
 
-#define BURST_PERIOD_MS 10000u
 #define BURST_DUTY_PCT 20u
-#define SINE_PERIOD_MS 60000u
 #define BUSY_LOW_PCT 90u
 #define BUSY_SPAN 11u /* 90..100 */
 #define BUSY_MEAN_PCT 95u
@@ -54,7 +52,11 @@
 #define NVLINK_RAW_NUM 9u /* raw = data * 9 / 8 (protocol overhead) */
 #define NVLINK_RAW_DEN 8u
 
-enum { PATTERN_NONE, PATTERN_STEADY, PATTERN_BUSY, PATTERN_BURST, PATTERN_SINE, PATTERN_LAST = PATTERN_SINE };
+/* The patterns, numbered by keys.toml [vocabulary] patterns (live_layout.h); a new one is a
+ * row there and its cases in pattern_util, pattern_filtered and pattern_integral2 here. */
+#define PATTERN_ENUM(name, number, level_kind, level, period) PATTERN_##name = number,
+enum { PATTERN_NONE = 0, LIVE_PATTERNS(PATTERN_ENUM) PATTERN_LAST = LIVE_PATTERN_LAST };
+enum { LEVEL_NONE, LEVEL_OPTIONAL, LEVEL_REQUIRED };
 
 /* The slots one sample reads, in one snapshot. */
 #define TELE_SLOTS(X)                                                                              \
@@ -156,6 +158,30 @@ struct pattern {
     uint64_t period_ms;
     uint64_t seed;
 };
+
+/* The declared defaults: a period of 0 is the pattern's own (1 ms for one without a period,
+ * which never divides by it), a level of 0 the default level where the level is optional. */
+static void pattern_defaults(struct pattern *p)
+{
+    switch (p->kind) {
+#define PATTERN_DEFAULTS(name_, number_, level_kind_, level_, period_)                             \
+    case number_:                                                                                  \
+        if (p->period_ms == 0) {                                                                   \
+            p->period_ms = (period_) ? (period_) : 1u;                                             \
+        }                                                                                          \
+        if ((level_kind_) == LEVEL_OPTIONAL && p->level == 0) {                                    \
+            p->level = (level_);                                                                   \
+        }                                                                                          \
+        break;
+        LIVE_PATTERNS(PATTERN_DEFAULTS)
+#undef PATTERN_DEFAULTS
+    default:
+        if (p->period_ms == 0) {
+            p->period_ms = 1u;
+        }
+        break;
+    }
+}
 
 /* Utilization (percent) at `t` ms since the epoch, for the quantum `q`. */
 static unsigned int pattern_util(const struct pattern *p, uint64_t t, uint64_t q)
@@ -281,12 +307,7 @@ static void compute(const struct nvmlDevice_st *d, const struct snapshot *sn, ui
     if (p.kind > PATTERN_LAST || now_ms < epoch) {
         p.kind = PATTERN_NONE;
     }
-    if (p.period_ms == 0) {
-        p.period_ms = p.kind == PATTERN_SINE ? SINE_PERIOD_MS : BURST_PERIOD_MS;
-    }
-    if ((p.kind == PATTERN_BURST || p.kind == PATTERN_SINE) && p.level == 0) {
-        p.level = 100;
-    }
+    pattern_defaults(&p);
     int active = p.kind != PATTERN_NONE;
     uint64_t t = active ? now_ms - epoch : 0;
 
@@ -518,12 +539,7 @@ unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint6
         return 0;
     }
     struct pattern p = {kind, level > 100 ? 100 : level, period_ms, seed};
-    if (p.period_ms == 0) {
-        p.period_ms = p.kind == PATTERN_SINE ? SINE_PERIOD_MS : BURST_PERIOD_MS;
-    }
-    if ((p.kind == PATTERN_BURST || p.kind == PATTERN_SINE) && p.level == 0) {
-        p.level = 100;
-    }
+    pattern_defaults(&p);
     return pattern_util(&p, now_ms - epoch_ms, q);
 }
 

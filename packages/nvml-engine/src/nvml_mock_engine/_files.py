@@ -1,52 +1,12 @@
-"""Reading and writing the overlay's small files so that no reader ever sees a partial one."""
+"""Reading and writing the overlay's small files so that no reader ever sees a partial one.
+
+Both helpers are the live-file contract's (:mod:`nvml_mock_live.files`,
+:mod:`nvml_mock_live.board`): the live writer needs them too, and a fact has one home.
+"""
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable
-from pathlib import Path
+from nvml_mock_live.board import gpu_sections
+from nvml_mock_live.files import write_atomic
 
 __all__ = ["gpu_sections", "write_atomic"]
-
-
-def write_atomic(
-    path: Path, data: bytes, mode: int = 0o644, *, before_replace: Callable[[], None] | None = None
-) -> None:
-    """Write *data* to *path* through a temporary file beside it and a rename: never a partial
-    file. *before_replace* runs once the new file is complete, just before it takes the name
-    (the live layer retires the file it replaces there)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        if before_replace is not None:
-            before_replace()
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def gpu_sections(text: str) -> list[dict[str, str]]:
-    """The ``key=value`` lines of every ``[gpu N]`` section of a rendered state, in order.
-
-    A lenient reader for the files the renderer writes (the library's parser is the strict
-    one): tools that only need a GPU's UUID or bus id from the state use it.
-    """
-    gpus: list[dict[str, str]] = []
-    current: dict[str, str] | None = None
-    for line in text.splitlines():
-        if line.startswith("[gpu "):
-            current = {}
-            gpus.append(current)
-        elif line.startswith("["):
-            current = None
-        elif current is not None and "=" in line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            current[key] = value
-    return gpus

@@ -25,7 +25,6 @@ Events (Xids) cannot be unsent.
 
 from __future__ import annotations
 
-import argparse
 import http.server
 import json
 import logging
@@ -39,20 +38,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from nvml_mock_protocol.scenario_api import NodeReport, NodeScenario, NodeScenarios, ScenarioReport
-from nvml_mock_protocol.scenarios import Scenario, gpu_rank
+from nvml_mock_live import LiveLayer, vocabulary
+from nvml_mock_live.scenario_api import NodeReport, NodeScenario, NodeScenarios, ScenarioReport
+from nvml_mock_live.scenarios import Scenario, gpu_rank
 
-from nvml_mock_engine import ctl, faults
+from nvml_mock_engine import faults
 from nvml_mock_engine._files import write_atomic
-from nvml_mock_engine.errors import (
-    CtlUsageError,
-    LiveLayerError,
-    LiveValueError,
-    NvmlEngineError,
-)
+from nvml_mock_engine.errors import LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, GpuView
-from nvml_mock_engine.live import LiveLayer
-from nvml_mock_engine.schema import LIVE_GPU_KEYS
+from nvml_mock_engine.gpu_select import select_gpus
 from nvml_mock_engine.settings import AgentSettings
 
 __all__ = ["Agent", "AppliedRun", "run_agent", "run_window"]
@@ -617,11 +611,13 @@ def _pick_gpus(scenario: Scenario, node: str, layer: LiveLayer) -> list[int]:
         ranked = sorted(board, key=lambda g: gpu_rank(seed, scenario.name, node, g.index))
         return sorted(g.index for g in ranked[: selection.count])
     spec = ",".join([*(str(i) for i in selection.indices), *selection.uuids])
-    return ctl.select_gpus(layer, spec)
+    return select_gpus(layer.board, spec)
 
 
 def _plan(scenario: Scenario, gpu: GpuView) -> tuple[dict[str, object], list[Event]]:
-    """The live values and events of ``scenario`` on one GPU, by nvml-mock-ctl's recipes."""
+    """The live values and events of ``scenario`` on one GPU: the fault's plan, then its
+    ``set`` keys, then its utilization, all in the live vocabulary the topology service
+    validated the document with (a run's values are what its end clears)."""
     apply = scenario.apply
     values: dict[str, object] = {}
     events: list[Event] = []
@@ -630,22 +626,13 @@ def _plan(scenario: Scenario, gpu: GpuView) -> tuple[dict[str, object], list[Eve
         values.update(plan.values)
         events.extend(plan.events)
     for key, raw in apply.set.items():
-        if key not in LIVE_GPU_KEYS:
-            raise LiveValueError(key, raw, "is not a live key")
-        text = ("true" if raw else "false") if isinstance(raw, bool) else str(raw)
-        values[key] = ctl.parse_value(key, text)
-    if apply.util is not None:
-        args = argparse.Namespace(
-            pattern=apply.util.split(),
-            memory=None,
-            period=None if apply.period is None else str(apply.period),
-            seed=str(scenario.selector.seed),
+        values[key] = vocabulary.check_live_value(key, raw)
+    utilization = apply.utilization(seed=scenario.selector.seed)
+    if utilization is not None:
+        util_values, _ = vocabulary.utilization_values(
+            utilization, now_ms=time.time_ns() // 1_000_000
         )
-        try:
-            change = ctl._build_util(args, gpu)
-        except CtlUsageError as exc:
-            raise LiveValueError("util", apply.util, str(exc)) from None
-        values.update(change.values)
+        values.update(util_values)
     if apply.xid is not None:
         events.append(Event(faults.EVENT_XID, apply.xid))
     return values, events

@@ -26,7 +26,7 @@ from nvml_mock_protocol.logs import configure_logging
 
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.config import EngineConfig, load_config_file, resolve_config
-from nvml_mock_engine.errors import ConfigError, NvmlEngineError, StageError
+from nvml_mock_engine.errors import ConfigError, LiveLayerError, NvmlEngineError, StageError
 from nvml_mock_engine.settings import (
     AGENT_OPTIONS,
     CTL_OPTIONS,
@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StageError as exc:
         logger.error("staging failed: %s", exc)
         return EXIT_FAILURE
-    except (NvmlEngineError, OSError) as exc:
+    except (NvmlEngineError, LiveLayerError, OSError) as exc:
         logger.error("%s", exc)
         return EXIT_FAILURE
     return result

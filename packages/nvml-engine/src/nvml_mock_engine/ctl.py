@@ -1,6 +1,6 @@
 """The ``nvml-mock-ctl`` command: change a node's mock GPUs while processes use them.
 
-Every verb writes through the node's live layer (:mod:`nvml_mock_engine.live`), so a change
+Every verb writes through the node's live layer (:class:`nvml_mock_live.LiveLayer`), so a change
 reaches every process on the node, and in every container, on its next NVML call. The verbs
 keep the names users of the reference system know (``fail``, ``xid``, ``temp``, ``power``,
 ``util``, ``clocks``, ``throttle``, ``pstate``, ``ecc``, ``nvlink``, ``fabric-health``,
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -29,14 +28,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from nvml_mock_live import LiveLayer, vocabulary
+from nvml_mock_live.vocabulary import parse_live_value
 from nvml_mock_protocol import settings as s
 from nvml_mock_protocol.logs import configure_logging
 
-from nvml_mock_engine import ctl_alloc, faults
+from nvml_mock_engine import ctl_alloc, faults, gpu_select
 from nvml_mock_engine._version import __version__
 from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueError, NvmlEngineError
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
-from nvml_mock_engine.live import LiveLayer
 from nvml_mock_engine.scenario_ctl import add_scenario_verb
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
 from nvml_mock_engine.settings import (
@@ -47,6 +47,7 @@ from nvml_mock_engine.settings import (
     CtlSettings,
     config_error,
 )
+from nvml_mock_engine.values import int_arg, links, milliwatts, names, yes_no
 
 __all__ = [
     "ENV_LIVE_FILE",
@@ -64,19 +65,7 @@ EXIT_USAGE: Final = 2
 EXIT_VALUE: Final = 3
 
 
-TRIGGER_NOW, TRIGGER_AFTER_CALLS, TRIGGER_PROBABILITY, TRIGGER_AT = 0, 1, 2, 3
-"""The ``fault_trigger`` kinds (keys.toml)."""
-_TRIGGER_KEYS: Final = ("fault_trigger", "fault_trigger_param", "fault_trigger_seed")
-
-UTIL_PATTERNS: Final[Mapping[str, int]] = {"idle": 1, "steady": 1, "busy": 2, "burst": 3, "sine": 4}
-"""``util_pattern`` values (keys.toml); ``idle`` is a steady 0 %."""
-_PATTERN_KEYS: Final = (
-    "util_pattern",
-    "util_pattern_level",
-    "util_pattern_period_ms",
-    "util_pattern_seed",
-    "util_pattern_epoch_ms",
-)
+_TRIGGER_KEYS: Final = vocabulary.TRIGGER_KEYS
 FABRIC_STATES: Final[Mapping[str, int]] = {
     "not-supported": 0,
     "not-started": 1,
@@ -127,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LiveValueError as exc:
         logger.error("refused, nothing written: %s", exc)
         return EXIT_VALUE
-    except (NvmlEngineError, OSError) as exc:  # LiveLayerError among them: exit 1
+    except (NvmlEngineError, LiveLayerError, OSError) as exc:  # exit 1
         logger.error("%s", exc)
         return EXIT_FAILURE
     return result
@@ -156,153 +145,24 @@ def _open(args: argparse.Namespace, *, writable: bool) -> LiveLayer:
     return LiveLayer.open(live, state=state, writable=writable)
 
 
-# -- GPU selection ----------------------------------------------------------------------
-
-
 def select_gpus(layer: LiveLayer, spec: str) -> list[int]:
     """GPU indices from ``all`` or a comma-separated list of indices and UUIDs."""
-    board = layer.board
-    if spec.strip().lower() == "all":
-        return [gpu.index for gpu in board]
-    chosen: list[int] = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        if part.isdigit():
-            index = int(part)
-            if index >= len(board):
-                raise LiveValueError(
-                    "gpu", part, f"is not a GPU of this node (0..{len(board) - 1})"
-                )
-        else:
-            matches = [g.index for g in board if g.uuid.lower() == part.lower()]
-            if not matches:
-                raise LiveValueError(
-                    "gpu", part, "is neither an index nor the UUID of a GPU of this node"
-                )
-            index = matches[0]
-        if index not in chosen:
-            chosen.append(index)
-    if not chosen:
-        raise LiveValueError("gpu", spec, "names no GPU (an index, a UUID or all)")
-    return chosen
-
-
-# -- value parsing ----------------------------------------------------------------------
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-def parse_value(key: str, text: str) -> object:
-    """A ``KEY=VALUE`` value as the validator takes it: an integer (decimal or 0x hex), a
-    flag word, or the text itself (which the validator then refuses by name)."""
-    spec = LIVE_GPU_KEYS.get(key)
-    lowered = text.strip().lower()
-    if spec is not None and spec.kind is Kind.FLAG:
-        if lowered in _TRUE:
-            return 1
-        if lowered in _FALSE:
-            return 0
-        return text
-    try:
-        return int(lowered, 0)
-    except ValueError:
-        return text
-
-
-def _int_arg(name: str, text: str, low: int = 0, high: int = (1 << 64) - 1) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise LiveValueError(name, text, "must be an integer") from None
-    if not low <= value <= high:
-        raise LiveValueError(name, text, f"must be in {low}..{high}")
-    return value
-
-
-def _duration_ms(name: str, text: str) -> int:
-    """``500ms``, ``30s``, ``2m`` or a plain number of seconds, in milliseconds."""
-    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
-    lowered = text.strip().lower()
-    scale = 1000
-    for suffix in ("ms", "s", "m", "h"):
-        if lowered.endswith(suffix):
-            lowered, scale = lowered[: -len(suffix)], units[suffix]
-            break
-    try:
-        value = float(lowered)
-    except ValueError:
-        raise LiveValueError(name, text, "must be a duration such as 500ms, 30s or 2m") from None
-    if not math.isfinite(value) or value <= 0:
-        raise LiveValueError(name, text, "must be a positive duration")
-    return max(1, round(value * scale))
-
-
-def parse_time_ms(text: str) -> int:
-    """``--at``: unix seconds, or an ISO 8601 time (without a zone: local time), in ms."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            seconds = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            raise LiveValueError(
-                "at", text, "must be unix seconds or an ISO 8601 time such as 2025-05-01T12:00:00Z"
-            ) from None
-    if not math.isfinite(seconds) or seconds < 0:
-        raise LiveValueError("at", text, "must be a time after 1970")
-    return round(seconds * 1000)
-
-
-def _names(text: str) -> list[str]:
-    return [part.strip().lower() for part in text.split(",") if part.strip()]
-
-
-def _links(name: str, text: str, gpu: GpuView) -> list[int]:
-    count = gpu.board_number("nvlink_count")
-    if text.strip().lower() == "all":
-        return list(range(count))
-    links = [_int_arg(name, part, 0, 63) for part in _names(text)]
-    for link in links:
-        if link >= count:
-            why = "the GPU has no NVLinks" if count == 0 else f"the GPU's links are 0..{count - 1}"
-            raise LiveValueError(name, link, f"{why} (GPU {gpu.board.index})")
-    return links
+    return gpu_select.select_gpus(layer.board, spec)
 
 
 # -- verbs ------------------------------------------------------------------------------
 
 
-def _trigger(args: argparse.Namespace) -> dict[str, object] | None:
+def _trigger(args: argparse.Namespace) -> dict[str, int] | None:
     """The ``fault_trigger*`` values the trigger flags ask for (None: now)."""
-    if getattr(args, "after_calls", None) is not None:
-        return {
-            "fault_trigger": TRIGGER_AFTER_CALLS,
-            "fault_trigger_param": _int_arg("after-calls", args.after_calls),
-            "fault_trigger_seed": 0,
-        }
-    if getattr(args, "probability", None) is not None:
-        try:
-            probability = float(args.probability)
-        except ValueError:
-            probability = math.nan
-        if not 0 < probability <= 1:
-            raise LiveValueError("probability", args.probability, "must be a number in (0, 1]")
-        return {
-            "fault_trigger": TRIGGER_PROBABILITY,
-            "fault_trigger_param": max(1, round(probability * 1_000_000)),
-            "fault_trigger_seed": _int_arg("seed", args.seed or "0"),
-        }
-    if getattr(args, "seed", None) is not None:
+    if getattr(args, "seed", None) is not None and getattr(args, "probability", None) is None:
         raise CtlUsageError("--seed goes with --probability")
-    if getattr(args, "at", None) is not None:
-        return {
-            "fault_trigger": TRIGGER_AT,
-            "fault_trigger_param": parse_time_ms(args.at),
-            "fault_trigger_seed": 0,
-        }
-    return None
+    return vocabulary.trigger_values(
+        after_calls=getattr(args, "after_calls", None),
+        probability=getattr(args, "probability", None),
+        seed=getattr(args, "seed", None),
+        at=getattr(args, "at", None),
+    )
 
 
 def _with_trigger(
@@ -312,17 +172,17 @@ def _with_trigger(
     if trigger is None:
         return Change(values=dict(values), events=list(events))
     # the event ring has no armed records: a triggered fault changes values only
-    return Change(values=trigger, armed=dict(values))
+    return Change(values=dict(trigger), armed=dict(values))
 
 
 def _build_fail(args: argparse.Namespace, gpu: GpuView) -> Change:
     options = FaultOptions(
-        count=_int_arg("count", args.count, 1, 1 << 32),
+        count=int_arg("count", args.count, 1, 1 << 32),
         uncontained=args.uncontained,
         remap_failure=args.remap_failure,
-        temperature_c=_int_arg("temp", args.temp, 0, 200) if args.temp is not None else None,
-        links=tuple(_links("link", args.link, gpu)) if args.link else (0,),
-        fabric_reasons=tuple(_names(args.reason)) if args.reason else ("degraded-bandwidth",),
+        temperature_c=int_arg("temp", args.temp, 0, 200) if args.temp is not None else None,
+        links=tuple(links("link", args.link, gpu)) if args.link else (0,),
+        fabric_reasons=tuple(names(args.reason)) if args.reason else ("degraded-bandwidth",),
     )
     for reason in options.fabric_reasons:
         if reason not in faults.FABRIC_HEALTH_FIELDS and reason != "incorrect-configuration":
@@ -344,44 +204,26 @@ def _build_set(args: argparse.Namespace, gpu: GpuView) -> Change:
             raise LiveValueError(
                 key, text, "is set by the trigger flags (--after-calls, --probability, --at)"
             )
-        values[key.strip()] = parse_value(key.strip(), text)
+        values[key.strip()] = parse_live_value(key.strip(), text)
     return _with_trigger(args, values, ())
 
 
 def _build_xid(args: argparse.Namespace, gpu: GpuView) -> Change:
-    code = _int_arg("xid", args.code, 1, (1 << 32) - 1)
+    code = int_arg("xid", args.code, 1, (1 << 32) - 1)
     if (args.gpu_instance is None) != (args.compute_instance is None):
         raise CtlUsageError("--gi and --ci name one MIG device together: give both or neither")
     if args.gpu_instance is None:
         return Change(events=[Event(faults.EVENT_XID, code)])
-    gi = _int_arg("gpu_instance", args.gpu_instance, 0, 0xFFFE)
-    ci = _int_arg("compute_instance", args.compute_instance, 0, 0xFFFE)
+    gi = int_arg("gpu_instance", args.gpu_instance, 0, 0xFFFE)
+    ci = int_arg("compute_instance", args.compute_instance, 0, 0xFFFE)
     return Change(events=[Event(faults.EVENT_XID, code, gi, ci)])
 
 
 def _build_temp(args: argparse.Namespace, gpu: GpuView) -> Change:
-    values: dict[str, object] = {"temperature_c": parse_value("temperature_c", args.celsius)}
+    values: dict[str, object] = {"temperature_c": parse_live_value("temperature_c", args.celsius)}
     if args.memory is not None:
-        values["memory_temperature_c"] = parse_value("memory_temperature_c", args.memory)
+        values["memory_temperature_c"] = parse_live_value("memory_temperature_c", args.memory)
     return Change(values=values)
-
-
-def _milliwatts(name: str, text: str) -> int:
-    lowered = text.strip().lower()
-    scale = 1000.0
-    if lowered.endswith("mw"):
-        lowered, scale = lowered[:-2], 1.0
-    elif lowered.endswith("w"):
-        lowered = lowered[:-1]
-    try:
-        watts = float(lowered)
-    except ValueError:
-        raise LiveValueError(
-            name, text, "must be watts (350, 350.5W) or milliwatts (350000mW)"
-        ) from None
-    if not math.isfinite(watts) or watts < 0:
-        raise LiveValueError(name, text, "must not be negative")
-    return round(watts * scale)
 
 
 def _build_power(args: argparse.Namespace, gpu: GpuView) -> Change:
@@ -389,42 +231,23 @@ def _build_power(args: argparse.Namespace, gpu: GpuView) -> Change:
         raise CtlUsageError("power: give a draw (WATTS) and/or --limit WATTS")
     values: dict[str, object] = {}
     if args.watts is not None:
-        values["power_usage_mw"] = _milliwatts("power_usage_mw", args.watts)
+        values["power_usage_mw"] = milliwatts("power_usage_mw", args.watts)
     if args.limit is not None:
-        values["power_limit_mw"] = _milliwatts("power_limit_mw", args.limit)
+        values["power_limit_mw"] = milliwatts("power_limit_mw", args.limit)
     return Change(values=values)
 
 
 def _build_util(args: argparse.Namespace, gpu: GpuView) -> Change:
-    words = list(args.pattern)
-    first = words[0].lower()
-    values: dict[str, object] = {}
-    if args.memory is not None:
-        values["util_mem_pct"] = parse_value("util_mem_pct", args.memory)
-    if first not in UTIL_PATTERNS:
-        if len(words) != 1:
-            raise CtlUsageError(
-                "util: a percentage, or a pattern: "
-                "idle | steady N | busy | burst [PEAK] | sine [PEAK]"
-            )
-        values["util_gpu_pct"] = parse_value("util_gpu_pct", words[0])
-        return Change(values=values, clear=list(_PATTERN_KEYS))
-    if first == "steady" and len(words) != 2:
-        raise CtlUsageError("util steady: give the level, e.g. `util steady 60`")
-    if (first in ("idle", "busy") and len(words) != 1) or len(words) > 2:
-        raise CtlUsageError(f"util {first}: unexpected {' '.join(words[1:])!r}")
-    default_level = {"idle": 0, "busy": 100}.get(first, 100)
-    level = parse_value("util_pattern_level", words[1]) if len(words) == 2 else default_level
-    values.update(
-        {
-            "util_pattern": UTIL_PATTERNS[first],
-            "util_pattern_level": level,
-            "util_pattern_period_ms": _duration_ms("period", args.period) if args.period else 0,
-            "util_pattern_seed": _int_arg("seed", args.seed) if args.seed is not None else 0,
-            "util_pattern_epoch_ms": time.time_ns() // 1_000_000,
-        }
+    utilization = vocabulary.parse_utilization_words(
+        args.pattern, period=args.period, seed=args.seed
     )
-    return Change(values=values)
+    util_values, clear = vocabulary.utilization_values(
+        utilization, now_ms=time.time_ns() // 1_000_000
+    )
+    change = Change(values=dict(util_values), clear=clear)
+    if args.memory is not None:
+        change.values["util_mem_pct"] = parse_live_value("util_mem_pct", args.memory)
+    return change
 
 
 _CLOCK_FLAGS: Final = {
@@ -441,7 +264,7 @@ def _build_clocks(args: argparse.Namespace, gpu: GpuView) -> Change:
         text = getattr(args, flag)
         if text is None:
             continue
-        value = parse_value(key, text)
+        value = parse_live_value(key, text)
         limit = gpu.board_number(limit_key)
         if isinstance(value, int) and limit and value > limit:
             raise LiveValueError(
@@ -455,13 +278,13 @@ def _build_clocks(args: argparse.Namespace, gpu: GpuView) -> Change:
 
 def _build_throttle(args: argparse.Namespace, gpu: GpuView) -> Change:
     bits = gpu.current("clocks_event_reasons") if args.add else 0
-    for word in (w for item in args.reasons for w in _names(item)):
+    for word in (w for item in args.reasons for w in names(item)):
         if word == "none":
             continue
         if word in faults.CLOCKS_EVENT_REASONS:
             bits |= faults.CLOCKS_EVENT_REASONS[word]
         elif word.startswith("0x"):
-            bits |= _int_arg("clocks_event_reasons", word)
+            bits |= int_arg("clocks_event_reasons", word)
         else:
             choices = ", ".join(["none", *faults.CLOCKS_EVENT_REASONS])
             raise LiveValueError(
@@ -472,7 +295,7 @@ def _build_throttle(args: argparse.Namespace, gpu: GpuView) -> Change:
 
 def _build_pstate(args: argparse.Namespace, gpu: GpuView) -> Change:
     text = args.pstate.upper().removeprefix("P")
-    return Change(values={"pstate": parse_value("pstate", text)})
+    return Change(values={"pstate": parse_live_value("pstate", text)})
 
 
 _ECC_FLAGS: Final = {
@@ -493,7 +316,7 @@ _ECC_FLAGS: Final = {
 
 def _build_ecc(args: argparse.Namespace, gpu: GpuView) -> Change:
     values = {
-        key: parse_value(key, getattr(args, flag))
+        key: parse_live_value(key, getattr(args, flag))
         for flag, key in _ECC_FLAGS.items()
         if getattr(args, flag) is not None
     }
@@ -506,10 +329,10 @@ def _build_nvlink(args: argparse.Namespace, gpu: GpuView) -> Change:
     mask = gpu.current("nvlink_down_mask")
     values: dict[str, object] = {}
     if args.down is not None:
-        for link in _links("down", args.down, gpu):
+        for link in links("down", args.down, gpu):
             mask |= 1 << link
     if args.up is not None:
-        for link in _links("up", args.up, gpu):
+        for link in links("up", args.up, gpu):
             mask &= ~(1 << link)
     if args.down is not None or args.up is not None:
         values["nvlink_down_mask"] = mask
@@ -520,21 +343,12 @@ def _build_nvlink(args: argparse.Namespace, gpu: GpuView) -> Change:
     ):
         text = getattr(args, flag)
         if text is not None:
-            values[key] = parse_value(key, text)
+            values[key] = parse_live_value(key, text)
     if not values:
         raise CtlUsageError(
             "nvlink: give --down/--up LINKS and/or --crc/--replay/--recovery counts"
         )
     return Change(values=values)
-
-
-def _yes_no(name: str, text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise LiveValueError(name, text, "must be yes or no")
 
 
 def _build_fabric_health(args: argparse.Namespace, gpu: GpuView) -> Change:
@@ -545,12 +359,12 @@ def _build_fabric_health(args: argparse.Namespace, gpu: GpuView) -> Change:
             f"GPU {gpu.board.index} is not fabric-attached (no fabric info)",
         )
     mask = (
-        _int_arg("mask", args.mask, 0, (1 << 32) - 1)
+        int_arg("mask", args.mask, 0, (1 << 32) - 1)
         if args.mask is not None
         else gpu.current("fabric_health_mask")
     )
     flags = {
-        name: _yes_no(name, getattr(args, name.replace("-", "_")))
+        name: yes_no(name, getattr(args, name.replace("-", "_")))
         for name in faults.FABRIC_HEALTH_FIELDS
         if getattr(args, name.replace("-", "_")) is not None
     }
@@ -679,12 +493,12 @@ def _trigger_text(values: Mapping[str, object]) -> str | None:
         return None
     param = values.get("fault_trigger_param", 0)
     assert isinstance(param, int)
-    if kind == TRIGGER_AFTER_CALLS:
+    if kind == vocabulary.TRIGGERS["after-calls"]:
         return f"after {param} calls"
-    if kind == TRIGGER_PROBABILITY:
+    if kind == vocabulary.TRIGGERS["probability"]:
         seed = values.get("fault_trigger_seed", 0)
         return f"probability {param / 1_000_000:g} per call, seed {seed}"
-    if kind == TRIGGER_AT:
+    if kind == vocabulary.TRIGGERS["at"]:
         return "at " + datetime.fromtimestamp(param / 1000).astimezone().isoformat(
             timespec="seconds"
         )
@@ -708,7 +522,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     "trigger": _trigger_text(values),
                 }
             )
-        records = ctl_alloc.holding(layer.allocations.list(), gpus)
+        records = ctl_alloc.holding(layer.list(), gpus)
         if args.json:
             document = {
                 "live_file": str(layer.path),
@@ -771,7 +585,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
             ctl_alloc.find(layer, wanted)
         for wanted in args.ids:
             alloc = ctl_alloc.find(layer, wanted)
-            layer.allocations.remove(alloc.container_id)
+            layer.remove(alloc.container_id)
             print(f"released {alloc.container_id} (pid {alloc.pid})")
     return EXIT_OK
 
@@ -868,9 +682,11 @@ def _parser() -> argparse.ArgumentParser:
         "pattern",
         nargs="+",
         metavar="PCT|PATTERN",
-        help="N, or idle | steady N | busy | burst [PEAK] | sine [PEAK]",
+        help=f"N, or {vocabulary.utilization_grammar().removeprefix('N | ')}",
     )
-    util.add_argument("--period", help="burst/sine period: 500ms, 30s, 2m (default: the pattern's)")
+    util.add_argument(
+        "--period", help="the pattern's period: 500ms, 1.5s, 30s, 1m30s (default: the pattern's)"
+    )
     util.add_argument("--seed", help="seed of the pattern's noise (default 0)")
     util.add_argument("--memory", help="memory utilization, percent")
 
@@ -959,8 +775,7 @@ def _parser() -> argparse.ArgumentParser:
     alloc.add_argument(
         "--utilization",
         metavar="PATTERN",
-        help="N, idle, steady N, busy, burst [PEAK], sine [PEAK], then period=30s seed=N "
-        "(default: none)",
+        help=f"{vocabulary.utilization_grammar()}, then period=30s seed=N (default: none)",
     )
     alloc.add_argument(
         "--id", help=f"the record's id, which release takes (default {ctl_alloc.ID_PREFIX}PID)"

@@ -4,7 +4,7 @@ A test suite without Kubernetes makes GPUs busy the way the NRI plugin does for 
 container: ``alloc`` puts one allocation record into the node's live layer (a process with
 its PID on the GPUs it holds, using memory and following a utilization pattern), ``release``
 removes it, and ``status`` lists every record. All of it goes through the allocation API of
-:mod:`nvml_mock_protocol.live` (the one the plugin writes with), so what a hand-made record
+:class:`nvml_mock_live.LiveLayer` (the writer the plugin uses), so what a hand-made record
 shows through NVML is exactly what a container's would.
 """
 
@@ -14,16 +14,17 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from nvml_mock_protocol.live import (
+from nvml_mock_live import (
     UTIL_PATTERNS,
     Allocation,
     AllocationError,
+    BoardGpu,
+    LiveLayer,
     parse_memory,
     parse_utilization,
 )
 
 from nvml_mock_engine.errors import LiveValueError
-from nvml_mock_engine.live import BoardGpu, LiveLayer
 
 __all__ = [
     "ID_PREFIX",
@@ -90,7 +91,7 @@ def put(layer: LiveLayer, alloc: Allocation) -> None:
     """Record *alloc* (replacing a record of the same id); a refused field is a
     LiveValueError, so the command exits 3 with nothing written."""
     try:
-        layer.allocations.put(alloc)
+        layer.put(alloc)
     except AllocationError as exc:
         raise LiveValueError("allocation", alloc.container_id, str(exc)) from None
 
@@ -98,7 +99,7 @@ def put(layer: LiveLayer, alloc: Allocation) -> None:
 def find(layer: LiveLayer, wanted: str) -> Allocation:
     """The record whose id is *wanted*, or starts with it when that names one record (ids
     from a runtime are 64 hex digits)."""
-    records = layer.allocations.list()
+    records = layer.list()
     exact = [a for a in records if a.container_id == wanted]
     if exact:
         return exact[0]

@@ -6,11 +6,13 @@ One base class, so a caller can catch everything this package raises on purpose:
     ├── ConfigError        bad profile name, config file or override (exit 3); names the key
     │   └── ProfileError   an unknown profile name, or a profile file that does not validate
     ├── StageError         the overlay could not be laid out (exit 1); names the path
-    ├── LiveLayerError     the live layer cannot be opened or written (exit 1); names the file
-    │   └── LiveValueError a live value is refused before anything is written (exit 3);
-    │                      names the key and the value
     ├── CtlUsageError      nvml-mock-ctl: a verb was given arguments it cannot use (exit 2)
     └── LibraryNotBuiltError  (in ``library``) the package has no built mock library
+
+The live layer's errors are the live package's (:mod:`nvml_mock_live.errors`, re-exported
+here): ``LiveLayerError`` (the live layer cannot be opened or written, exit 1; names the file)
+and its ``LiveValueError`` (a live value is refused before anything is written, exit 3; names
+the key and the value). The front doors catch them beside :class:`NvmlEngineError`.
 
 The ``nvidia-smi`` work-alike (``nvml_mock_engine.smi``) is a program of its own inside the
 package and draws its own small tree in ``smi._errors`` (its errors end in the real tool's
@@ -21,6 +23,8 @@ may be transient (a full disk, a permission) and are worth a retry once the caus
 """
 
 from __future__ import annotations
+
+from nvml_mock_live.errors import LiveLayerError, LiveValueError
 
 __all__ = [
     "ConfigError",
@@ -56,23 +60,6 @@ class ProfileError(ConfigError):
 
 class StageError(NvmlEngineError):
     """Laying out the overlay failed; the message names the path and the cause."""
-
-
-class LiveLayerError(NvmlEngineError):
-    """The live layer cannot be opened, checked or written; the message names the file."""
-
-
-class LiveValueError(LiveLayerError):
-    """A live value is refused (unknown key, out of its declared bounds, beyond the board).
-
-    Nothing is written when it is raised. ``str(error)`` reads ``<key>=<value>: <why>``.
-    """
-
-    def __init__(self, key: str, value: object, message: str) -> None:
-        super().__init__(f"{key}={value!r}: {message}")
-        self.key = key
-        self.value = value
-        self.message = message
 
 
 class CtlUsageError(NvmlEngineError):

@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from nvml_mock_live import BoardGpu, vocabulary
+
 from nvml_mock_engine.errors import LiveValueError
-from nvml_mock_engine.live import BoardGpu
 from nvml_mock_engine.schema import LIVE_GPU_KEYS, parse_default
 
 __all__ = [
@@ -55,11 +56,11 @@ __all__ = [
 ARCH_AMPERE: Final = 7
 """``NVML_DEVICE_ARCH_AMPERE``: from here on, uncorrectable errors remap rows."""
 
-# nvmlEventType* (nvml.h)
-EVENT_SINGLE_BIT_ECC: Final = 0x1
-EVENT_DOUBLE_BIT_ECC: Final = 0x2
-EVENT_XID: Final = 0x8
-EVENT_CLOCK: Final = 0x10
+# nvmlEventType* (nvml.h), as keys.toml [vocabulary] events declares them
+EVENT_SINGLE_BIT_ECC: Final = vocabulary.EVENTS["single-bit-ecc"]
+EVENT_DOUBLE_BIT_ECC: Final = vocabulary.EVENTS["double-bit-ecc"]
+EVENT_XID: Final = vocabulary.EVENTS["xid"]
+EVENT_CLOCK: Final = vocabulary.EVENTS["clock"]
 
 # nvmlClocksEventReason* (nvml.h), by the names nvml-mock-ctl accepts
 CLOCKS_EVENT_REASONS: Final[Mapping[str, int]] = {
@@ -326,7 +327,7 @@ def _fabric_degraded(gpu: GpuView, options: FaultOptions) -> FaultPlan:
     return FaultPlan("fabric-degraded", {"fabric_health_mask": mask})
 
 
-FAULTS: Final[Mapping[str, Callable[[GpuView, FaultOptions], FaultPlan]]] = {
+_PLANS: Final[Mapping[str, Callable[[GpuView, FaultOptions], FaultPlan]]] = {
     "lost": _lost,
     "fallen-off-bus": _fallen_off_bus,
     "ecc-uncorrectable": _ecc_uncorrectable,
@@ -337,7 +338,16 @@ FAULTS: Final[Mapping[str, Callable[[GpuView, FaultOptions], FaultPlan]]] = {
     "nvlink-down": _nvlink_down,
     "fabric-degraded": _fabric_degraded,
 }
-"""Every fault ``nvml-mock-ctl fail`` knows, by name."""
+if set(_PLANS) != set(vocabulary.FAULTS):  # one declaration (keys.toml), one plan each
+    raise ImportError(
+        "fault plans differ from keys.toml [vocabulary] faults: "
+        f"{sorted(set(_PLANS) ^ set(vocabulary.FAULTS))}"
+    )
+FAULTS: Final[Mapping[str, Callable[[GpuView, FaultOptions], FaultPlan]]] = {
+    name: _PLANS[name] for name in vocabulary.FAULTS
+}
+"""Every fault ``nvml-mock-ctl fail`` knows, by name, in the declaration's order: the plan of
+each recipe ``keys.toml`` ``[vocabulary] faults`` declares."""
 
 
 def plan(fault: str, gpu: GpuView, options: FaultOptions | None = None) -> FaultPlan:

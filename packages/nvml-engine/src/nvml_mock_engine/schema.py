@@ -1,7 +1,8 @@
 """The keys of the rendered state format and the type of each value.
 
-Every key is declared once, in ``keys.toml``; the C parser's table and the tables here are
-generated from it (``scripts/gen_keys.py``), so the two halves of the contract
+Every key is declared once, in ``keys.toml`` (the live-file contract package,
+:mod:`nvml_mock_live.keys`, holds it and its tables); the C parser's table and those tables
+are generated from it (``scripts/gen_keys.py``), so the two halves of the contract
 (`native/STATE-FORMAT.md`) cannot drift apart. One table per section, in the order the
 renderer writes them, each key with the C type its value must fit. Profiles, config
 overrides, the renderer and the live writer all validate against these tables, so a value
@@ -12,15 +13,22 @@ state line.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import Enum
 from typing import Final
 
-from nvml_mock_engine import _keys
+from nvml_mock_live.keys import (
+    GPU_KEYS,
+    INTEGER_LIMITS,
+    LIVE_GPU_KEYS,
+    LIVE_ONLY_GPU_KEYS,
+    SYSTEM_KEYS,
+    KeySpec,
+    Kind,
+    check_integer,
+)
 
 __all__ = [
     "GPU_KEYS",
+    "INTEGER_LIMITS",
     "LIVE_GPU_KEYS",
     "LIVE_ONLY_GPU_KEYS",
     "MAX_GPUS",
@@ -34,7 +42,6 @@ __all__ = [
 ]
 
 MAX_GPUS: Final = 64
-MAX_VALUE_BYTES: Final = 255
 
 _UUID_HEX = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _GPU_UUID_RE: Final = re.compile(rf"GPU-{_UUID_HEX}")
@@ -44,86 +51,6 @@ _CPU_RANGE_RE: Final = re.compile(r"(\d+)(?:-(\d+))?")
 _MAX_CPU: Final = 1023
 """The highest CPU the library's affinity mask holds (``STATE_MAX_CPUS`` - 1)."""
 
-
-class Kind(Enum):
-    """The value types the state format knows."""
-
-    STRING = "string"
-    UINT32 = "uint32"
-    UINT64 = "uint64"
-    INT32 = "int32"
-    FLAG = "flag"
-    HEX32 = "hex32"
-    GPU_UUID = "gpu-uuid"
-    FABRIC_UUID = "fabric-uuid"
-    BUS_ID = "bus-id"
-    BUS_ID_LIST = "bus-id-list"
-    CPU_LIST = "cpu-list"
-    MIG_GI_PROFILE = "mig-gi-profile"
-    """A repeated key: one state line per MIG GPU-instance profile (``nvml_mock_engine.mig``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class KeySpec:
-    """One key as ``keys.toml`` declares it: type and bounds (inclusive) as the C parser
-    enforces them, the parser's default, and where it comes from."""
-
-    kind: Kind
-    max_len: int = MAX_VALUE_BYTES
-    minimum: int | None = None
-    maximum: int | None = None
-    default: str | None = None
-    """The state-file text the parser applies when the key is absent (None: zero/empty)."""
-    required: bool = False
-    """A state without the key is refused."""
-    derived: str | None = None
-    """``render``: the renderer computes it; ``library``: absent means the library derives it."""
-    live_slot: int | None = None
-    """The key's slot in the live layer's GPU record; None when it is board-only."""
-    board: bool = True
-    """False for a live-only key (faults, patterns, triggers): never in the state file."""
-
-
-def _spec(row: _keys.KeyRow, *, board: bool = True) -> KeySpec:
-    _name, kind, max_len, minimum, maximum, default, required, derived, live = row
-    return KeySpec(
-        Kind[kind],
-        max_len=max_len,
-        minimum=minimum,
-        maximum=maximum,
-        default=default,
-        required=required,
-        derived=derived,
-        live_slot=live,
-        board=board,
-    )
-
-
-SYSTEM_KEYS: Final[Mapping[str, KeySpec]] = {row[0]: _spec(row) for row in _keys.SYSTEM_ROWS}
-"""``[system]`` keys, in output order (generated from ``keys.toml``)."""
-
-GPU_KEYS: Final[Mapping[str, KeySpec]] = {row[0]: _spec(row) for row in _keys.GPU_ROWS}
-"""``[gpu N]`` keys, in output order (generated from ``keys.toml``)."""
-
-LIVE_ONLY_GPU_KEYS: Final[Mapping[str, KeySpec]] = {
-    row[0]: _spec(row, board=False) for row in _keys.LIVE_ONLY_ROWS
-}
-"""Keys only the live layer holds (faults, telemetry patterns, triggers); their ``default``
-answers while unset."""
-
-LIVE_GPU_KEYS: Final[Mapping[str, KeySpec]] = {
-    **{name: spec for name, spec in GPU_KEYS.items() if spec.live_slot is not None},
-    **LIVE_ONLY_GPU_KEYS,
-}
-"""The GPU keys the live layer can change at run time, each with its slot."""
-
-_LIMITS: Final = {
-    Kind.UINT32: (0, 2**32 - 1),
-    Kind.UINT64: (0, 2**64 - 1),
-    Kind.INT32: (-(2**31), 2**31 - 1),
-    Kind.HEX32: (0, 2**32 - 1),
-    Kind.FLAG: (0, 1),
-}
 
 ValueType = str | int | bool | tuple[str, ...]
 
@@ -154,24 +81,8 @@ def validate_value(spec: KeySpec, value: object) -> ValueType:
     for flags. The message is written to follow ``<key>: `` in an error.
     """
     kind = spec.kind
-    if kind in _LIMITS:
-        number = _as_int(value, allow_hex=kind is Kind.HEX32 or kind is Kind.UINT32)
-        if number is None:
-            if kind is Kind.FLAG:
-                raise ValueError(f"must be 0/1 or true/false, got {value!r}")
-            raise ValueError(f"must be an integer, got {value!r}")
-        low, high = _LIMITS[kind]
-        if spec.minimum is not None:
-            low = max(low, spec.minimum)
-        if spec.maximum is not None:
-            high = min(high, spec.maximum)
-        if not low <= number <= high:
-            if kind is Kind.FLAG:
-                raise ValueError(f"must be 0/1 or true/false, got {value!r}")
-            if low == 1 and high >= 2**32 - 1:
-                raise ValueError(f"must be a positive integer, got {value!r}")
-            raise ValueError(f"must be an integer in {low}..{high}, got {value!r}")
-        return number
+    if kind in INTEGER_LIMITS:
+        return check_integer(spec, value)
     if kind is Kind.MIG_GI_PROFILE:
         from nvml_mock_engine.mig import parse_record
 
@@ -214,7 +125,7 @@ def parse_default(spec: KeySpec) -> ValueType | None:
     """The declared default of *spec* as a value (None when the key has none)."""
     if spec.default is None:
         return None
-    if spec.kind in _LIMITS:
+    if spec.kind in INTEGER_LIMITS:
         return validate_value(spec, int(spec.default, 0))
     return validate_value(spec, spec.default)
 
@@ -230,16 +141,6 @@ def format_value(spec: KeySpec, value: ValueType) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return str(value)
-
-
-def _as_int(value: object, *, allow_hex: bool) -> int | None:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and allow_hex and re.fullmatch(r"0[xX][0-9a-fA-F]{1,16}", value):
-        return int(value, 16)
-    return None
 
 
 def _check_text(value: str, max_len: int) -> None:

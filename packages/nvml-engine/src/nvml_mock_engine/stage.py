@@ -33,10 +33,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Final
 
+import nvml_mock_live as live
 import yaml
 from nvml_mock_protocol import hostgpu, names
 
-from nvml_mock_engine import live
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import LiveLayerError, StageError

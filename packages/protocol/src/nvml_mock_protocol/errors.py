@@ -13,19 +13,14 @@ holds their root and draws the whole tree::
     │   ├── RegistrationError         the runtime refused RegisterPlugin
     │   ├── PluginError               (runtime double) a plugin failed an event
     │   └── AdjustmentConflictError   (runtime double) two plugins set the same entry
-    ├── LiveFileError                 (live) the live layer cannot be opened, checked or
-    │   │                             written; names the file
-    │   └── AllocationError           an allocation record refused (bad field, no free slot);
-    │                                 nothing was written
     ├── TopologyError                 (topology) an invalid topology document, every problem
-    │                                 listed (also a ValueError)
-    ├── ScenarioError                 (scenarios) an invalid scenario document, every problem
     │                                 listed (also a ValueError)
     └── SettingsError                 (settings) a flag or env value a parser refused, naming
                                       the flag or variable
 
 The services draw their own trees (``nvml_mock_topology.errors``, ``nvml_mock_nri.errors``,
-``check_fabric.errors``, ``nvml_mock_engine.errors``) and wrap these where they surface them;
+``check_fabric.errors``, ``nvml_mock_engine.errors``, and the live-file contract's
+``nvml_mock_live.errors``) and wrap these where they surface them;
 no class of one package shares a name with another's of a different meaning.
 
 Kept free of imports: the tools that run in workload containers import ``settings`` and must

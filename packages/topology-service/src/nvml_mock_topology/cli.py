@@ -26,8 +26,8 @@ from types import FrameType
 from typing import Final
 
 import uvicorn
+from nvml_mock_live.scenarios import ScenarioError, read_scenarios_file
 from nvml_mock_protocol.logs import configure_logging
-from nvml_mock_protocol.scenarios import ScenarioError, read_scenarios_file
 from nvml_mock_protocol.topology import TopologyError, read_topology_file
 
 from nvml_mock_topology._logging import uvicorn_log_config

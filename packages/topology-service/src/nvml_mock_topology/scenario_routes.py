@@ -15,14 +15,14 @@ from typing import Annotated, Any, Final
 
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.responses import Response
+from nvml_mock_live.scenario_api import NodeReport, NodeScenarios, ScenarioDetail, ScenarioList
+from nvml_mock_live.scenarios import SCENARIO_NAME_MAX_LENGTH
 from nvml_mock_protocol.identity import ErrorBody
 from nvml_mock_protocol.names import (
     SCENARIOS_LIST_PATH,
     SCENARIOS_NODE_PATH,
     SCENARIOS_REPORT_PATH,
 )
-from nvml_mock_protocol.scenario_api import NodeReport, NodeScenarios, ScenarioDetail, ScenarioList
-from nvml_mock_protocol.scenarios import SCENARIO_NAME_MAX_LENGTH
 from nvml_mock_protocol.topology import NODE_NAME_MAX_LENGTH, NODE_NAME_PATTERN, node_name_problem
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric

@@ -1,6 +1,6 @@
 """Scenarios: the document beside the topology, served per node, with the agents' status.
 
-The scenario document (``nvml_mock_protocol.scenarios``) comes from a second file (a
+The scenario document (``nvml_mock_live.scenarios``) comes from a second file (a
 ConfigMap key) and is followed like the topology file: a new version is read and
 validated whole off the event loop, and an invalid one is refused with the reason while
 the last good one keeps serving (``/readyz`` and ``GET /v1/scenarios`` say so).
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from nvml_mock_protocol.scenario_api import (
+from nvml_mock_live.scenario_api import (
     SCENARIOS_REVISION_HEADER,
     STATES,
     NodeReport,
@@ -45,7 +45,7 @@ from nvml_mock_protocol.scenario_api import (
     ScenarioList,
     ScenarioSummary,
 )
-from nvml_mock_protocol.scenarios import (
+from nvml_mock_live.scenarios import (
     Scenario,
     ScenarioDocument,
     ScenarioError,

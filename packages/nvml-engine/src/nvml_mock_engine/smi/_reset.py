@@ -27,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from nvml_mock_engine.live import LiveLayer
+    from nvml_mock_live import LiveLayer
 
     from ._nvml import Device
     from ._options import Options
@@ -92,8 +92,9 @@ def _records(layer: LiveLayer, buses: Sequence[str]) -> list[int | None]:
 
 def _clear(live: str, state: str | None, buses: Sequence[str]) -> None:
     """Clear the live values of the GPUs at ``buses``, applying a pending ECC or MIG mode."""
-    from nvml_mock_engine.errors import NvmlEngineError
-    from nvml_mock_engine.live import LiveLayer
+    from nvml_mock_live import LiveLayer
+
+    from nvml_mock_engine.errors import LiveLayerError, NvmlEngineError
 
     try:
         with LiveLayer.open(live, state=state) as layer:
@@ -109,7 +110,7 @@ def _clear(live: str, state: str | None, buses: Sequence[str]) -> None:
                 layer.reset_mig(index)  # a pending MIG mode takes effect; instances are gone
     except PermissionError:
         raise _refused(buses, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
-    except (NvmlEngineError, OSError) as exc:
+    except (NvmlEngineError, LiveLayerError, OSError) as exc:
         if "Read-only" in str(exc) or "Permission" in str(exc):
             raise _refused(buses, "Insufficient Permissions", EXIT_NO_PERMISSION) from None
         raise _refused(buses, "Unknown Error", EXIT_OTHER) from None

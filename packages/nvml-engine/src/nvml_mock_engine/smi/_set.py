@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from nvml_mock_engine.live import LiveLayer
+    from nvml_mock_live import LiveLayer
 
     from ._nvml import Device, Nvml
     from ._options import Options
@@ -142,14 +142,15 @@ def _open_layer(nvml: Nvml) -> tuple[LiveLayer | None, str, dict[str, int]]:
         return None, "Not Supported", {}
     if not os.access(live, os.W_OK):
         return None, "Insufficient Permissions", {}
-    from nvml_mock_engine.errors import NvmlEngineError
-    from nvml_mock_engine.live import LiveLayer
+    from nvml_mock_live import LiveLayer
+
+    from nvml_mock_engine.errors import LiveLayerError, NvmlEngineError
 
     try:
         layer = LiveLayer.open(live, state=state)
     except PermissionError:
         return None, "Insufficient Permissions", {}
-    except (NvmlEngineError, OSError) as exc:
+    except (NvmlEngineError, LiveLayerError, OSError) as exc:
         if "Read-only" in str(exc) or "Permission" in str(exc):
             return None, "Insufficient Permissions", {}
         return None, "Not Supported", {}

@@ -5,9 +5,9 @@ The NVIDIA container toolkit gives a container a MIG device by its UUID or by
 ``<gpu>:<mig>`` (MIG device ``<mig>`` of GPU ``<gpu>``, counted as the host counts them). On
 a real node the process then shows on the parent GPU with that device's GPU and compute
 instance ids. This module turns such entries into the ``mig`` holdings of an
-:class:`~nvml_mock_protocol.live.Allocation`; the layout and the UUIDs come from the mock
-library itself (``nvml_mock_live_mig_devices``), so the writer names MIG devices exactly as
-NVML does, without importing the engine. Typical use::
+:class:`~nvml_mock_live.allocations.Allocation`; the layout and the UUIDs come from the mock
+library itself (``nvml_mock_live_mig_devices``, one of the primitives of the live ABI), so the
+writer names MIG devices exactly as NVML does, without importing the engine. Typical use::
 
     devices = mig_devices(live, board)
     gpus, mig, unknown = resolve_holdings(["MIG-…", "1"], board, devices)
@@ -21,8 +21,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from nvml_mock_protocol import _live_layout as layout
-from nvml_mock_protocol.live import BoardSummary, LiveFile, LiveFileError, resolve_gpus
+from nvml_mock_live import _layout as layout
+from nvml_mock_live.board import BoardGpu, resolve_gpus
+from nvml_mock_live.errors import LiveLayerError
+from nvml_mock_live.layer import LiveLayer
 
 __all__ = ["MIG_MEMORY_SLICES", "MigDevice", "is_mig_token", "mig_devices", "resolve_holdings"]
 
@@ -55,23 +57,11 @@ def is_mig_token(token: str) -> bool:
     return text.upper().startswith("MIG-") or _INDEX_FORM.fullmatch(text) is not None
 
 
-def mig_devices(live: LiveFile, board: Sequence[BoardSummary]) -> list[MigDevice]:
+def mig_devices(live: LiveLayer, board: Sequence[BoardGpu]) -> list[MigDevice]:
     """Every MIG device of *board* in *live*'s MIG layout now, GPU by GPU in host order.
-    Raises :class:`LiveFileError` when a GPU's MIG record cannot be read consistently."""
+    Raises :class:`LiveLayerError` when a GPU's MIG record cannot be read consistently."""
     fn = live.lib.nvml_mock_live_mig_devices
     c_uint = ctypes.c_uint
-    fn.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        c_uint,
-        ctypes.c_char_p,
-        ctypes.POINTER(c_uint),
-        ctypes.POINTER(c_uint),
-        ctypes.POINTER(c_uint),
-        ctypes.c_char_p,
-        c_uint,
-    ]
-    fn.restype = ctypes.c_int
     gis, cis, slices = (c_uint * _MAX)(), (c_uint * _MAX)(), (c_uint * _MAX)()
     uuids = ctypes.create_string_buffer(_UUID_BYTES * _MAX)
     found: list[MigDevice] = []
@@ -90,7 +80,7 @@ def mig_devices(live: LiveFile, board: Sequence[BoardSummary]) -> list[MigDevice
             _MAX,
         )
         if n < 0:
-            raise LiveFileError(
+            raise LiveLayerError(
                 f"the live layer {live.path}: GPU {gpu.index}'s MIG layout is unreadable"
             )
         for i in range(min(n, _MAX)):
@@ -120,7 +110,7 @@ def _mig_match(text: str, devices: Sequence[MigDevice]) -> MigDevice | None:
 
 
 def resolve_holdings(
-    tokens: Iterable[str], board: Sequence[BoardSummary], devices: Sequence[MigDevice]
+    tokens: Iterable[str], board: Sequence[BoardGpu], devices: Sequence[MigDevice]
 ) -> tuple[tuple[int, ...], tuple[MigDevice, ...], list[str]]:
     """What *tokens* hold: the board GPUs (the parents of MIG devices, then whole GPUs,
     without repeats), the MIG devices among them, and the tokens that name nothing of this

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nvml_mock_protocol.scenario_api import NodeScenario, NodeScenarios
-from nvml_mock_protocol.scenarios import (
+from nvml_mock_live.scenario_api import NodeScenario, NodeScenarios
+from nvml_mock_live.scenarios import (
     ScenarioError,
     gpu_rank,
     parse_duration_ms,
@@ -85,9 +85,8 @@ def test_every_problem_is_reported_at_once_with_the_scenario_named() -> None:
         "scenarios[0] 'broken'.apply: apply names nothing",
         "scenarios[0] 'broken'.start: start 2026-12-01 is a date",
         "scenarios[1] 'Upper'.name: scenario name 'Upper'",
-        "fault 'Lost' is not a fault name",
-        "live key 'Temp' is not a key name",
-        "util 'loud' is neither a percentage",
+        "fault 'Lost' is not a fault recipe",
+        "live key 'Temp' is not a live key",
     ):
         assert expected in text, expected
 
@@ -103,7 +102,7 @@ def test_every_problem_is_reported_at_once_with_the_scenario_named() -> None:
         ),
         ("  - {name: a, apply: {xid: 1}, start: '2026-12-01T14:00:00'}\n", "no time zone"),
         ("  - {name: a, apply: {xid: 1}, duration: soon}\n", "is not a duration"),
-        ("  - {name: a, apply: {period: 1s, set: {x: 1}}}\n", "period is the util pattern's"),
+        ("  - {name: a, apply: {period: 1s, set: {temperature_c: 1}}}\n", "period is the util"),
         ("  - {name: a, apply: {xid: 0}}\n", "apply.xid"),
         ("  - {name: a, apply: {xid: 1}, gpus: {count: 0}}\n", "gpus.count"),
         ("  - {name: a, apply: {xid: 1}, colour: red}\n", "colour: unknown key"),

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
+from nvml_mock_protocol.topology import NodeName
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from nvml_mock_protocol.scenarios import Scenario
-from nvml_mock_protocol.topology import NodeName
+from nvml_mock_live.scenarios import Scenario
 
 __all__ = [
     "SCENARIOS_REVISION_HEADER",

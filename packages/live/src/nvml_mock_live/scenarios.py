@@ -20,8 +20,12 @@ pattern and/or live keys, by the names ``nvml-mock-ctl`` takes) and **when** (``
 now or at an RFC 3339 time, an optional ``duration`` after which it is cleared, and an
 optional ``repeat``).
 
-Names of faults and live keys are checked here only for their shape: the node agent,
-which has the engine's tables, refuses an unknown one and reports it as ``failed``.
+What a scenario applies is checked here with the live vocabulary itself
+(:mod:`nvml_mock_live.vocabulary`, the parsers ``nvml-mock-ctl`` and the node agent use): a
+fault recipe that is declared, a utilization the agent applies, durations in the one
+grammar, live keys that exist with values inside their declared bounds. What only a node can
+judge (a GPU index past its board, a value past its board's room, a recipe the GPU cannot
+take) the agent reports as ``failed``.
 
 Selection is deterministic: the same document, topology and seed pick the same nodes
 and GPUs every time, on every replica. A share (``percent``) is taken by ranking the
@@ -43,21 +47,6 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictInt,
-    StrictStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-
-from nvml_mock_protocol.errors import ProtocolPackageError
 from nvml_mock_protocol.topology import (
     DOCUMENT_MAX_BYTES,
     DOCUMENT_MAX_ITEMS,
@@ -74,6 +63,23 @@ from nvml_mock_protocol.topology import (
     _read_bounded,
     _shown,
 )
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from nvml_mock_live import vocabulary
+from nvml_mock_live.errors import LiveError, LiveValueError
+from nvml_mock_live.keys import LIVE_GPU_KEYS
 
 __all__ = [
     "SCENARIOS_VERSION",
@@ -101,42 +107,18 @@ XID_MAX = 2**32 - 1
 """NVML reports an Xid as the event's unsigned 32-bit data."""
 
 _NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_FAULT_RE = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
-_KEY_RE = re.compile(r"[a-z][a-z0-9_]*")
 _GPU_UUID_RE = re.compile(r"(GPU|MIG)-[0-9A-Za-z-]{1,90}")
 _NODE_PATTERN_RE = re.compile(r"[-a-z0-9.*?\[\]!]{1,253}")
-_DURATION_RE = re.compile(r"(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?")
-_DURATION_MAX_MS = 366 * 24 * 3600 * 1000
-"""Durations and repeat intervals are at most a (leap) year."""
-_UTIL_PATTERNS = ("idle", "steady", "busy", "burst", "sine")
-"""``nvml-mock-ctl util`` patterns (the engine knows their values)."""
 
 
 def parse_duration_ms(text: str | int) -> int:
-    """Milliseconds of a duration: ``500ms``, ``90s``, ``10m``, ``1h30m`` or whole seconds.
-
-    Raises ``ValueError`` saying what is accepted.
-    """
-    if isinstance(text, bool):
-        raise ValueError(f"{_shown(text)} is not a duration")
-    if isinstance(text, int):
-        milliseconds = text * 1000
-    else:
-        stripped = text.strip()
-        match = _DURATION_RE.fullmatch(stripped) if stripped else None
-        if stripped.isdigit():
-            milliseconds = int(stripped) * 1000
-        elif match is None or not any(match.groups()):
-            raise ValueError(
-                f"{_shown(text)} is not a duration; use e.g. 500ms, 90s, 10m, 1h30m "
-                "or whole seconds"
-            )
-        else:
-            hours, minutes, seconds, millis = (int(part or 0) for part in match.groups())
-            milliseconds = ((hours * 60 + minutes) * 60 + seconds) * 1000 + millis
-    if not 0 < milliseconds <= _DURATION_MAX_MS:
-        raise ValueError(f"{_shown(text)} must be above 0 and at most 366 days")
-    return milliseconds
+    """Milliseconds of a duration, in the live vocabulary's one grammar (``500ms``, ``1.5s``,
+    ``90s``, ``1m30s``, ``2h`` or a number of seconds), at most 366 days. Raises
+    ``ValueError`` saying what is accepted."""
+    try:
+        return vocabulary.parse_duration_ms(text)
+    except LiveValueError as exc:
+        raise ValueError(f"{_shown(text)} {exc.message}") from None
 
 
 def _check_name(value: str) -> str:
@@ -159,43 +141,22 @@ def _check_node_pattern(value: str) -> str:
 
 
 def _check_fault(value: str) -> str:
-    if not _FAULT_RE.fullmatch(value) or len(value) > 64:
+    if value not in vocabulary.FAULTS:
         raise ValueError(
-            f"fault {_shown(value)} is not a fault name; names are lowercase words joined "
-            "by '-' (those of nvml-mock-ctl fail, e.g. fallen-off-bus)"
+            f"fault {_shown(value)} is not a fault recipe; recipes: {', '.join(vocabulary.FAULTS)}"
         )
     return value
 
 
 def _check_key(value: str) -> str:
-    if not _KEY_RE.fullmatch(value) or len(value) > 64:
+    if value not in LIVE_GPU_KEYS:
         raise ValueError(
-            f"live key {_shown(value)} is not a key name; keys are lowercase words joined "
-            "by '_' (those of nvml-mock-ctl set, e.g. temperature_c)"
+            f"live key {_shown(value)} is not a live key (those of nvml-mock-ctl set, e.g. "
+            "temperature_c)"
         )
+    if value in vocabulary.TRIGGER_KEYS:
+        raise ValueError(f"live key {_shown(value)} is a trigger's; a scenario applies at start")
     return value
-
-
-def _check_util(value: str) -> str:
-    words = value.split()
-    if not words:
-        raise ValueError("util is empty; give a percentage or a pattern")
-    first = words[0].lower()
-    if first in _UTIL_PATTERNS:
-        if len(words) > 2 or (first == "steady" and len(words) != 2):
-            raise ValueError(
-                f"util {_shown(value)}: patterns are idle | steady N | busy | burst [PEAK] "
-                "| sine [PEAK]"
-            )
-        if len(words) == 2 and not (words[1].isdigit() and int(words[1]) <= 100):
-            raise ValueError(f"util {_shown(value)}: the level must be a percentage 0..100")
-        return value
-    if len(words) == 1 and words[0].isdigit() and int(words[0]) <= 100:
-        return value
-    raise ValueError(
-        f"util {_shown(value)} is neither a percentage 0..100 nor a pattern "
-        "(idle | steady N | busy | burst [PEAK] | sine [PEAK])"
-    )
 
 
 def _check_duration(value: str | int) -> str | int:
@@ -339,7 +300,7 @@ class Apply(_Model):
     """A fault recipe of ``nvml-mock-ctl fail`` (``fallen-off-bus``, ``thermal``...)."""
     xid: Annotated[StrictInt, Field(ge=1, le=XID_MAX)] | None = None
     """An Xid to send (``nvmlEventTypeXidCriticalError``), as ``nvml-mock-ctl xid``."""
-    util: Annotated[StrictStr, AfterValidator(_check_util)] | None = None
+    util: StrictStr | None = None
     """A utilization percentage or pattern, as ``nvml-mock-ctl util`` takes it
     (``busy``, ``steady 90``, ``sine 80``); power and temperature follow it."""
     period: Duration | None = None
@@ -358,7 +319,24 @@ class Apply(_Model):
             raise ValueError("apply names nothing; give fault, xid, util and/or set")
         if self.period is not None and self.util is None:
             raise ValueError("period is the util pattern's; give util too")
+        if self.util is not None:
+            try:
+                vocabulary.parse_utilization_words(self.util, period=self.period)
+            except LiveValueError as exc:
+                raise ValueError(f"util {_shown(self.util)}: {exc}") from None
+        for key, value in self.set.items():
+            try:
+                vocabulary.check_live_value(key, value)
+            except LiveValueError as exc:
+                raise ValueError(f"set: {exc}") from None
         return self
+
+    def utilization(self, seed: int = 0) -> vocabulary.Utilization | None:
+        """The ``util`` (with its ``period``) as the live layer stores it, the scenario's
+        *seed* seeding the pattern; None without one."""
+        if self.util is None:
+            return None
+        return vocabulary.parse_utilization_words(self.util, period=self.period, seed=seed)
 
 
 class Repeat(_Model):
@@ -522,7 +500,7 @@ def _placement_matches(scenario: Scenario, topology: TopologyDocument, node: str
     return not selector.cliques or placement.clique_id in selector.cliques
 
 
-class ScenarioError(ProtocolPackageError, ValueError):
+class ScenarioError(LiveError, ValueError):
     """A scenario document that cannot be used, with every problem found in it.
 
     Bounded as :class:`~nvml_mock_protocol.topology.TopologyError` is: at most
