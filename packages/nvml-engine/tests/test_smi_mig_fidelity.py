@@ -182,10 +182,53 @@ def test_610_names_the_kmd_and_cuda_umd_versions(
         "| NVIDIA-SMI 610.43.02              KMD Version: 610.43.02"
         "     CUDA UMD Version: 13.3     |"
     )
-    rc, out = smi(library_file, "--version")
-    assert rc == 0
-    assert "KMD version         : 610.43.02" in out.splitlines()
-    assert "CUDA UMD Version    : 13.3" in out.splitlines()
     board(tmp_path, monkeypatch, "b200", driver_version="580.105.08")
     rc, out = smi(library_file)
     assert "Driver Version: 580.105.08" in out.splitlines()[2] and "KMD" not in out
+
+
+EXPORTER = Path(__file__).resolve().parent / "smi_fixtures" / "exporter"
+
+
+@pytest.mark.parametrize(
+    ("capture", "profile", "driver"),
+    [
+        ("linux-x86_64__nvidia-h100-80gb-hbm3__590.48.01.txt", "h100", "590.48.01"),
+        ("linux-x86_64__nvidia-l40s__595.80.txt", "l40s", "595.80"),
+        ("linux-x86_64__nvidia-geforce-rtx-2080-super__610.57.04.txt", "l40s", "610.57.04"),
+    ],
+)
+def test_version_matches_the_real_tool(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    library_file: Path,
+    capture: str,
+    profile: str,
+    driver: str,
+) -> None:
+    """``--version`` line for line as the real 590, 595 and 610 tools print it (610: the
+    driver and CUDA lines deprecated for ``KMD version`` and ``CUDA UMD version``)."""
+    text = (EXPORTER / capture).read_text()
+    body = text[text.index("# $ nvidia-smi --version") :].split("\n", 2)[2]
+    real = body.split("\n\n", 1)[0].splitlines()
+    board(tmp_path, monkeypatch, profile, driver_version=driver)
+    rc, out = smi(library_file, "--version")
+    assert (rc, out.splitlines()) == (0, real)
+
+
+def test_610_report_header_matches_the_real_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path
+) -> None:
+    """The real 610.57.04 ``-q`` keeps Driver / CUDA Version marked deprecated and adds KMD
+    and CUDA UMD Version; the default table's version line names them too."""
+    text = (EXPORTER / "linux-x86_64__nvidia-geforce-rtx-2080-super__610.57.04.txt").read_text()
+    body = text[text.index("# $ nvidia-smi -q") :].split("\n", 2)[2].splitlines()
+    real = body[body.index("==============NVSMI LOG==============") + 3 :][:4]
+    table = text[text.index("# $ nvidia-smi \n") :].splitlines()
+    version_line = next(line for line in table if line.startswith("| NVIDIA-SMI"))
+    board(tmp_path, monkeypatch, "l40s", driver_version="610.57.04")
+    rc, out = smi(library_file, "-q")
+    lines = out.splitlines()
+    assert rc == 0 and lines[4:8] == real
+    rc, out = smi(library_file)
+    assert rc == 0 and out.splitlines()[2] == version_line

@@ -16,6 +16,10 @@ from ._report import build
 from ._tree import Node, leaf
 from ._values import NA, clock_stamp, cuda_version
 
+KMD_FROM = (610,)
+"""The first driver whose report names the KMD and CUDA UMD versions."""
+_DEPRECATED = "[Deprecated; will be removed in CUDA 14.0. Use {} instead]"
+
 
 def render(
     nvml: Nvml, devices: list[Device], attached: int, *, xml: bool, display: tuple[str, ...]
@@ -38,7 +42,7 @@ def render(
             nodes = [n for n in nodes if n.section in shown]
         gpus.append((readings.bus_id, nodes))
     stamp = clock_stamp()
-    if xml:
+    if xml:  # the XML of 610 is not on file: its elements stay those of 595
         from ._xml import render as xml_render
 
         header = [
@@ -50,8 +54,19 @@ def render(
         return xml_render(header, gpus, dtd(version))
     from ._text import render as text_render
 
+    lines = [("Timestamp", stamp), ("Driver Version", driver), ("CUDA Version", cuda)]
+    if version >= KMD_FROM:
+        # 610 keeps the two lines, marked deprecated, and adds the new names (the real
+        # 610.57.04 report, smi_fixtures/exporter)
+        lines = [
+            ("Timestamp", stamp),
+            ("Driver Version", f"{driver} {_DEPRECATED.format('KMD Version')}"),
+            ("CUDA Version", f"{cuda} {_DEPRECATED.format('CUDA UMD Version')}"),
+            ("KMD Version", driver),
+            ("CUDA UMD Version", cuda),
+        ]
     return text_render(
-        [("Timestamp", stamp), ("Driver Version", driver), ("CUDA Version", cuda)],
+        lines,
         attached,
         gpus,
         shown,

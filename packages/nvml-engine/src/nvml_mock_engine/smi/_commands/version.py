@@ -47,24 +47,30 @@ def _version(nvml: Nvml) -> str:
 
     cuda = get(nvml.cuda_driver_version)
     cuda_s = cuda_version(int(cuda)) if cuda.isdigit() else cuda
-    lines = (
+    from .._generation import parse_driver_version
+
+    if parse_driver_version(driver) >= KMD_FROM:
+        # 610 deprecated the driver and CUDA lines for the kernel-mode driver's and the CUDA
+        # user-mode driver's versions (the real 610.57.04 output, smi_fixtures/exporter)
+        return (
+            f"NVIDIA-SMI version  : {driver}\n"
+            f"NVML version        : {nvml_version}\n"
+            'DRIVER version      : Deprecated, see "KMD version" instead\n'
+            'CUDA version        : Deprecated, see "CUDA UMD version" instead\n'
+            f"KMD version         : {driver}\n"
+            f"CUDA UMD version    : {cuda_s}\n"
+        )
+    return (
         f"NVIDIA-SMI version  : {driver}\n"
         f"NVML version        : {nvml_version}\n"
         f"DRIVER version      : {driver}\n"
         f"CUDA Version        : {cuda_s}\n"
     )
-    from .._generation import parse_driver_version
-
-    if parse_driver_version(driver) >= KMD_FROM:
-        # 610 renamed the versions "KMD" and "CUDA UMD" (its table's header); the exact lines
-        # of its --version are not on file: the old lines stay and the new names are added
-        lines += f"KMD version         : {driver}\nCUDA UMD Version    : {cuda_s}\n"
-    return lines
 
 
 KMD_FROM = (610,)
 """The first driver whose tool names the kernel-mode driver's and CUDA user-mode driver's
-versions (the 610.43.02 / 610.43.03 tables in public issues)."""
+versions (real 610.43.02, 610.43.03 and 610.57.04 output)."""
 
 
 COMMANDS = (
