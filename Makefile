@@ -4,12 +4,12 @@ PYTHON ?= python3
 VENV   := .venv
 TOX    := $(VENV)/bin/tox
 
-.PHONY: test demo lint typecheck bootstrap clean
+.PHONY: test demo lint typecheck bootstrap clean dist
 
 $(TOX):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet 'tox>=4.11,<5'
+	$(VENV)/bin/pip install --quiet 'tox>=4.11,<5' 'build>=1.2,<2'
 
 bootstrap: $(TOX)
 
@@ -28,6 +28,11 @@ demo: $(TOX)
 	$(TOX) run -q -e native
 	$(TOX) run -e demo
 
+## make dist: every package's wheel and sdist in dist/ (scripts/build_dists.py).
+dist: $(TOX)
+	$(VENV)/bin/python -m pip install --quiet 'build>=1.2,<2'
+	$(VENV)/bin/python scripts/build_dists.py
+
 lint: $(TOX)
 	$(TOX) run -e lint
 
@@ -35,4 +40,4 @@ typecheck: $(TOX)
 	$(TOX) run -e typecheck
 
 clean:
-	rm -rf $(VENV) .tox .demo
+	rm -rf $(VENV) .tox .demo dist

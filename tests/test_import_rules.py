@@ -1,8 +1,13 @@
-"""Repository rule: services never import each other; all may import the protocol package."""
+"""Repository rules: services never import each other; the floors' import contract
+(``.importlinter``, run by ``tox -e lint``) holds and fails on a daemon importing a CLI."""
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +59,50 @@ def test_rule_detects_a_cross_import(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("from nvml_mock_topology.app import create_app\nimport os\n")
     assert _imported_top_levels(probe) == {"nvml_mock_topology", "os"}
+
+
+def _lint_imports(pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+    command = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if command is None:
+        pytest.skip("import-linter (lint-imports) is not installed in this env")
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run(
+        [command, "--config", str(ROOT / ".importlinter"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_the_import_contract_holds() -> None:
+    done = _lint_imports()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+def test_the_import_contract_bites_on_a_daemon_importing_a_cli(tmp_path: Path) -> None:
+    """A copy of the engine whose node agent imports nvml-mock-ctl: lint fails, naming it."""
+    copy = tmp_path / "nvml_mock_engine"
+    shutil.copytree(
+        ROOT / "packages/nvml-engine/src/nvml_mock_engine",
+        copy,
+        ignore=shutil.ignore_patterns("__pycache__", "_lib", "*.so*"),
+    )
+    agent = copy / "agent.py"
+    text = agent.read_text(encoding="utf-8")
+    agent.write_text(
+        text.replace(
+            "from nvml_mock_engine import faults\n", "from nvml_mock_engine import ctl, faults\n", 1
+        ),
+        encoding="utf-8",
+    )
+    assert "import ctl, faults" in agent.read_text(encoding="utf-8")
+    done = _lint_imports(pythonpath=tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "Daemons never import a CLI BROKEN" in done.stdout
+    assert "nvml_mock_engine.agent -> nvml_mock_engine.ctl" in done.stdout

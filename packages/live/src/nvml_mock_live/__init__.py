@@ -3,21 +3,51 @@
 The live layer (``config/live.nvmlmock`` beside the board state) is what changes a node's
 GPUs while processes run. Everything that must agree on it is here, on the floor beside the
 wire contracts: the key declaration (``keys.toml``) and the tables and layout generated from
-it, the live vocabulary (utilization patterns, durations, memory sizes), the board binding
-and GPU names, the allocation records, and the one writer (:class:`LiveLayer`), which calls
-the mock library's primitives through a versioned ABI (:mod:`nvml_mock_live.library`).
-The engine (``nvml-mock-ctl``, the node agent, the ``nvidia-smi`` work-alike, staging) and the
-NRI plugin write through it; nothing here imports them.
+it, the live vocabulary (utilization patterns, durations, triggers, fault recipes), where the
+file is (:mod:`.locate`, the library's rule), the board binding and GPU names, the allocation
+records, the scenario document, and the one writer (:class:`LiveLayer`), which calls the mock
+library's primitives through a versioned ABI (:mod:`nvml_mock_live.library`). The engine
+(``nvml-mock-ctl``, the node agent, the ``nvidia-smi`` work-alike, staging), the topology
+service and the NRI plugin use it; nothing here imports them.
+
+Names are resolved on first use, so a tool that only needs :mod:`.locate` (the work-alike, in
+every workload container) does not pay for the writer at start-up.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from nvml_mock_live._version import __version__
-from nvml_mock_live.allocations import MIG_HOLDINGS_MAX, Allocation
-from nvml_mock_live.board import BoardGpu, read_board, resolve_gpus
-from nvml_mock_live.errors import AllocationError, LiveLayerError, LiveValueError
-from nvml_mock_live.layer import LIVE_FILE_NAME, LiveEvent, LiveLayer, create, ensure
-from nvml_mock_live.vocabulary import UTIL_PATTERNS, parse_memory, parse_utilization
+
+if TYPE_CHECKING:
+    from nvml_mock_live.allocations import MIG_HOLDINGS_MAX, Allocation
+    from nvml_mock_live.board import BoardGpu, read_board, resolve_gpus
+    from nvml_mock_live.errors import AllocationError, LiveError, LiveLayerError, LiveValueError
+    from nvml_mock_live.layer import LIVE_FILE_NAME, LiveEvent, LiveLayer, create, ensure
+    from nvml_mock_live.vocabulary import UTIL_PATTERNS, parse_memory, parse_utilization
+
+_LAZY = {
+    "MIG_HOLDINGS_MAX": "allocations",
+    "Allocation": "allocations",
+    "BoardGpu": "board",
+    "read_board": "board",
+    "resolve_gpus": "board",
+    "AllocationError": "errors",
+    "LiveError": "errors",
+    "LiveLayerError": "errors",
+    "LiveValueError": "errors",
+    "LIVE_FILE_NAME": "layer",
+    "LiveEvent": "layer",
+    "LiveLayer": "layer",
+    "create": "layer",
+    "ensure": "layer",
+    "UTIL_PATTERNS": "vocabulary",
+    "parse_memory": "vocabulary",
+    "parse_utilization": "vocabulary",
+    "vocabulary": "",
+}
 
 __all__ = [
     "LIVE_FILE_NAME",
@@ -26,6 +56,7 @@ __all__ = [
     "Allocation",
     "AllocationError",
     "BoardGpu",
+    "LiveError",
     "LiveEvent",
     "LiveLayer",
     "LiveLayerError",
@@ -38,3 +69,16 @@ __all__ = [
     "read_board",
     "resolve_gpus",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = (
+        import_module(f"{__name__}.{name}")
+        if module == ""
+        else getattr(import_module(f"{__name__}.{module}"), name)
+    )
+    globals()[name] = value
+    return value

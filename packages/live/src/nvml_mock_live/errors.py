@@ -27,7 +27,14 @@ class LiveError(Exception):
 
 
 class LiveLayerError(LiveError):
-    """The live layer cannot be opened, checked or written; the message names the file."""
+    """The live layer cannot be opened, checked or written; the message names the file.
+
+    ``errno`` is the operating system's error code when one caused it (``EACCES``, ``EROFS``:
+    the caller may not write the file), so callers decide by the code, not the message."""
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class LiveValueError(LiveLayerError, ValueError):

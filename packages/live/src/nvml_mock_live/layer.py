@@ -293,7 +293,7 @@ class LiveLayer:
             elif exc.errno == errno.ENOENT:
                 hint = " (stage the overlay with this version of nvml-mock-engine to create it)"
             raise LiveLayerError(
-                f"cannot open the live layer {path}: {exc.strerror}{hint}"
+                f"cannot open the live layer {path}: {exc.strerror}{hint}", errno=exc.errno
             ) from None
         try:
             info = os.fstat(fd)

@@ -142,6 +142,15 @@ def _open(args: argparse.Namespace, *, writable: bool) -> LiveLayer:
             f"cannot open the live layer {live}: no board state {state} "
             f"(is {where} staged? `nvml-mock-engine stage` creates both)"
         )
+    named: CtlSettings = args.settings
+    if writable and named.live_file is None and named.state_file is not None and not live.exists():
+        # a rendered state named by MOCK_NVML_CONFIG / --state-file, without a staged overlay
+        # (the README's walk-through): the live layer beside it is made for its GPUs, where
+        # the library looks for it (a named --live-file or an overlay is never made here)
+        import nvml_mock_live
+
+        nvml_mock_live.create(live, nvml_mock_live.read_board(state))
+        logger.info("created the live layer %s for the board %s", live, state)
     return LiveLayer.open(live, state=state, writable=writable)
 
 
@@ -155,12 +164,13 @@ def select_gpus(layer: LiveLayer, spec: str) -> list[int]:
 
 def _trigger(args: argparse.Namespace) -> dict[str, int] | None:
     """The ``fault_trigger*`` values the trigger flags ask for (None: now)."""
-    if getattr(args, "seed", None) is not None and getattr(args, "probability", None) is None:
+    seed = getattr(args, "trigger_seed", None)
+    if seed is not None and getattr(args, "probability", None) is None:
         raise CtlUsageError("--seed goes with --probability")
     return vocabulary.trigger_values(
         after_calls=getattr(args, "after_calls", None),
         probability=getattr(args, "probability", None),
-        seed=getattr(args, "seed", None),
+        seed=seed,
         at=getattr(args, "at", None),
     )
 
@@ -439,6 +449,38 @@ def _check_mig_events(layer: LiveLayer, index: int, events: Sequence[Event]) -> 
             )
 
 
+_ARMABLE: Final = frozenset(
+    {
+        "temp",
+        "power",
+        "util",
+        "clocks",
+        "throttle",
+        "pstate",
+        "ecc",
+        "nvlink",
+        "fabric-health",
+        "recovery-action",
+    }
+)
+"""Verbs that only set values, so their values can wait for a trigger (``fail`` and ``set``
+arm theirs themselves); an event (``xid``) cannot be armed: the event ring has no armed
+records."""
+
+
+def _armed(args: argparse.Namespace, change: Change) -> Change:
+    """*change* waiting for the trigger the flags ask for (unchanged without one)."""
+    trigger = _trigger(args)
+    if trigger is None:
+        return change
+    if change.clear or change.events:
+        raise CtlUsageError(
+            f"{args.verb}: this change clears keys or sends events, which cannot wait for a "
+            "trigger (a pattern, or `set` with --after-calls/--probability/--at, can)"
+        )
+    return Change(values=dict(trigger), armed=change.values)
+
+
 def _apply(args: argparse.Namespace, builder: Builder) -> int:
     with _open(args, writable=True) as layer:
         gpus = select_gpus(layer, args.gpu)
@@ -446,6 +488,8 @@ def _apply(args: argparse.Namespace, builder: Builder) -> int:
         for index in gpus:
             view = GpuView(layer.board[index], layer.values(index))
             change = builder(args, view)
+            if getattr(args, "arm", False):
+                change = _armed(args, change)
             # everything is checked, for every GPU, before the first write
             change.values = dict(layer.validate(index, change.values))
             change.armed = dict(layer.validate(index, change.armed))
@@ -623,6 +667,10 @@ def _parser() -> argparse.ArgumentParser:
         )
         if builder is not None:
             sub.set_defaults(handler=lambda args: _apply(args, builder))
+        if name in _ARMABLE:
+            sub.set_defaults(arm=True)
+            # util's own --seed seeds its pattern; its probability trigger is seeded 0
+            _add_trigger_args(sub, seed=name != "util")
         return sub
 
     fail = verb("fail", "inject a fault, as a real driver shows it", _build_fail)
@@ -793,7 +841,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_trigger_args(parser: argparse.ArgumentParser) -> None:
+def _add_trigger_args(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
     group = parser.add_argument_group("trigger (default: now)")
     exclusive = group.add_mutually_exclusive_group()
     exclusive.add_argument(
@@ -803,7 +851,8 @@ def _add_trigger_args(parser: argparse.ArgumentParser) -> None:
         "--probability", metavar="P", help="apply on each call with probability P (0..1], seeded"
     )
     exclusive.add_argument("--at", metavar="TIME", help="apply at TIME: unix seconds or ISO 8601")
-    group.add_argument("--seed", help="seed of --probability (default 0)")
+    if seed:
+        group.add_argument("--seed", dest="trigger_seed", help="seed of --probability (default 0)")
 
 
 if __name__ == "__main__":

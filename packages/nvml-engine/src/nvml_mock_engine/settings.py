@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from nvml_mock_live import locate
 from nvml_mock_protocol import names
 from nvml_mock_protocol import settings as s
 from nvml_mock_protocol.logs import (
@@ -351,9 +352,12 @@ class CtlSettings(CommandSettings):
 
     @property
     def live_path(self) -> Path:
-        """The live file the command works on."""
+        """The live file the command works on: the library's rule (``--live-file``, else the
+        one beside ``--state-file``), else the overlay's."""
         if self.live_file is not None:
             return self.live_file
+        if self.state_file is not None:
+            return locate.live_beside(self.state_file)
         return self.overlay_path / names.OVERLAY_CONFIG_DIR / names.LIVE_FILE_NAME
 
     @property

@@ -11,16 +11,12 @@ there is no state file, and there is nothing to change.
 
 from __future__ import annotations
 
-import os
-
-from nvml_mock_engine._files import gpu_sections
+from nvml_mock_live import locate
+from nvml_mock_live.board import gpu_sections
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-STATE_RELATIVE = ("..", "config", "state.nvmlmock")
-LIVE_FILE_NAME = "live.nvmlmock"
 
 
 def loaded_library(name: str = "libnvidia-ml.so") -> str | None:
@@ -37,21 +33,15 @@ def loaded_library(name: str = "libnvidia-ml.so") -> str | None:
 
 
 def state_path(library: str | None, environ: Mapping[str, str]) -> str | None:
-    explicit = environ.get("MOCK_NVML_CONFIG")
-    if explicit:
-        return explicit
-    if not library:
-        return None
-    return os.path.normpath(
-        os.path.join(os.path.dirname(os.path.realpath(library)), *STATE_RELATIVE)
-    )
+    """The board state the library of this process reads (the library's rule)."""
+    found = locate.state_path(library, environ)
+    return None if found is None else str(found)
 
 
 def live_path(state: str | None, environ: Mapping[str, str]) -> str | None:
-    explicit = environ.get("MOCK_NVML_LIVE")
-    if explicit:
-        return explicit
-    return os.path.join(os.path.dirname(state), LIVE_FILE_NAME) if state else None
+    """The live file the library of this process maps (the library's rule)."""
+    found = locate.live_path(state, environ)
+    return None if found is None else str(found)
 
 
 def board_gpus(state: str | None) -> list[dict[str, str]]:

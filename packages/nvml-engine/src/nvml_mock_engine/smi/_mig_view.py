@@ -36,7 +36,7 @@ class MigDevice:
     """One MIG device: its index under the GPU, its instance ids, figures in MiB; ``bar1``
     is (used, total) MiB, None where the library has none. A plain class, not a dataclass:
     the common commands read it, and ``dataclasses`` costs their start-up (see
-    ``tests/test_smi_startup.py``)."""
+    ``tests/smi/test_smi_startup.py``)."""
 
     __slots__ = (
         "bar1",

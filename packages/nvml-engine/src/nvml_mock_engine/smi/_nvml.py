@@ -4,7 +4,7 @@ The work-alike must behave like the real tool on a real GPU node too, so it talk
 through its C ABI and nothing else: no reading of mock state, no pynvml (importing pynvml
 costs more start-up time than a whole ``-L`` run may take). Only the structs and calls the
 tool renders are declared here. Each struct names the ``nvml.h`` type it mirrors
-(``_nvml_type_``); ``tests/test_smi_bindings.py`` compiles against NVIDIA's ``nvml.h`` (from
+(``_nvml_type_``); ``tests/smi/test_smi_bindings.py`` compiles against NVIDIA's ``nvml.h`` (from
 ``nvidia-nvml-dev``) and holds every struct's size and field offsets, and every call's
 argument count, kinds and pointee sizes, to the header's. A symbol the library lacks answers
 ``NVML_ERROR_FUNCTION_NOT_FOUND`` like any other error, so an old driver prints an error

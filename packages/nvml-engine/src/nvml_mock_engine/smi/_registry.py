@@ -26,7 +26,7 @@ How to add a command
    until it knows every flag given) or :data:`SUBCOMMAND_MODULES` (a sub-command; the module
    is named as its word, and only that word loads it).
 
-Rules the tests check (``tests/test_smi_registry.py``): two top-level commands that share
+Rules the tests check (``tests/smi/test_smi_registry.py``): two top-level commands that share
 a flag declare it with the same :class:`Option`; no flag selects two commands; a command
 module imports nothing but this module and :mod:`._options`/:mod:`._errors` at import time
 (the parser may load every mode module to read a command line, so the renderers are imported

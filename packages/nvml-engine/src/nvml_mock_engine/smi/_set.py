@@ -16,6 +16,7 @@ the GPU does not accept).
 
 from __future__ import annotations
 
+import errno
 import os
 
 from ._errors import (
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from ._options import Options
 
 EXIT_NOT_SUPPORTED = 3
+_NO_PERMISSION = (errno.EACCES, errno.EPERM, errno.EROFS)
+"""The error codes of a live layer this process may not write (a read-only bind mount, not
+root): what the real tool reports as Insufficient Permissions."""
 TERMINATING = "Terminating early due to previous errors."
 ALL_DONE = "All done.\n"
 PERSISTENCE_WARNING = (
@@ -148,10 +152,8 @@ def _open_layer(nvml: Nvml) -> tuple[LiveLayer | None, str, dict[str, int]]:
 
     try:
         layer = LiveLayer.open(live, state=state)
-    except PermissionError:
-        return None, "Insufficient Permissions", {}
     except (NvmlEngineError, LiveLayerError, OSError) as exc:
-        if "Read-only" in str(exc) or "Permission" in str(exc):
+        if getattr(exc, "errno", None) in _NO_PERMISSION:
             return None, "Insufficient Permissions", {}
         return None, "Not Supported", {}
     return layer, "", {uuid: i for uuid, i in records.items() if uuid}
