@@ -11,12 +11,13 @@ from typing import Final
 LIVE_MAGIC: Final = b'nvml-mock-live'
 LIVE_FORMAT: Final = 2
 # the mock library's live-layer primitives and their ABI version (keys.toml [abi])
-LIVE_ABI_VERSION: Final = 1
+LIVE_ABI_VERSION: Final = 2
 LIVE_ABI_PRIMITIVES: Final = (
     "nvml_mock_live_write",
     "nvml_mock_live_snapshot",
     "nvml_mock_live_retire",
     "nvml_mock_live_event",
+    "nvml_mock_live_event_on",
     "nvml_mock_live_proc_write",
     "nvml_mock_live_proc_read",
     "nvml_mock_live_mig_reset",

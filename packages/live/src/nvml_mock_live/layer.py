@@ -50,6 +50,10 @@ from nvml_mock_live.files import write_atomic
 from nvml_mock_live.keys import GPU_KEYS, LIVE_GPU_KEYS, Kind, check_integer
 from nvml_mock_live.writers_lock import WritersLock, writers_of
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from nvml_mock_live.mig import MigDevice
+
 __all__ = [
     "LIVE_FILE_NAME",
     "SIZE",
@@ -79,12 +83,15 @@ _CLEAR, _SET, _ARMED = 0, 1, 2
 @dataclass(frozen=True, slots=True)
 class LiveEvent:
     """One record of the event ring: its sequence number, GPU, ``nvmlEventType*`` bit and data
-    (the Xid for ``nvmlEventTypeXidCriticalError``)."""
+    (the Xid for ``nvmlEventTypeXidCriticalError``), and the MIG device it is on (GPU and
+    compute instance ids; None for the whole GPU)."""
 
     seq: int
     gpu: int
     event_type: int
     data: int
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
 
 
 def header_bytes(gpu_count: int) -> bytearray:
@@ -467,11 +474,28 @@ class LiveLayer:
             gpu, [(LIVE_GPU_KEYS[k].live_slot or 0, v & _U64, op) for k, v in checked.items()]
         )
 
-    def event(self, gpu: int, event_type: int, data: int = 0) -> int:
+    def event(
+        self,
+        gpu: int,
+        event_type: int,
+        data: int = 0,
+        *,
+        gpu_instance: int | None = None,
+        compute_instance: int | None = None,
+    ) -> int:
         """Append an NVML event (``nvmlEventType*`` bit, e.g. Xid 0x8 with the Xid as *data*)
         for *gpu* to the event ring and wake every waiter on the node; returns its sequence
-        number. Only event sets that registered before it receive it."""
+        number. Only event sets that registered before it receive it. *gpu_instance* and
+        *compute_instance* (both or neither) put it on that MIG device of the GPU: waiters get
+        its ids in ``gpuInstanceId`` / ``computeInstanceId``, and a container that was not
+        given that MIG device does not get it. The instance must exist now."""
         self._gpu(gpu)
+        if (gpu_instance is None) != (compute_instance is None):
+            raise LiveValueError(
+                "compute_instance" if compute_instance is None else "gpu_instance",
+                None,
+                "must be given with the other instance id (a MIG device is both)",
+            )
         if (
             not isinstance(event_type, int)
             or event_type <= 0
@@ -482,8 +506,25 @@ class LiveLayer:
         if not isinstance(data, int) or not 0 <= data <= _U64:
             raise LiveValueError("data", data, "must be an unsigned 64-bit integer")
         self._writable()
+        none = 0xFFFFFFFF
         with self._writers():
-            seq = int(self.lib.nvml_mock_live_event(self.address(), SIZE, gpu, event_type, data))
+            if gpu_instance is not None and compute_instance is not None:
+                ids = (gpu_instance, compute_instance)
+                have = {(d.gpu_instance, d.compute_instance) for d in self.mig_devices(gpu)}
+                if ids not in have:
+                    listed = ", ".join(f"{g}/{c}" for g, c in sorted(have)) or "none"
+                    raise LiveValueError(
+                        "gpu_instance/compute_instance",
+                        f"{ids[0]}/{ids[1]}",
+                        f"is not a MIG device of GPU {gpu} now (GI/CI there: {listed})",
+                    )
+            else:
+                ids = (none, none)
+            seq = int(
+                self.lib.nvml_mock_live_event_on(
+                    self.address(), SIZE, gpu, ids[0], ids[1], event_type, data
+                )
+            )
         if seq == 0:
             raise LiveLayerError(f"GPU {gpu}: the library refused the event for {self.path}")
         return seq
@@ -558,10 +599,29 @@ class LiveLayer:
         for seq in range(first, head + 1):
             slot = seq % layout.LIVE_EVENT_SLOTS
             at = layout.LIVE_EVENTS_OFFSET + slot * layout.LIVE_EVENT_RECORD_BYTES
-            rec_seq, gpu, event_type, data = struct.unpack_from("<4Q", self._map, at)
+            rec_seq, word, event_type, data = struct.unpack_from("<4Q", self._map, at)
             if rec_seq == seq:
-                found.append(LiveEvent(seq, gpu, event_type, data))
+                # the GPU word: board GPU, then GI + 1 and CI + 1 (0: the whole GPU)
+                gi, ci = (word >> 32) & 0xFFFF, (word >> 48) & 0xFFFF
+                mig = gi != 0 and ci != 0
+                found.append(
+                    LiveEvent(
+                        seq,
+                        word & 0xFFFFFFFF,
+                        event_type,
+                        data,
+                        gi - 1 if mig else None,
+                        ci - 1 if mig else None,
+                    )
+                )
         return found
+
+    def mig_devices(self, gpu: int) -> builtins.list[MigDevice]:
+        """The MIG devices of *gpu* in its live MIG layout now (none with MIG off)."""
+        from nvml_mock_live import mig  # mig reads through this class
+
+        self._gpu(gpu)
+        return mig.mig_devices(self, [self._board[gpu]])
 
     def _gpu(self, gpu: int) -> None:
         if not isinstance(gpu, int) or not 0 <= gpu < len(self._board):

@@ -60,6 +60,10 @@ _SIGNATURES: Final[dict[str, tuple[list[type], type]]] = {
     ),
     "nvml_mock_live_retire": ([_C_VOID, _C_SIZE], ctypes.c_int),
     "nvml_mock_live_event": ([_C_VOID, _C_SIZE, _C_UINT, _C_U64, _C_U64], _C_U64),
+    "nvml_mock_live_event_on": (
+        [_C_VOID, _C_SIZE, _C_UINT, _C_UINT, _C_UINT, _C_U64, _C_U64],
+        _C_U64,
+    ),
     "nvml_mock_live_proc_write": (
         [_C_VOID, _C_SIZE, _C_UINT, ctypes.c_char_p, _C_SIZE],
         ctypes.c_int,

@@ -400,6 +400,14 @@ static void predict_processes(void)
     }
     uint32_t high = get32(file, LIVE_HDR_PROCESS_HIGH);
     high = high < LIVE_PROCESS_SLOTS ? high : LIVE_PROCESS_SLOTS;
+    /* what is left for processes: the records are served in slot order, each getting at most
+     * what the GPU's own use and the earlier records left */
+    uint64_t left[GPUS];
+    for (unsigned int g = 0; g < GPUS; g++) {
+        uint64_t room = MEM_TOTAL - MEM_RESERVED;
+        uint64_t own = U(g, S_memory_used_bytes);
+        left[g] = own < room ? room - own : 0;
+    }
     for (uint32_t slot = 0; slot < high; slot++) {
         const unsigned char *rec = file + LIVE_PROCESSES_OFFSET + (size_t)slot * LIVE_PROCESS_RECORD_BYTES;
         if ((get64(rec, LIVE_PROC_SEQ) & 1u) != 0 || get32(rec, LIVE_PROC_IN_USE) != 1) {
@@ -413,6 +421,8 @@ static void predict_processes(void)
             struct want_proc *w = &want_procs[g][want_nprocs[g]++];
             w->pid = get32(rec, LIVE_PROC_PID);
             w->used = get64(rec, LIVE_PROC_USED_MEMORY_BYTES);
+            w->used = w->used < left[g] ? w->used : left[g];
+            left[g] -= w->used;
             util_range(get32(rec, LIVE_PROC_UTIL_PATTERN), get32(rec, LIVE_PROC_UTIL_LEVEL),
                        get64(rec, LIVE_PROC_START_TIME_MS), &w->util_lo, &w->util_hi);
             uint64_t sum = want_procs_used[g] + w->used;

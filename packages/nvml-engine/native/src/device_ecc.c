@@ -10,6 +10,7 @@
  * the remapped-row and histogram queries, newer ones to the retired-page queries (the state
  * keys remapped_rows_supported and retired_pages_supported, defaulted by architecture).
  */
+#include "mig.h"
 #include "mock.h"
 
 #include <string.h>
@@ -81,6 +82,15 @@ static nvmlReturn_t ecc_count(const struct nvmlDevice_st *d, nvmlMemoryErrorType
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
                                                      nvmlEccCounterType_t counterType, unsigned long long *eccCounts)
 {
+    struct mock_mig_view mig;
+    nvmlReturn_t mig_rc;
+    if (mock_mig_device(device, &mig, &mig_rc)) {
+        /* a MIG device counts its parent's errors (the MIG devices box prints them) */
+        if (mig_rc != NVML_SUCCESS) {
+            return mig_rc;
+        }
+        device = (nvmlDevice_t)(uintptr_t)mig.parent;
+    }
     GET_DEVICE(device, d);
     REQUIRE_ARG(eccCounts);
     REQUIRE_ECC(d);

@@ -95,6 +95,20 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMem
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory)
 {
+    struct mock_mig_view mig;
+    nvmlReturn_t mig_rc;
+    if (mock_mig_device(device, &mig, &mig_rc)) {
+        /* a MIG device's BAR1: its GPU instance's share of the GPU's, less 1 MiB, none in use
+         * (a real A100 80GB shows 32767MiB for a 2g.20gb, a quarter of its 131072MiB) */
+        REQUIRE_ARG(bar1Memory);
+        if (mig_rc == NVML_SUCCESS) {
+            uint64_t share = mig.parent->s.bar1_total_bytes / 8u * mig.memory_slices;
+            bar1Memory->bar1Total = share > (1u << 20) ? share - (1u << 20) : share;
+            bar1Memory->bar1Used = 0;
+            bar1Memory->bar1Free = bar1Memory->bar1Total;
+        }
+        return mig_rc;
+    }
     GET_DEVICE(device, d);
     REQUIRE_ARG(bar1Memory);
     bar1Memory->bar1Total = d->s.bar1_total_bytes;

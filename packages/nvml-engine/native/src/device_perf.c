@@ -463,8 +463,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
 
 #define SAMPLING_PERIOD_US 167000 /* the engines' sampling window on current boards */
 
-static nvmlReturn_t engine_util(unsigned int value, unsigned int *utilization, unsigned int *samplingPeriodUs)
+/* Engine utilization of a whole GPU; like its SM utilization, not answered in MIG mode (the
+ * engines belong to the GPU instances): nvidia-smi prints [N/A], dmon "-". */
+static nvmlReturn_t engine_util(const struct nvmlDevice_st *d, unsigned int value, unsigned int *utilization,
+                                unsigned int *samplingPeriodUs)
 {
+    if (mock_mig_on(d)) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
     REQUIRE_ARG(utilization);
     REQUIRE_ARG(samplingPeriodUs);
     *utilization = value;
@@ -476,14 +482,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, un
                                                          unsigned int *samplingPeriodUs)
 {
     GET_DEVICE(device, d);
-    return engine_util(live_util_encoder_pct(d), utilization, samplingPeriodUs);
+    return engine_util(d, live_util_encoder_pct(d), utilization, samplingPeriodUs);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
                                                          unsigned int *samplingPeriodUs)
 {
     GET_DEVICE(device, d);
-    return engine_util(live_util_decoder_pct(d), utilization, samplingPeriodUs);
+    return engine_util(d, live_util_decoder_pct(d), utilization, samplingPeriodUs);
 }
 
 /* The JPEG and optical-flow engines are idle on every modelled board. */
@@ -491,16 +497,14 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetJpgUtilization(nvmlDevice_t device, unsign
                                                      unsigned int *samplingPeriodUs)
 {
     GET_DEVICE(device, d);
-    (void)d;
-    return engine_util(0, utilization, samplingPeriodUs);
+    return engine_util(d, 0, utilization, samplingPeriodUs);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned int *utilization,
                                                      unsigned int *samplingPeriodUs)
 {
     GET_DEVICE(device, d);
-    (void)d;
-    return engine_util(0, utilization, samplingPeriodUs);
+    return engine_util(d, 0, utilization, samplingPeriodUs);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)

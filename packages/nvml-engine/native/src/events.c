@@ -15,12 +15,15 @@
  * Either way nvmlEventSetFree wakes its waiters and waits for them to leave before the set's
  * memory goes away.
  *
- * A registered GPU that falls off the bus (live key gpu_lost) ends a wait with
- * NVML_ERROR_GPU_IS_LOST, as NVIDIA documents for nvmlEventSetWait, after the events already
- * in the ring for it (its Xid 79 first): NVIDIA's DRA driver taints every device gpu-lost on
- * that answer. Each set is told once per loss (a GPU that is back and lost again is told
- * again), so a health loop that waits again at once does not spin on it. A loss without an
- * event wakes no futex: waits sleep in slices of LOST_POLL_MS to notice it.
+ * An event may name a MIG device (a GPU and compute instance of its GPU, STATE-FORMAT.md:
+ * the record's GPU word carries the ids): it is delivered on the parent GPU with those ids in
+ * gpuInstanceId / computeInstanceId, and only to a process that can see that MIG device, as
+ * nvml.h says a caller without the privileges for an instance gets only whole-device events.
+ * A GPU of the set that falls off the bus ends a wait with NVML_ERROR_GPU_IS_LOST (nvml.h)
+ * once its pending events are delivered; each set reports a loss once, so a consumer that
+ * waits in a loop (the device plugin) is told and then blocks again instead of spinning.
+ * NVIDIA's DRA driver taints every device gpu-lost on that answer. A loss without an event
+ * wakes no futex: waits sleep in slices of LOST_POLL_MS to notice it.
  */
 #define _GNU_SOURCE
 #include "mock.h"
@@ -44,6 +47,7 @@
 
 struct nvmlEventSet_st {
     unsigned int magic;
+    unsigned long long lost_told[(STATE_MAX_GPUS + 63) / 64]; /* GPUs whose loss this set reported */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     unsigned int waiters;
@@ -53,7 +57,6 @@ struct nvmlEventSet_st {
     unsigned long long registered[STATE_MAX_GPUS];
     /* The ring's head when (GPU, type bit) was registered: only later events are delivered. */
     uint64_t since[STATE_MAX_GPUS][EVENT_BITS];
-    unsigned char lost_told[STATE_MAX_GPUS]; /* GPU_IS_LOST answered for this loss */
 };
 
 /* One ring record, read whole. */
@@ -61,7 +64,21 @@ struct ring_event {
     uint64_t gpu;
     uint64_t type;
     uint64_t data;
+    uint32_t gi, ci; /* the MIG device it names, or NO_INSTANCE */
 };
+
+/* The record's GPU word: the board GPU in the low 32 bits, then GPU instance id + 1 and
+ * compute instance id + 1 in 16 bits each (0: the whole GPU). */
+#define EVENT_GPU_MASK 0xFFFFFFFFull
+static void split_gpu_word(struct ring_event *ev)
+{
+    uint64_t w = ev->gpu;
+    uint32_t gi = (uint32_t)(w >> 32) & 0xFFFFu;
+    uint32_t ci = (uint32_t)(w >> 48) & 0xFFFFu;
+    ev->gpu = w & EVENT_GPU_MASK;
+    ev->gi = gi != 0 && ci != 0 ? gi - 1 : NO_INSTANCE;
+    ev->ci = gi != 0 && ci != 0 ? ci - 1 : NO_INSTANCE;
+}
 
 /* The types the mock can deliver on this board (the live layer's writer raises them). */
 static unsigned long long supported_events(const struct nvmlDevice_st *d)
@@ -134,7 +151,13 @@ static int ring_next(struct nvmlEventSet_st *s, struct ring_event *out)
             head = ring_head(s->ring); /* lapped while reading: skip to what is still there */
             continue;
         }
-        /* The ring names board GPUs; one outside this process's view is not its event. */
+        split_gpu_word(&ev);
+        /* The ring names board GPUs; one outside this process's view is not its event, nor
+         * is one of a MIG device this process was not given. */
+        if (ev.gi != NO_INSTANCE && ev.gpu < mock_board_count &&
+            !mock_mig_visible((unsigned int)ev.gpu, ev.gi, ev.ci)) {
+            continue;
+        }
         unsigned int view = ev.gpu < mock_board_count ? mock_view_of_board[ev.gpu] : VISIBLE_NONE;
         if (view >= mock_device_count || ev.type == 0 || (ev.type & (ev.type - 1)) != 0) {
             continue;
@@ -247,26 +270,32 @@ static void leave_wait(struct nvmlEventSet_st *s)
     }
 }
 
-/* Wait for the next event this set receives, for at most `timeoutms`; NVML_SUCCESS with *ev
- * filled, or NVML_ERROR_TIMEOUT (also when the set is freed meanwhile). */
-/* Whether a registered GPU of the set is newly lost (told once per loss). Caller holds s->lock. */
-static int newly_lost(struct nvmlEventSet_st *s)
+/* A GPU registered in this set that is lost and whose loss the set has not reported yet:
+ * marks it reported and returns 1. A GPU back on the bus may be reported again. Caller holds
+ * s->lock. */
+static int lost_news(struct nvmlEventSet_st *s)
 {
-    int found = 0;
-    for (unsigned int g = 0; g < mock_device_count && g < STATE_MAX_GPUS; g++) {
-        if (s->registered[g] == 0) {
+    int news = 0;
+    for (unsigned int i = 0; i < mock_device_count && i < STATE_MAX_GPUS; i++) {
+        unsigned long long bit = 1ull << (i % 64);
+        if (s->registered[i] == 0) {
             continue;
         }
-        if (!mock_lost(&mock_devices[g])) {
-            s->lost_told[g] = 0;
-        } else if (!s->lost_told[g] && !found) {
-            s->lost_told[g] = 1;
-            found = 1;
+        if (mock_lost(&mock_devices[i])) {
+            if (!(s->lost_told[i / 64] & bit)) {
+                s->lost_told[i / 64] |= bit;
+                news = 1;
+            }
+        } else {
+            s->lost_told[i / 64] &= ~bit;
         }
     }
-    return found;
+    return news;
 }
 
+/* Wait for the next event this set receives, for at most `timeoutms`; NVML_SUCCESS with *ev
+ * filled, NVML_ERROR_GPU_IS_LOST when a GPU of the set fell off the bus (once), or
+ * NVML_ERROR_TIMEOUT (also when the set is freed meanwhile). */
 static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms, struct ring_event *ev)
 {
     struct timespec deadline = deadline_after(timeoutms);
@@ -292,7 +321,7 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
                 rc = NVML_SUCCESS;
                 break;
             }
-            if (newly_lost(s)) {
+            if (lost_news(s)) {
                 rc = NVML_ERROR_GPU_IS_LOST;
                 break;
             }
@@ -353,8 +382,8 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t
         data->device = &mock_devices[ev.gpu];
         data->eventType = ev.type;
         data->eventData = ev.data;
-        data->gpuInstanceId = NO_INSTANCE;
-        data->computeInstanceId = NO_INSTANCE;
+        data->gpuInstanceId = ev.gi;
+        data->computeInstanceId = ev.ci;
     }
     return rc;
 }
@@ -382,8 +411,8 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v3(nvmlEventSet_t set, nvmlEventSetWai
                strnlen(mock_devices[ev.gpu].s.uuid, sizeof(params->uuid) - 1));
         params->eventType = ev.type;
         params->eventData = ev.data;
-        params->gpuInstanceId = NO_INSTANCE;
-        params->computeInstanceId = NO_INSTANCE;
+        params->gpuInstanceId = ev.gi;
+        params->computeInstanceId = ev.ci;
     }
     return rc;
 }

@@ -257,6 +257,8 @@ MOCK_EXPORT int nvml_mock_live_snapshot(const void *base, size_t len, unsigned i
                                         uint64_t *values, uint64_t *writes);
 MOCK_EXPORT int nvml_mock_live_retire(void *base, size_t len);
 MOCK_EXPORT uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t type, uint64_t data);
+MOCK_EXPORT uint64_t nvml_mock_live_event_on(void *base, size_t len, unsigned int gpu, unsigned int gi,
+                                             unsigned int ci, uint64_t type, uint64_t data);
 MOCK_EXPORT unsigned long long nvml_mock_live_layout_bytes(void);
 MOCK_EXPORT unsigned int nvml_mock_live_abi_version(void);
 
@@ -491,19 +493,28 @@ int nvml_mock_live_retire(void *base, size_t len)
  * record's fields are written before its sequence number (release), and the ring's head after
  * it, so a reader that sees the head sees the record. Returns the event's sequence number
  * (from 1), or 0 for a bad argument. Writers are serialised by the caller (flock).
+ *
+ * `gi` / `ci` name the MIG device the event is on (0xFFFFFFFF both: the whole GPU); they go
+ * into the record's GPU word, id + 1 in bits 32-47 and 48-63 (STATE-FORMAT.md).
  */
-uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t type, uint64_t data)
+uint64_t nvml_mock_live_event_on(void *base, size_t len, unsigned int gpu, unsigned int gi, unsigned int ci,
+                                 uint64_t type, uint64_t data)
 {
     if (base == NULL || len != LIVE_TOTAL_BYTES || gpu >= LIVE_GPU_SLOTS || type == 0) {
         return 0;
     }
+    int whole = gi == 0xFFFFFFFFu && ci == 0xFFFFFFFFu;
+    if (!whole && (gi >= 0xFFFFu || ci >= 0xFFFFu)) {
+        return 0;
+    }
+    uint64_t gpu_word = whole ? (uint64_t)gpu : (uint64_t)gpu | (uint64_t)(gi + 1u) << 32 | (uint64_t)(ci + 1u) << 48;
     unsigned char *b = base;
     uint64_t *head = (uint64_t *)(void *)(b + LIVE_HDR_EVENT_HEAD);
     uint64_t seq = __atomic_load_n(head, __ATOMIC_RELAXED) + 1u;
     unsigned char *rec = b + LIVE_EVENTS_OFFSET + (size_t)(seq % LIVE_EVENT_SLOTS) * LIVE_EVENT_RECORD_BYTES;
     __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_SEQ), 0, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_GPU), (uint64_t)gpu, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_GPU), gpu_word, __ATOMIC_RELAXED);
     __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_TYPE), type, __ATOMIC_RELAXED);
     __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_DATA), data, __ATOMIC_RELAXED);
     __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_SEQ), seq, __ATOMIC_RELEASE);
@@ -513,6 +524,11 @@ uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t
     syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     __atomic_fetch_add((uint64_t *)(void *)(b + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
     return seq;
+}
+
+uint64_t nvml_mock_live_event(void *base, size_t len, unsigned int gpu, uint64_t type, uint64_t data)
+{
+    return nvml_mock_live_event_on(base, len, gpu, 0xFFFFFFFFu, 0xFFFFFFFFu, type, data);
 }
 
 /* The file size this library's layout needs (the writer checks it agrees with its own). */

@@ -103,4 +103,10 @@ static inline int64_t mock_live_clamp_s(int64_t v, int64_t lo, int64_t hi)
 int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
                      const unsigned char **recs, const unsigned char **header, char *why, size_t why_len);
 
+/* Append an event for board GPU `gpu` (MIG device gi/ci, or 0xFFFFFFFF both for the whole
+ * GPU) to the ring of the writable mapping `base` and wake every waiter; the caller holds the
+ * file's flock. Returns its sequence number, 0 for a bad argument (live.c). */
+uint64_t nvml_mock_live_event_on(void *base, size_t len, unsigned int gpu, unsigned int gi, unsigned int ci,
+                                 uint64_t type, uint64_t data);
+
 #endif

@@ -15,6 +15,10 @@
  * GPU-instance ids follow the placement, as the driver numbers them, so a layout made again
  * gets the same ids and its MIG devices the same UUIDs (hashed from the GPU's UUID and the
  * GPU/compute instance ids).
+ *
+ * Every change of the layout (an instance created or destroyed) appends one
+ * nvmlEventMigConfigChange event for the GPU to the live layer's ring in the same locked
+ * step, so event sets registered for it wake (mig-parted and the device plugin listen).
  */
 #define _GNU_SOURCE
 #include "mig.h"
@@ -33,6 +37,7 @@
 #include <unistd.h>
 
 #include "mock.h"
+#include "processes.h"
 
 #define MIG_IDS 14u /* GPU-instance ids 0..13 (see gi_id) */
 #define MIG_MAX_GI LIVE_MIG_MAX_GI
@@ -402,6 +407,8 @@ static int writers_lock(const char *live)
 struct mig_txn {
     int lock;
     int fd;
+    unsigned int board; /* the GPU's board index, for the config-change event */
+    int changed;        /* the layout of instances changed: send nvmlEventMigConfigChange */
     unsigned char *base;
     unsigned char *rec;
     struct mig_layout l;
@@ -412,6 +419,8 @@ static nvmlReturn_t txn_begin(const struct nvmlDevice_st *d, struct mig_txn *t)
     t->lock = -1;
     t->fd = -1;
     t->base = NULL;
+    t->board = d->board;
+    t->changed = 0;
     if (mig_record(d) == NULL || mock_live_path[0] == '\0') {
         mock_set_error_detail(NVML_ERROR_NO_PERMISSION,
                               "no live layer to hold the MIG layout (stage the overlay with nvml-mock-engine)");
@@ -471,6 +480,10 @@ static void txn_end(struct mig_txn *t, int commit)
         __atomic_fetch_add((uint64_t *)(void *)(t->rec + LIVE_MIG_WRITES), 1u, __ATOMIC_RELAXED);
         __atomic_store_n(seq, odd + 1u, __ATOMIC_RELEASE);
         __atomic_fetch_add((uint64_t *)(void *)(t->base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
+        if (t->changed) {
+            nvml_mock_live_event_on(t->base, (size_t)LIVE_TOTAL_BYTES, t->board, 0xFFFFFFFFu, 0xFFFFFFFFu,
+                                    nvmlEventMigConfigChange, 0);
+        }
     }
     munmap(t->base, (size_t)LIVE_TOTAL_BYTES);
     close(t->fd);
@@ -702,6 +715,7 @@ static void fill_view(const struct nvmlDevice_st *d, const struct mig_gi *gi, co
     v->jpegs = gp->jpegs;
     v->ofas = gp->ofas;
     v->memory_mib = gp->memory_mib;
+    v->memory_slices = gp->placement_size;
     snprintf(v->name, sizeof(v->name), "%.58s MIG %.31s", d->s.name, prof);
     mig_uuid(d, gi->id, ci->id, v->uuid, sizeof(v->uuid));
 }
@@ -796,6 +810,18 @@ int mock_mig_at(const struct state *st, const unsigned char *live, unsigned int 
     return 0;
 }
 
+uint64_t mock_mig_gi_memory_bytes(const struct nvmlDevice_st *d, unsigned int gi)
+{
+    if (!d->s.mig_capable) {
+        return UINT64_MAX;
+    }
+    struct mig_layout l;
+    mig_read(d, &l);
+    struct mig_gi *g = find_gi(&l, gi);
+    const struct state_mig_gi *gp = g != NULL ? gi_profile_by_index(d, g->profile) : NULL;
+    return gp != NULL ? (uint64_t)gp->memory_mib << 20 : UINT64_MAX;
+}
+
 nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device)
 {
     if (strncasecmp(uuid, "MIG-", 4) != 0) {
@@ -850,9 +876,11 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int 
 
 /*
  * The new mode becomes pending; it is activated at once (the driver resets an idle GPU
- * itself) unless the GPU is busy (live memory in use: processes hold it), when it stays
- * pending with activationStatus IN_USE until a GPU reset (nvidia-smi -r). Disabling MIG while
- * GPU instances exist is refused with IN_USE, as the driver refuses it.
+ * itself) unless the GPU is busy, when it stays pending with activationStatus IN_USE ("In use
+ * by another client") until a GPU reset (nvidia-smi -r), which is what sends mig-parted down
+ * its reset path. Busy is what a driver sees as another client: a process listed on the GPU
+ * (an allocation record, on the GPU or one of its MIG devices) or memory in use on it.
+ * Disabling MIG while GPU instances exist is refused with IN_USE, as the driver refuses it.
  */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus)
 {
@@ -878,7 +906,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int 
         }
     }
     t.l.pending = mode;
-    if (live_memory_used_bytes(d) > 0 && t.l.current != mode) {
+    int busy = live_memory_used_bytes(d) > 0 || mock_procs_of(d, NULL, 0) > 0;
+    if (busy && t.l.current != mode) {
         *activationStatus = NVML_ERROR_IN_USE;
     } else {
         t.l.current = mode;
@@ -918,6 +947,22 @@ int nvml_mock_live_mig_reset(void *base, size_t len, unsigned int gpu)
 
 /* --- GPU instances -------------------------------------------------------------------- */
 
+/* A MIG-capable GPU (with a profile table) and its layout, whatever its mode. */
+static nvmlReturn_t capable_gpu(nvmlDevice_t device, const struct nvmlDevice_st **out, struct mig_layout *l)
+{
+    const struct nvmlDevice_st *d = NULL;
+    nvmlReturn_t rc = mock_device(device, &d);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
+    if (!d->s.mig_capable || d->s.mig_gi_count == 0) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    mig_read(d, l);
+    *out = d;
+    return NVML_SUCCESS;
+}
+
 /* A MIG-capable GPU with MIG enabled now, and its layout. */
 static nvmlReturn_t enabled_gpu(nvmlDevice_t device, const struct nvmlDevice_st **out, struct mig_layout *l)
 {
@@ -949,11 +994,16 @@ static nvmlReturn_t enabled_gpu(nvmlDevice_t device, const struct nvmlDevice_st 
     X(to, memorySizeMB, gp->memory_mib)
 #define MIG_PUT(to, field, value) (to)->field = (value);
 
-static nvmlReturn_t gi_profile_lookup(nvmlDevice_t device, unsigned int profile, const struct state_mig_gi **gp)
+/* nvml.h answers NOT_SUPPORTED from the plain call only for a GPU that "doesn't support MIG",
+ * and from the versioned ones also when it "doesn't have MIG mode enabled": `any_mode` says
+ * which (the DRA driver reads the table of a MIG-capable GPU with MIG off through the plain
+ * call, with go-nvml's GetGpuInstanceProfileInfo). */
+static nvmlReturn_t gi_profile_lookup(nvmlDevice_t device, unsigned int profile, int any_mode,
+                                      const struct state_mig_gi **gp)
 {
     const struct nvmlDevice_st *d = NULL;
     struct mig_layout l;
-    nvmlReturn_t rc = enabled_gpu(device, &d, &l);
+    nvmlReturn_t rc = any_mode ? capable_gpu(device, &d, &l) : enabled_gpu(device, &d, &l);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -968,7 +1018,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device
                                                              nvmlGpuInstanceProfileInfo_t *info)
 {
     const struct state_mig_gi *gp = NULL;
-    nvmlReturn_t rc = gi_profile_lookup(device, profile, &gp);
+    nvmlReturn_t rc = gi_profile_lookup(device, profile, 1, &gp);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1000,7 +1050,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t devic
                                                               nvmlGpuInstanceProfileInfo_v2_t *info)
 {
     const struct state_mig_gi *gp = NULL;
-    nvmlReturn_t rc = gi_profile_lookup(device, profile, &gp);
+    nvmlReturn_t rc = gi_profile_lookup(device, profile, 0, &gp);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
@@ -1026,14 +1076,20 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t d
 }
 
 /* The profile behind a profile id (what create/list calls take), on a GPU with MIG enabled. */
-static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, struct mig_at *a)
+static nvmlReturn_t by_profile_id_in(nvmlDevice_t device, unsigned int profileId, int any_mode, struct mig_at *a)
 {
-    nvmlReturn_t rc = enabled_gpu(device, &a->d, &a->l);
+    nvmlReturn_t rc = any_mode ? capable_gpu(device, &a->d, &a->l) : enabled_gpu(device, &a->d, &a->l);
     if (rc != NVML_SUCCESS) {
         return rc;
     }
     a->gp = gi_profile_by_id(a->d, profileId);
     return a->gp != NULL ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* A GPU-instance profile of a GPU with MIG enabled. */
+static nvmlReturn_t by_profile_id(nvmlDevice_t device, unsigned int profileId, struct mig_at *a)
+{
+    return by_profile_id_in(device, profileId, 0, a);
 }
 
 /* How a possible-placements call answers for n placements: *count becomes n, and a short buffer
@@ -1061,7 +1117,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevic
                                                                        nvmlGpuInstancePlacement_t *placements,
                                                                        unsigned int *count)
 {
-    MIG_AT(a, by_profile_id(device, profileId, &a));
+    /* nvml.h: NOT_SUPPORTED only "if device doesn't support MIG"; the table is the board's. */
+    MIG_AT(a, by_profile_id_in(device, profileId, 1, &a));
     REQUIRE_ARG(count);
     nvmlReturn_t rc;
     if (placements_room(placements, a.gp->placement_count, count, &rc)) {
@@ -1181,6 +1238,7 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId, const
     slot->size = a.gp->placement_size;
     slot->id = gi_id(slot->start, slot->size);
     *out = gi_handle(a.d, slot->id);
+    t.changed = 1;
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1215,6 +1273,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
         }
     }
     memset(now, 0, sizeof(*now));
+    t.changed = 1;
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1398,6 +1457,24 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvml
     return NVML_SUCCESS;
 }
 
+/* How many compute placements, of every compute profile the GPU instance offers, that are
+ * free now one at start:size would take away: creation without a placement takes the free one
+ * that takes away fewest, the lowest start on a tie, as for GPU instances. So a 1c.3g then a
+ * 2c.3g fit in one 3g instance (the 1c lands on slice 2, leaving 0-1 to the 2c), as a real
+ * driver creates them. */
+static unsigned int ci_damage(const struct mig_gi *gi, const struct state_mig_gi *gp, uint32_t start, uint32_t size)
+{
+    unsigned int lost = 0;
+    for (uint32_t i = 0; i < gp->ci_count && i < STATE_MAX_MIG_CI_PROFILES; i++) {
+        unsigned int starts[MIG_MAX_CI];
+        unsigned int n = ci_placements(gp->ci[i].slices, gp->slices, starts);
+        for (unsigned int p = 0; p < n; p++) {
+            lost += ci_fits(gi, starts[p], gp->ci[i].slices) && overlaps(starts[p], gp->ci[i].slices, start, size);
+        }
+    }
+    return lost;
+}
+
 static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
                               const nvmlComputeInstancePlacement_t *want, nvmlComputeInstance_t *out)
 {
@@ -1416,9 +1493,14 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
         return rc;
     }
     int start = -1;
-    for (unsigned int i = 0; i < n && start < 0; i++) {
+    unsigned int best = UINT_MAX;
+    for (unsigned int i = 0; i < n; i++) {
         if ((want == NULL || want->start == starts[i]) && ci_fits(now, starts[i], a.cp->slices)) {
-            start = (int)starts[i];
+            unsigned int lost = ci_damage(now, a.gp, starts[i], a.cp->slices);
+            if (lost < best) {
+                best = lost;
+                start = (int)starts[i];
+            }
         }
     }
     struct mig_ci *slot = NULL;
@@ -1439,6 +1521,7 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
     slot->start = (uint32_t)start;
     slot->size = a.cp->slices;
     *out = ci_handle(a.d, gid, (unsigned int)id);
+    t.changed = 1;
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }
@@ -1474,6 +1557,7 @@ MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t comput
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     memset(cnow, 0, sizeof(*cnow));
+    t.changed = 1;
     txn_end(&t, 1);
     return NVML_SUCCESS;
 }

@@ -21,6 +21,7 @@ struct mock_mig_view {
     unsigned int sms;
     unsigned int copy_engines, decoders, encoders, jpegs, ofas;
     unsigned long long memory_mib;
+    unsigned int memory_slices; /* of the GPU's eight: the GPU instance's placement size */
     char name[96]; /* the device name: "<board> MIG <profile>" */
     char uuid[48]; /* "MIG-<uuid>" */
 };
@@ -45,6 +46,10 @@ int mock_mig_on(const struct nvmlDevice_st *d);
  * published, with the live header attached. */
 int mock_mig_at(const struct state *st, const unsigned char *live, unsigned int board, unsigned int index,
                 unsigned int *gi, unsigned int *ci);
+
+/* The memory of GPU instance `gi` of `d` as its profile gives it, in bytes; UINT64_MAX when
+ * no such instance exists now (a record naming a destroyed one is bounded by the GPU alone). */
+uint64_t mock_mig_gi_memory_bytes(const struct nvmlDevice_st *d, unsigned int gi);
 
 /* The MIG device handle whose UUID is `uuid` (case ignored); NVML_ERROR_NOT_FOUND if none. */
 nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device);

@@ -5,6 +5,7 @@
  */
 #include "processes.h"
 
+#include "mig.h"
 #include "telemetry.h"
 
 #include <pthread.h>
@@ -105,6 +106,59 @@ static int read_proc(const unsigned char *rec, uint32_t slot, struct mock_proc *
     }
 }
 
+/* What is left of the GPU's framebuffer for processes: the total less the reserved memory and
+ * the GPU's own use (its board or live memory-used value). */
+static uint64_t proc_room(const struct nvmlDevice_st *d)
+{
+    uint64_t room = d->s.memory_total_bytes > d->s.memory_reserved_bytes
+                        ? d->s.memory_total_bytes - d->s.memory_reserved_bytes
+                        : 0;
+    uint64_t own = live_memory_used_bytes(d);
+    return own < room ? room - own : 0;
+}
+
+/* A record's memory on one device, cut to what is left: allocations past the memory fail on a
+ * real GPU, so records are served in slot order (the order they were written) and a later one
+ * gets what the earlier ones left, on the GPU and in its GPU instance; the process list and the
+ * GPU's used memory then agree and never exceed the board. The index keeps the records as
+ * written; the cut is made as each call hands its entries out (capped_entry). */
+struct room {
+    uint64_t gpu;
+    uint64_t gi[16];
+    uint16_t gi_known; /* bit g: gi[g] holds GPU instance g's room */
+};
+
+static uint64_t take(uint64_t *left, uint64_t want)
+{
+    uint64_t got = want < *left ? want : *left;
+    *left -= got;
+    return got;
+}
+
+struct capped {
+    const struct nvmlDevice_st *d;
+    struct room room;
+    void (*fn)(const struct mock_proc *, void *);
+    void *arg;
+};
+
+static void capped_entry(const struct mock_proc *p, void *arg)
+{
+    struct capped *c = arg;
+    struct mock_proc one = *p;
+    uint64_t want = one.used_bytes;
+    if (one.gpu_instance != MOCK_PROC_NO_INSTANCE && one.gpu_instance < 16) {
+        unsigned int g = one.gpu_instance;
+        if (!(c->room.gi_known >> g & 1u)) {
+            c->room.gi[g] = mock_mig_gi_memory_bytes(c->d, g);
+            c->room.gi_known |= (uint16_t)(1u << g);
+        }
+        want = take(&c->room.gi[g], want);
+    }
+    one.used_bytes = take(&c->room.gpu, want);
+    c->fn(&one, c->arg);
+}
+
 /* The MIG devices of board GPU `gpu` that a record (its MIG words `mig`) holds, each its own
  * entry; none: the GPU whole. Ids are reported as recorded, whether or not the instance still
  * exists. Returns how many calls of fn there were. */
@@ -179,6 +233,7 @@ struct gpu_index {
     uint64_t used;       /* the entries' memory, summed (saturating) */
     uint32_t entries;    /* (record, MIG device) pairs: mock_procs_each's calls */
     uint32_t patterned;  /* entries with a utilization pattern */
+    uint32_t mig_entries; /* entries on a MIG device (their memory is cut per GPU instance) */
     uint32_t words;      /* bit w: slots[w] is not 0 */
     uint64_t slots[SLOT_WORDS];
 };
@@ -233,6 +288,7 @@ static void sum_entry(const struct mock_proc *p, void *arg)
     g->used = next < g->used ? UINT64_MAX : next;
     g->entries++;
     g->patterned += p->pattern != 0;
+    g->mig_entries += p->gpu_instance != MOCK_PROC_NO_INSTANCE;
 }
 
 static unsigned int index_each(const struct proc_index *ix, unsigned int gpu,
@@ -323,6 +379,7 @@ __attribute__((noinline)) static const struct proc_index *index_refresh(const un
         gi->used = 0;
         gi->entries = 0;
         gi->patterned = 0;
+        gi->mig_entries = 0;
         gi->words = 0;
         for (unsigned int w = 0; w < SLOT_WORDS; w++) {
             gi->words |= (uint32_t)(gi->slots[w] != 0) << w;
@@ -364,13 +421,14 @@ unsigned int mock_procs_each(const struct nvmlDevice_st *d, void (*fn)(const str
         return 0;
     }
     const struct proc_index *ix = index_now(h);
-    if (ix == NULL) {
-        return scan_each(h, (unsigned int)gpu, fn, arg);
-    }
-    if (ix->gpu[gpu].entries == 0) {
+    if (ix != NULL && ix->gpu[gpu].entries == 0) {
         return 0;
     }
-    return index_each(ix, (unsigned int)gpu, fn, arg);
+    struct capped c = {.d = d, .room = {.gpu = proc_room(d)}, .fn = fn, .arg = arg};
+    if (ix == NULL) {
+        return scan_each(h, (unsigned int)gpu, capped_entry, &c);
+    }
+    return index_each(ix, (unsigned int)gpu, capped_entry, &c);
 }
 
 struct collect {
@@ -406,10 +464,12 @@ struct mig_sum {
     uint64_t sum;
 };
 
+/* Memory belongs to the GPU instance: its compute instances share it, and each of their MIG
+ * devices reports the instance's whole use (as the real nvidia-smi shows it on every row). */
 static void add_mig_used(const struct mock_proc *p, void *arg)
 {
     struct mig_sum *m = arg;
-    if (p->gpu_instance == m->gi && p->compute_instance == m->ci) {
+    if (p->gpu_instance == m->gi && p->compute_instance != MOCK_PROC_NO_INSTANCE) {
         add_used(p, &m->sum);
     }
 }
@@ -440,8 +500,11 @@ uint64_t mock_procs_used_bytes(const struct nvmlDevice_st *d)
 {
     uint64_t sum = 0;
     const struct gpu_index *g = gpu_index_of(d);
-    if (g != NULL) {
-        return g->used;
+    if (g != NULL && g->mig_entries == 0) {
+        /* whole-GPU entries only: handed out in order, each cut to what is left, they sum to
+         * the records' memory or the room, whichever is less */
+        uint64_t room = proc_room(d);
+        return g->used < room ? g->used : room;
     }
     if (mock_procs_any()) {
         mock_procs_each(d, add_used, &sum);

@@ -48,8 +48,9 @@ static inline int mock_procs_any(void)
            __atomic_load_n((const uint32_t *)(const void *)(h + LIVE_HDR_PROCESS_HIGH), __ATOMIC_ACQUIRE) != 0;
 }
 
-/* The framebuffer memory the records use on MIG device (gi, ci) of `d` (the sum; 0 without
- * records). */
+/* The framebuffer memory the records use on MIG device (gi, ci) of `d`: the sum over every
+ * MIG device of GPU instance `gi` (memory is the GPU instance's, shared by its compute
+ * instances); 0 without records. */
 uint64_t mock_procs_mig_used_bytes(const struct nvmlDevice_st *d, unsigned int gi, unsigned int ci);
 
 /* The framebuffer memory the records use on `d`, its MIG devices' included (the sum; 0

@@ -9,6 +9,8 @@
  */
 #include "mock.h"
 
+#include <string.h>
+
 #include <stdio.h>
 
 MOCK_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
@@ -59,19 +61,33 @@ MOCK_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, 
     if (length == 0) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    /* The name as the process was invoked (argv[0]: "/usr/bin/python3", "./train"), which
+     * is what a real driver reports and nvidia-smi prints; the kernel's short name where the
+     * command line is empty (a kernel thread, a zombie). */
     char path[64];
     char comm[256];
-    snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+    snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
     FILE *f = fopen(path, "re");
-    if (f == NULL) {
-        return NVML_ERROR_NOT_FOUND;
+    size_t n = 0;
+    if (f != NULL) {
+        n = fread(comm, 1, sizeof(comm) - 1, f);
+        fclose(f);
+        comm[n] = '\0';
+        n = strlen(comm); /* argv[0] ends at the first NUL */
     }
-    size_t n = fread(comm, 1, sizeof(comm) - 1, f);
-    fclose(f);
-    while (n > 0 && (comm[n - 1] == '\n' || comm[n - 1] == '\0')) {
-        n--;
+    if (n == 0) {
+        snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+        f = fopen(path, "re");
+        if (f == NULL) {
+            return NVML_ERROR_NOT_FOUND;
+        }
+        n = fread(comm, 1, sizeof(comm) - 1, f);
+        fclose(f);
+        while (n > 0 && (comm[n - 1] == '\n' || comm[n - 1] == '\0')) {
+            n--;
+        }
+        comm[n] = '\0';
     }
-    comm[n] = '\0';
     return mock_copy_string(name, length, comm);
 }
 

@@ -80,6 +80,7 @@ _CUDA_BY_BRANCH: Final[Mapping[int, int]] = MappingProxyType(
         580: 13000,
         590: 13010,
         595: 13020,
+        610: 13030,  # 610.43.02/03: "CUDA UMD Version: 13.3" (sglang#27487, finpilot#160)
     }
 )
 
@@ -112,11 +113,17 @@ class EngineConfig:
 
 
 def cuda_version_for_driver(driver_version: str) -> int | None:
-    """The CUDA driver API version a driver branch ships with, or None for an unknown branch."""
+    """The CUDA driver API version a driver branch ships with, or None for an unknown branch.
+
+    A branch newer than every branch of the table (a 600- or 610-series driver) gets the
+    newest CUDA version the table knows: a driver runs every CUDA release up to its own, and
+    its real pairing is not published here; set ``cuda_driver_version`` to pin it."""
     try:
         branch = int(driver_version.split(".", 1)[0])
     except ValueError:
         return None
+    if branch > max(_CUDA_BY_BRANCH):
+        return _CUDA_BY_BRANCH[max(_CUDA_BY_BRANCH)]
     return _CUDA_BY_BRANCH.get(branch)
 
 

@@ -224,7 +224,13 @@ def _build_set(args: argparse.Namespace, gpu: GpuView) -> Change:
 
 def _build_xid(args: argparse.Namespace, gpu: GpuView) -> Change:
     code = int_arg("xid", args.code, 1, (1 << 32) - 1)
-    return Change(events=[Event(faults.EVENT_XID, code)])
+    if (args.gpu_instance is None) != (args.compute_instance is None):
+        raise CtlUsageError("--gi and --ci name one MIG device together: give both or neither")
+    if args.gpu_instance is None:
+        return Change(events=[Event(faults.EVENT_XID, code)])
+    gi = int_arg("gpu_instance", args.gpu_instance, 0, 0xFFFE)
+    ci = int_arg("compute_instance", args.compute_instance, 0, 0xFFFE)
+    return Change(events=[Event(faults.EVENT_XID, code, gi, ci)])
 
 
 def _build_temp(args: argparse.Namespace, gpu: GpuView) -> Change:
@@ -427,7 +433,24 @@ def _show(key: str, value: object) -> str:
 
 def _event_text(event: Event) -> str:
     name = _EVENT_NAMES.get(event.event_type, hex(event.event_type))
-    return f"{name} {event.data}" if event.event_type == faults.EVENT_XID else name
+    text = f"{name} {event.data}" if event.event_type == faults.EVENT_XID else name
+    if event.gpu_instance is not None:
+        text += f" on GI {event.gpu_instance} CI {event.compute_instance}"
+    return text
+
+
+def _check_mig_events(layer: LiveLayer, index: int, events: Sequence[Event]) -> None:
+    """Refuse, before anything is written, an event on a MIG device the GPU does not have."""
+    wanted = [(e.gpu_instance, e.compute_instance) for e in events if e.gpu_instance is not None]
+    if not wanted:
+        return
+    have = {(d.gpu_instance, d.compute_instance) for d in layer.mig_devices(index)}
+    for gi, ci in wanted:
+        if (gi, ci) not in have:
+            listed = ", ".join(f"{g}/{c}" for g, c in sorted(have)) or "none (MIG off or empty)"
+            raise LiveValueError(
+                "--gi/--ci", f"{gi}/{ci}", f"is not a MIG device of GPU {index}; GI/CI: {listed}"
+            )
 
 
 _ARMABLE: Final = frozenset(
@@ -475,6 +498,7 @@ def _apply(args: argparse.Namespace, builder: Builder) -> int:
             # everything is checked, for every GPU, before the first write
             change.values = dict(layer.validate(index, change.values))
             change.armed = dict(layer.validate(index, change.armed))
+            _check_mig_events(layer, index, change.events)
             plans.append((index, change))
         for index, change in plans:
             if change.clear:
@@ -484,7 +508,13 @@ def _apply(args: argparse.Namespace, builder: Builder) -> int:
             if change.armed:
                 layer.set(index, change.armed, armed=True)
             for event in change.events:
-                layer.event(index, event.event_type, event.data)
+                layer.event(
+                    index,
+                    event.event_type,
+                    event.data,
+                    gpu_instance=event.gpu_instance,
+                    compute_instance=event.compute_instance,
+                )
             announcer.events(layer, index, change.events)
             _report(layer, index, change)
     return EXIT_OK
@@ -678,6 +708,20 @@ def _parser() -> argparse.ArgumentParser:
         "xid", "send an Xid (nvmlEventTypeXidCriticalError) to the GPU's event sets", _build_xid
     )
     xid.add_argument("code", help="the Xid, e.g. 79")
+    xid.add_argument(
+        "--gi",
+        "-gi",
+        dest="gpu_instance",
+        metavar="ID",
+        help="on this GPU instance's MIG device (with --ci): event waiters get its ids",
+    )
+    xid.add_argument(
+        "--ci",
+        "-ci",
+        dest="compute_instance",
+        metavar="ID",
+        help="the compute instance of that MIG device (with --gi)",
+    )
 
     temp = verb("temp", "set the GPU temperature", _build_temp)
     temp.add_argument("celsius", help="degrees C")

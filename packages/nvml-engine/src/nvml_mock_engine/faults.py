@@ -128,10 +128,13 @@ def fabric_mask(
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One NVML event to send: an ``nvmlEventType*`` bit and its data (the Xid for Xids)."""
+    """One NVML event to send: an ``nvmlEventType*`` bit and its data (the Xid for Xids), on
+    the whole GPU or on one MIG device of it (its GPU and compute instance ids)."""
 
     event_type: int
     data: int = 0
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

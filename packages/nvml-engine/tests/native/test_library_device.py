@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -329,8 +332,18 @@ def test_retired_pages_size_protocol(
 
 
 def test_process_name(nvml: Any, cnvml: ctypes.CDLL) -> None:
-    comm = Path(f"/proc/{os.getpid()}/comm").read_text().strip()
-    assert nvml.nvmlSystemGetProcessName(os.getpid()) == comm
+    """The name as the process was invoked (argv[0], e.g. ``/usr/bin/python3``), as a real
+    driver reports it and nvidia-smi prints it, not the kernel's 15-character comm."""
+    argv0 = Path(f"/proc/{os.getpid()}/cmdline").read_bytes().split(b"\0", 1)[0].decode()
+    assert nvml.nvmlSystemGetProcessName(os.getpid()) == argv0
+    assert "/" in argv0  # the tox env's interpreter, by its path
+    # a process without a command line (a zombie here) answers its kernel name
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    while Path(f"/proc/{child.pid}/cmdline").read_bytes():
+        time.sleep(0.01)
+    comm = Path(f"/proc/{child.pid}/comm").read_text().strip()
+    assert nvml.nvmlSystemGetProcessName(child.pid) == comm
+    child.wait()
     name = ctypes.create_string_buffer(64)
     assert cnvml.nvmlSystemGetProcessName(os.getpid(), name, 0) == NVML_ERROR_INVALID_ARGUMENT
     assert cnvml.nvmlSystemGetProcessName(os.getpid(), None, 64) == NVML_ERROR_INVALID_ARGUMENT

@@ -133,7 +133,7 @@ def test_the_work_alike_in_such_a_container(node: dict[str, Any]) -> None:
     proc = smi_process(node["library"], ["mig", "-lgi"], {"NVIDIA_VISIBLE_DEVICES": chosen})
     assert proc.returncode == 0, proc.stderr
     assert [line for line in proc.stdout.splitlines() if "MIG 1g" in line or "MIG 3g" in line] == [
-        "|   0  MIG 1g.10gb      19        7          0:1     |"
+        "|   0  MIG 1g.10gb           19        7          0:1     |"
     ]
 
 

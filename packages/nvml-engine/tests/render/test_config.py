@@ -62,7 +62,7 @@ def test_driver_version_picks_its_cuda_version() -> None:
         ({"node": ""}, "node: must be a non-empty name"),
         ({"node": "a\nb"}, "node: must be a node name"),
         ({"driver_version": "latest"}, "driver_version: must look like 580.65.06"),
-        ({"driver_version": "999.1"}, "cuda_driver_version: driver branch of 999.1 is unknown"),
+        ({"driver_version": "540.1"}, "cuda_driver_version: driver branch of 540.1 is unknown"),
         ({"profile": "nope"}, "profile: unknown profile 'nope'"),
         (
             {"file_data": {"gpus": {3: {"memory_total_bytes": -1}}}},
@@ -230,3 +230,22 @@ def test_any_input_is_rendered_or_refused_with_a_config_error(
     assert lines[0] == "nvml-mock-state 1"
     assert all(len(line.encode()) <= 1023 for line in lines)
     assert all(len(line.partition("=")[2].encode()) <= 255 for line in lines)
+
+
+def test_a_610_driver_renders_without_a_cuda_version() -> None:
+    """610 ships CUDA 13.3 (real 610.43.02 / 610.43.03 tables: "CUDA UMD Version: 13.3"); a
+    branch newer than every known one gets the newest CUDA version the table knows (a driver
+    runs every CUDA release up to its own; its real pairing is not on file). An explicit value
+    still wins."""
+    assert (
+        resolve_config(profile="h100", node="n", driver_version="610.43.02").cuda_driver_version
+        == 13030
+    )
+    assert (
+        resolve_config(profile="h100", node="n", driver_version="620.1.2").cuda_driver_version
+        == 13030
+    )
+    pinned = resolve_config(
+        profile="h100", node="n", driver_version="620.1.2", cuda_driver_version=14000
+    )
+    assert pinned.cuda_driver_version == 14000

@@ -108,6 +108,8 @@ def test_pmon_names_a_process_it_can_see(library_file: Path, records: LiveLayer)
     rc, out = smi(library_file, "pmon", "-c", "1", "-i", "2")
     assert rc == 0
     row = out.splitlines()[2]
-    comm = Path("/proc/self/comm").read_text().strip()[:15]
+    # the invoked program's name (argv[0], without its directory), at most 15 characters
+    argv0 = Path("/proc/self/cmdline").read_bytes().split(b"\0", 1)[0].decode()
+    comm = argv0.rsplit("/", 1)[-1][:15]
     assert row.split()[:3] == ["2", str(os.getpid()), "C"]
     assert row.split()[-1] == comm

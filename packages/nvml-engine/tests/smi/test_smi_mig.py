@@ -42,10 +42,10 @@ def test_enable_create_list_destroy(library_file: Path, h100: Path) -> None:
 
     rc, out = smi(library_file, "mig", "-lgi")
     lines = out.splitlines()
-    assert rc == 0 and all(len(line) == 54 for line in lines)
-    assert lines[1] == "| GPU instances:                                     |"
-    assert lines[5] == "|   0  MIG 1g.10gb      19        7          0:1     |"
-    assert lines[7] == "|   0  MIG 3g.40gb       9        2          4:4     |"
+    assert rc == 0 and all(len(line) == 59 for line in lines)  # the 580 driver's -lgi
+    assert lines[1] == "| GPU instances:                                          |"
+    assert lines[5] == "|   0  MIG 1g.10gb           19        7          0:1     |"
+    assert lines[7] == "|   0  MIG 3g.40gb            9        2          4:4     |"
 
     rc, out = smi(library_file, "mig", "-lci")
     assert rc == 0 and "| Compute instances:" in out
@@ -71,9 +71,9 @@ def test_profile_table(library_file: Path, h100: Path) -> None:
     smi(library_file, "-i", "0", "-mig", "1")
     rc, out = smi(library_file, "mig", "-lgip")
     lines = out.splitlines()
-    assert rc == 0 and all(len(line) == 79 for line in lines)
+    assert rc == 0 and all(len(line) == 81 for line in lines)  # the 580 driver's -lgip
     assert lines[2] == (
-        "| GPU   Name             ID    Instances   Memory     P2P    SM    DEC   ENC  |"
+        "| GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |"
     )
     names = re.findall(r"MIG (\S+)", out)
     assert names == [

@@ -19,23 +19,40 @@ def capture(name: str) -> list[str]:
     return (CAPTURES / name).read_text().splitlines()
 
 
-def board(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile: str) -> None:
+def board(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    profile: str,
+    driver: str | None = None,
+    count: int = 1,
+) -> None:
+    """A node of *profile* (on *driver*, the capture's, where its layout depends on it)."""
+    cuda = {"450": 11000, "570": 12080}.get((driver or "").split(".")[0])
+    config = resolve_config(
+        node="mig-captures",
+        profile=profile,
+        count=count,
+        driver_version=driver,
+        cuda_driver_version=cuda,
+    )
     state = tmp_path / "state.nvmlmock"
-    state.write_text(render_text(resolve_config(node="mig-captures", profile=profile, count=1)))
+    state.write_text(render_text(config))
     live.create(tmp_path / live.LIVE_FILE_NAME, live.read_board(state))
     monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
 
 
 @pytest.fixture
 def a100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path) -> Path:
-    board(tmp_path, monkeypatch, "a100")
+    """The A100 captures' node: driver 450.80.02 (``smi_fixtures/mig/README.md``)."""
+    board(tmp_path, monkeypatch, "a100", "450.80.02")
     assert smi(library_file, "-mig", "1")[0] == 0
     return library_file
 
 
 @pytest.fixture
 def h100(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path) -> Path:
-    board(tmp_path, monkeypatch, "h100")
+    """An H100 node on a 570-series driver, whose tables the published H100 output has."""
+    board(tmp_path, monkeypatch, "h100", "570.148.08")
     assert smi(library_file, "-mig", "1")[0] == 0
     return library_file
 
@@ -87,8 +104,8 @@ def test_lgi_lists_by_profile_then_id(h100: Path) -> None:
     assert rc == 0 and re.findall(r"GPU instance ID +(\d+)", out) == ["2", "3"]
     rc, out = smi(h100, "mig", "-lgi")
     assert out.splitlines()[5::2] == [
-        "|   0  MIG 2g.20gb      14        3          0:2     |",
-        "|   0  MIG 3g.40gb       9        2          4:4     |",
+        "|   0  MIG 2g.20gb         14        3          0:2     |",
+        "|   0  MIG 3g.40gb          9        2          4:4     |",
     ]
 
 
@@ -132,20 +149,74 @@ def test_lci_columns(h100: Path) -> None:
     )
 
 
-def test_h200_memory_as_a_real_h200_reports_it(
+def test_h200_lgip_matches_a_real_h200(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path
 ) -> None:
-    board(tmp_path, monkeypatch, "h200")
+    """An 8 x H200 node's ``mig -lgip`` (NVIDIA/mig-parted#120): the rows of GPU 6 and GPU
+    2's 7g.141gb, cell for cell (memory 16.00 / 32.25 / 69.50 / 139.75 GiB)."""
+    board(tmp_path, monkeypatch, "h200", "570.148.08", count=8)
     assert smi(library_file, "-mig", "1")[0] == 0
     rc, out = smi(library_file, "mig", "-lgip")
-    memory = {name: gib for name, gib in re.findall(r"MIG (\S+) +\d+ +\d+/\d+ +([\d.]+)", out)}
+    lines = out.splitlines()
     assert rc == 0
-    assert (memory["1g.18gb"], memory["1g.18gb+me"], memory["2g.35gb"], memory["7g.141gb"]) == (
-        "16.00",
-        "16.00",
-        "32.50",
-        "140.00",
-    )
+    rows = capture("h200-lgip-rows.txt")
+    at = lines.index(rows[0])
+    assert lines[at : at + len(rows)] == rows
+    seven = capture("h200-lgip-rows-7g.txt")
+    at = lines.index(seven[0])
+    assert lines[at : at + 2] == seven
+
+
+def test_b200_lgip_matches_a_real_b200(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path
+) -> None:
+    """A B200's ``mig -lgip`` on a 570-series driver (NVIDIA/mig-parted#166,
+    NVIDIA/gpu-operator#1242): frame and the four smallest profiles, cell for cell: 1g.45gb
+    has 30 SMs, 2g.45gb 2 NVDEC, 4 copy engines and 2 JPEG. GFD's
+    ``nvidia.com/mig-1g.45gb.multiprocessors`` label reads these numbers."""
+    board(tmp_path, monkeypatch, "b200", "570.148.08")
+    assert smi(library_file, "-mig", "1")[0] == 0
+    rc, out = smi(library_file, "mig", "-lgip")
+    real = capture("b200-lgip-head.txt")
+    assert rc == 0 and out.splitlines()[: len(real)] == real
+
+
+def test_gb200_lgip_matches_a_real_gb200(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path
+) -> None:
+    """A GB200 node's ``mig -lgip`` (NVIDIA/mig-parted#227, 2025-08, the 81-column layout of
+    current drivers): frame and the four smallest profiles (1g.47gb 32 SMs, 2g.47gb 38)."""
+    board(tmp_path, monkeypatch, "gb200")
+    assert smi(library_file, "-mig", "1")[0] == 0
+    rc, out = smi(library_file, "mig", "-lgip")
+    real = capture("gb200-lgip-head.txt")
+    lines = out.splitlines()
+    assert rc == 0 and lines[: len(real)] == real
+    assert all(len(line) == 81 for line in lines)
+
+
+def test_lgi_of_an_h100_matches_a_real_one(h100: Path) -> None:
+    """An H100's ``mig -lgi`` on a 535/545-era driver (NVIDIA/DCGM#138): 57 columns, the
+    same ids and placements for a 3g, a 2g and two 1g made in that order."""
+    assert smi(h100, "mig", "-cgi", "9,14,19,19")[0] == 0
+    rc, out = smi(h100, "mig", "-lgi")
+    lines = out.splitlines()
+    assert rc == 0 and lines[5:-1] == capture("h100-lgi-57.txt")
+    assert all(len(line) == 57 for line in lines)
+
+
+def test_lgi_is_59_columns_on_current_drivers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path
+) -> None:
+    """Current drivers (kubernetes-sigs/dra-driver-nvidia-gpu#933, 2026) print ``-lgi`` 59
+    columns wide: ``|   3  MIG 1g.10gb           19        7          0:1     |``."""
+    board(tmp_path, monkeypatch, "h100")
+    assert smi(library_file, "-mig", "1")[0] == 0
+    assert smi(library_file, "mig", "-cgi", "19")[0] == 0
+    rc, out = smi(library_file, "mig", "-lgi")
+    lines = out.splitlines()
+    assert rc == 0 and all(len(line) == 59 for line in lines)
+    assert lines[5] == "|   0  MIG 1g.10gb           19       13          6:1     |"
 
 
 def test_lcip_after_three_1c_instances(a100: Path) -> None:

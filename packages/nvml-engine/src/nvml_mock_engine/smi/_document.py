@@ -8,15 +8,17 @@ and the DTD named in the DOCTYPE (both data in :mod:`._layout`).
 
 from __future__ import annotations
 
-import time
-
 from ._generation import parse_driver_version
 from ._layout import dtd, key_width
 from ._nvml import Device, Nvml, NvmlError
 from ._readings import Readings
 from ._report import build
 from ._tree import Node, leaf
-from ._values import NA, cuda_version
+from ._values import NA, clock_stamp, cuda_version
+
+KMD_FROM = (610,)
+"""The first driver whose report names the KMD and CUDA UMD versions."""
+_DEPRECATED = "[Deprecated; will be removed in CUDA 14.0. Use {} instead]"
 
 
 def render(
@@ -39,8 +41,8 @@ def render(
         if xml and shown:
             nodes = [n for n in nodes if n.section in shown]
         gpus.append((readings.bus_id, nodes))
-    stamp = time.strftime("%a %b %d %H:%M:%S %Y")
-    if xml:
+    stamp = clock_stamp()
+    if xml:  # the XML of 610 is not on file: its elements stay those of 595
         from ._xml import render as xml_render
 
         header = [
@@ -52,8 +54,19 @@ def render(
         return xml_render(header, gpus, dtd(version))
     from ._text import render as text_render
 
+    lines = [("Timestamp", stamp), ("Driver Version", driver), ("CUDA Version", cuda)]
+    if version >= KMD_FROM:
+        # 610 keeps the two lines, marked deprecated, and adds the new names (the real
+        # 610.57.04 report, smi_fixtures/exporter)
+        lines = [
+            ("Timestamp", stamp),
+            ("Driver Version", f"{driver} {_DEPRECATED.format('KMD Version')}"),
+            ("CUDA Version", f"{cuda} {_DEPRECATED.format('CUDA UMD Version')}"),
+            ("KMD Version", driver),
+            ("CUDA UMD Version", cuda),
+        ]
     return text_render(
-        [("Timestamp", stamp), ("Driver Version", driver), ("CUDA Version", cuda)],
+        lines,
         attached,
         gpus,
         shown,

@@ -1422,6 +1422,27 @@ FIELDS: list[Field] = [
     ),
 ]
 
+
+def _whole_gpu_only(read: Reader) -> Reader:
+    """``read``, but ``[N/A]`` while the GPU is in MIG mode, as the real tool prints the
+    remapped-row properties of a MIG-enabled GPU."""
+
+    def field(c: Ctx) -> Any:
+        try:
+            mig = c.d.mig_mode()[0]
+        except NvmlError:
+            mig = 0
+        if mig == 1:
+            raise NotAvailableError
+        return read(c)
+
+    return field
+
+
+for _field in FIELDS:
+    if _field.name.startswith("remapped_rows."):
+        _field.read = _whole_gpu_only(_field.read)
+
 BY_NAME: dict[str, Field] = {name.lower(): f for f in FIELDS for name in f.names}
 
 
@@ -1446,10 +1467,14 @@ def refuse_newer(nvml: Nvml, names: tuple[str, ...]) -> None:
             raise SmiError(f'Field "{name}" is not a valid field to query.', EXIT_INVALID_ARGUMENT)
 
 
-def help_text() -> str:
-    """The ``--help-query-gpu`` listing: each property, its aliases, and what it holds."""
+def help_text(driver: tuple[int, ...] | None = None) -> str:
+    """The ``--help-query-gpu`` listing: each property, its aliases, and what it holds; with
+    ``driver``, only the properties that driver's tool knows (the real tool ships with its
+    driver, so its list is that driver's)."""
     out = ["", 'List of valid properties to query for the switch "--query-gpu":', ""]
     for f in FIELDS:
+        if driver is not None and lookup(f.name, driver) is None:
+            continue
         out.append(" or ".join(f'"{n}"' for n in f.names))
         unit = f" Unit: {f.unit}." if f.unit else ""
         out.append(f.help + unit)

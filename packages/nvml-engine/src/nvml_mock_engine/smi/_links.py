@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 NO_NVLINK = "Device does not have or support Nvlink"
+IN_MIG_MODE = "Nvlink queries are not supported for Devices in MIG mode"
+"""What the real tool prints for a GPU in MIG mode instead of its links."""
 ERROR_COUNTERS = ((0, "Replay Errors"), (1, "Recovery Errors"), (2, "CRC Errors"))
 THROUGHPUT = {
     "d": ((138, "Data Tx"), (139, "Data Rx")),
@@ -37,16 +39,31 @@ def _blocks(devices: list[Device], lines_of: Callable[[Device], list[str]]) -> s
     out: list[str] = []
     for d in devices:
         out.append(_header(d))
-        if link_count(d) == 0:
-            out.append(NO_NVLINK)
+        refusal = _no_links(d)
+        if refusal:
+            out.append(refusal)
             continue
         out += lines_of(d)
     return "\n".join(out) + "\n"
 
 
+def _no_links(d: Device) -> str:
+    """The real tool's line for a GPU whose links it does not list, or ``""``."""
+    if link_count(d) == 0:
+        return NO_NVLINK
+    try:
+        in_mig = d.mig_mode()[0] == 1
+    except NvmlError:
+        in_mig = False
+    return IN_MIG_MODE if in_mig else ""
+
+
 def per_gpu(devices: list[Device], view: Callable[[list[Device]], str]) -> str:
-    """``view`` (``nvlink -s`` or ``-c``) GPU by GPU, the real line for one without NVLink."""
-    return "".join(view([d]) if link_count(d) else f"{_header(d)}\n{NO_NVLINK}\n" for d in devices)
+    """``view`` (``nvlink -s`` or ``-c``) GPU by GPU, the real line for one without NVLink or
+    in MIG mode."""
+    return "".join(
+        f"{_header(d)}\n{refusal}\n" if (refusal := _no_links(d)) else view([d]) for d in devices
+    )
 
 
 def _value(exc: NvmlError) -> str:

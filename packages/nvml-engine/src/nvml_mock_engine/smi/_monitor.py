@@ -335,7 +335,9 @@ def _process_rows(device: Device, letters: str) -> list[list[str]]:
         cells: list[str] = []
         for letter in letters:
             if letter == "u":
-                if util is None:
+                # a process that ran nothing in the window: the real tool prints "-" (NVML
+                # has no sample for it; the mock's idle records report 0 %)
+                if util is None or util.smUtil == util.memUtil == util.encUtil == util.decUtil == 0:
                     cells += [NONE] * 6
                 else:
                     cells += [str(util.smUtil), str(util.memUtil), str(util.encUtil)]

@@ -10,11 +10,9 @@ the PID column ten characters (the process name the six saved).
 
 from __future__ import annotations
 
-import time
-
 from ._nvml import ECC_UNCORRECTED, ECC_VOLATILE, ERROR_NOT_SUPPORTED, Device, Nvml, NvmlError
 from ._processes import ProcessRow, process_rows
-from ._values import COMPUTE_MODES, cuda_version
+from ._values import COMPUTE_MODES, clock_stamp, cuda_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,9 +32,13 @@ OLD_SPLIT = "|" + "-" * 41 + "+" + "-" * 24 + "+" + "-" * 22 + "+"
 class Style:
     """What one driver generation's table looks like where generations differ."""
 
-    __slots__ = ("gap", "name_width", "pid_width", "version_rule")
+    __slots__ = ("gap", "kmd", "name_width", "pid_width", "version_rule")
 
-    def __init__(self, version_rule: str, gap: str, pid_width: int, name_width: int) -> None:
+    def __init__(
+        self, version_rule: str, gap: str, pid_width: int, name_width: int, kmd: bool = False
+    ) -> None:
+        self.kmd = kmd
+        """Whether the version line names "KMD Version" and "CUDA UMD Version" (610 on)."""
         self.version_rule = version_rule
         """The line under the version line."""
         self.gap = gap
@@ -46,11 +48,22 @@ class Style:
 
 
 STYLES: tuple[tuple[tuple[int, ...], Style], ...] = (
+    ((610,), Style(SPLIT, "", 16, 32, kmd=True)),
     ((570,), Style(SPLIT, "", 16, 32)),
     ((0,), Style(OLD_SPLIT, " " * 89, 10, 38)),
 )
 """Newest first: the first whose version the driver reaches."""
-CURRENT = STYLES[0][1]
+CURRENT = STYLES[1][1]
+"""The style of the drivers the packaged profiles use (570 to 595)."""
+
+
+def version_line(driver: str, cuda: str, kmd: bool) -> str:
+    """The header's version row: from 610 on the real tool names the kernel driver's and the
+    CUDA user-mode driver's versions ("KMD Version", "CUDA UMD Version"; the 610.43.02 and
+    610.43.03 tables on file in public issues), before that "Driver Version", "CUDA Version"."""
+    if kmd:
+        return f"| NVIDIA-SMI {driver:<23}KMD Version: {driver:<14}CUDA UMD Version: {cuda:<9}|"
+    return f"| NVIDIA-SMI {driver:<23}Driver Version: {driver:<15}CUDA Version: {cuda:<9}|"
 
 
 def style_for(driver: tuple[int, ...]) -> Style:
@@ -80,9 +93,9 @@ def header(nvml: Nvml, style: Style = CURRENT) -> list[str]:
     cuda = _value(nvml.cuda_driver_version)
     cuda_s = cuda_version(cuda) if isinstance(cuda, int) else "N/A"
     return [
-        time.strftime("%a %b %d %H:%M:%S %Y") + "       ",
+        clock_stamp() + "       ",
         WIDE,
-        f"| NVIDIA-SMI {driver:<23}Driver Version: {driver:<15}CUDA Version: {cuda_s:<9}|",
+        version_line(str(driver), cuda_s, style.kmd),
         style.version_rule,
         row(
             " GPU  Name                 Persistence-M",

@@ -14,6 +14,13 @@ if TYPE_CHECKING:
 
 NA = "N/A"
 
+
+def clock_stamp(seconds: float | None = None) -> str:
+    """The date line of the table and the ``-q`` Timestamp: C's asctime, as the real tool
+    prints it, the day of the month padded with a space (``Tue Dec  1 09:05:02 2026``)."""
+    return time.asctime(time.localtime(seconds))
+
+
 ARCHITECTURES = {
     2: "Kepler",
     3: "Maxwell",

@@ -1,5 +1,6 @@
-"""``-h``/``--help``, ``--help-query-gpu`` and ``--help-query-compute-apps``: texts that need
-no library, so they work where NVML does not load."""
+"""``-h``/``--help``, ``--help-query-gpu`` and ``--help-query-compute-apps``: texts that work
+where NVML does not load (``--help-query-gpu`` then lists every property it knows; with a
+library, those of the driver it reports)."""
 
 from __future__ import annotations
 
@@ -28,10 +29,29 @@ def _help(options: Options, write: Callable[[str], None]) -> int:
 
 
 def _help_query_gpu(options: Options, write: Callable[[str], None]) -> int:
+    """The properties the driver NVML reports knows; every property when no library loads."""
     from .._fields import help_text
 
-    write(help_text())
+    write(help_text(_driver(options)))
     return 0
+
+
+def _driver(options: Options) -> tuple[int, ...] | None:
+    from .._app import open_nvml
+    from .._errors import SmiError
+    from .._generation import parse_driver_version
+    from .._nvml import NvmlError
+
+    try:
+        nvml = open_nvml(options.library)
+    except SmiError:
+        return None
+    try:
+        return parse_driver_version(nvml.driver_version())
+    except NvmlError:
+        return None
+    finally:
+        nvml.shutdown()
 
 
 def _help_query_apps(options: Options, write: Callable[[str], None]) -> int:

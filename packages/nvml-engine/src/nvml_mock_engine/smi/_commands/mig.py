@@ -16,7 +16,7 @@ from .._registry import ID, LIBRARY, Command, Option
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
-    from typing import Any
+    from typing import Any, Final
 
     from .._nvml import Device, Nvml, NvmlError
 
@@ -74,6 +74,20 @@ def _run(options: Options, write: Callable[[str], None]) -> int:
         return _Mig(nvml, devices, options, write).run()
 
     return each_pass(options, render)
+
+
+_NAME_COLUMNS: Final[tuple[tuple[tuple[int, ...], int], ...]] = (
+    ((575,), 5),
+    ((470,), 3),
+    ((), 0),
+)
+"""How much wider the profile-name column of ``mig -lgi`` (and, from 575, ``-lgip``) is than
+on driver 450, by the first driver that prints it so, newest first. Real output on file: 450
+prints ``-lgi`` 54 columns wide and ``-lgip`` 79 (``smi_fixtures/mig``); 535/545-era nodes
+``-lgi`` 57 and ``-lgip`` 79 (570-series B200 nodes, NVIDIA/mig-parted#166 and #187); a
+GB200 node of 2025-08 (NVIDIA/mig-parted#227) and current nodes ``-lgi`` 59 and ``-lgip``
+81. The exact branches where the columns widened are not published: 470 and 575 are the
+first branches after the last narrower output on file."""
 
 
 class _Mig:
@@ -282,16 +296,30 @@ class _Mig:
             self.write("All done.\n")
         return rc
 
+    def _name_extra(self) -> int:
+        """How much wider than 450's the profile-name column of ``-lgip`` / ``-lgi`` is on
+        this driver (0, 3 or 5; see :data:`_NAME_COLUMNS`)."""
+        from .._generation import parse_driver_version
+        from .._nvml import NvmlError
+
+        try:
+            version = parse_driver_version(self.nvml.driver_version())
+        except NvmlError:
+            version = (9999,)
+        return next(extra for since, extra in _NAME_COLUMNS if version >= since)
+
     def list_profiles(self) -> int:
         from ..._mig_fields import GI_PROFILE_FIELDS
 
-        rule = "+" + "-" * 77 + "+"
+        wide = 2 if self._name_extra() == 5 else 0  # 79 columns, 81 from 575 on
+        rule = "+" + "-" * (77 + wide) + "+"
+        pad = " " * wide
         lines = [
             rule,
-            "| GPU instance profiles:" + " " * 54 + "|",
-            "| GPU   Name             ID    Instances   Memory     P2P    SM    DEC   ENC  |",
-            "|                              Free/Total   GiB              CE    JPEG  OFA  |",
-            "|" + "=" * 77 + "|",
+            "| GPU instance profiles:" + " " * (54 + wide) + "|",
+            f"| GPU   Name             {pad}ID    Instances   Memory     P2P    SM    DEC   ENC  |",
+            f"|                              {pad}Free/Total   GiB              CE    JPEG  OFA  |",
+            "|" + "=" * (77 + wide) + "|",
         ]
         for device in self.devices:
             for index, info in self._gi_profiles(device):
@@ -300,13 +328,12 @@ class _Mig:
                 name = _gi_name(self.nvml, device, index)
                 total = f"{free}/{v['instanceCount']}"
                 lines.append(
-                    f"|  {device.index:>2}  MIG {name:<12}{v['id']:>4}{total:>8}        "
+                    f"|  {device.index:>2}  MIG {name:<{12 + wide}}{v['id']:>4}{total:>8}        "
                     f"{v['memorySizeMB'] / 1024:<11.2f}No     {v['multiprocessorCount']:<7}"
                     f"{v['decoderCount']:<6}{v['encoderCount']:<4}|"
                 )
-                lines.append(
-                    f"|{'':>61}{v['copyEngineCount']:<6}{v['jpegCount']:<6}{v['ofaCount']:<4}|"
-                )
+                engines = f"{v['copyEngineCount']:<6}{v['jpegCount']:<6}{v['ofaCount']:<4}"
+                lines.append(f"|{'':>{61 + wide}}{engines}|")
                 lines.append(rule)
         if len(lines) == 5:
             lines.append(rule)
@@ -356,13 +383,15 @@ class _Mig:
         return count.value
 
     def list_gis(self) -> int:
-        rule = "+" + "-" * 52 + "+"
+        extra = self._name_extra()
+        rule = "+" + "-" * (52 + extra) + "+"
+        pad = " " * extra
         lines = [
             rule,
-            "| GPU instances:" + " " * 37 + "|",
-            "| GPU   Name          Profile  Instance   Placement  |",
-            "|                       ID       ID       Start:Size |",
-            "|" + "=" * 52 + "|",
+            "| GPU instances:" + " " * (37 + extra) + "|",
+            f"| GPU   Name          {pad}Profile  Instance   Placement  |",
+            f"|                       {pad}ID       ID       Start:Size |",
+            "|" + "=" * (52 + extra) + "|",
         ]
         wanted = _ids(self.options.extra.get("gi"))
         for device in self.devices:
@@ -379,7 +408,9 @@ class _Mig:
                 place = getattr(info, "placement")  # noqa: B009
                 name = self._profile_name(device, pid)
                 where = f"{place.start}:{place.size}"
-                lines.append(f"|{device.index:>4}  MIG {name:<10}{pid:>5}{gid:>9}{where:>13}     |")
+                lines.append(
+                    f"|{device.index:>4}  MIG {name:<{10 + extra}}{pid:>5}{gid:>9}{where:>13}     |"
+                )
                 lines.append(rule)
         if len(lines) == 5:
             raise SmiError("No GPU instances found: Not Found", EXIT_NOT_FOUND)

@@ -47,12 +47,30 @@ def _version(nvml: Nvml) -> str:
 
     cuda = get(nvml.cuda_driver_version)
     cuda_s = cuda_version(int(cuda)) if cuda.isdigit() else cuda
+    from .._generation import parse_driver_version
+
+    if parse_driver_version(driver) >= KMD_FROM:
+        # 610 deprecated the driver and CUDA lines for the kernel-mode driver's and the CUDA
+        # user-mode driver's versions (the real 610.57.04 output, smi_fixtures/exporter)
+        return (
+            f"NVIDIA-SMI version  : {driver}\n"
+            f"NVML version        : {nvml_version}\n"
+            'DRIVER version      : Deprecated, see "KMD version" instead\n'
+            'CUDA version        : Deprecated, see "CUDA UMD version" instead\n'
+            f"KMD version         : {driver}\n"
+            f"CUDA UMD version    : {cuda_s}\n"
+        )
     return (
         f"NVIDIA-SMI version  : {driver}\n"
         f"NVML version        : {nvml_version}\n"
         f"DRIVER version      : {driver}\n"
         f"CUDA Version        : {cuda_s}\n"
     )
+
+
+KMD_FROM = (610,)
+"""The first driver whose tool names the kernel-mode driver's and CUDA user-mode driver's
+versions (real 610.43.02, 610.43.03 and 610.57.04 output)."""
 
 
 COMMANDS = (
