@@ -154,6 +154,9 @@ class Decision:
     """IMEX channel devices, always raw (also in cdi mode)."""
     imex_refused: DeviceRefusal | None = None
     """The pod opted in to IMEX channels, but the trust boundary forbids them here."""
+    surfaces_refused: DeviceRefusal | None = None
+    """The pod opted in to the driver surfaces, but the trust boundary forbids them here
+    (:mod:`nvml_mock_nri.surfaces`)."""
     warnings: list[str] = field(default_factory=list)
     """Things the operator should hear about (logged at WARNING by the caller)."""
     notes: list[str] = field(default_factory=list)

@@ -62,6 +62,7 @@ from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache, Status
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import Settings, apply_runtime_config
+from nvml_mock_nri.surfaces import add_hooks, plan_surfaces, wants_surfaces
 from nvml_mock_nri.visible import visible_env
 
 __all__ = ["EVENT_MASK", "Injector"]
@@ -334,9 +335,9 @@ class Injector:
             unknown_devices.check(container, self._node_gpus)
         wants_gpus = wants_devices(policy, pod.annotations)
         wants_channels = wants_imex_channels(policy, pod.annotations)
+        host_driver = _once(self.check_host_driver)
         if wants_gpus or wants_channels:
             device_paths = [d.path for d in container.linux.devices]
-            host_driver = _once(self.check_host_driver)
             if wants_gpus:
                 plan_devices(
                     policy,
@@ -359,9 +360,14 @@ class Injector:
                     scan=self._scan_channels,
                 )
                 self._count_imex_channels(decision)
+        hook = None
+        if wants_surfaces(pod.annotations):
+            hook = plan_surfaces(policy, decision, namespace=pod.namespace, host_driver=host_driver)
         self._report(decision, pod, container)
         self.metrics.injections.inc()
-        return _response(decision)
+        response = _response(decision)
+        add_hooks(response, hook)
+        return response
 
     def _count_devices(self, decision: Decision) -> None:
         if decision.cdi_devices:

@@ -93,8 +93,13 @@ experimental use, which no in-tree driver claims. The kernel hands out dynamic m
 from 254 downwards, so the lowest free one is the least likely to be taken later."""
 PROC_DEVICES_NAMES: Final = ((NVIDIA_MAJOR, "nvidia-frontend"), (UVM_MAJOR, "nvidia-uvm"))
 """The driver majors ``imex/proc-devices`` lists beside the channels'."""
-TOOLS: Final = {"nvidia-smi": "nvml_mock_engine.smi", "check-fabric": "check_fabric"}
-"""Launchers in ``bin/`` and the module each runs."""
+TOOLS: Final = {
+    "nvidia-smi": "nvml_mock_engine.smi",
+    "check-fabric": "check_fabric",
+    "nvml-mock-surfaces-hook": "nvml_mock_engine.surfaces_hook",
+}
+"""Launchers in ``bin/`` and the module each runs (the surfaces hook is run by container
+runtimes on the host, from the overlay's host path)."""
 ENTRIES: Final = (
     names.OVERLAY_LIB_DIR,
     names.OVERLAY_BIN_DIR,

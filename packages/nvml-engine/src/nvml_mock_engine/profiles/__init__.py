@@ -258,7 +258,7 @@ class _Parser:
             if isinstance(value, str) and re.fullmatch(r"0x[0-9a-fA-F]{6}", value)
             else None
         )
-        if code not in PCI_CLASSES:
+        if code is None or code not in PCI_CLASSES:
             raise self.fail("layout.pci_class", f"must be one of {known}, got {value!r}")
         return code
 

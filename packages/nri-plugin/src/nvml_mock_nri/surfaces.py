@@ -1,0 +1,91 @@
+"""The driver surfaces opt-in: an OCI ``createContainer`` hook for the containers that ask.
+
+NVIDIA's node software reads the driver's kernel surfaces at fixed paths
+(``/proc/driver/nvidia``, ``/proc/devices``, ``/proc/modules``, ``/sys/bus/pci/devices``);
+the staged overlay holds them under its driver root. runc refuses every mount under
+``/proc`` in a container's spec, NRI's mounts included, so they are not mounts of the
+adjustment: the plugin adds the overlay's ``bin/nvml-mock-surfaces-hook`` as a
+``createContainer`` hook, which binds them in the container's mount namespace before the
+root switch (``nvml_mock_engine.surfaces_hook``), on runc and crun alike.
+
+A pod opts in with ``nvml-mock.nvidia.com/driver-surfaces: "true"``, under the trust rules
+of the device opt-in: its namespace must be allowed (``--device-namespaces``), and a node
+with a real NVIDIA driver gets no hook (the mock's files would shadow the real driver's).
+A runtime that refuses hook adjustments (containerd's ``default_validator`` with
+``reject_oci_hook_adjustment``) fails such a pod's creation with its own message naming this
+plugin; nothing else about the container changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from nvml_mock_protocol import names
+from nvml_mock_protocol.hostgpu import HostDriver
+from nvml_mock_protocol.nri import api_pb2
+
+from nvml_mock_nri.adjust import Decision, DeviceRefusal, Policy
+
+__all__ = ["SurfacesHook", "add_hooks", "plan_surfaces", "wants_surfaces"]
+
+HOOK_TIMEOUT_S: Final = 10
+"""The runtime kills a hook that runs longer (the hook binds a few dozen mounts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SurfacesHook:
+    """The hook one container gets: the launcher on the host and the driver root it shows."""
+
+    path: str
+    root: str
+
+    @property
+    def args(self) -> list[str]:
+        return [names.SURFACES_HOOK, "--root", self.root]
+
+
+def wants_surfaces(pod_annotations: Mapping[str, str]) -> bool:
+    """Whether the pod opted in to the driver surfaces."""
+    value = pod_annotations.get(names.ANNOTATION_DRIVER_SURFACES, "")
+    return value.strip().lower() == "true"
+
+
+def plan_surfaces(
+    policy: Policy,
+    decision: Decision,
+    *,
+    namespace: str,
+    host_driver: Callable[[], HostDriver],
+) -> SurfacesHook | None:
+    """The hook for an opted-in container, or None with the refusal in *decision*'s
+    warnings (a refused namespace costs no I/O, as for devices)."""
+    if namespace not in policy.device_namespaces:
+        decision.surfaces_refused = DeviceRefusal.NAMESPACE_NOT_ALLOWED
+        decision.warnings.append(
+            f"driver surfaces refused: namespace {namespace!r} is not allowed to opt in "
+            "(--device-namespaces / NVML_MOCK_DEVICE_NAMESPACES); the overlay and env are "
+            "still injected"
+        )
+        return None
+    driver = host_driver()
+    if driver.present:
+        decision.surfaces_refused = DeviceRefusal.REAL_DRIVER
+        decision.warnings.append(
+            f"driver surfaces refused: {driver.reason}, and the mock's /proc/driver and PCI "
+            "files would shadow the real driver's; the overlay and env are still injected"
+        )
+        return None
+    root = policy.mount.source
+    hook = SurfacesHook(path=f"{root}/{names.OVERLAY_BIN_DIR}/{names.SURFACES_HOOK}", root=root)
+    decision.notes.append(f"driver surfaces: createContainer hook {hook.path}")
+    return hook
+
+
+def add_hooks(response: api_pb2.CreateContainerResponse, hook: SurfacesHook | None) -> None:
+    """Add *hook* to the adjustment of *response* as a ``createContainer`` hook."""
+    if hook is None:
+        return
+    added = response.adjust.hooks.create_container.add(path=hook.path, args=hook.args)
+    added.timeout.value = HOOK_TIMEOUT_S
