@@ -71,11 +71,19 @@ class Identity:
 
 
 def node_identity(profile: str, node: str, count: int, fabric: Fabric | None) -> Identity:
-    """The identity the engine gives ``node``: the same call a real mock node's staging makes."""
+    """The identity the engine gives ``node``: the same call a real mock node's staging makes.
+
+    A fabric-attached board outside any clique keeps its profile's fabric identity, as a
+    real mock node without a topology entry does; a board without fabric has none.
+    """
     file_data: dict[str, object] = {}
     if fabric is not None:
         file_data["fabric"] = {"cluster_uuid": fabric.cluster_uuid, "clique_id": fabric.clique_id}
     config = resolve_config(profile=profile, count=count, node=node, file_data=file_data)
+    if config.fabric is None:
+        fabric = None
+    elif fabric is None:
+        fabric = Fabric(config.fabric.cluster_uuid, config.fabric.clique_id)
     gpus = [derive_gpu(config, index) for index in range(count)]
     return Identity(
         node=node,

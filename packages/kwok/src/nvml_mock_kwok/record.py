@@ -178,7 +178,7 @@ class _Session:
 
     def stage(self) -> None:
         argv = [_tool("nvml-mock-engine"), "stage", str(self.overlay), "--profile",
-                self.rec.profile, "--node", self.rec.node, "--no-devices"]
+                self.rec.profile, "--node", self.rec.node]
         if self.rec.mig:
             argv += ["--mig", self.rec.mig]
         _run(argv, timeout=self.rec.timeout * 3)
@@ -253,28 +253,42 @@ class _Session:
             field=f"spec.nodeName={self.rec.node},spec.driver={driver}",
         )
         return sorted(
-            (item["spec"] for item in items), key=lambda spec: json.dumps(spec, sort_keys=True)
+            (_timeless(item["spec"]) for item in items),
+            key=lambda spec: json.dumps(spec, sort_keys=True),
         )
 
     def dra(self, kube: Kube, binary: str, driver: str, *, fault: bool) -> dict[str, Any]:
-        plugins = self.work / f"{binary}-plugins"
-        registry = self.work / f"{binary}-registry"
-        cdi = self.work / f"{binary}-cdi"
+        # short names: the plugin's socket path must fit a unix socket address (108 bytes)
+        tag = "gpu" if binary == "gpu-kubelet-plugin" else "cd"
+        plugins = self.work / f"{tag}-p"
+        registry = self.work / f"{tag}-r"
+        cdi = self.work / f"{tag}-cdi"
         for folder in (plugins, registry, cdi):
             folder.mkdir()
         kubeconfig = self.work / "kubeconfig"
-        argv = [
+        command = [
             str(self.rec.bin_dir / binary), "--node-name", self.rec.node,
-            "--nvidia-driver-root", str(self.overlay), "--cdi-root", str(cdi),
+            "--nvidia-driver-root", str(self.overlay),
+            "--container-driver-root", str(self.overlay), "--cdi-root", str(cdi),
             "--kubelet-plugins-directory-path", str(plugins),
             "--kubelet-registrar-directory-path", str(registry),
             "--kubeconfig", str(kubeconfig), "--healthcheck-port", "-1",
+            "--nvidia-cdi-hook-path", str(self.rec.bin_dir / "nvidia-cdi-hook"),
         ]
         if binary == "gpu-kubelet-plugin":
-            argv += ["--feature-gates", "NVMLDeviceHealthCheck=true"]
+            # the image only goes into pod templates; nothing the plugin publishes names it
+            command += ["--image-name", "registry.invalid/recorded:none",
+                        "--feature-gates", "NVMLDeviceHealthCheck=true"]
+        # pcieRoot comes from the PCI functions at the kernel's fixed path
+        argv = _in_namespace(
+            [(self.overlay / "sys" / "bus" / "pci", "/sys/bus/pci"),
+             (self.overlay / "sys" / "devices", "/sys/devices")],
+            command,
+        )
+        env = {**self.env, "ALT_PROC_DEVICES_PATH": str(self.overlay / "imex" / "proc-devices")}
         log = self.work / f"{binary}.log"
         result: dict[str, Any] = {}
-        with _process(argv, self.env, log):
+        with _process(argv, env, log):
             result["slices"] = _wait(
                 f"{binary}'s ResourceSlices", lambda: self._slices(kube, driver),
                 self.rec.timeout, log,
@@ -296,6 +310,14 @@ class _Session:
             kube.request("DELETE", f"/apis/resource.k8s.io/v1/resourceslices/{item['metadata']['name']}",
                          ok_missing=True)
         return result
+
+
+def _timeless(spec: dict[str, Any]) -> dict[str, Any]:
+    """A slice spec without its taints' ``timeAdded`` (when, not what: a fake sets its own)."""
+    for device in spec.get("devices") or ():
+        for taint in device.get("taints") or ():
+            taint.pop("timeAdded", None)
+    return spec
 
 
 def _write_kubeconfig(kube: Kube, path: Path) -> None:
@@ -322,7 +344,7 @@ def _write_kubeconfig(kube: Kube, path: Path) -> None:
 def record_variant(rec: Recording) -> dict[str, Any]:
     """Record one variant; the fixture's JSON data."""
     strategies = STRATEGIES if rec.mig else ("none",)
-    with tempfile.TemporaryDirectory(prefix="nvml-mock-kwok-record-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="nmk-rec-") as tmp:
         session = _Session(rec, Path(tmp))
         session.stage()
         dp: dict[str, Any] = {}
@@ -336,13 +358,14 @@ def record_variant(rec: Recording) -> dict[str, Any]:
             gfd[strategy] = session.gfd(strategy)
         names = ["nvidia-device-plugin", "gpu-feature-discovery"]
         slices: dict[str, Any] = {}
-        if rec.kube is not None:
+        # MIG devices' UUIDs come from the library's live layout, not from the node's
+        # identity, so slices are recorded for whole GPUs only
+        if rec.kube is not None and not rec.mig:
             _write_kubeconfig(rec.kube, Path(tmp) / "kubeconfig")
             _ensure_node(rec.kube, rec.node)
-            got = session.dra(rec.kube, "gpu-kubelet-plugin", GPU_DRIVER, fault=not rec.mig)
+            got = session.dra(rec.kube, "gpu-kubelet-plugin", GPU_DRIVER, fault=True)
             slices[GPU_DRIVER] = got["slices"]
-            if "xid79" in got:
-                faults["xid79"]["resourceSlices"] = {GPU_DRIVER: got["xid79"]}
+            faults["xid79"]["resourceSlices"] = {GPU_DRIVER: got["xid79"]}
             names.append("gpu-kubelet-plugin")
             if session.fabric is not None:
                 got = session.dra(
