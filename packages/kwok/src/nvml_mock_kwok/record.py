@@ -183,6 +183,12 @@ class _Session:
             argv += ["--mig", self.rec.mig]
         _run(argv, timeout=self.rec.timeout * 3)
 
+    def _proc_binds(self) -> list[tuple[Path, str]]:
+        """MIG devices' capability files, which the components read at the kernel's path."""
+        if not self.rec.mig:
+            return []
+        return [(self.overlay / "proc" / "driver", "/proc/driver")]
+
     def xid(self, code: int, gpu: int) -> None:
         _run([_tool("nvml-mock-ctl"), "--overlay-path", str(self.overlay), "xid", "-i",
               str(gpu), str(code)], timeout=self.rec.timeout)
@@ -195,7 +201,7 @@ class _Session:
         sockets = self.work / f"dp-{strategy}"
         sockets.mkdir()
         argv = _in_namespace(
-            [(sockets, DEVICE_PLUGIN_SOCKETS)],
+            [(sockets, DEVICE_PLUGIN_SOCKETS), *self._proc_binds()],
             [str(self.rec.bin_dir / "nvidia-device-plugin"), "--mig-strategy", strategy,
              "--fail-on-init-error=true", "--kubelet-socket",
              f"{DEVICE_PLUGIN_SOCKETS}/kubelet.sock"],
@@ -234,7 +240,7 @@ class _Session:
         out = self.work / f"gfd-{strategy}"
         argv = _in_namespace(
             [(self.overlay / "sys" / "bus" / "pci", "/sys/bus/pci"),
-             (self.overlay / "sys" / "devices", "/sys/devices")],
+             (self.overlay / "sys" / "devices", "/sys/devices"), *self._proc_binds()],
             [str(self.rec.bin_dir / "gpu-feature-discovery"), "--oneshot", "--no-timestamp",
              "--mig-strategy", strategy, "--output-file", str(out)],
         )
@@ -313,10 +319,14 @@ class _Session:
 
 
 def _timeless(spec: dict[str, Any]) -> dict[str, Any]:
-    """A slice spec without its taints' ``timeAdded`` (when, not what: a fake sets its own)."""
+    """A slice spec in a canonical form: devices by name (the driver lists them in Go's map
+    order, which differs from run to run), taints without ``timeAdded`` (when, not what: a
+    fake node sets its own)."""
     for device in spec.get("devices") or ():
         for taint in device.get("taints") or ():
             taint.pop("timeAdded", None)
+    if spec.get("devices"):
+        spec["devices"] = sorted(spec["devices"], key=lambda d: str(d.get("name")))
     return spec
 
 
