@@ -13,6 +13,7 @@ SERVICES = {
     "topology-service": "nvml_mock_topology",
     "nri-plugin": "nvml_mock_nri",
     "check-fabric": "check_fabric",
+    "kwok": "nvml_mock_kwok",
 }
 
 

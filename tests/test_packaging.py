@@ -41,6 +41,7 @@ def test_every_package_is_found() -> None:
         "topology-service",
         "nri-plugin",
         "check-fabric",
+        "kwok",
     }
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from conftest import field_diff
-
 from nvml_mock_kwok.faults import GpuFault, allocatable_with, slices_with
 from nvml_mock_kwok.fleet import FakeNode
 from nvml_mock_kwok.objects import FAKE_LABEL, NodeOptions, node_object, slice_objects
@@ -30,8 +29,10 @@ def _published(truth: Truth, node: FakeNode, strategy: str) -> dict[str, Any]:
     labels = {k: v for k, v in obj["metadata"]["labels"].items() if k.startswith("nvidia.com/")}
     status = obj["status"]
     resources = {
-        name: {"capacity": int(status["capacity"][name]),
-               "allocatable": int(status["allocatable"][name])}
+        name: {
+            "capacity": int(status["capacity"][name]),
+            "allocatable": int(status["allocatable"][name]),
+        }
         for name in status["capacity"]
         if name.startswith("nvidia.com/")
     }
@@ -107,8 +108,10 @@ def test_xid79_on_gpu0_equals_the_recorded_fault(variant: str) -> None:
     recorded = truth.faults["xid79"]
     got = allocatable_with(truth, "none", fault)
     assert got == {k: str(v["allocatable"]) for k, v in recorded["devicePlugin"].items()}
-    specs = {d: [s for s in (x["spec"] for x in slice_objects(truth, node)) if s["driver"] == d]
-             for d in truth.resource_slices}
+    specs = {
+        d: [s for s in (x["spec"] for x in slice_objects(truth, node)) if s["driver"] == d]
+        for d in truth.resource_slices
+    }
     tainted = slices_with(truth, specs, truth.identity.gpu_uuids, fault, "2026-01-01T00:00:00Z")
     for spec in tainted["gpu.nvidia.com"]:
         for device in spec["devices"]:
@@ -128,7 +131,9 @@ def test_fixtures_name_one_version_per_component() -> None:
             seen.setdefault(name, set()).add((info["version"], info["revision"]))
     assert {n: len(v) for n, v in seen.items()} == {n: 1 for n in seen}
     assert set(seen) == {
-        "nvidia-device-plugin", "gpu-feature-discovery", "gpu-kubelet-plugin",
+        "nvidia-device-plugin",
+        "gpu-feature-discovery",
+        "gpu-kubelet-plugin",
         "compute-domain-kubelet-plugin",
     }
 

@@ -9,9 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from nvml_mock_kwok.kube import Kube, object_path
-from nvml_mock_kwok.objects import FAKE_LABEL, NodeOptions, node_object, slice_objects, stage_objects
 from nvml_mock_kwok.fleet import FakeNode
+from nvml_mock_kwok.kube import Kube, object_path
+from nvml_mock_kwok.objects import (
+    FAKE_LABEL,
+    NodeOptions,
+    node_object,
+    slice_objects,
+    stage_objects,
+)
 from nvml_mock_kwok.truth import Truth
 
 __all__ = ["ApplyResult", "apply_fleet", "delete_fleet"]
@@ -34,8 +40,11 @@ def _apply_node(kube: Kube, truth: Truth, node: FakeNode, options: NodeOptions) 
     path = object_path(obj)
     status = obj.pop("status")
     made = kube.apply(path, obj)
-    kube.apply(path, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name},
-                      "status": status}, subresource="status")
+    kube.apply(
+        path,
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.name}, "status": status},
+        subresource="status",
+    )
     slices = slice_objects(truth, node, owner_uid=made["metadata"]["uid"])
     for item in slices:
         kube.apply(object_path(item), item)

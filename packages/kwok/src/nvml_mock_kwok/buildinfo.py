@@ -62,7 +62,9 @@ def read_build(binary: Path) -> GoBuild:
     if at < 0 or len(data) < at + _HEADER:
         raise RecordError(f"{binary} carries no Go build info (not a Go binary?)")
     if not data[at + 15] & _INLINE:
-        raise RecordError(f"{binary} was built by a Go older than 1.18; its build info is not inline")
+        raise RecordError(
+            f"{binary} was built by a Go older than 1.18; its build info is not inline"
+        )
     try:
         size, pos = _uvarint(data, at + _HEADER)
         pos += size  # the Go version

@@ -52,32 +52,63 @@ logger = logging.getLogger(__name__)
 def _fleet_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topology", type=Path, help="topology document (YAML or JSON)")
     p.add_argument("--nodes", type=int, help="node count: the document's first N, or plan N")
-    p.add_argument("--clique-size", type=int, default=DEFAULT_CLIQUE_SIZE,
-                   help="nodes per clique when planning (default 18: NVL72 of 4-GPU trays)")
-    p.add_argument("--cliques-per-domain", type=int, default=1,
-                   help="cliques per ComputeDomain when planning (default 1)")
+    p.add_argument(
+        "--clique-size",
+        type=int,
+        default=DEFAULT_CLIQUE_SIZE,
+        help="nodes per clique when planning (default 18: NVL72 of 4-GPU trays)",
+    )
+    p.add_argument(
+        "--cliques-per-domain",
+        type=int,
+        default=1,
+        help="cliques per ComputeDomain when planning (default 1)",
+    )
     p.add_argument("--prefix", default="kwok-gpu-", help="node name prefix when planning")
     p.add_argument("--profile", default="gb200", help="variant of recorded truth (default gb200)")
-    p.add_argument("--domain-profile", action="append", default=[], metavar="DOMAIN=PROFILE",
-                   help="another variant for one domain's nodes (repeatable)")
-    p.add_argument("--only", action="append", default=None, metavar="NODE",
-                   help="make only these nodes of the document (the rest are real mock nodes)")
-    p.add_argument("--max-clique-gpus", type=int, default=MAX_CLIQUE_GPUS,
-                   help="GPUs one NVLink domain holds (default 72)")
-    p.add_argument("--mig-strategy", choices=STRATEGIES, default="none",
-                   help="the device plugin's and GFD's MIG strategy (default none)")
+    p.add_argument(
+        "--domain-profile",
+        action="append",
+        default=[],
+        metavar="DOMAIN=PROFILE",
+        help="another variant for one domain's nodes (repeatable)",
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        metavar="NODE",
+        help="make only these nodes of the document (the rest are real mock nodes)",
+    )
+    p.add_argument(
+        "--max-clique-gpus",
+        type=int,
+        default=MAX_CLIQUE_GPUS,
+        help="GPUs one NVLink domain holds (default 72)",
+    )
+    p.add_argument(
+        "--mig-strategy",
+        choices=STRATEGIES,
+        default="none",
+        help="the device plugin's and GFD's MIG strategy (default none)",
+    )
     p.add_argument("--cpu", default="64", help="node CPU capacity (default 64)")
     p.add_argument("--memory", default="512Gi", help="node memory capacity (default 512Gi)")
     p.add_argument("--pods", default="110", help="node pod capacity (default 110)")
     p.add_argument("--arch", default="amd64", help="kubernetes.io/arch (default amd64)")
-    p.add_argument("--taint", action="store_true",
-                   help="taint fake nodes kwok.x-k8s.io/node=fake:NoSchedule")
+    p.add_argument(
+        "--taint", action="store_true", help="taint fake nodes kwok.x-k8s.io/node=fake:NoSchedule"
+    )
     p.add_argument("--truth-dir", type=Path, help="fixtures directory (default: the package's)")
 
 
 def _kube_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kubeconfig", type=Path, default=os.environ.get("KUBECONFIG") or None,
-                   help="kubeconfig (env KUBECONFIG)")
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=os.environ.get("KUBECONFIG") or None,
+        help="kubeconfig (env KUBECONFIG)",
+    )
     p.add_argument("--context", help="kubeconfig context (default: current)")
     p.add_argument("--workers", type=int, default=32, help="parallel API requests (default 32)")
 
@@ -86,8 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nvml-mock-kwok", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-format", choices=("text", "json"), default="text")
-    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                        default="info")
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     plan = verbs.add_parser("plan", help="write a topology document for --nodes nodes")
     _fleet_flags(plan)
@@ -106,15 +138,26 @@ def _parser() -> argparse.ArgumentParser:
     _fleet_flags(ctl)
     _kube_flags(ctl)
     ctl.add_argument("--topology-url", required=True, help="topology service base URL")
-    ctl.add_argument("--report-token", default=os.environ.get("NVML_MOCK_REPORT_TOKEN") or None,
-                     help="bearer token of the service's write API (env NVML_MOCK_REPORT_TOKEN)")
-    ctl.add_argument("--interval", type=float, default=1.0,
-                     help="seconds between reads of the scenario list (default 1)")
+    ctl.add_argument(
+        "--report-token",
+        default=os.environ.get("NVML_MOCK_REPORT_TOKEN") or None,
+        help="bearer token of the service's write API (env NVML_MOCK_REPORT_TOKEN)",
+    )
+    ctl.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        help="seconds between reads of the scenario list (default 1)",
+    )
     rec = verbs.add_parser("record", help="record a variant's truth from NVIDIA's components")
     rec.add_argument("--profile", required=True)
     rec.add_argument("--mig", help="MIG layout to stage (mig-parted's names)")
-    rec.add_argument("--bin-dir", type=Path, required=True,
-                     help="folder with " + ", ".join(COMPONENTS) + " and nvidia-cdi-hook")
+    rec.add_argument(
+        "--bin-dir",
+        type=Path,
+        required=True,
+        help="folder with " + ", ".join(COMPONENTS) + " and nvidia-cdi-hook",
+    )
     rec.add_argument("--node", help="recorded node name (default rec-<profile>)")
     rec.add_argument("--kubeconfig", type=Path, help="API server for the DRA driver's slices")
     rec.add_argument("--timeout", type=float, default=60.0)
@@ -155,7 +198,7 @@ def build_fleet(args: argparse.Namespace) -> tuple[Fleet, dict[str, Truth], Node
                 f"{', '.join(sorted(known)) or 'none'}); record it with `nvml-mock-kwok record`"
             )
         truths[variant] = load_truth(variant, root)
-    for variant, truth in truths.items():
+    for truth in truths.values():
         truth.strategy(args.mig_strategy)
     if args.topology is not None:
         document = read_topology_file(args.topology)
@@ -164,8 +207,10 @@ def build_fleet(args: argparse.Namespace) -> tuple[Fleet, dict[str, Truth], Node
         if args.nodes is None:
             raise PlanError("give --topology or --nodes")
         document = plan_document(
-            args.nodes, clique_size=args.clique_size,
-            cliques_per_domain=args.cliques_per_domain, prefix=args.prefix,
+            args.nodes,
+            clique_size=args.clique_size,
+            cliques_per_domain=args.cliques_per_domain,
+            prefix=args.prefix,
         )
         count = None
     fleet = fleet_from_document(
@@ -179,8 +224,12 @@ def build_fleet(args: argparse.Namespace) -> tuple[Fleet, dict[str, Truth], Node
         only=args.only,
     )
     options = NodeOptions(
-        strategy=args.mig_strategy, cpu=args.cpu, memory=args.memory, pods=args.pods,
-        arch=args.arch, taint=args.taint,
+        strategy=args.mig_strategy,
+        cpu=args.cpu,
+        memory=args.memory,
+        pods=args.pods,
+        arch=args.arch,
+        taint=args.taint,
     )
     return fleet, truths, options
 
@@ -192,8 +241,9 @@ def _write(text: str, output: str) -> None:
         Path(output).write_text(text, encoding="utf-8")
 
 
-def _objects(fleet: Fleet, truths: dict[str, Truth], options: NodeOptions,
-             stages: bool) -> list[dict[str, Any]]:
+def _objects(
+    fleet: Fleet, truths: dict[str, Truth], options: NodeOptions, stages: bool
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = list(stage_objects()) if stages else []
     for node in fleet.nodes:
         out.append(node_object(truths[node.variant], node, options))
@@ -219,12 +269,15 @@ def _versions(args: argparse.Namespace) -> int:
             have = component_versions(args.bin_dir, sorted(recorded))
             for name, info in sorted(recorded.items()):
                 if (have[name]["version"], have[name]["revision"]) != (
-                    info["version"], info["revision"]
+                    info["version"],
+                    info["revision"],
                 ):
                     bad += 1
-                    print(f"  {name}: recorded {info['version']} ({info['revision'][:12]}), "
-                          f"given {have[name]['version']} ({have[name]['revision'][:12]})",
-                          file=sys.stderr)
+                    print(
+                        f"  {name}: recorded {info['version']} ({info['revision'][:12]}), "
+                        f"given {have[name]['version']} ({have[name]['revision'][:12]})",
+                        file=sys.stderr,
+                    )
     return EXIT_FAILURE if bad else EXIT_OK
 
 
@@ -232,12 +285,20 @@ def _record(args: argparse.Namespace) -> int:
     from nvml_mock_kwok.record import Recording, record_variant, variant_name
 
     kube = Kube(load_kubeconfig(args.kubeconfig)) if args.kubeconfig else None
-    data = record_variant(
-        Recording(
-            profile=args.profile, node=args.node or f"rec-{args.profile}", bin_dir=args.bin_dir,
-            mig=args.mig, kube=kube, timeout=args.timeout,
+    try:
+        data = record_variant(
+            Recording(
+                profile=args.profile,
+                node=args.node or f"rec-{args.profile}",
+                bin_dir=args.bin_dir,
+                mig=args.mig,
+                kube=kube,
+                timeout=args.timeout,
+            )
         )
-    )
+    finally:
+        if kube is not None:
+            kube.close()
     out = args.output or truth_dir() / f"{variant_name(args.profile, args.mig)}.json"
     out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     logger.info("recorded %s into %s", data["variant"], out)
@@ -252,7 +313,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == "delete":
         from nvml_mock_kwok.apply import delete_fleet
 
-        logger.info("deleted %d object(s)", delete_fleet(_kube(args), workers=args.workers))
+        with _kube(args) as kube:
+            logger.info("deleted %d object(s)", delete_fleet(kube, workers=args.workers))
         return EXIT_OK
     fleet, truths, options = build_fleet(args)
     if args.verb == "plan":
@@ -266,20 +328,36 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.verb == "apply":
         from nvml_mock_kwok.apply import apply_fleet
 
-        result = apply_fleet(kube, _pairs_of(fleet, truths), options, workers=args.workers,
-                             with_stages=not args.no_stages)
-        logger.info("applied %d node(s), %d slice(s), %d stage(s) in %.1fs",
-                    result.nodes, result.slices, result.stages, result.seconds)
+        result = apply_fleet(
+            kube,
+            _pairs_of(fleet, truths),
+            options,
+            workers=args.workers,
+            with_stages=not args.no_stages,
+        )
+        logger.info(
+            "applied %d node(s), %d slice(s), %d stage(s) in %.1fs",
+            result.nodes,
+            result.slices,
+            result.stages,
+            result.seconds,
+        )
         return EXIT_OK
     from nvml_mock_kwok.controller import Controller
 
-    service = Kube(Credentials(args.topology_url.rstrip("/"), args.report_token, None, False,
-                               None, None))
-    controller = Controller(kube, service, _pairs_of(fleet, truths), options,
-                            interval=args.interval, workers=args.workers)
+    service = Kube(
+        Credentials(args.topology_url.rstrip("/"), args.report_token, None, False, None, None)
+    )
+    controller = Controller(
+        kube,
+        service,
+        _pairs_of(fleet, truths),
+        options,
+        interval=args.interval,
+        workers=args.workers,
+    )
     signal.signal(signal.SIGTERM, lambda *_: controller.stop())
-    logger.info("playing scenarios on %d fake node(s) from %s", len(fleet.nodes),
-                args.topology_url)
+    logger.info("playing scenarios on %d fake node(s) from %s", len(fleet.nodes), args.topology_url)
     try:
         controller.run()
     except KeyboardInterrupt:

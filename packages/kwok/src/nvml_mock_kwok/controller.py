@@ -36,7 +36,7 @@ from nvml_mock_kwok.faults import (
 from nvml_mock_kwok.fleet import FakeNode
 from nvml_mock_kwok.identity import Identity
 from nvml_mock_kwok.kube import ApiError, Kube
-from nvml_mock_kwok.objects import identity_for, node_object, slice_name, slice_specs, NodeOptions
+from nvml_mock_kwok.objects import NodeOptions, identity_for, node_object, slice_name, slice_specs
 from nvml_mock_kwok.truth import Truth
 
 __all__ = ["Controller", "FleetNode"]
@@ -94,7 +94,10 @@ class Controller:
         for node, truth in nodes:
             obj = node_object(truth, node, options)
             self.fleet[node.name] = FleetNode(
-                node, truth, identity_for(truth, node), obj["metadata"]["labels"],
+                node,
+                truth,
+                identity_for(truth, node),
+                obj["metadata"]["labels"],
                 slice_specs(truth, node),
             )
         self.scenarios: dict[str, tuple[NodeScenario, Scenario, list[str]]] = {}
@@ -123,8 +126,12 @@ class Controller:
             if detail is None:
                 continue
             entry = NodeScenario.model_validate(
-                {"name": name, "revision": detail["revision"], "startMs": detail["startMs"],
-                 "scenario": detail["scenario"]}
+                {
+                    "name": name,
+                    "revision": detail["revision"],
+                    "startMs": detail["startMs"],
+                    "scenario": detail["scenario"],
+                }
             )
             picked = [n["node"] for n in detail.get("nodes") or () if n["node"] in self.fleet]
             self.scenarios[name] = (entry, entry.parsed(), picked)
@@ -155,12 +162,18 @@ class Controller:
                 window = run_window(entry, scenario, now_ms)
                 if window is not None:
                     number, start, _ = window
-                    if prev is None or prev.state != "applied" or (prev.revision, prev.run) != (
-                        entry.revision, number
+                    if (
+                        prev is None
+                        or prev.state != "applied"
+                        or (prev.revision, prev.run) != (entry.revision, number)
                     ):
                         gpus = pick_gpus(scenario, node_name, node.identity.gpu_uuids)
                         run = self.runs[key] = _Run(
-                            entry.revision, number, "applied", gpus, applied_ms=now_ms,
+                            entry.revision,
+                            number,
+                            "applied",
+                            gpus,
+                            applied_ms=now_ms,
                             latency_ms=max(0, now_ms - start),
                         )
                         changed.setdefault(node_name, []).append((name, run))
@@ -207,8 +220,9 @@ class Controller:
                 "conditions": [condition_with(faults, uuids, now)],
             }
         }
-        self.kube.patch(f"/api/v1/nodes/{node.node.name}", status, kind="strategic",
-                        subresource="status")
+        self.kube.patch(
+            f"/api/v1/nodes/{node.node.name}", status, kind="strategic", subresource="status"
+        )
         for driver, specs in slices_with(node.truth, node.specs, uuids, faults, now).items():
             for index, spec in enumerate(specs):
                 name = slice_name(node.node.name, driver, index)
@@ -222,11 +236,17 @@ class Controller:
         entries = []
         for name, run in reports:
             entry: dict[str, Any] = {
-                "name": name, "revision": run.revision, "state": run.state, "run": run.run,
+                "name": name,
+                "revision": run.revision,
+                "state": run.state,
+                "run": run.run,
                 "gpus": [uuids[i] for i in run.gpus],
             }
-            for key, value in (("appliedMs", run.applied_ms), ("clearedMs", run.cleared_ms),
-                               ("latencyMs", run.latency_ms)):
+            for key, value in (
+                ("appliedMs", run.applied_ms),
+                ("clearedMs", run.cleared_ms),
+                ("latencyMs", run.latency_ms),
+            ):
                 if value is not None:
                     entry[key] = value
             entries.append(entry)

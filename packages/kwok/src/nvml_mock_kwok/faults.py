@@ -48,7 +48,9 @@ class GpuFault:
     scenario: str
 
 
-def run_window(entry: NodeScenario, scenario: Scenario, now_ms: int) -> tuple[int, int, int | None] | None:
+def run_window(
+    entry: NodeScenario, scenario: Scenario, now_ms: int
+) -> tuple[int, int, int | None] | None:
     """The run active at ``now_ms``: (run number, start, end or None), or None between runs."""
     start = entry.start_ms
     if now_ms < start:
@@ -90,9 +92,7 @@ def faults_of(scenario: Scenario, gpus: Iterable[int]) -> list[GpuFault]:
     return [GpuFault(i, xid, scenario.name) for i in gpus]
 
 
-def allocatable_with(
-    truth: Truth, strategy: str, faults: Iterable[GpuFault]
-) -> dict[str, str]:
+def allocatable_with(truth: Truth, strategy: str, faults: Iterable[GpuFault]) -> dict[str, str]:
     """The device plugin's allocatable with ``faults``: the recorded drop per faulty GPU."""
     resources, _ = truth.strategy(strategy)
     recorded = truth.faults.get("xid79", {}).get("devicePlugin") or {}
@@ -152,7 +152,9 @@ def condition_with(faults: Iterable[GpuFault], uuids: tuple[str, ...], now: str)
             "lastHeartbeatTime": now,
             "lastTransitionTime": now,
         }
-    message = "; ".join(f"GPU {f.index} ({uuids[f.index]}): Xid {f.xid} ({f.scenario})" for f in listed)
+    message = "; ".join(
+        f"GPU {f.index} ({uuids[f.index]}): Xid {f.xid} ({f.scenario})" for f in listed
+    )
     return {
         "type": CONDITION,
         "status": "False",

@@ -136,7 +136,10 @@ def rewrite(value: Any, recorded: Identity, target: Identity) -> Any:
         if isinstance(item, list):
             return [walk(x) for x in item]
         if isinstance(item, dict):
-            return {walk(k) if isinstance(k, str) and k in table else k: walk(v) for k, v in item.items()}
+            return {
+                walk(k) if isinstance(k, str) and k in table else k: walk(v)
+                for k, v in item.items()
+            }
         return item
 
     return walk(value)

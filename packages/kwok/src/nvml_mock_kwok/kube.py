@@ -50,8 +50,9 @@ class Credentials:
 
 
 def _data_file(data: str, suffix: str) -> str:
-    handle = tempfile.NamedTemporaryFile(prefix="nvml-mock-kwok-", suffix=suffix, delete=False)
-    with handle:
+    with tempfile.NamedTemporaryFile(
+        prefix="nvml-mock-kwok-", suffix=suffix, delete=False
+    ) as handle:
         handle.write(base64.b64decode(data))
     return handle.name
 
@@ -107,6 +108,8 @@ class Kube:
         self._port = url.port or (443 if self._https else 80)
         self._timeout = timeout
         self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: list[http.client.HTTPConnection] = []
         self._ssl: ssl.SSLContext | None = None
         if self._https:
             context = ssl.create_default_context(cafile=credentials.ca_file)
@@ -127,7 +130,23 @@ class Kube:
             else:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
             self._local.conn = conn
+            with self._lock:
+                self._open.append(conn)
         return conn
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._lock:
+            for conn in self._open:
+                conn.close()
+            self._open.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> Kube:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def request(
         self,

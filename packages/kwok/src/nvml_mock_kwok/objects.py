@@ -111,7 +111,7 @@ def node_object(truth: Truth, node: FakeNode, options: NodeOptions) -> dict[str,
 
 def slice_name(node: str, driver: str, index: int) -> str:
     """A slice's name, fixed per node, driver and position, so a re-run applies in place."""
-    return f"{node}-{driver.split('.')[0]}-{index}"
+    return f"{node}-{driver.split('.', maxsplit=1)[0]}-{index}"
 
 
 def slice_specs(truth: Truth, node: FakeNode) -> dict[str, list[dict[str, Any]]]:
@@ -227,8 +227,15 @@ startTime: {{ $now | Quote }}
 """
 
 
-def _stage(name: str, resource: str, selector: Mapping[str, Any], nxt: Mapping[str, Any],
-           delay: Mapping[str, int] | None = None, weight: int = 0) -> dict[str, Any]:
+def _stage(
+    name: str,
+    resource: str,
+    selector: Mapping[str, Any],
+    nxt: Mapping[str, Any],
+    *,
+    delay: Mapping[str, int] | None = None,
+    weight: int = 0,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "resourceRef": {"apiGroup": "v1", "kind": resource},
         "selector": selector,
@@ -281,9 +288,7 @@ def stage_objects(heartbeat_ms: int = 20_000) -> list[dict[str, Any]]:
             {"key": ".status.podIP", "operator": "DoesNotExist"},
         ]
     }
-    deleting = {
-        "matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]
-    }
+    deleting = {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]}
     return [
         _stage("nvml-mock-node-initialize", "Node", not_ready, {"statusTemplate": _INITIALIZE}),
         _stage(
@@ -291,7 +296,10 @@ def stage_objects(heartbeat_ms: int = 20_000) -> list[dict[str, Any]]:
             "Node",
             ready,
             {"statusTemplate": _HEARTBEAT},
-            delay={"durationMilliseconds": heartbeat_ms, "jitterDurationMilliseconds": heartbeat_ms + 5000},
+            delay={
+                "durationMilliseconds": heartbeat_ms,
+                "jitterDurationMilliseconds": heartbeat_ms + 5000,
+            },
         ),
         _stage("nvml-mock-pod-ready", "Pod", bound, {"statusTemplate": _POD_READY}),
         _stage(

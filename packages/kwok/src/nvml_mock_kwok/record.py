@@ -94,8 +94,12 @@ def _tool(name: str) -> str:
 def _run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float) -> str:
     try:
         done = subprocess.run(
-            list(argv), env=dict(env) if env else None, capture_output=True, text=True,
-            timeout=timeout, check=False,
+            list(argv),
+            env=dict(env) if env else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RecordError(f"{argv[0]}: {exc}") from exc
@@ -113,8 +117,16 @@ def _in_namespace(binds: Sequence[tuple[Path, str]], argv: Sequence[str]) -> lis
     count = len(binds)
     script.append(f'shift {count} && exec "$@"')
     return [
-        "unshare", "-m", "--propagation", "private", "sh", "-c", "".join(script), "sh",
-        *(str(source) for source, _ in binds), *argv,
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "".join(script),
+        "sh",
+        *(str(source) for source, _ in binds),
+        *argv,
     ]
 
 
@@ -129,7 +141,9 @@ def _fabric_env(fabric: Fabric | None) -> dict[str, str]:
 
 
 @contextmanager
-def _process(argv: Sequence[str], env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _process(
+    argv: Sequence[str], env: Mapping[str, str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
         proc = subprocess.Popen(list(argv), env=dict(env), stdout=out, stderr=subprocess.STDOUT)
     try:
@@ -177,8 +191,15 @@ class _Session:
         }
 
     def stage(self) -> None:
-        argv = [_tool("nvml-mock-engine"), "stage", str(self.overlay), "--profile",
-                self.rec.profile, "--node", self.rec.node]
+        argv = [
+            _tool("nvml-mock-engine"),
+            "stage",
+            str(self.overlay),
+            "--profile",
+            self.rec.profile,
+            "--node",
+            self.rec.node,
+        ]
         if self.rec.mig:
             argv += ["--mig", self.rec.mig]
         _run(argv, timeout=self.rec.timeout * 3)
@@ -190,21 +211,38 @@ class _Session:
         return [(self.overlay / "proc" / "driver", "/proc/driver")]
 
     def xid(self, code: int, gpu: int) -> None:
-        _run([_tool("nvml-mock-ctl"), "--overlay-path", str(self.overlay), "xid", "-i",
-              str(gpu), str(code)], timeout=self.rec.timeout)
+        _run(
+            [
+                _tool("nvml-mock-ctl"),
+                "--overlay-path",
+                str(self.overlay),
+                "xid",
+                "-i",
+                str(gpu),
+                str(code),
+            ],
+            timeout=self.rec.timeout,
+        )
 
     def reset(self) -> None:
-        _run([_tool("nvml-mock-ctl"), "--overlay-path", str(self.overlay), "reset"],
-             timeout=self.rec.timeout)
+        _run(
+            [_tool("nvml-mock-ctl"), "--overlay-path", str(self.overlay), "reset"],
+            timeout=self.rec.timeout,
+        )
 
     def device_plugin(self, strategy: str, *, fault: bool) -> dict[str, Any]:
         sockets = self.work / f"dp-{strategy}"
         sockets.mkdir()
         argv = _in_namespace(
             [(sockets, DEVICE_PLUGIN_SOCKETS), *self._proc_binds()],
-            [str(self.rec.bin_dir / "nvidia-device-plugin"), "--mig-strategy", strategy,
-             "--fail-on-init-error=true", "--kubelet-socket",
-             f"{DEVICE_PLUGIN_SOCKETS}/kubelet.sock"],
+            [
+                str(self.rec.bin_dir / "nvidia-device-plugin"),
+                "--mig-strategy",
+                strategy,
+                "--fail-on-init-error=true",
+                "--kubelet-socket",
+                f"{DEVICE_PLUGIN_SOCKETS}/kubelet.sock",
+            ],
         )
         log = self.work / f"device-plugin-{strategy}.log"
         result: dict[str, Any] = {}
@@ -223,7 +261,8 @@ class _Session:
                 changed = _wait(
                     "the device plugin's reaction to an Xid",
                     lambda: {n: a.allocatable for n, a in kubelet.snapshot().items()} != before,
-                    self.rec.timeout, log,
+                    self.rec.timeout,
+                    log,
                 )
                 assert changed
                 time.sleep(SETTLE)
@@ -239,10 +278,20 @@ class _Session:
     def gfd(self, strategy: str) -> dict[str, str]:
         out = self.work / f"gfd-{strategy}"
         argv = _in_namespace(
-            [(self.overlay / "sys" / "bus" / "pci", "/sys/bus/pci"),
-             (self.overlay / "sys" / "devices", "/sys/devices"), *self._proc_binds()],
-            [str(self.rec.bin_dir / "gpu-feature-discovery"), "--oneshot", "--no-timestamp",
-             "--mig-strategy", strategy, "--output-file", str(out)],
+            [
+                (self.overlay / "sys" / "bus" / "pci", "/sys/bus/pci"),
+                (self.overlay / "sys" / "devices", "/sys/devices"),
+                *self._proc_binds(),
+            ],
+            [
+                str(self.rec.bin_dir / "gpu-feature-discovery"),
+                "--oneshot",
+                "--no-timestamp",
+                "--mig-strategy",
+                strategy,
+                "--output-file",
+                str(out),
+            ],
         )
         env = {**self.env, "GFD_USE_NODE_FEATURE_API": "false"}
         _run(argv, env=env, timeout=self.rec.timeout)
@@ -273,22 +322,40 @@ class _Session:
             folder.mkdir()
         kubeconfig = self.work / "kubeconfig"
         command = [
-            str(self.rec.bin_dir / binary), "--node-name", self.rec.node,
-            "--nvidia-driver-root", str(self.overlay),
-            "--container-driver-root", str(self.overlay), "--cdi-root", str(cdi),
-            "--kubelet-plugins-directory-path", str(plugins),
-            "--kubelet-registrar-directory-path", str(registry),
-            "--kubeconfig", str(kubeconfig), "--healthcheck-port", "-1",
-            "--nvidia-cdi-hook-path", str(self.rec.bin_dir / "nvidia-cdi-hook"),
+            str(self.rec.bin_dir / binary),
+            "--node-name",
+            self.rec.node,
+            "--nvidia-driver-root",
+            str(self.overlay),
+            "--container-driver-root",
+            str(self.overlay),
+            "--cdi-root",
+            str(cdi),
+            "--kubelet-plugins-directory-path",
+            str(plugins),
+            "--kubelet-registrar-directory-path",
+            str(registry),
+            "--kubeconfig",
+            str(kubeconfig),
+            "--healthcheck-port",
+            "-1",
+            "--nvidia-cdi-hook-path",
+            str(self.rec.bin_dir / "nvidia-cdi-hook"),
         ]
         if binary == "gpu-kubelet-plugin":
             # the image only goes into pod templates; nothing the plugin publishes names it
-            command += ["--image-name", "registry.invalid/recorded:none",
-                        "--feature-gates", "NVMLDeviceHealthCheck=true"]
+            command += [
+                "--image-name",
+                "registry.invalid/recorded:none",
+                "--feature-gates",
+                "NVMLDeviceHealthCheck=true",
+            ]
         # pcieRoot comes from the PCI functions at the kernel's fixed path
         argv = _in_namespace(
-            [(self.overlay / "sys" / "bus" / "pci", "/sys/bus/pci"),
-             (self.overlay / "sys" / "devices", "/sys/devices")],
+            [
+                (self.overlay / "sys" / "bus" / "pci", "/sys/bus/pci"),
+                (self.overlay / "sys" / "devices", "/sys/devices"),
+            ],
             command,
         )
         env = {**self.env, "ALT_PROC_DEVICES_PATH": str(self.overlay / "imex" / "proc-devices")}
@@ -296,8 +363,10 @@ class _Session:
         result: dict[str, Any] = {}
         with _process(argv, env, log):
             result["slices"] = _wait(
-                f"{binary}'s ResourceSlices", lambda: self._slices(kube, driver),
-                self.rec.timeout, log,
+                f"{binary}'s ResourceSlices",
+                lambda: self._slices(kube, driver),
+                self.rec.timeout,
+                log,
             )
             time.sleep(SETTLE)
             result["slices"] = self._slices(kube, driver)
@@ -306,15 +375,20 @@ class _Session:
                 result["xid79"] = _wait(
                     f"{binary}'s reaction to an Xid",
                     lambda: (s := self._slices(kube, driver)) != result["slices"] and s,
-                    self.rec.timeout, log,
+                    self.rec.timeout,
+                    log,
                 )
                 time.sleep(SETTLE)
                 result["xid79"] = self._slices(kube, driver)
                 self.reset()
-        for item in kube.list("/apis/resource.k8s.io/v1/resourceslices",
-                              field=f"spec.nodeName={self.rec.node}"):
-            kube.request("DELETE", f"/apis/resource.k8s.io/v1/resourceslices/{item['metadata']['name']}",
-                         ok_missing=True)
+        for item in kube.list(
+            "/apis/resource.k8s.io/v1/resourceslices", field=f"spec.nodeName={self.rec.node}"
+        ):
+            kube.request(
+                "DELETE",
+                f"/apis/resource.k8s.io/v1/resourceslices/{item['metadata']['name']}",
+                ok_missing=True,
+            )
         return result
 
 
@@ -343,7 +417,9 @@ def _write_kubeconfig(kube: Kube, path: Path) -> None:
     if creds.cert_file and creds.key_file:
         user["client-certificate"], user["client-key"] = creds.cert_file, creds.key_file
     doc = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "rec",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "rec",
         "clusters": [{"name": "rec", "cluster": cluster}],
         "users": [{"name": "rec", "user": user}],
         "contexts": [{"name": "rec", "context": {"cluster": "rec", "user": "rec"}}],
@@ -409,8 +485,11 @@ def _ensure_node(kube: Kube, node: str) -> None:
     """The recorded node's Node object (the DRA driver's slices are owned by it)."""
     kube.apply(
         f"/api/v1/nodes/{node}",
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node,
-         "labels": {"kubernetes.io/hostname": node}}},
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node}},
+        },
     )
 
 
