@@ -10,11 +10,14 @@ same object for another node by replacing each fact where it occurs as a whole v
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nvml_mock_engine.config import resolve_config
+from nvml_mock_engine.config import EngineConfig, resolve_config
+from nvml_mock_engine.profiles import FabricDefaults
 from nvml_mock_engine.render import derive_gpu
 
 __all__ = ["Fabric", "Identity", "node_identity", "rewrite"]
@@ -70,20 +73,30 @@ class Identity:
         )
 
 
+@functools.lru_cache(maxsize=64)
+def _base_config(profile: str, count: int) -> EngineConfig:
+    """The engine's config of a profile, resolved once (a fleet has thousands of nodes)."""
+    return resolve_config(profile=profile, count=count, node="identity-base")
+
+
+@functools.lru_cache(maxsize=16384)
 def node_identity(profile: str, node: str, count: int, fabric: Fabric | None) -> Identity:
-    """The identity the engine gives ``node``: the same call a real mock node's staging makes.
+    """The identity the engine gives ``node``: the derivation a real mock node's staging runs.
 
     A fabric-attached board outside any clique keeps its profile's fabric identity, as a
     real mock node without a topology entry does; a board without fabric has none.
     """
-    file_data: dict[str, object] = {}
-    if fabric is not None:
-        file_data["fabric"] = {"cluster_uuid": fabric.cluster_uuid, "clique_id": fabric.clique_id}
-    config = resolve_config(profile=profile, count=count, node=node, file_data=file_data)
-    if config.fabric is None:
+    base = _base_config(profile, count)
+    engine_fabric: FabricDefaults | None = None
+    if base.fabric is None:
         fabric = None
     elif fabric is None:
-        fabric = Fabric(config.fabric.cluster_uuid, config.fabric.clique_id)
+        engine_fabric = base.fabric
+        fabric = Fabric(base.fabric.cluster_uuid, base.fabric.clique_id)
+    else:
+        fabric = Fabric(fabric.cluster_uuid.lower(), fabric.clique_id)
+        engine_fabric = FabricDefaults(fabric.cluster_uuid, fabric.clique_id)
+    config = dataclasses.replace(base, node=node, fabric=engine_fabric)
     gpus = [derive_gpu(config, index) for index in range(count)]
     return Identity(
         node=node,
