@@ -22,13 +22,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from nvml_mock_engine._version import __version__ as engine_version
 from nvml_mock_engine.config import resolve_config
 
 from nvml_mock_kwok.buildinfo import read_build
@@ -468,7 +468,7 @@ def record_variant(rec: Recording) -> dict[str, Any]:
             "mig": rec.mig,
             "identity": session.identity.to_data(),
             "components": component_versions(rec.bin_dir, names),
-            "recordedWith": {"nvml-mock-engine": engine_version},
+            "recordedWith": {"nvml-mock-engine": version("nvml-mock-engine")},
             "devicePlugin": dp,
             "gfd": gfd,
             "resourceSlices": slices,
