@@ -22,10 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib.metadata import version
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Final
 
