@@ -23,6 +23,7 @@ PACKAGES = {
     "nvml_mock_nri": ("nvml_mock_nri.errors", "NriPluginError"),
     "check_fabric": ("check_fabric.errors", "CheckFabricError"),
     "nvml_mock_exporter": ("nvml_mock_exporter.errors", "ExporterError"),
+    "nvml_mock_kwok": ("nvml_mock_kwok.errors", "KwokError"),
 }
 SAME_MEANING = {
     "ConfigError": "a setting or config value is invalid (exit 3), in every command",

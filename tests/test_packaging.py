@@ -43,6 +43,7 @@ def test_every_package_is_found() -> None:
         "nri-plugin",
         "check-fabric",
         "exporter",
+        "kwok",
     }
 
 
