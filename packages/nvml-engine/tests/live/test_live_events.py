@@ -481,6 +481,8 @@ def test_a_blocked_waiter_learns_of_a_loss_without_an_event(
     waiter.join(10)
     assert outcome == ["lost"]
     layer.clear(1, ["gpu_lost"])
+
+
 FLOODER = textwrap.dedent(
     """
     import ctypes, os, sys, time
