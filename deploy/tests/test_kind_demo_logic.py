@@ -175,7 +175,13 @@ def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> Non
     execs = [c for c in calls if c[0] == "kubectl" and "exec" in c]
     agents = [c for c in execs if "gpu-agent-new-" in " ".join(c)]
     stagers = [c for c in execs if "nvml-mock-stager-" in " ".join(c)]
-    assert len(agents) == 8 and len(stagers) == 4 and len(execs) == 12
+    others = [c for c in execs if c not in agents and c not in stagers]
+    assert len(agents) == 8 and len(stagers) == 4, execs
+    # the rest are the metrics act's: its Prometheus and the staging pods it injects faults in
+    assert all(
+        "deployment/demo-prometheus" in c or any(a.startswith("nvml-mock-stage-") for a in c)
+        for c in others
+    ), others
     for node in WORKERS:  # each node's own nvidia-smi, in its staging pod
         assert f"    {node}: 4242, 20480 MiB" in result.stdout
 
