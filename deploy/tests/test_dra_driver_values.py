@@ -81,7 +81,7 @@ def test_the_kubelet_plugins_opt_in_to_the_driver_surfaces(render: RenderFn) -> 
     allowed = env["NVML_MOCK_DEVICE_NAMESPACES"].split(",")
     dra_namespace = "nvidia-dra-driver-gpu"  # the demo's DRA_NAMESPACE and the README's
     assert dra_namespace in allowed
-    assert f'DRA_NAMESPACE:-{dra_namespace}' in DRA_ACT.read_text()
+    assert f"DRA_NAMESPACE:-{dra_namespace}" in DRA_ACT.read_text()
 
 
 def test_nvidias_chart_renders_onto_the_mock() -> None:

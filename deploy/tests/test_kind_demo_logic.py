@@ -263,7 +263,8 @@ def test_records_are_asked_for_again_once_the_holders_are_gone(
 ) -> None:
     result, calls = run(fake_tools)
     assert result.returncode == 0, result.stderr
-    deleted = calls.index(next(c for c in calls if c[-3:] == ["daemonset", "gpu-holder", "--wait=true"]))
+    delete = ["daemonset", "gpu-holder", "--wait=true"]
+    deleted = calls.index(next(c for c in calls if c[-3:] == delete))
     after = [c for c in calls[deleted:] if "--query-compute-apps=pid,used_memory" in c]
     assert len(after) == len(WORKERS)
     assert f"    {WORKERS[3]}: no compute process" in result.stdout

@@ -92,7 +92,9 @@ def test_the_real_nodes_identity_is_the_engines_derivation() -> None:
     assert spelled == REAL["identity"]["busIds"]
 
 
-@pytest.mark.parametrize(("other", "clique_changes"), [("kwok-gpu-00000", False), ("kwok-gpu-00002", True)])
+@pytest.mark.parametrize(
+    ("other", "clique_changes"), [("kwok-gpu-00000", False), ("kwok-gpu-00002", True)]
+)
 def test_a_fake_node_beside_it_differs_only_in_what_names_a_node(
     other: str, clique_changes: bool
 ) -> None:
