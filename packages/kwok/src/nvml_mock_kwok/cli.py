@@ -336,11 +336,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             with_stages=not args.no_stages,
         )
         logger.info(
-            "applied %d node(s), %d slice(s), %d stage(s) in %.1fs",
+            "applied %d node(s) (all written at %.1fs), %d slice(s), %d stage(s) in %.1fs; "
+            "%d object(s) made, the rest converged",
             result.nodes,
+            result.nodes_seconds,
             result.slices,
             result.stages,
             result.seconds,
+            result.created,
         )
         return EXIT_OK
     from nvml_mock_kwok.controller import Controller
