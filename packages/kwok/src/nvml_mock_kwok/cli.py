@@ -132,6 +132,14 @@ def _parser() -> argparse.ArgumentParser:
     _fleet_flags(app)
     _kube_flags(app)
     app.add_argument("--no-stages", action="store_true", help="leave the Stages out")
+    app.add_argument(
+        "--slices-after-ready",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="write the slices once KWOK has made every node Ready (waiting at most SECONDS; "
+        "default 0: right after the nodes)",
+    )
     dele = verbs.add_parser("delete", help="delete every fake node and slice made here")
     _kube_flags(dele)
     ctl = verbs.add_parser("controller", help="play the topology service's scenarios")
@@ -334,7 +342,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             options,
             workers=args.workers,
             with_stages=not args.no_stages,
+            slices_after_ready=args.slices_after_ready,
         )
+        if result.ready_seconds is not None:
+            logger.info("every node Ready at %.1fs", result.ready_seconds)
         logger.info(
             "applied %d node(s) (all written at %.1fs), %d slice(s), %d stage(s) in %.1fs; "
             "%d object(s) made, the rest converged",

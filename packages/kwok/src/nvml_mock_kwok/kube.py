@@ -157,10 +157,17 @@ class Kube:
         content_type: str = "application/json",
         query: Mapping[str, str] | None = None,
         ok_missing: bool = False,
+        accept: str = "application/json",
     ) -> Any:
         """One request; the decoded JSON reply (None for a 404 when ``ok_missing``)."""
         return self.exchange(
-            method, path, body, content_type=content_type, query=query, ok_missing=ok_missing
+            method,
+            path,
+            body,
+            content_type=content_type,
+            query=query,
+            ok_missing=ok_missing,
+            accept=accept,
         )[1]
 
     def exchange(
@@ -173,11 +180,12 @@ class Kube:
         query: Mapping[str, str] | None = None,
         ok_missing: bool = False,
         ok_conflict: bool = False,
+        accept: str = "application/json",
     ) -> tuple[int, Any]:
         """One request; its HTTP status and decoded JSON reply. A 404 (``ok_missing``) or a
         409 (``ok_conflict``) is returned, not raised: the caller decides what it means."""
         target = path + ("?" + urlencode(query) if query else "")
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         if self.credentials.token:
             headers["Authorization"] = f"Bearer {self.credentials.token}"
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
