@@ -332,7 +332,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         objects = _objects(fleet, truths, options, not args.no_stages)
         _write(yaml.safe_dump_all(objects, sort_keys=False), args.output)
         return EXIT_OK
-    kube = _kube(args)
+    with _kube(args) as kube:
+        return _in_cluster(args, kube, fleet, truths, options)
+
+
+def _in_cluster(
+    args: argparse.Namespace,
+    kube: Kube,
+    fleet: Fleet,
+    truths: dict[str, Truth],
+    options: NodeOptions,
+) -> int:
+    """``apply`` or ``controller`` on one API server client, closed by the caller."""
     if args.verb == "apply":
         from nvml_mock_kwok.apply import apply_fleet
 
@@ -376,6 +387,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         controller.run()
     except KeyboardInterrupt:
         controller.stop()
+    finally:
+        service.close()
     return EXIT_OK
 
 
