@@ -101,10 +101,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             try:
                 if kube.request("GET", "/apis/resource.k8s.io/v1", ok_missing=True):
                     break
-            except Exception:  # noqa: BLE001 - still starting
+            except Exception:  # still starting
                 pass
             if api.poll() is not None:
-                pytest.fail("kube-apiserver exited: " + (root / "apiserver.log").read_text()[-2000:])
+                log = (root / "apiserver.log").read_text()
+                pytest.fail(f"kube-apiserver exited: {log[-2000:]}")
             time.sleep(0.5)
         else:
             pytest.fail("kube-apiserver did not serve resource.k8s.io/v1 within 120 s")

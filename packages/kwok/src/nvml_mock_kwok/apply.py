@@ -93,7 +93,7 @@ def ready_nodes(kube: Kube) -> set[str]:
     try:
         name_at, status_at = columns.index("Name"), columns.index("Status")
     except ValueError as exc:
-        raise KwokError(f"the API server's node table has no Name/Status column: {columns}") from exc
+        raise KwokError(f"the API server's node table lacks Name or Status: {columns}") from exc
     return {
         str(row["cells"][name_at])
         for row in table.get("rows") or ()
