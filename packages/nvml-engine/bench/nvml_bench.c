@@ -3,8 +3,9 @@
  * function call in the same run so the figures can be compared across machines.
  *
  *   nvml_bench LIBRARY [ITERATIONS]
- *   nvml_bench LIBRARY --wakeups         an Xid reaching a waiter blocked in another process
- *                                        beside a pipe's wake-up, quiet and with 2 busy loops
+ *   nvml_bench LIBRARY --wakeups [ROUNDS] an Xid reaching a waiter blocked in another process
+ *                                        beside a pipe's wake-up, ROUNDS (6) rounds quiet and
+ *                                        as many with 2 busy loops, the order alternating
  *   nvml_bench LIBRARY --startup STATE   init + enumerate of a staged node (its live layer
  *                                        mapped), beside the same number of empty calls
  *
@@ -339,10 +340,17 @@ static struct stats ping_latency(void *live, int through_nvml, nvmlDevice_t devi
 
 #define XID_PINGS 500
 
+/* A wake-up's figures: the waiter's (write started -> waiter running again) and the
+ * writer's own share (write started -> the write call returned). */
+struct wake_stats {
+    struct stats wake;
+    struct stats writer;
+};
+
 /* An Xid written to the ring reaching a waiter already blocked in nvmlEventSetWait_v2 in
  * another process: the child stamps each event as it returns; the parent writes the next
  * only after the child acknowledged the last (so every wait starts blocked). */
-static struct stats xid_latency(void *live)
+static struct wake_stats xid_latency(void *live)
 {
     struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     atomic_store(&shared->seen, 0);
@@ -367,6 +375,7 @@ static struct stats xid_latency(void *live)
         _exit(0);
     }
     static double samples[XID_PINGS];
+    static double writer[XID_PINGS];
     while (atomic_load(&shared->word) != 1) {
     }
     for (uint64_t k = 1; k <= XID_PINGS; k++) {
@@ -374,6 +383,7 @@ static struct stats xid_latency(void *live)
         nanosleep(&settle, NULL);
         double t0 = now_ns();
         api.live_event(live, LIVE_TOTAL_BYTES, 2, nvmlEventTypeXidCriticalError, k);
+        writer[k - 1] = now_ns() - t0;
         while (atomic_load(&shared->seen) != k) {
         }
         samples[k - 1] = atomic_load(&shared->seen_at) - t0;
@@ -385,7 +395,7 @@ static struct stats xid_latency(void *live)
         fprintf(stderr, "the event waiter failed\n");
         exit(1);
     }
-    return summarize(samples, XID_PINGS);
+    return (struct wake_stats){summarize(samples, XID_PINGS), summarize(writer, XID_PINGS)};
 }
 
 static void print_row(const char *name, struct stats s, struct stats base);
@@ -466,11 +476,13 @@ static int measure_records(size_t batches, void *live)
 }
 
 /* The baseline for a blocked waiter: the same handshake through a pipe, the child blocked in
- * read(2) in another process, stamping each byte as it arrives. */
-static struct stats pipe_latency(void)
+ * read(2) in another process, stamping each byte as it arrives. The child is forked from the
+ * same initialised parent as the Xid waiter and says it is ready the same way. */
+static struct wake_stats pipe_latency(void)
 {
     struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     atomic_store(&shared->seen, 0);
+    atomic_store(&shared->word, 0);
     int fds[2];
     if (pipe(fds) != 0) {
         perror("pipe");
@@ -479,6 +491,7 @@ static struct stats pipe_latency(void)
     pid_t pid = fork();
     if (pid == 0) {
         close(fds[1]);
+        atomic_store(&shared->word, 1); /* ready */
         for (uint64_t k = 1; k <= XID_PINGS; k++) {
             char b;
             if (read(fds[0], &b, 1) != 1) {
@@ -491,6 +504,9 @@ static struct stats pipe_latency(void)
     }
     close(fds[0]);
     static double samples[XID_PINGS];
+    static double writer[XID_PINGS];
+    while (atomic_load(&shared->word) != 1) {
+    }
     for (uint64_t k = 1; k <= XID_PINGS; k++) {
         struct timespec settle = {0, 200000}; /* the child is back in its read */
         nanosleep(&settle, NULL);
@@ -499,6 +515,7 @@ static struct stats pipe_latency(void)
             perror("write");
             exit(1);
         }
+        writer[k - 1] = now_ns() - t0;
         while (atomic_load(&shared->seen) != k) {
         }
         samples[k - 1] = atomic_load(&shared->seen_at) - t0;
@@ -506,7 +523,7 @@ static struct stats pipe_latency(void)
     close(fds[1]);
     waitpid(pid, NULL, 0);
     munmap(shared, sizeof(struct ping));
-    return summarize(samples, XID_PINGS);
+    return (struct wake_stats){summarize(samples, XID_PINGS), summarize(writer, XID_PINGS)};
 }
 
 /* `n` processes spinning at the bench's own priority (the load of the "loaded" rows). */
@@ -529,24 +546,39 @@ static void busy_stop(pid_t *pids, int n)
     }
 }
 
-/* Xid -> blocked waiter beside a pipe wake-up, quiet and with two busy loops, the two
- * alternating three times so that both see the same machine. */
-static int measure_wakeups(void *live)
+/* Xid -> blocked waiter beside a pipe wake-up, `rounds` rounds quiet and as many with two
+ * busy loops; in each round both run 500 wake-ups, in alternating order (the pipe first in
+ * even rounds), so that both see the same machine. Each row: the round's load average, the
+ * waiter's p50 / p99 for both, and the writer's own p99 (the write call, before the waiter
+ * can run). */
+static int measure_wakeups(void *live, int rounds)
 {
     if (api.init() != NVML_SUCCESS) {
         fprintf(stderr, "nvmlInit_v2 failed\n");
         return -1;
     }
+    printf("%-12s %5s %6s %9s %9s %9s %9s %9s %9s %7s\n", "case", "round", "load1", "Xid p50", "Xid p99",
+           "pipe p50", "pipe p99", "Xid wr99", "pipe wr99", "p99 x");
     for (int busy = 0; busy <= 2; busy += 2) {
         pid_t pids[2];
         busy_start(pids, busy);
-        for (int round = 0; round < 3; round++) {
-            struct stats pipe_s = pipe_latency();
-            struct stats xid = xid_latency(live);
-            char name[80];
-            snprintf(name, sizeof(name), "Xid vs pipe -> blocked waiter (us), %s", busy ? "2 busy loops" : "quiet");
-            printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", name, xid.p50 / 1e3, xid.p99 / 1e3, pipe_s.p50 / 1e3,
-                   pipe_s.p99 / 1e3, xid.p99 / pipe_s.p99);
+        for (int round = 0; round < rounds; round++) {
+            struct wake_stats pipe_s;
+            struct wake_stats xid;
+            if (round % 2 == 0) {
+                pipe_s = pipe_latency();
+                xid = xid_latency(live);
+            } else {
+                xid = xid_latency(live);
+                pipe_s = pipe_latency();
+            }
+            double load = 0;
+            getloadavg(&load, 1);
+            printf("%-12s %5d %6.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %6.1fx\n", busy ? "2 busy loops" : "quiet",
+                   round + 1, load, xid.wake.p50 / 1e3, xid.wake.p99 / 1e3, pipe_s.wake.p50 / 1e3,
+                   pipe_s.wake.p99 / 1e3, xid.writer.p99 / 1e3, pipe_s.writer.p99 / 1e3,
+                   xid.wake.p99 / pipe_s.wake.p99);
+            fflush(stdout);
         }
         busy_stop(pids, busy);
     }
@@ -678,7 +710,7 @@ static int measure(size_t batches, void *live, enum phase phase)
     }
     if (phase == PHASE_FAULT) {
         struct stats plain = ping_latency(live, 0, devices[0]);
-        struct stats xid = xid_latency(live);
+        struct stats xid = xid_latency(live).wake;
         printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", "Xid -> blocked waiter, another process (us)",
                xid.p50 / 1e3, xid.p99 / 1e3, plain.p50 / 1e3, plain.p99 / 1e3, xid.p50 / plain.p50);
     }
@@ -699,12 +731,16 @@ static int measure(size_t batches, void *live, enum phase phase)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS | --wakeups | --startup STATE]\n", argv[0]);
+        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS | --wakeups [ROUNDS] | --startup STATE]\n", argv[0]);
         return 2;
     }
     const char *startup = argc > 3 && strcmp(argv[2], "--startup") == 0 ? argv[3] : NULL;
     unsigned int startup_gpus = 0;
     int wakeups = argc > 2 && strcmp(argv[2], "--wakeups") == 0;
+    int wake_rounds = wakeups && argc > 3 ? atoi(argv[3]) : 6;
+    if (wake_rounds < 1) {
+        wake_rounds = 1;
+    }
     size_t iterations = argc > 2 && startup == NULL && !wakeups ? strtoull(argv[2], NULL, 10) : 2000000;
     size_t batches = iterations / BATCH > 10 ? iterations / BATCH : 10;
 
@@ -749,8 +785,8 @@ int main(int argc, char **argv)
         snprintf(live_path, sizeof(live_path), "%s.live", path);
         setenv("MOCK_NVML_LIVE", live_path, 1);
         void *live = write_live(live_path);
-        printf("%-44s %9s %9s %9s %9s %8s\n", "case", "p50", "p99", "pipe p50", "pipe p99", "p99 ratio");
-        int rc = measure_wakeups(live) != 0;
+        printf("wake-up latency in us (TMPDIR=%s holds the live file)\n", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+        int rc = measure_wakeups(live, wake_rounds) != 0;
         unlink(live_path);
         unlink(path);
         return rc;

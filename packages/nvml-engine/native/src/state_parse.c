@@ -615,6 +615,8 @@ static pthread_once_t sort_once = PTHREAD_ONCE_INIT;
 _Static_assert(HASH_SLOTS >= 2u * MAX_KEYS && (HASH_SLOTS & (HASH_SLOTS - 1u)) == 0, "hash table too small");
 static uint16_t hash_sys[HASH_SLOTS];
 static uint16_t hash_gpu[HASH_SLOTS];
+static uint8_t name_len_sys[NSYS]; /* strlen of each sorted key's name */
+static uint8_t name_len_gpu[NGPU];
 
 /* djb2, one step per key character (parse_kv folds it into its character check). */
 #define KEY_HASH_SEED 5381u
@@ -634,9 +636,10 @@ static int cmp_def(const void *a, const void *b)
     return strcmp((*(const struct key_def *const *)a)->name, (*(const struct key_def *const *)b)->name);
 }
 
-static void hash_table(const struct key_def *const *tab, size_t n, uint16_t *slots)
+static void hash_table(const struct key_def *const *tab, size_t n, uint16_t *slots, uint8_t *lens)
 {
     for (size_t i = 0; i < n; i++) {
+        lens[i] = (uint8_t)strlen(tab[i]->name);
         uint32_t at = key_hash(tab[i]->name, strlen(tab[i]->name)) & (HASH_SLOTS - 1u);
         while (slots[at] != 0) {
             at = (at + 1u) & (HASH_SLOTS - 1u);
@@ -655,18 +658,19 @@ static void sort_tables(void)
     }
     qsort(sorted_sys, NSYS, sizeof(sorted_sys[0]), cmp_def);
     qsort(sorted_gpu, NGPU, sizeof(sorted_gpu[0]), cmp_def);
-    hash_table(sorted_sys, NSYS, hash_sys);
-    hash_table(sorted_gpu, NGPU, hash_gpu);
+    hash_table(sorted_sys, NSYS, hash_sys, name_len_sys);
+    hash_table(sorted_gpu, NGPU, hash_gpu, name_len_gpu);
 }
 
 /* The sorted index of the key key[0..len) whose hash is `h`, or -1. */
-static int find_key_hashed(const struct key_def *const *tab, const uint16_t *slots, const char *key, size_t len,
-                           uint32_t h)
+static int find_key_hashed(const struct key_def *const *tab, const char *key, size_t len, uint32_t h)
 {
+    const uint16_t *slots = tab == sorted_sys ? hash_sys : hash_gpu;
+    const uint8_t *lens = tab == sorted_sys ? name_len_sys : name_len_gpu;
     for (uint32_t at = h & (HASH_SLOTS - 1u); slots[at] != 0; at = (at + 1u) & (HASH_SLOTS - 1u)) {
-        const char *name = tab[slots[at] - 1u]->name;
-        if (strncmp(name, key, len) == 0 && name[len] == '\0') { /* never past the name's NUL */
-            return (int)(slots[at] - 1u);
+        unsigned int i = slots[at] - 1u;
+        if (lens[i] == len && memcmp(tab[i]->name, key, len) == 0) {
+            return (int)i;
         }
     }
     return -1;
@@ -677,7 +681,7 @@ static int find_key(const struct key_def *const *tab, size_t n, const char *key)
 {
     (void)n;
     size_t len = strlen(key);
-    return find_key_hashed(tab, tab == sorted_sys ? hash_sys : hash_gpu, key, len, key_hash(key, len));
+    return find_key_hashed(tab, key, len, key_hash(key, len));
 }
 
 enum section { SEC_NONE, SEC_SYSTEM, SEC_GPU };
@@ -843,7 +847,7 @@ static int parse_kv(struct parser *p, const char *line, size_t n, struct section
     if (sc->kind == SEC_NONE) {
         return fail(p, "key '%.*s' outside a section", klen, line);
     }
-    int idx = find_key_hashed(sc->tab, sc->tab == sorted_sys ? hash_sys : hash_gpu, line, eq, h);
+    int idx = find_key_hashed(sc->tab, line, eq, h);
     if (idx < 0) {
         return 0; /* unknown keys are ignored for forward compatibility */
     }
