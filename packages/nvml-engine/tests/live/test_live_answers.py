@@ -68,7 +68,9 @@ def test_every_kept_answer_moves_with_the_next_write(pynvml: Any, live_state: Pa
         assert used(pynvml, handle) == 3 * GiB
 
 
-def test_a_write_on_another_gpu_leaves_this_ones_answers_right(pynvml: Any, layer: LiveLayer) -> None:
+def test_a_write_on_another_gpu_leaves_this_ones_answers_right(
+    pynvml: Any, layer: LiveLayer
+) -> None:
     pynvml.nvmlInit()
     first, second = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
     layer.set(0, {"memory_used_bytes": 2 * GiB})
@@ -98,7 +100,9 @@ def test_a_record_repaired_without_a_generation_bump_answers_the_board_again(
     assert pynvml.nvmlDeviceGetUtilizationRates(handle).gpu == 0
 
 
-def test_an_armed_value_counts_every_call_and_applies_once_fired(pynvml: Any, layer: LiveLayer) -> None:
+def test_an_armed_value_counts_every_call_and_applies_once_fired(
+    pynvml: Any, layer: LiveLayer
+) -> None:
     """An armed key's trigger counts reads of it: an answer kept across calls would hide
     them, so armed keys are read on every call."""
     pynvml.nvmlInit()
