@@ -4,8 +4,9 @@
  *
  *   nvml_bench LIBRARY [ITERATIONS]
  *   nvml_bench LIBRARY --wakeups [ROUNDS] an Xid reaching a waiter blocked in another process
- *                                        beside a pipe's wake-up, ROUNDS (6) rounds quiet and
- *                                        as many with 2 busy loops, the order alternating
+ *                                        beside a pipe's and a bare futex's wake-up, ROUNDS (6)
+ *                                        rounds quiet and as many with 2 busy loops, the order
+ *                                        rotating
  *   nvml_bench LIBRARY --startup STATE   init + enumerate of a staged node (its live layer
  *                                        mapped), beside the same number of empty calls
  *
@@ -36,7 +37,10 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -526,6 +530,47 @@ static struct wake_stats pipe_latency(void)
     return (struct wake_stats){summarize(samples, XID_PINGS), summarize(writer, XID_PINGS)};
 }
 
+/* The kernel's part of an Xid's path alone: the same handshake through a bare FUTEX_WAKE on
+ * a word of a shared file mapping (a non-private futex, as the live file's), the child
+ * blocked in FUTEX_WAIT on it. Xid minus this is what the library adds. */
+static struct wake_stats futex_latency(uint32_t *word)
+{
+    struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_store(&shared->seen, 0);
+    atomic_store(&shared->word, 0);
+    __atomic_store_n(word, 0u, __ATOMIC_RELEASE);
+    pid_t pid = fork();
+    if (pid == 0) {
+        atomic_store(&shared->word, 1); /* ready */
+        for (uint32_t k = 1; k <= XID_PINGS; k++) {
+            while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != k) {
+                syscall(SYS_futex, word, FUTEX_WAIT, k - 1u, NULL, NULL, 0);
+            }
+            atomic_store(&shared->seen_at, now_ns());
+            atomic_store(&shared->seen, k);
+        }
+        _exit(0);
+    }
+    static double samples[XID_PINGS];
+    static double writer[XID_PINGS];
+    while (atomic_load(&shared->word) != 1) {
+    }
+    for (uint32_t k = 1; k <= XID_PINGS; k++) {
+        struct timespec settle = {0, 200000}; /* the child is back in its wait */
+        nanosleep(&settle, NULL);
+        double t0 = now_ns();
+        __atomic_store_n(word, k, __ATOMIC_RELEASE);
+        syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        writer[k - 1] = now_ns() - t0;
+        while (atomic_load(&shared->seen) != k) {
+        }
+        samples[k - 1] = atomic_load(&shared->seen_at) - t0;
+    }
+    waitpid(pid, NULL, 0);
+    munmap(shared, sizeof(struct ping));
+    return (struct wake_stats){summarize(samples, XID_PINGS), summarize(writer, XID_PINGS)};
+}
+
 /* `n` processes spinning at the bench's own priority (the load of the "loaded" rows). */
 static void busy_start(pid_t *pids, int n)
 {
@@ -546,37 +591,35 @@ static void busy_stop(pid_t *pids, int n)
     }
 }
 
-/* Xid -> blocked waiter beside a pipe wake-up, `rounds` rounds quiet and as many with two
- * busy loops; in each round both run 500 wake-ups, in alternating order (the pipe first in
- * even rounds), so that both see the same machine. Each row: the round's load average, the
- * waiter's p50 / p99 for both, and the writer's own p99 (the write call, before the waiter
- * can run). */
-static int measure_wakeups(void *live, int rounds)
+/* Xid -> blocked waiter beside a pipe wake-up and a bare futex wake-up, `rounds` rounds quiet
+ * and as many with two busy loops; in each round each runs 500 wake-ups, in an order that
+ * rotates from round to round, so that all see the same machine. Each row: the round's load
+ * average, the waiter's p50 / p99 for each, and the writers' own p99 (the write call, before
+ * the waiter can run). `word` is a word of a shared file mapping for the bare futex. */
+static int measure_wakeups(void *live, uint32_t *word, int rounds)
 {
     if (api.init() != NVML_SUCCESS) {
         fprintf(stderr, "nvmlInit_v2 failed\n");
         return -1;
     }
-    printf("%-12s %5s %6s %9s %9s %9s %9s %9s %9s %7s\n", "case", "round", "load1", "Xid p50", "Xid p99",
-           "pipe p50", "pipe p99", "Xid wr99", "pipe wr99", "p99 x");
+    printf("%-12s %5s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %6s\n", "case", "round", "load1", "Xid p50",
+           "Xid p99", "pipe p50", "pipe p99", "futex50", "futex99", "Xid wr99", "pipe w99", "ftx w99", "p99 x");
     for (int busy = 0; busy <= 2; busy += 2) {
         pid_t pids[2];
         busy_start(pids, busy);
         for (int round = 0; round < rounds; round++) {
-            struct wake_stats pipe_s;
-            struct wake_stats xid;
-            if (round % 2 == 0) {
-                pipe_s = pipe_latency();
-                xid = xid_latency(live);
-            } else {
-                xid = xid_latency(live);
-                pipe_s = pipe_latency();
+            struct wake_stats got[3] = {0};
+            for (int i = 0; i < 3; i++) {
+                int which = (round + i) % 3;
+                got[which] = which == 0 ? pipe_latency() : which == 1 ? futex_latency(word) : xid_latency(live);
             }
+            struct wake_stats pipe_s = got[0], ftx = got[1], xid = got[2];
             double load = 0;
             getloadavg(&load, 1);
-            printf("%-12s %5d %6.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %6.1fx\n", busy ? "2 busy loops" : "quiet",
-                   round + 1, load, xid.wake.p50 / 1e3, xid.wake.p99 / 1e3, pipe_s.wake.p50 / 1e3,
-                   pipe_s.wake.p99 / 1e3, xid.writer.p99 / 1e3, pipe_s.writer.p99 / 1e3,
+            printf("%-12s %5d %6.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %5.1fx\n",
+                   busy ? "2 busy loops" : "quiet", round + 1, load, xid.wake.p50 / 1e3, xid.wake.p99 / 1e3,
+                   pipe_s.wake.p50 / 1e3, pipe_s.wake.p99 / 1e3, ftx.wake.p50 / 1e3, ftx.wake.p99 / 1e3,
+                   xid.writer.p99 / 1e3, pipe_s.writer.p99 / 1e3, ftx.writer.p99 / 1e3,
                    xid.wake.p99 / pipe_s.wake.p99);
             fflush(stdout);
         }
@@ -786,7 +829,21 @@ int main(int argc, char **argv)
         setenv("MOCK_NVML_LIVE", live_path, 1);
         void *live = write_live(live_path);
         printf("wake-up latency in us (TMPDIR=%s holds the live file)\n", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-        int rc = measure_wakeups(live, wake_rounds) != 0;
+        char word_path[4200];
+        snprintf(word_path, sizeof(word_path), "%s.futex", path);
+        int wfd = open(word_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        uint32_t *word = wfd >= 0 && ftruncate(wfd, 4096) == 0
+                             ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, wfd, 0)
+                             : MAP_FAILED;
+        if (wfd >= 0) {
+            close(wfd);
+        }
+        if (word == MAP_FAILED) {
+            perror(word_path);
+            return 1;
+        }
+        int rc = measure_wakeups(live, word, wake_rounds) != 0;
+        unlink(word_path);
         unlink(live_path);
         unlink(path);
         return rc;
