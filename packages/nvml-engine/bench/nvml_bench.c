@@ -40,6 +40,7 @@
 #include <linux/futex.h>
 #include <limits.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -541,6 +542,7 @@ static struct wake_stats futex_latency(uint32_t *word)
     __atomic_store_n(word, 0u, __ATOMIC_RELEASE);
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         atomic_store(&shared->word, 1); /* ready */
         for (uint32_t k = 1; k <= XID_PINGS; k++) {
             while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != k) {
@@ -577,6 +579,7 @@ static void busy_start(pid_t *pids, int n)
     for (int i = 0; i < n; i++) {
         pids[i] = fork();
         if (pids[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a bench that was killed */
             for (volatile unsigned long x = 0;; x++) {
             }
         }
