@@ -214,7 +214,7 @@ class Injector:
         self._hold_until = time.monotonic() + hold
         identity.hold_note = f"CreateContainer is held up to {hold:.2f}s after start for it"
 
-    async def _await_identity(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
+    def _await_identity(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
         """The start-up hold: wait for the first identity while the window is open."""
         identity = self.identity
         if identity is None or identity.snapshot.status is not Status.UNKNOWN:
@@ -222,7 +222,7 @@ class Injector:
         if self._hold_until is None:
             return
         remaining = self._hold_until - time.monotonic()
-        if await identity.wait_known(remaining):
+        if identity.wait_known(remaining):
             return
         if not self._hold_reported:
             self._hold_reported = True
@@ -276,7 +276,7 @@ class Injector:
 
     # -- CreateContainer -----------------------------------------------------
 
-    async def create_container(
+    def create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> api_pb2.CreateContainerResponse:
         """The adjustment for one new container. Raises only :class:`UnknownDeviceError`
@@ -287,7 +287,7 @@ class Injector:
         started = time.perf_counter()
         self.metrics.in_flight.inc()
         try:
-            return await self._create_container(pod, container)
+            return self._create_container(pod, container)
         except UnknownDeviceError as exc:
             self.metrics.unknown_devices_refused.inc()
             logger.warning(
@@ -308,10 +308,10 @@ class Injector:
             self.metrics.latency.observe(time.perf_counter() - started)
             self.state.end(token)
 
-    async def _create_container(
+    def _create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> api_pb2.CreateContainerResponse:
-        await self._await_identity(pod, container)
+        self._await_identity(pod, container)
         policy = self.policy
         identity: FabricIdentity | None = self.identity.current if self.identity else None
         decision = decide(
