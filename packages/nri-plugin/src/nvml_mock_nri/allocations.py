@@ -283,10 +283,11 @@ class AllocationRecorder:
     def stopped(self, container: api_pb2.Container) -> None:
         """StopContainer / RemoveContainer: the container holds nothing any more."""
         self._started.pop(container.id, None)
-        if self._recorded is not None and container.id not in self._recorded:
-            return  # not recorded (or already removed at its StopContainer)
-        if not visible_gpus(container).allocated:
-            return  # never recorded
+        if self._recorded is not None:
+            if container.id not in self._recorded:
+                return  # not recorded (or already removed at its StopContainer)
+        elif not visible_gpus(container).allocated:
+            return  # never recorded (without the ids of a Synchronize: judged by the container)
         try:
             removed = self._open().remove(container.id)
         except LiveLayerError as exc:

@@ -61,6 +61,7 @@ from nvml_mock_nri.errors import UnknownDeviceError
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache, Status
 from nvml_mock_nri.metrics import Metrics
+from nvml_mock_nri.replies import ReplyCache, common_key
 from nvml_mock_nri.settings import Settings, apply_runtime_config
 from nvml_mock_nri.surfaces import add_hooks, plan_surfaces, wants_surfaces
 from nvml_mock_nri.visible import visible_env
@@ -114,6 +115,8 @@ class Injector:
             lambda: hostgpu.detect(settings.host_proc_root, settings.host_sys_root)
         )
         self._node = settings.node_name or None
+        self.replies = ReplyCache()
+        """Encoded answers of the common case (:mod:`nvml_mock_nri.replies`)."""
         self._hold_until: float | None = None
         self._hold_seconds = 0.0
         self._hold_reported = False
@@ -172,6 +175,7 @@ class Injector:
         if settings != self.settings:
             self.settings = settings
             self.policy = Policy.from_settings(settings)
+            self.replies.clear()
             logger.info("applied the plugin config sent by the runtime")
         if request_timeout:
             timeout, source = request_timeout, "sent by the runtime"
@@ -279,15 +283,19 @@ class Injector:
     def create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> api_pb2.CreateContainerResponse:
-        """The adjustment for one new container. Raises only :class:`UnknownDeviceError`
-        (the container's own NVIDIA_VISIBLE_DEVICES names a GPU the node lacks), which fails
-        the creation as the NVIDIA container toolkit does; any other fault is logged and the
-        container starts without the overlay."""
+        """The adjustment for one new container, as a message (see :meth:`answer_create`)."""
+        return api_pb2.CreateContainerResponse.FromString(self.answer_create(pod, container))
+
+    def answer_create(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bytes:
+        """The serialized CreateContainerResponse for one new container. Raises only
+        :class:`UnknownDeviceError` (the container's own NVIDIA_VISIBLE_DEVICES names a GPU
+        the node lacks), which fails the creation as the NVIDIA container toolkit does; any
+        other fault is logged and the container starts without the overlay."""
         token = self.state.begin()
         started = time.perf_counter()
         self.metrics.in_flight.inc()
         try:
-            return self._create_container(pod, container)
+            return self._answer(pod, container)
         except UnknownDeviceError as exc:
             self.metrics.unknown_devices_refused.inc()
             logger.warning(
@@ -302,16 +310,46 @@ class Injector:
                 "could not compute the adjustment; the container starts without the overlay",
                 extra=self._context(pod, container),
             )
-            return api_pb2.CreateContainerResponse()
+            return b""
         finally:
             self.metrics.in_flight.dec()
             self.metrics.latency.observe(time.perf_counter() - started)
             self.state.end(token)
 
+    def _answer(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bytes:
+        """The common case from :attr:`replies` when it was answered before, else the full
+        rules (whose answer is kept when it is the common case)."""
+        self._await_identity(pod, container)
+        key = None
+        if not logger.isEnabledFor(logging.DEBUG):  # the full path logs each injection
+            key = common_key(
+                self.policy,
+                pod,
+                container,
+                extra=(self.identity.current if self.identity else None),
+                board_revision=self._board_revision,
+            )
+            if key is not None:
+                cached = self.replies.get(key)
+                if cached is not None:
+                    self.metrics.injections.inc()
+                    return cached
+        response, plain = self._create_container(pod, container)
+        reply = response.SerializeToString()
+        if key is not None and plain:
+            self.replies.put(key, reply)
+        return reply
+
+    def _board_revision(self) -> object:
+        if self.settings.unknown_visible_devices != unknown_devices.FAIL:
+            return None
+        return self._node_gpus.revision()
+
     def _create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
-    ) -> api_pb2.CreateContainerResponse:
-        self._await_identity(pod, container)
+    ) -> tuple[api_pb2.CreateContainerResponse, bool]:
+        """The full rules; also whether the answer is a plain injection (no skip, no
+        opt-in, nothing logged), which :attr:`replies` may keep."""
         policy = self.policy
         identity: FabricIdentity | None = self.identity.current if self.identity else None
         decision = decide(
@@ -330,7 +368,7 @@ class Injector:
                 decision.skip.value.replace("_", " "),
                 extra={**self._context(pod, container), "reason": decision.skip.value},
             )
-            return api_pb2.CreateContainerResponse()
+            return api_pb2.CreateContainerResponse(), False
         if self.settings.unknown_visible_devices == unknown_devices.FAIL:
             unknown_devices.check(container, self._node_gpus)
             unknown_devices.check_claims(container, self._node_gpus, self.recorder.mig_devices)
@@ -368,7 +406,10 @@ class Injector:
         self.metrics.injections.inc()
         response = _response(decision)
         add_hooks(response, hook)
-        return response
+        plain = not (
+            wants_gpus or wants_channels or hook is not None or decision.warnings or decision.notes
+        )
+        return response, plain
 
     def _count_devices(self, decision: Decision) -> None:
         if decision.cdi_devices:

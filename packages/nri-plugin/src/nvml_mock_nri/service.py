@@ -125,11 +125,9 @@ class NriAdapter(Plugin):
         elif event is Event.REMOVE_CONTAINER:
             self.injector.container_stopped(container)
 
-    def create_container(
-        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
-    ) -> api_pb2.CreateContainerResponse | bytes:
+    def create_container(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bytes:
         try:
-            return self.injector.create_container(pod, container)
+            return self.injector.answer_create(pod, container)
         except UnknownDeviceError as exc:  # the runtime fails the creation with this message
             raise TtrpcError(Code.UNKNOWN, str(exc)) from None
 
