@@ -50,6 +50,7 @@ from nvml_mock_protocol.nri.errors import (
     TtrpcError,
 )
 from nvml_mock_protocol.nri.mux import (
+    MAX_RECEIVE_PAYLOAD,
     PLUGIN_SERVICE_CONN,
     RUNTIME_SERVICE_CONN,
     MuxDecoder,
@@ -167,8 +168,9 @@ class ThreadedConnection:
         # A blocking send gives up after SEND_TIMEOUT (SO_SNDTIMEO), so a runtime that
         # stops reading cannot hold a writer, and with it the event loop, forever.
         seconds = int(SEND_TIMEOUT)
+        micros = int((SEND_TIMEOUT - seconds) * 1e6)
         self._sock.setsockopt(
-            socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0)
+            socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, micros)
         )
         self._thread = threading.Thread(
             target=self._read_loop, name=f"nri {self.label}", daemon=True
@@ -328,6 +330,15 @@ class ThreadedConnection:
         """Everything one read brought; returns the replies to write, coalesced."""
         if self._closed:
             return b""
+        size = len(data)
+        if size >= 18 and not self._mux.buffered and self._served.idle:
+            # The usual read: one whole request in one mux frame, parsed in place. Anything
+            # else (a split, several messages, the calling ConnID) takes the decoders.
+            conn_id, length = _MUX.unpack_from(data)
+            if conn_id == self._served_conn and length + 8 == size <= MAX_RECEIVE_PAYLOAD + 8:
+                body, stream_id, raw_type, _ = _TTRPC.unpack_from(data, 8)
+                if raw_type == MessageType.REQUEST and body + 10 == length:
+                    return self._on_request(stream_id, data[18:])
         out: list[bytes] = []
         for conn_id, payload in self._mux.feed(data):
             if conn_id == self._served_conn:
@@ -387,6 +398,11 @@ class ThreadedConnection:
                 stream_id,
             )
             return b""
+        return self._on_request(stream_id, message.payload)
+
+    def _on_request(self, stream_id: int, payload: bytes) -> bytes:
+        """One request of the runtime: the reply to write now (empty when a loop handler
+        will write it later)."""
         if stream_id % 2 == 0:
             return self._status(stream_id, Code.INVALID_ARGUMENT, "StreamID must be odd")
         if stream_id <= self._last_served:
@@ -396,7 +412,7 @@ class ThreadedConnection:
         self._last_served = stream_id
         request = ttrpc_pb2.Request()
         try:
-            request.ParseFromString(message.payload)
+            request.ParseFromString(payload)
         except DecodeError as exc:
             return self._status(stream_id, Code.INVALID_ARGUMENT, f"malformed request: {exc}")
         service, method = request.service, request.method
