@@ -50,7 +50,7 @@ import asyncio, sys
 from nvml_mock_protocol.nri.stub import Plugin, Stub
 
 class Noop(Plugin):
-    async def create_container(self, pod, container):
+    def create_container(self, pod, container):
         return None
 
 async def main():
