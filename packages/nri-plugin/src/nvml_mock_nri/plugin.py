@@ -127,6 +127,9 @@ class Injector:
         # gauge it set, so "registered" is 1 only while the loop is also alive.
         self.metrics.registered.set_function(self._registered_value)
         self.metrics.loop_lag.set_function(lambda: self.state.loop_lag() or 0.0)
+        # the calls being answered are the probes' in-flight table, read at scrape time:
+        # no gauge to keep per call
+        self.metrics.in_flight.set_function(self.state.in_flight)
 
     def check_host_driver(self) -> HostDriver:
         """Detect a real NVIDIA driver; record it for the probes, metric and log on change.
@@ -293,7 +296,6 @@ class Injector:
         other fault is logged and the container starts without the overlay."""
         token = self.state.begin()
         started = time.perf_counter()
-        self.metrics.in_flight.inc()
         try:
             return self._answer(pod, container)
         except UnknownDeviceError as exc:
@@ -312,7 +314,6 @@ class Injector:
             )
             return b""
         finally:
-            self.metrics.in_flight.dec()
             self.metrics.latency.observe(time.perf_counter() - started)
             self.state.end(token)
 

@@ -20,8 +20,8 @@ import asyncio
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from os import PathLike
+from typing import TYPE_CHECKING, NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -48,12 +48,15 @@ from nvml_mock_protocol.nri.ttrpc import (
     encode_message,
 )
 
+if TYPE_CHECKING:
+    from nvml_mock_protocol.nri.threaded import ThreadedConnection
+
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class CallContext:
-    """What a handler knows about the call it serves."""
+class CallContext(NamedTuple):
+    """What a handler knows about the call it serves (immutable; a tuple, because one is
+    made per request and a frozen dataclass cost several times the request's parse)."""
 
     service: str
     method: str
@@ -61,7 +64,7 @@ class CallContext:
     timeout: float | None
     """The caller's deadline in seconds (from ``timeout_nano``), ``None`` if unbounded."""
     metadata: tuple[tuple[str, str], ...]
-    connection: NriConnection
+    connection: NriConnection | ThreadedConnection
 
 
 Handler = Callable[[bytes, CallContext], Awaitable[bytes]]

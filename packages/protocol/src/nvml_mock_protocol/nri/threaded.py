@@ -427,7 +427,7 @@ class ThreadedConnection:
             metadata=tuple((kv.key, kv.value) for kv in request.metadata)
             if request.metadata
             else (),
-            connection=self,  # type: ignore[arg-type]
+            connection=self,
         )
         handler = inline.get(method)
         if handler is None:
