@@ -256,8 +256,14 @@ class Injector:
         logger.debug("allocation records rebuilt: %d running containers hold GPUs", recorded)
         self.synchronized(len(pods), len(containers))
 
+    def container_starting(
+        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> None:
+        """StartContainer (before the task runs): derive the allocation record."""
+        self.recorder.starting(self.policy, pod, container)
+
     def container_started(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
-        """StartContainer and PostStartContainer (which has the PID): record the allocation."""
+        """PostStartContainer (which has the PID): record the allocation."""
         self.recorder.started(self.policy, pod, container)
 
     def container_stopped(self, container: api_pb2.Container) -> None:

@@ -120,7 +120,9 @@ class NriAdapter(Plugin):
     ) -> None:
         if container is None:
             return
-        if event in (Event.START_CONTAINER, Event.POST_START_CONTAINER):
+        if event is Event.START_CONTAINER:
+            self.injector.container_starting(pod, container)
+        elif event is Event.POST_START_CONTAINER:
             self.injector.container_started(pod, container)
         elif event is Event.REMOVE_CONTAINER:
             self.injector.container_stopped(container)
