@@ -5,23 +5,24 @@ the rules of :mod:`nvml_mock_nri.adjust`, keeps the probe state and metrics, and
 logs one line per skipped container. It knows nothing about sockets; the
 connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
 
-A container without a device or IMEX channel opt-in costs no I/O at all: the
-identity is read from the in-memory cache and the mount and env are computed
-from strings.
+Every call runs on the NRI connection's own thread (the stub calls plain methods there),
+not on the event loop. A container without a device or IMEX channel opt-in costs no I/O
+but one stat (of the staged state, for a container with its own NVIDIA_VISIBLE_DEVICES):
+the identity is read from the in-memory cache, and the encoded answer of such a container
+is kept by the inputs that decide it (:mod:`nvml_mock_nri.replies`).
 
 The one wait is at start. Registration and the first identity request start
 together, and containers created in the first moments would race the answer and
 start without their fabric identity. So from Configure on, for at most
 ``--identity-hold`` seconds (never more than :data:`HOLD_SHARE` of the runtime's
 request timeout, so the runtime does not drop the plugin), CreateContainer waits
-for the first answer; after that it injects without the identity and the log and
-``/readyz`` say so. The one
-blocking call is the device look-up of opted-in pods (a readdir and a stat per
-staged node, some 20 µs), made inline: handing it to a thread costs more than it
-does (measured: p90 from 0.2 ms to 4 ms through containerd's NRI code). If that
-file system ever hangs, the loop stops, the runtime drops the plugin after its
-timeout, and ``/healthz`` (served from its own thread) reports the wedge so that
-kubelet restarts the pod.
+for the first answer (blocking the connection's thread on an event the watch, on the loop,
+sets); after that it injects without the identity and the log and ``/readyz`` say so. The
+one blocking call is the device look-up of opted-in pods (a readdir and a stat per staged
+node, some 20 µs), made inline: handing it to another thread costs more than it does
+(measured: p90 from 0.2 ms to 4 ms through containerd's NRI code). If that file system ever
+hangs, the connection's thread stops, the runtime drops the plugin after its timeout, and
+``/healthz`` (served from its own thread) reports the wedge so that kubelet restarts the pod.
 
 Start, stop and removal of containers (and Synchronize) keep the live layer's allocation
 records (:mod:`nvml_mock_nri.allocations`): a few writes to a mapped file, inline, after the
