@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import struct
 import logging
 import socket
+import struct
 from pathlib import Path
 from typing import Any
 

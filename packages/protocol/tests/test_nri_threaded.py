@@ -14,9 +14,17 @@ import threading
 from pathlib import Path
 
 import pytest
-from nvml_mock_protocol.nri import Event, Plugin, RuntimeDouble, RuntimeInfo, Stub, TtrpcError
+from nvml_mock_protocol.nri import (
+    Event,
+    Plugin,
+    RuntimeDouble,
+    RuntimeInfo,
+    Stub,
+    TtrpcError,
+    threaded,
+    ttrpc_pb2,
+)
 from nvml_mock_protocol.nri import api_pb2 as api
-from nvml_mock_protocol.nri import threaded, ttrpc_pb2
 from nvml_mock_protocol.nri.errors import PluginError
 from test_nri_wire import RawPeer, handshake, raw_runtime
 
@@ -180,9 +188,9 @@ async def test_a_request_in_pieces_gets_the_answer_of_a_whole_one(sock_dir: Path
 @pytest.mark.parametrize("size", [0, 1, 127, 128, 16_383, 16_384, 3_000_000])
 def test_the_reply_envelope_is_protobufs_own_encoding(size: int) -> None:
     payload = b"x" * size
-    assert threaded._response_bytes(payload) == ttrpc_pb2.Response(
-        payload=payload
-    ).SerializeToString()
+    assert (
+        threaded._response_bytes(payload) == ttrpc_pb2.Response(payload=payload).SerializeToString()
+    )
 
 
 async def test_a_runtime_that_stops_reading_loses_the_connection(

@@ -257,9 +257,7 @@ class Injector:
         logger.debug("allocation records rebuilt: %d running containers hold GPUs", recorded)
         self.synchronized(len(pods), len(containers))
 
-    def container_starting(
-        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
-    ) -> None:
+    def container_starting(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
         """StartContainer (before the task runs): derive the allocation record."""
         self.recorder.starting(self.policy, pod, container)
 

@@ -23,6 +23,7 @@ Sketch::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import os
@@ -31,7 +32,7 @@ import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from os import PathLike
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeAlias, TypeVar
 
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2 as api
@@ -48,7 +49,7 @@ from nvml_mock_protocol.nri.threaded import AnyHandler, ThreadedConnection, conn
 from nvml_mock_protocol.nri.ttrpc import Code
 
 T = TypeVar("T")
-MaybeAwaitable = T | Awaitable[T]
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
 """What a :class:`Plugin` method returns: the value (a plain method, called on the
 connection's thread) or an awaitable of it (a coroutine method, run on the event loop)."""
 
@@ -472,12 +473,8 @@ class Stub:
         table: dict[str, AnyHandler] = {
             "Configure": self._configure,
             "Synchronize": self._synchronize,
-            "CreateContainer": _bind(
-                plugin.create_container, _create_request, _create_response
-            ),
-            "UpdateContainer": _bind(
-                plugin.update_container, _update_request, _update_response
-            ),
+            "CreateContainer": _bind(plugin.create_container, _create_request, _create_response),
+            "UpdateContainer": _bind(plugin.update_container, _update_request, _update_response),
             "StopContainer": _bind(plugin.stop_container, _stop_request, _stop_response),
             "StateChange": self._state_change_handler(),
             "Shutdown": _bind(plugin.shutdown, _no_arguments, _empty),
@@ -591,10 +588,8 @@ class Stub:
         ) -> bytes:
             self._sync_done = True
             if self._loop is not None and self._synchronized is not None:
-                try:
+                with contextlib.suppress(RuntimeError):  # the loop is closed
                     self._loop.call_soon_threadsafe(self._synchronized.set)
-                except RuntimeError:  # the loop is closed
-                    pass
             logger.info(
                 "%s: synchronized (%d pods, %d containers)",
                 self.plugin_id,
@@ -609,7 +604,7 @@ class Stub:
                 joined = part(payload)
                 if joined is None:
                     return _MORE
-                return done(*joined, await method(*joined))
+                return done(*joined, await _settled(method(*joined)))
 
             return deferred
 
@@ -617,7 +612,9 @@ class Stub:
             joined = part(payload)
             if joined is None:
                 return _MORE
-            return done(*joined, method(*joined))
+            updates = method(*joined)
+            assert not inspect.isawaitable(updates), "a plain synchronize returns its value"
+            return done(*joined, updates)
 
         return inline
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import logging
 import socket
@@ -209,10 +210,8 @@ class ThreadedConnection:
     def _hang_up(self) -> None:
         # shutdown, not close: the reading thread owns the descriptor and closes it when
         # its blocked recv returns (closing it under a blocked reader is a use-after-close)
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         if self._thread is None:
             self._finish(self._close_reason or "closed")
 
@@ -235,9 +234,7 @@ class ThreadedConnection:
         self._close_reason = self._close_reason or reason
         for future in self._pending.values():
             if not future.done():
-                future.set_exception(
-                    ConnectionClosedError(f"{self.label}: {self._close_reason}")
-                )
+                future.set_exception(ConnectionClosedError(f"{self.label}: {self._close_reason}"))
         self._pending.clear()
         with self._tasks_lock:
             tasks, self._tasks = list(self._tasks), set()
@@ -252,10 +249,8 @@ class ThreadedConnection:
                 logger.exception("%s: close callback failed", self.label)
 
     def _to_loop(self, callback: Callable[..., object], *args: object) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to tell
             self._loop.call_soon_threadsafe(callback, *args)
-        except RuntimeError:  # the loop is closed: nobody is left to tell
-            pass
 
     # -- writing -------------------------------------------------------------
 
@@ -272,7 +267,9 @@ class ThreadedConnection:
                 self._closed = True
                 self._hang_up()
 
-    def _frames(self, conn_id: int, stream_id: int, message_type: MessageType, body: bytes) -> bytes:
+    def _frames(
+        self, conn_id: int, stream_id: int, message_type: MessageType, body: bytes
+    ) -> bytes:
         if len(body) <= 4096 - 10:  # the common case: one frame, one header pack each
             return (
                 _MUX.pack(conn_id, len(body) + 10)
@@ -319,10 +316,8 @@ class ThreadedConnection:
                 if out:
                     self._write(out)
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
             self._to_loop(self._finish, self._close_reason or reason)
 
@@ -363,24 +358,19 @@ class ThreadedConnection:
             return
         if message.type is MessageType.RESPONSE:
             self._to_loop(self._settle, message.stream_id, message.payload)
-        else:
+        elif message.type is MessageType.REQUEST:
             # nothing is served on the calling ConnID (as in the asyncio transport)
-            if message.type is MessageType.REQUEST:
-                request = ttrpc_pb2.Request()
-                try:
-                    request.ParseFromString(message.payload)
-                except DecodeError:
-                    pass
-                status = ttrpc_pb2.Response(
-                    status=ttrpc_pb2.Status(
-                        code=Code.UNIMPLEMENTED, message=f"service {request.service}"
-                    )
-                ).SerializeToString()
-                self._write(
-                    self._frames(
-                        self._calling_conn, message.stream_id, MessageType.RESPONSE, status
-                    )
+            request = ttrpc_pb2.Request()
+            with contextlib.suppress(DecodeError):
+                request.ParseFromString(message.payload)
+            status = ttrpc_pb2.Response(
+                status=ttrpc_pb2.Status(
+                    code=Code.UNIMPLEMENTED, message=f"service {request.service}"
                 )
+            ).SerializeToString()
+            self._write(
+                self._frames(self._calling_conn, message.stream_id, MessageType.RESPONSE, status)
+            )
 
     def _on_served(self, message: Message | OversizedMessage) -> bytes:
         stream_id = message.stream_id
@@ -448,9 +438,7 @@ class ThreadedConnection:
     def _defer(self, handler: Handler, payload: bytes, context: CallContext) -> None:
         """Run a coroutine handler on the loop; its reply goes out when it finishes."""
         try:
-            task = asyncio.run_coroutine_threadsafe(
-                _run(handler, payload, context), self._loop
-            )
+            task = asyncio.run_coroutine_threadsafe(_run(handler, payload, context), self._loop)
         except RuntimeError:  # the loop is closed: the process is going away
             return
         with self._tasks_lock:
