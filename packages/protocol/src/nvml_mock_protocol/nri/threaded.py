@@ -75,8 +75,10 @@ AnyHandler = Handler | InlineHandler
 ThreadedServiceTable = Mapping[str, Mapping[str, AnyHandler]]
 """``{service: {method: handler}}``; coroutine functions run on the loop, others inline."""
 
-READ_SIZE: Final = 256 * 1024
-"""Bytes asked of one ``recv`` (asyncio's own read size)."""
+READ_SIZE: Final = 64 * 1024
+"""Bytes asked of one ``recv``. Not asyncio's 256 KiB: a buffer that large is an ``mmap`` and
+``munmap`` of the allocator on every read, some 12 µs, more than the rest of a small
+request's parsing (measured on a unix socket pair, Python 3.11, glibc)."""
 SEND_TIMEOUT: Final = 30.0
 """Seconds one write may wait for the runtime to read before the connection is dropped."""
 
