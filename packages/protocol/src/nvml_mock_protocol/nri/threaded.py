@@ -42,7 +42,7 @@ from typing import Final
 from google.protobuf.message import DecodeError
 
 from nvml_mock_protocol.nri import ttrpc_pb2
-from nvml_mock_protocol.nri.connection import CallContext, Handler
+from nvml_mock_protocol.nri.connection import READ_SIZE, CallContext, Handler
 from nvml_mock_protocol.nri.errors import (
     ConnectionClosedError,
     DeadlineExceededError,
@@ -75,10 +75,6 @@ AnyHandler = Handler | InlineHandler
 ThreadedServiceTable = Mapping[str, Mapping[str, AnyHandler]]
 """``{service: {method: handler}}``; coroutine functions run on the loop, others inline."""
 
-READ_SIZE: Final = 64 * 1024
-"""Bytes asked of one ``recv``. Not asyncio's 256 KiB: a buffer that large is an ``mmap`` and
-``munmap`` of the allocator on every read, some 12 µs, more than the rest of a small
-request's parsing (measured on a unix socket pair, Python 3.11, glibc)."""
 SEND_TIMEOUT: Final = 30.0
 """Seconds one write may wait for the runtime to read before the connection is dropped."""
 
