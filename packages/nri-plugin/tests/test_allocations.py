@@ -262,3 +262,33 @@ async def test_the_record_is_written_once_with_the_pid_at_post_start(
     other.state, other.pid = api.CONTAINER_RUNNING, 6160
     await runtime.state_change(Event.POST_START_CONTAINER, sandbox, other)
     assert sorted((r.pid, r.gpus) for r in live_records(overlay)) == [(5150, (3,)), (6160, (1,))]
+
+
+async def test_after_synchronize_a_removal_after_the_stop_touches_no_file(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    # the overlay has a live layer, so Synchronize rewrites the records: from then on the
+    # plugin knows which containers it recorded, and a stop's RemoveContainer (or the stop
+    # of a container without GPUs) has nothing to remove: no lock, no pass over the records
+    plugin = await start_plugin("--overlay-host-path", str(overlay))
+    recorder = plugin.service.injector.recorder
+    opened = 0
+    original = recorder._open
+
+    def counting() -> LiveLayer:
+        nonlocal opened
+        opened += 1
+        return original()
+
+    recorder._open = counting  # type: ignore[method-assign]
+    sandbox = pod("train")
+    cid = await run_container(runtime, sandbox, allocated("main", sandbox, gpus="0"), 99)
+    plain = await run_container(runtime, sandbox, container("plain"), 100)
+    assert [r.gpus for r in live_records(overlay)] == [(0,)]
+    await runtime.stop_container(sandbox, runtime.containers[cid])
+    assert live_records(overlay) == []
+    before = opened
+    await runtime.remove_container(sandbox, cid)
+    await runtime.stop_container(sandbox, runtime.containers[plain])
+    await runtime.remove_container(sandbox, plain)
+    assert opened == before, "nothing to remove: the live layer is not even opened"

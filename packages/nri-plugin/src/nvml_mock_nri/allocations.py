@@ -350,6 +350,10 @@ class AllocationRecorder:
         except LiveLayerError as exc:
             self._failed("synchronize", exc)
             return 0
+        # the records are now exactly these: a later stop of any other container (and the
+        # RemoveContainer after a StopContainer) has nothing to remove
+        self._recorded = {a.container_id for a in wanted}
+        self._starting.clear()
         self._ok()
         return len(wanted)
 
