@@ -50,7 +50,7 @@ from nvml_mock_nri.dra import MigSource
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import Settings
-from nvml_mock_nri.visible import Visibility, VisibleSelection, visible_gpus
+from nvml_mock_nri.visible import Visibility, VisibleSelection, may_hold_gpus, visible_gpus
 
 __all__ = ["STARTING_MAX", "AllocationRecorder"]
 
@@ -307,7 +307,7 @@ class AllocationRecorder:
         if self._recorded is not None:
             if container.id not in self._recorded:
                 return  # not recorded (or already removed at its StopContainer)
-        elif not visible_gpus(container).allocated:
+        elif not may_hold_gpus(container) or not visible_gpus(container).allocated:
             return  # never recorded (without the ids of a Synchronize: judged by the container)
         try:
             removed = self._open().remove(container.id)
@@ -365,6 +365,8 @@ def _held(
     mig: MigSource | None = None,
 ) -> VisibleSelection | None:
     """What *container* holds, or None when it holds no GPU or gets no overlay."""
+    if not may_hold_gpus(container):
+        return None
     if skip_reason(policy, pod.namespace, pod.annotations, ()) is not None:
         return None
     selection = visible_gpus(container, mig)
