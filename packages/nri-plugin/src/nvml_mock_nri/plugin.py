@@ -118,6 +118,9 @@ class Injector:
         self._node = settings.node_name or None
         self.replies = ReplyCache()
         """Encoded answers of the common case (:mod:`nvml_mock_nri.replies`)."""
+        self._policy_generation = 0
+        """Part of every kept answer's key: a policy change retires them even if an answer
+        computed under the old one is stored after the cache was emptied."""
         self._hold_until: float | None = None
         self._hold_seconds = 0.0
         self._hold_reported = False
@@ -179,6 +182,7 @@ class Injector:
         if settings != self.settings:
             self.settings = settings
             self.policy = Policy.from_settings(settings)
+            self._policy_generation += 1
             self.replies.clear()
             logger.info("applied the plugin config sent by the runtime")
         if request_timeout:
@@ -332,7 +336,10 @@ class Injector:
                 self.policy,
                 pod,
                 container,
-                extra=(self.identity.current if self.identity else None),
+                extra=(
+                    self.identity.current if self.identity else None,
+                    self._policy_generation,
+                ),
                 board_revision=self._board_revision,
             )
             if key is not None:
