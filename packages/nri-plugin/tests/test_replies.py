@@ -43,7 +43,8 @@ def env_of(reply: bytes) -> dict[str, str]:
 
 
 def full_rules(made: Injector, sandbox: api.PodSandbox, ctr: api.Container) -> bytes:
-    response, _ = made._create_container(sandbox, ctr)
+    current = made.identity.current if made.identity else None
+    response, _ = made._create_container(sandbox, ctr, current)
     return response.SerializeToString()
 
 

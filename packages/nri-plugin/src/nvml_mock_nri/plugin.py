@@ -330,16 +330,15 @@ class Injector:
         """The common case from :attr:`replies` when it was answered before, else the full
         rules (whose answer is kept when it is the common case)."""
         self._await_identity(pod, container)
+        # read once: the key and the full rules see the same identity
+        identity = self.identity.current if self.identity else None
         key = None
         if not logger.isEnabledFor(logging.DEBUG):  # the full path logs each injection
             key = common_key(
                 self.policy,
                 pod,
                 container,
-                extra=(
-                    self.identity.current if self.identity else None,
-                    self._policy_generation,
-                ),
+                extra=(identity, self._policy_generation),
                 board_revision=self._board_revision,
             )
             if key is not None:
@@ -347,7 +346,7 @@ class Injector:
                 if cached is not None:
                     self.metrics.injections.inc()
                     return cached
-        response, plain = self._create_container(pod, container)
+        response, plain = self._create_container(pod, container, identity)
         reply = response.SerializeToString()
         if key is not None and plain:
             self.replies.put(key, reply)
@@ -359,12 +358,14 @@ class Injector:
         return self._node_gpus.revision()
 
     def _create_container(
-        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
+        self,
+        pod: api_pb2.PodSandbox,
+        container: api_pb2.Container,
+        identity: FabricIdentity | None,
     ) -> tuple[api_pb2.CreateContainerResponse, bool]:
         """The full rules; also whether the answer is a plain injection (no skip, no
         opt-in, nothing logged), which :attr:`replies` may keep."""
         policy = self.policy
-        identity: FabricIdentity | None = self.identity.current if self.identity else None
         decision = decide(
             policy,
             namespace=pod.namespace,
