@@ -117,7 +117,7 @@ def container_view(overlay: Path, env: list[str]) -> object:
     environ = {"PATH": "/usr/bin:/bin", names.ENV_MOCK_NVML_CONFIG: str(state)}
     for entry in env:
         key, _, value = entry.partition("=")
-        if key == names.ENV_NVIDIA_VISIBLE_DEVICES:
+        if key in (names.ENV_NVIDIA_VISIBLE_DEVICES, names.ENV_MOCK_NVML_VISIBLE_DEVICES):
             environ[key] = value
     done = subprocess.run(
         [sys.executable, "-c", script, str(library)],
@@ -298,3 +298,54 @@ def test_names_of_other_vendors_are_not_dra_claims() -> None:
     (vfio,), bad = dra.dra_devices(annotated)
     assert (vfio.kind, vfio.number, bad) == (dra.DraKind.VFIO, 0, [])
     assert dra.gpu_tokens(annotated).tokens == ()
+
+
+SURFACES = {names.ANNOTATION_DRIVER_SURFACES: "true"}
+
+
+async def test_the_drivers_own_plugin_keeps_void_and_sees_every_gpu(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    """NVIDIA's DRA chart keeps ``NVIDIA_VISIBLE_DEVICES=void`` in its GPU kubelet plugin
+    (so the toolkit leaves it alone); given the driver surfaces, it must see the node's GPUs
+    through the library, as through real NVML, or it exits with none."""
+    await start_plugin("--overlay-host-path", str(overlay))
+    uuids = host_view(overlay)["uuids"]
+    sandbox = pod("gpu-kubelet-plugin", annotations=SURFACES)
+    made = container("plugin", env=["PATH=/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES=void"])
+    made.pod_sandbox_id = sandbox.id
+    result = await runtime.create_container(sandbox, made)
+    env = list(result.container.env)
+    assert "NVIDIA_VISIBLE_DEVICES=void" in env, "the toolkit's value is left as it was"
+    assert f"{names.ENV_MOCK_NVML_VISIBLE_DEVICES}=all" in env
+    view = container_view(overlay, env)
+    assert isinstance(view, list)
+    assert [gpu[1] for gpu in view] == uuids
+
+
+async def test_void_without_the_driver_surfaces_still_shows_no_gpu(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    await start_plugin("--overlay-host-path", str(overlay))
+    sandbox = pod("plain")
+    made = container("main", env=["PATH=/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES=void"])
+    made.pod_sandbox_id = sandbox.id
+    result = await runtime.create_container(sandbox, made)
+    env = list(result.container.env)
+    assert not any(e.startswith(names.ENV_MOCK_NVML_VISIBLE_DEVICES) for e in env)
+    assert container_view(overlay, env) == {"init": 28}
+
+
+async def test_a_claim_given_the_surfaces_sees_only_its_gpu(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    """The claim's GPU replaces ``void``, so the twin is not set."""
+    await start_plugin("--overlay-host-path", str(overlay))
+    uuids = host_view(overlay)["uuids"]
+    assert isinstance(uuids, list)
+    sandbox = pod("train", annotations=SURFACES)
+    made = given("main", sandbox, [f"{dra.GPU_CLAIM_KIND}={CLAIM}-gpu-2"], ["/dev/nvidia2"])
+    result = await runtime.create_container(sandbox, made)
+    env = list(result.container.env)
+    assert not any(e.startswith(names.ENV_MOCK_NVML_VISIBLE_DEVICES) for e in env)
+    assert container_view(overlay, env) == [[0, uuids[2], []]]

@@ -415,7 +415,13 @@ class Injector:
                 self._count_imex_channels(decision)
         hook = None
         if wants_surfaces(pod.annotations):
-            hook = plan_surfaces(policy, decision, namespace=pod.namespace, host_driver=host_driver)
+            hook = plan_surfaces(
+                policy,
+                decision,
+                namespace=pod.namespace,
+                host_driver=host_driver,
+                env=container.env,
+            )
         self._report(decision, pod, container)
         self.metrics.injections.inc()
         response = _response(decision)
