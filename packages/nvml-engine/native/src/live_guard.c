@@ -1,6 +1,6 @@
 /*
- * The live mapping's guard against its file being cut short under it (answers no nvml.h
- * function).
+ * The live mapping's guard against its file being cut short under it
+ * (answers no nvml.h function).
  *
  * The live file is mapped shared, and a page of a shared file mapping past the file's end
  * raises SIGBUS when it is touched. Root on the node can cut the file at any time
