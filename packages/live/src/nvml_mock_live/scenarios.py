@@ -422,15 +422,19 @@ class Scenario(_Model):
         data["gpus"] = self.gpus.to_wire()
         return data
 
-    def to_node_data(self) -> dict[str, Any]:
+    def to_node_data(self, data: dict[str, Any] | None = None) -> dict[str, Any]:
         """The scenario as a picked node is told it: without the node names, domains and
         cliques, which the service has already resolved.
 
         A selector may list 100,000 names; each picked node's answer carrying all of
         them would make the answers of every node together grow with the square of it.
         What the node still decides (its labels, the seed of ``gpus: {count: N}``) stays.
+        *data*, when given, is :meth:`to_data`'s answer, made once for both (it is not
+        changed).
         """
-        data = self.to_data()
+        data = dict(self.to_data() if data is None else data)
+        if isinstance(data.get("selector"), dict):
+            data["selector"] = dict(data["selector"])
         selector = data.get("selector")
         if isinstance(selector, dict):
             for resolved in ("nodes", "domains", "cliques", "percent"):

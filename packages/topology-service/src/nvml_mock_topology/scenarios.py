@@ -207,15 +207,19 @@ def _encoded(wire: Mapping[str, object]) -> bytes:
     return json.dumps(wire, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def definition_revision(scenario: Scenario) -> int:
+def definition_revision(scenario: Scenario, data: Mapping[str, object] | None = None) -> int:
     """A scenario's revision: a number from its definition alone (53 bits, JSON-safe).
 
     The same definition has the same revision in every process, so a service restart
     does not look like a new version to the agents: they keep the run they applied, and
     the first start they were given (``start: now`` is resolved afresh by the new
-    process, and the agent keeps the one it had for that revision).
+    process, and the agent keeps the one it had for that revision). *data* is the
+    scenario's ``to_data()`` when the caller has made it already (a 100,000-name selector
+    is dumped once per reload, not once per use).
     """
-    canonical = json.dumps(scenario.to_data(), sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(
+        scenario.to_data() if data is None else data, sort_keys=True, separators=(",", ":")
+    )
     return int.from_bytes(hashlib.sha256(canonical.encode()).digest()[:8], "big") >> 11
 
 
@@ -238,12 +242,13 @@ def build_scenario_snapshot(
             versions[scenario.name] = old
             continue
         start = scenario.start_ms(now)
-        version_revision = definition_revision(scenario)
+        data = scenario.to_data()
+        version_revision = definition_revision(scenario, data)
         wire = {
             "name": scenario.name,
             "revision": version_revision,
             "startMs": start,
-            "scenario": scenario.to_node_data(),
+            "scenario": scenario.to_node_data(data),
         }
         versions[scenario.name] = Version(scenario, version_revision, start, wire, _encoded(wire))
     picked = document.select(topology)
