@@ -254,7 +254,7 @@ def test_a_writer_repairs_a_file_cut_short_under_it(
 def test_a_read_only_open_names_the_damage(live_state: Path) -> None:
     path = live_state.parent / live.LIVE_FILE_NAME
     path.write_bytes(os.urandom(SIZE))
-    with pytest.raises(live.LiveLayerError, match="overwritten in place.*repairs it"):
+    with pytest.raises(live.LiveLayerError, match=r"overwritten in place.*repairs it"):
         live.LiveLayer.open(path, writable=False)
     with live.LiveLayer.open(path) as layer:  # a writer repairs it
         assert layer.values(0) == {}
