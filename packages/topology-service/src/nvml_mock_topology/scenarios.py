@@ -173,7 +173,7 @@ class NodeAnswers(Mapping[str, Answer]):
     def entry_or_none(self, node: str) -> _Entry | None:
         return self._entries.get(node)
 
-    def keys(self) -> KeysView[str]:  # type: ignore[override]
+    def keys(self) -> KeysView[str]:
         """The nodes, as a set-like view (set operations run without a walk in Python)."""
         return self._entries.keys()
 
