@@ -458,8 +458,13 @@ class NameMatcher:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.patterns = tuple(patterns)
-        globs = [p for p in self.patterns if "*" in p or "?" in p or "[" in p]
-        self.literals = frozenset(self.patterns).difference(globs)
+        joined = "\n".join(self.patterns)
+        if "*" in joined or "?" in joined or "[" in joined:
+            globs = [p for p in self.patterns if "*" in p or "?" in p or "[" in p]
+            self.literals = frozenset(self.patterns).difference(globs)
+        else:  # names only (one scan of their text in C, not a test per name)
+            globs = []
+            self.literals = frozenset(self.patterns)
         by_prefix: dict[str, list[str]] = {}
         for pattern in dict.fromkeys(globs):
             prefix = pattern[: min(pattern.find(c) % (len(pattern) + 1) for c in "*?[")]
@@ -553,10 +558,7 @@ class ScenarioDocument(_Model):
         Known nodes are the topology's and ``extra_nodes`` (the literal names of every
         selector, and any other node asked about). Deterministic for a given input.
         """
-        index = topology.node_index()
-        known = set(index) | set(extra_nodes)
-        for scenario in self.scenarios:
-            known.update(scenario.names.literals)
+        known: set[str] | None = None  # made only for a selector that needs it
         picked: dict[str, frozenset[str]] = {}
         for scenario in self.scenarios:
             names = scenario.names
@@ -565,10 +567,14 @@ class ScenarioDocument(_Model):
             if not (names.has_globs or names.everything or placed):
                 candidates = names.literals  # every literal name is known: no walk at all
             else:
+                if known is None:
+                    known = set(topology.node_index()) | set(extra_nodes)
+                    for each in self.scenarios:
+                        known.update(each.names.literals)
                 if names.has_globs or names.everything:
                     pool: Iterable[str] = known
                 else:  # literal names only: look each up, never walk every known node
-                    pool = (n for n in names.literals if n in known)
+                    pool = names.literals & known
                 candidates = [
                     n for n in names.select(pool) if _placement_matches(scenario, topology, n)
                 ]

@@ -257,9 +257,10 @@ def build_scenario_snapshot(
     changed = _keep_unchanged(entries, old_answers)
     answers = NodeAnswers(entries)
     quiet = dict(previous.quiet_since) if previous is not None else {}
-    gone = old_answers.keys() - entries.keys()
-    quiet.update(dict.fromkeys(gone, revision))
-    changed |= gone
+    gone = old_answers.keys() - entries.keys() if len(old_answers) else set()
+    if gone:
+        quiet.update(dict.fromkeys(gone, revision))
+        changed = changed | gone
     quiet_base = previous.baseline if previous is not None else revision
     for node in topology.node_index().keys() - entries.keys() - quiet.keys():
         quiet[node] = quiet_base
@@ -276,7 +277,7 @@ def build_scenario_snapshot(
         baseline=previous.baseline if previous is not None else revision,
         source=source,
     )
-    return snapshot, frozenset(changed)
+    return snapshot, changed if isinstance(changed, frozenset) else frozenset(changed)
 
 
 def _fresh_entries(
@@ -293,7 +294,10 @@ def _fresh_entries(
     extended: dict[tuple[int, str], tuple[_Entry, _Entry]] = {}
     for name in sorted(picked):
         version, nodes = versions[name], picked[name]
-        overlap = nodes & entries.keys()
+        if not entries:  # the first scenario: one dict made in C, nothing to merge
+            entries = dict.fromkeys(nodes, ((version,), revision))
+            continue
+        overlap = entries.keys() & nodes
         entries.update(dict.fromkeys(nodes - overlap if overlap else nodes, ((version,), revision)))
         for node in overlap:
             before = entries[node]
@@ -304,12 +308,12 @@ def _fresh_entries(
     return entries
 
 
-def _keep_unchanged(entries: dict[str, _Entry], old: NodeAnswers) -> set[str]:
+def _keep_unchanged(entries: dict[str, _Entry], old: NodeAnswers) -> set[str] | frozenset[str]:
     """Give back their old entry (and revision, so their watchers stay asleep) to the nodes
     whose scenarios and revisions are those they had; returns the nodes that changed.
     Lists are compared once per pair of distinct entries, not once per node."""
     if not len(old):
-        return set(entries)
+        return frozenset(entries)
     same: dict[tuple[int, int], bool] = {}
     changed: set[str] = set()
     old_entry = old.entry_or_none
