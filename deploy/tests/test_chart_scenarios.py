@@ -7,6 +7,7 @@ it here), and a malformed scenario is refused at install by the schema.
 from __future__ import annotations
 
 import base64
+import json
 import sys
 from typing import Any
 
@@ -38,6 +39,8 @@ def test_items_become_a_document_the_service_accepts(render: RenderFn) -> None:
     document = parse_scenarios(text, "ConfigMap nvml-mock-scenarios")
     assert [s.name for s in document.scenarios] == ["xid-79-half", "busy"]
     assert document.scenarios[0].duration_ms == 600_000
+    # rendered as JSON (which is YAML too), the service's fast path for big selectors
+    assert json.loads(text)["version"] == 1
 
 
 def test_a_set_file_document_is_used_as_it_is(render: RenderFn) -> None:

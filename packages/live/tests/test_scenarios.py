@@ -287,3 +287,26 @@ def test_a_node_is_told_its_scenario_without_every_other_node_name() -> None:
     data = doc.scenarios[0].to_node_data()
     assert data["selector"] == {"labels": {"pool": "x"}, "seed": 4}
     assert doc.scenarios[0].to_data()["selector"]["nodes"] == ["n1", "n2"]
+
+
+def test_a_hundred_thousand_names_are_checked_at_once_and_each_bad_one_named() -> None:
+    """The selector's names are checked by one expression over all of them; a list with bad
+    names is refused naming each one and its place, as the check of each name does."""
+    import json
+
+    names = [f"node-{i:05d}" for i in range(100_000)]
+    bad = [*names[:50_000], "Node-X", *names[50_000:99_998], "", "a" * 254]
+
+    def text(nodes: list[str]) -> str:
+        scenario = {"name": "big", "selector": {"nodes": nodes}, "apply": {"xid": 79}}
+        return json.dumps({"version": 1, "scenarios": [scenario]})
+
+    accepted = parse_scenarios(text(names))
+    assert accepted.scenarios[0].selector.nodes == tuple(names)
+    assert accepted.select(TOPOLOGY)["big"] == frozenset(names)
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenarios(text(bad))
+    report = str(caught.value)
+    for place, shown in ((50_000, "'Node-X'"), (99_999, "''"), (100_000, "'aaaa")):
+        assert f"selector.nodes[{place}]: node pattern {shown}" in report, report[:2000]
+    assert "3 problem(s)" in report

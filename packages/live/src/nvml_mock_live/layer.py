@@ -60,11 +60,14 @@ __all__ = [
     "LiveEvent",
     "LiveLayer",
     "create",
+    "damage",
     "ensure",
     "flock",
+    "fresh_bytes",
     "header_bytes",
     "header_problem",
     "record_uuid",
+    "repair_in_place",
 ]
 
 LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
@@ -201,6 +204,14 @@ def create(
     so processes that mapped it fall back to the board values at once instead of reading
     values that no longer apply.
     """
+    data = fresh_bytes(board)
+    write_atomic(path, data, before_replace=lambda: _retire(path, library_path))
+    return path
+
+
+def fresh_bytes(board: Sequence[BoardGpu]) -> bytes:
+    """A whole fresh live file for *board*: the header, each record bound to its GPU's UUID,
+    every value unset."""
     if len(board) > layout.LIVE_GPU_SLOTS:
         raise LiveLayerError(f"{len(board)} GPUs, the live layer holds {layout.LIVE_GPU_SLOTS}")
     data = header_bytes(len(board))
@@ -210,8 +221,42 @@ def create(
             raise LiveLayerError(f"GPU {gpu.index}: UUID {gpu.uuid!r} is too long")
         start = _record_offset(gpu.index) + layout.LIVE_RECORD_UUID
         data[start : start + len(raw)] = raw
-    write_atomic(path, bytes(data), before_replace=lambda: _retire(path, library_path))
-    return path
+    return bytes(data)
+
+
+def damage(fd: int) -> str | None:
+    """How the live file open as *fd* was damaged in place, or None: cut short (``truncate``,
+    ``: >``, the first moment of ``cp``), or overwritten with what is not a live file (its
+    magic gone). Another version's live file (right magic, other layout) is not damage: it
+    is refused by the checks of :meth:`LiveLayer.open`. Read without a mapping, which a
+    file cut short would answer with SIGBUS."""
+    size = os.fstat(fd).st_size
+    if size != SIZE:
+        return f"was cut to {size} bytes (the layout needs {SIZE}: truncated in place)"
+    magic = os.pread(fd, 16, 0)
+    if magic.rstrip(b"\0") != layout.LIVE_MAGIC:
+        return "holds no live layer (its magic is gone: overwritten in place)"
+    return None
+
+
+def repair_in_place(fd: int, path: Path, board: Sequence[BoardGpu], problem: str) -> None:
+    """Rewrite the damaged live file open as *fd* (read-write) in place, for *board*, every
+    value unset; call it holding the writers' lock.
+
+    In place, not by a rename: the file keeps its inode, so a process whose mapping was
+    never touched while the file was short reads the repaired file at once, and one whose
+    mapping the library's guard replaced maps it again by its path on its next call."""
+    data = fresh_bytes(board)
+    os.ftruncate(fd, SIZE)
+    os.pwrite(fd, data, 0)
+    os.fsync(fd)
+    logger.warning(
+        "the live layer %s %s; rewritten in place for its %d GPU(s) with every live value "
+        "unset (NVML clients that mapped it pick it up on their next call)",
+        path,
+        problem,
+        len(board),
+    )
 
 
 def ensure(
@@ -237,6 +282,14 @@ def ensure(
     if fits:
         _heal_file(path, len(board))
         return False
+    if data and (len(data) != SIZE or data[:16].rstrip(b"\0") != layout.LIVE_MAGIC):
+        logger.warning(
+            "the live layer %s %s; replaced with a fresh one (every live value unset)",
+            path,
+            f"was cut to {len(data)} bytes (truncated in place)"
+            if len(data) < SIZE
+            else "holds no live layer (overwritten in place)",
+        )
     create(path, board, library_path=library_path)
     return True
 
@@ -318,8 +371,14 @@ class LiveLayer:
         if self._lock is None:
             self._lock = WritersLock.for_directory("live", guarded_directory(self.path))
         with self._lock.held():
-            # Every write starts by repairing what a writer killed mid-write left (else that
-            # GPU refuses every later read and write until the file is deleted).
+            # Every write starts by repairing the file if it was cut short or overwritten
+            # in place since it was opened (else the write would die of SIGBUS, and every
+            # reader would answer errors until a re-stage), then what a writer killed
+            # mid-write left (else that GPU refuses every later read and write).
+            if self.writable:
+                problem = damage(self._fd)
+                if problem is not None:
+                    repair_in_place(self._fd, self.path, self._board, problem)
             heal_torn_records(self._map, self.gpu_count)
             yield
 
@@ -359,9 +418,16 @@ class LiveLayer:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise LiveLayerError(f"the live layer {path} is not a regular file")
-            if info.st_size != SIZE:
+            problem = damage(fd)
+            if problem is not None and writable:
+                with flock(path):
+                    problem = damage(fd)
+                    if problem is not None:
+                        repair_in_place(fd, path, board, problem)
+            elif problem is not None:
                 raise LiveLayerError(
-                    f"the live layer {path} is {info.st_size} bytes, the layout needs {SIZE}"
+                    f"the live layer {path} {problem}; a writer (nvml-mock-ctl, a re-stage) "
+                    "repairs it"
                 )
             # a private mapping of a read-only file still follows the file (no page of it is
             # ever written here) and gives the primitives an address to read through

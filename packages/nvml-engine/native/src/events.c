@@ -141,7 +141,16 @@ static int ring_next(struct nvmlEventSet_st *s, struct ring_event *out)
 {
     uint64_t head = ring_head(s->ring);
     if (head < s->cursor) {
-        s->cursor = head; /* not a ring this set has read (a rewritten file): start over */
+        /* not a ring this set has read (a rewritten or repaired file): start over, and
+         * registrations count from the new ring's head */
+        s->cursor = head;
+        for (unsigned int g = 0; g < STATE_MAX_GPUS; g++) {
+            for (unsigned int b = 0; s->registered[g] != 0 && b < EVENT_BITS; b++) {
+                if (s->since[g][b] > head) {
+                    s->since[g][b] = head;
+                }
+            }
+        }
     }
     while (s->cursor < head) {
         if (head - s->cursor > LIVE_EVENT_SLOTS) {
@@ -326,6 +335,24 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
     } else {
         uint32_t *word = ring_word(s->ring);
         while (!s->closing) {
+            /* A live file cut short or overwritten under the wait: its ring is not one. The
+             * wait still blocks (a caller that waits in a loop must not spin), trying to map
+             * a repaired file every LOST_POLL_MS, and ends with NVML_ERROR_UNKNOWN and the
+             * reason if the file is still broken when the timeout ends. */
+            if (!mock_live_header_ok(s->ring) && mock_live_repair() != 0) {
+                if (!time_left(&deadline, &left)) {
+                    rc = NVML_ERROR_UNKNOWN;
+                    break;
+                }
+                if (left.tv_sec > 0 || left.tv_nsec > (long)LOST_POLL_MS * 1000000L) {
+                    left.tv_sec = 0;
+                    left.tv_nsec = (long)LOST_POLL_MS * 1000000L;
+                }
+                pthread_mutex_unlock(&s->lock);
+                nanosleep(&left, NULL);
+                pthread_mutex_lock(&s->lock);
+                continue;
+            }
             /* The word is read before the ring: a writer publishes the record and the head,
              * then bumps the word, so an event missed by this scan changes the word and the
              * FUTEX_WAIT below returns at once instead of sleeping on it. */

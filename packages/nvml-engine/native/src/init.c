@@ -119,6 +119,20 @@ MOCK_EXPORT const char *nvmlErrorString(nvmlReturn_t result)
 }
 
 /* Caller holds lifecycle_lock. */
+/* Init writes details under its lock, the live layer's guard on any thread: this lock keeps
+ * the slots whole between them. */
+static pthread_mutex_t detail_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void mock_clear_error_detail(nvmlReturn_t code)
+{
+    pthread_mutex_lock(&detail_lock);
+    const struct detail *d = atomic_load_explicit(&detail_current, memory_order_relaxed);
+    if (d != NULL && d->code == (int)code) {
+        atomic_store_explicit(&detail_current, NULL, memory_order_release);
+    }
+    pthread_mutex_unlock(&detail_lock);
+}
+
 void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...)
 {
     char text[DETAIL_LEN];
@@ -130,6 +144,7 @@ void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text + n, DETAIL_LEN - (size_t)n, fmt, ap);
     va_end(ap);
+    pthread_mutex_lock(&detail_lock);
     const struct detail *slot = NULL;
     for (unsigned int i = 0; i < detail_used && slot == NULL; i++) {
         if (detail_ring[i].code == (int)code && strcmp(detail_ring[i].text, text) == 0) {
@@ -152,6 +167,7 @@ void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...)
         slot = fresh;
     }
     atomic_store_explicit(&detail_current, slot, memory_order_release);
+    pthread_mutex_unlock(&detail_lock);
 }
 
 static void clear_error_detail(void)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -36,6 +37,16 @@ struct live_map {
 };
 static struct live_map maps[LIVE_MAPS];
 static unsigned int maps_used;
+
+/* The file bound at the last attach, for mock_live_repair: its path, its mapping and the
+ * board UUIDs its records must carry. maps, maps_used and these are guarded by bind_lock
+ * (attach runs under init's lock, a repair on any thread). */
+static pthread_mutex_t bind_lock = PTHREAD_MUTEX_INITIALIZER;
+static char bound_path[4096];
+static unsigned char *bound_base;
+static unsigned int bound_count;
+static char bound_uuids[LIVE_GPU_SLOTS][LIVE_RECORD_UUID_BYTES];
+static int bound_broken; /* the last repair failed: said once on stderr, until it works */
 
 void mock_live_pause(unsigned int attempt)
 {
@@ -170,11 +181,14 @@ static const char *check_header(const unsigned char *h)
     return NULL;
 }
 
+/* Caller holds bind_lock. A file mapped before is mapped again over its old mapping (the
+ * guard may have replaced that by zeros, and a repair may have put another file there). */
 static void *map_file(int fd, const struct stat *st)
 {
     for (unsigned int i = 0; i < maps_used; i++) {
         if (maps[i].dev == st->st_dev && maps[i].ino == st->st_ino) {
-            return maps[i].base;
+            void *again = mmap(maps[i].base, (size_t)LIVE_TOTAL_BYTES, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+            return again == MAP_FAILED ? NULL : again;
         }
     }
     void *base = mmap(NULL, (size_t)LIVE_TOTAL_BYTES, PROT_READ, MAP_SHARED, fd, 0);
@@ -185,11 +199,12 @@ static void *map_file(int fd, const struct stat *st)
     slot->base = base;
     slot->dev = st->st_dev;
     slot->ino = st->st_ino;
+    mock_live_guard_watch(base);
     return base;
 }
 
-int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
-                     const unsigned char **recs, const unsigned char **header, char *why, size_t why_len)
+static int attach_locked(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
+                         const unsigned char **recs, const unsigned char **header, char *why, size_t why_len)
 {
     for (unsigned int i = 0; i < count; i++) {
         recs[i] = NULL;
@@ -246,7 +261,117 @@ int mock_live_attach(const char *path, unsigned int count, const char *uuids, si
         recs[i] = base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES;
     }
     *header = base;
+    snprintf(bound_path, sizeof(bound_path), "%s", path);
+    bound_base = (unsigned char *)(uintptr_t)base;
+    bound_count = count;
+    for (unsigned int i = 0; i < count; i++) {
+        snprintf(bound_uuids[i], sizeof(bound_uuids[i]), "%s", uuids + i * uuid_stride);
+    }
+    bound_broken = 0;
     return 0;
+}
+
+int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
+                     const unsigned char **recs, const unsigned char **header, char *why, size_t why_len)
+{
+    pthread_mutex_lock(&bind_lock);
+    bound_base = NULL;
+    int rc = attach_locked(path, count, uuids, uuid_stride, recs, header, why, why_len);
+    pthread_mutex_unlock(&bind_lock);
+    return rc;
+}
+
+/* Whether the file open as `fd` is a live file for the bound GPUs; NULL when it is, else why.
+ * Read with pread, never through a mapping: the file may be cut short meanwhile. */
+static const char *bound_file_problem(int fd, char *why, size_t why_len)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return "not a regular file";
+    }
+    if ((unsigned long long)st.st_size != LIVE_TOTAL_BYTES) {
+        snprintf(why, why_len, "it is %lld bytes, the layout needs %llu (truncated)", (long long)st.st_size,
+                 (unsigned long long)LIVE_TOTAL_BYTES);
+        return why;
+    }
+    static unsigned char head[LIVE_HEADER_BYTES]; /* under bind_lock */
+    if (pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
+        return "its header cannot be read";
+    }
+    const char *bad = check_header(head);
+    if (bad != NULL) {
+        return bad;
+    }
+    for (unsigned int i = 0; i < bound_count; i++) {
+        char have[LIVE_RECORD_UUID_BYTES];
+        off_t at = (off_t)(LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES + LIVE_RECORD_UUID);
+        if (pread(fd, have, sizeof(have), at) != (ssize_t)sizeof(have) || memchr(have, '\0', sizeof(have)) == NULL ||
+            strcmp(have, bound_uuids[i]) != 0) {
+            snprintf(why, why_len, "record %u belongs to another GPU than %.80s (re-initialise NVML for other GPUs)",
+                     i, bound_uuids[i]);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+/* Caller holds bind_lock. */
+static const char *remap_bound(char *why, size_t why_len)
+{
+    int fd = open(bound_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(why, why_len, "cannot open it: %s", strerror(errno));
+        return why;
+    }
+    const char *bad = bound_file_problem(fd, why, why_len);
+    if (bad == NULL) {
+        struct stat st;
+        fstat(fd, &st);
+        if (mmap(bound_base, (size_t)LIVE_TOTAL_BYTES, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+            snprintf(why, why_len, "cannot map it: %s", strerror(errno));
+            bad = why;
+        } else {
+            for (unsigned int i = 0; i < maps_used; i++) {
+                if (maps[i].base == bound_base) {
+                    maps[i].dev = st.st_dev;
+                    maps[i].ino = st.st_ino;
+                }
+            }
+        }
+    }
+    close(fd);
+    return bad;
+}
+
+int mock_live_repair(void)
+{
+    pthread_mutex_lock(&bind_lock);
+    int rc = 0;
+    if (bound_base != NULL && !mock_live_header_ok(bound_base)) {
+        char why[200];
+        const char *bad = remap_bound(why, sizeof(why));
+        if (bad == NULL && mock_live_header_ok(bound_base)) {
+            atomic_fetch_add_explicit(&mock_live_epoch, 1u, memory_order_release);
+            mock_clear_error_detail(NVML_ERROR_UNKNOWN);
+            if (bound_broken) {
+                fprintf(stderr, "nvml-mock: live layer %.240s is usable again\n", bound_path);
+            }
+            bound_broken = 0;
+        } else {
+            mock_set_error_detail(NVML_ERROR_UNKNOWN,
+                                  "live layer %.240s was truncated or overwritten under this process and is not "
+                                  "usable: %s; re-stage the overlay or write a value with nvml-mock-ctl (either "
+                                  "repairs it) and the next call maps it again",
+                                  bound_path, bad != NULL ? bad : "it changed again meanwhile");
+            if (!bound_broken) {
+                fprintf(stderr, "nvml-mock: %s\n", nvmlErrorString(NVML_ERROR_UNKNOWN));
+            }
+            bound_broken = 1;
+            rc = -1;
+        }
+    }
+    pthread_mutex_unlock(&bind_lock);
+    return rc;
 }
 
 /* --- the writer's primitives (called by nvml_mock_live through ctypes; ABI in keys.toml [abi]) ------------ */

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "live_layout.h"
 
@@ -102,6 +103,32 @@ static inline int64_t mock_live_clamp_s(int64_t v, int64_t lo, int64_t hi)
  */
 int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
                      const unsigned char **recs, const unsigned char **header, char *why, size_t why_len);
+
+/*
+ * The guard against a live file cut short or overwritten under its mapping (live_guard.c,
+ * live.c). A SIGBUS inside a live mapping replaces it by zeros, so its magic is gone; a
+ * file overwritten in place loses it too. Every device call tests the magic of the mapped
+ * header (one load and a branch, mock.h) and only a failed test pays for more.
+ */
+static inline int mock_live_header_ok(const unsigned char *h)
+{
+    uint64_t want;
+    memcpy(&want, LIVE_MAGIC, sizeof(want));
+    return h == NULL || __atomic_load_n((const uint64_t *)(const void *)(h + LIVE_HDR_MAGIC), __ATOMIC_RELAXED) == want;
+}
+
+/* The guard's slow path: map the bound live file again at the same address (so every record
+ * pointer stays valid) once the file at its path is a live file of the same GPUs. Returns 0
+ * when the mapping is usable again; -1 with the reason set for nvmlErrorString
+ * (NVML_ERROR_UNKNOWN) otherwise. Any thread may call it. */
+int mock_live_repair(void);
+
+/* Watch the live mapping at `base` (LIVE_TOTAL_BYTES): installs the SIGBUS handler once per
+ * process (live_guard.c). */
+void mock_live_guard_watch(const void *base);
+
+/* How many times the handler replaced a mapping by zeros (in this process). */
+unsigned int mock_live_guard_replaced(void);
 
 /* Append an event for board GPU `gpu` (MIG device gi/ci, or 0xFFFFFFFF both for the whole
  * GPU) to the ring of the writable mapping `base` and wake every waiter; the caller holds the

@@ -87,6 +87,22 @@ static inline int mock_is_live(void)
     return atomic_load_explicit(&mock_live, memory_order_acquire) != 0;
 }
 
+/* The live layer's header (its event ring) bound at the last init; NULL without one. */
+extern _Atomic(const unsigned char *) mock_live_header;
+
+/* The guard every device call passes (live_guard.c): a device with live records answers
+ * NVML_ERROR_UNKNOWN, with the reason in nvmlErrorString, while the live file mapped for them
+ * was cut short or overwritten under the process and cannot be mapped again yet. Without a
+ * live layer one pointer test; with one, one load of the header's magic word. */
+static inline nvmlReturn_t mock_live_guard(const struct nvmlDevice_st *d)
+{
+    if (__builtin_expect(d->live == NULL, 1) ||
+        __builtin_expect(mock_live_header_ok(atomic_load_explicit(&mock_live_header, memory_order_relaxed)), 1)) {
+        return NVML_SUCCESS;
+    }
+    return mock_live_repair() == 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
 /* Whether the GPU is lost (live-only key gpu_lost): every call on it answers
  * NVML_ERROR_GPU_IS_LOST. Without a live layer one pointer test; with one and the key unset,
  * one load of the record's mask word. */
@@ -123,6 +139,10 @@ static inline nvmlReturn_t mock_device(nvmlDevice_t device, const struct nvmlDev
     if (rc != NVML_SUCCESS) {
         return rc;
     }
+    rc = mock_live_guard(*out);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
     return mock_lost(*out) ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
 }
 
@@ -132,6 +152,10 @@ static inline nvmlReturn_t mock_device(nvmlDevice_t device, const struct nvmlDev
 static inline nvmlReturn_t mock_found(const struct nvmlDevice_st *d, nvmlDevice_t *device)
 {
     *device = (nvmlDevice_t)(uintptr_t)d;
+    nvmlReturn_t rc = mock_live_guard(d);
+    if (rc != NVML_SUCCESS) {
+        return rc;
+    }
     return mock_lost(d) ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
 }
 
@@ -166,9 +190,6 @@ static inline uint64_t mock_nvlink_errors(const struct nvmlDevice_st *d, unsigne
     default: return 0;
     }
 }
-
-/* The live layer's header (its event ring) bound at the last init; NULL without one. */
-extern _Atomic(const unsigned char *) mock_live_header;
 
 /* Bumped by every init that (re)binds the live layer: what a reader derived from the file in
  * an earlier cycle (processes.c's per-thread record index) is stale once it moves, even where
@@ -239,5 +260,7 @@ unsigned char mock_fabric_health_summary(unsigned int mask);
 
 /* Record an init failure detail that nvmlErrorString(code) returns until the next init. */
 void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Drop the detail of `code` (a condition that has passed: the live layer mapped again). */
+void mock_clear_error_detail(nvmlReturn_t code);
 
 #endif

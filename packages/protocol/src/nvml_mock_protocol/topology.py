@@ -468,8 +468,41 @@ def _check_version(kind: str, version: Any, supported: int) -> Any:
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _implicit_by_first_character() -> dict[str | None, tuple[tuple[str, re.Pattern[str]], ...]]:
+    resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = dict(
+        _BaseLoader.yaml_implicit_resolvers
+    )
+    wildcard = tuple(resolvers.pop(None, ()))
+    return {first: (*found, *wildcard) for first, found in resolvers.items()} | {None: wildcard}
+
+
 class _StrictLoader(_BaseLoader):  # type: ignore[valid-type,misc]
-    """Safe YAML loader that refuses duplicate mapping keys instead of keeping the last one."""
+    """Safe YAML loader that refuses duplicate mapping keys instead of keeping the last one.
+
+    It also answers the two questions libyaml's composer asks once per scalar from Python
+    (which tag a plain scalar has, how a string scalar is built) without PyYAML's general
+    machinery: a 100,000-name selector spent more than half of its load there. The answers
+    are the safe loader's own (its implicit resolvers, tried in its order), indexed once.
+    """
+
+    _implicit = _implicit_by_first_character()
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> Any:
+        if kind is yaml.ScalarNode and implicit[0] and not self.yaml_path_resolvers:
+            tried = self._implicit.get(value[:1])
+            for tag, regexp in tried if tried is not None else self._implicit[None]:
+                if regexp.match(value):
+                    return tag
+            return _STR_TAG
+        return super().resolve(kind, value, implicit)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        if node.tag == _STR_TAG and type(node) is yaml.ScalarNode:
+            return node.value  # what construct_yaml_str gives, without its dispatch
+        return super().construct_object(node, deep=deep)
 
 
 def _construct_mapping_without_duplicates(
@@ -731,6 +764,16 @@ def _node_shape_problem(root: yaml.Node, max_items: int) -> str | None:
             mark = node.start_mark
             where = f" (line {mark.line + 1})" if mark is not None else ""
             return f"document has an alias that refers to itself{where}; it would never end"
+        if isinstance(node, yaml.SequenceNode) and all(
+            type(child) is yaml.ScalarNode for child in node.value
+        ):  # a list of names, say: no child needs a visit of its own
+            size, height = 1 + len(node.value), 1 if node.value else 0
+            if size > max_items:
+                return _too_many(max_items)
+            if height >= DOCUMENT_MAX_DEPTH:
+                return _too_deep()
+            done[key] = (size, height + 1)
+            continue
         active.add(key)
         if isinstance(node, yaml.MappingNode):
             children = [part for pair in node.value for part in pair]
@@ -742,9 +785,13 @@ def _node_shape_problem(root: yaml.Node, max_items: int) -> str | None:
 
 
 def _data_shape_problem(data: Any, max_items: int) -> str | None:
-    """What is wrong with parsed JSON's shape (too many values, too deep), or None."""
+    """What is wrong with parsed JSON's shape (too many values, too deep), or None.
+
+    Scalars inside a list or mapping are counted, not visited one by one: a list of
+    100,000 names is one pass in C, where a visit each was a fifth of a reload."""
     count = 0
     stack: list[tuple[Any, int]] = [(data, 1)]
+    containers = (dict, list)
     while stack:
         value, depth = stack.pop()
         count += 1
@@ -753,11 +800,18 @@ def _data_shape_problem(data: Any, max_items: int) -> str | None:
         if depth > DOCUMENT_MAX_DEPTH:
             return _too_deep()
         if isinstance(value, dict):
-            for key, item in value.items():
-                stack.append((key, depth + 1))
-                stack.append((item, depth + 1))
+            inner = [item for item in value.values() if isinstance(item, containers)]
+            count += 2 * len(value) - len(inner)  # keys of parsed JSON are strings
         elif isinstance(value, list):
-            stack.extend((item, depth + 1) for item in value)
+            inner = [item for item in value if isinstance(item, containers)]
+            count += len(value) - len(inner)
+        else:
+            continue
+        if count > max_items:
+            return _too_many(max_items)
+        if value and depth + 1 > DOCUMENT_MAX_DEPTH:
+            return _too_deep()
+        stack.extend((item, depth + 1) for item in inner)
     return None
 
 
