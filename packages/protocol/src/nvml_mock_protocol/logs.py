@@ -34,7 +34,7 @@ import sys
 import time
 from typing import Final, TextIO
 
-from nvml_mock_protocol.names import ENV_LOG_FORMAT, ENV_LOG_LEVEL
+from nvml_mock_protocol.names import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
 
 __all__ = [
     "DEFAULT_LOG_FORMAT",
@@ -55,11 +55,7 @@ __all__ = [
     "record_context",
 ]
 
-LOG_FORMATS: Final = ("text", "json")
-"""The values of ``--log-format`` / ``NVML_MOCK_LOG_FORMAT``."""
 DEFAULT_LOG_FORMAT: Final = "text"
-LOG_LEVELS: Final = ("debug", "info", "warning", "error")
-"""The values of ``--log-level`` / ``NVML_MOCK_LOG_LEVEL`` every command accepts."""
 JSON_FIELDS: Final = ("ts", "level", "logger", "msg")
 """The fields every JSON line starts with; ``exc`` follows the context when set."""
 HANDLER_NAME: Final = "nvml-mock"

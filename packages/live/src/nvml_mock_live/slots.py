@@ -1,0 +1,44 @@
+"""A GPU record's live values by key: what its slots and masks mean, for every reader.
+
+The writer (:class:`~nvml_mock_live.LiveLayer`) and the light reader of ``nvml-mock-ctl
+status`` decode the same snapshot the same way: the keys in their declared order (the
+generated :data:`~nvml_mock_live._keys.LIVE_GPU_ROWS`), a key set when its mask bit is,
+``int32`` keys read back signed. No ``enum`` or ``dataclasses`` here: this module is on
+the path of commands that start in a few milliseconds.
+"""
+
+from __future__ import annotations
+
+from nvml_mock_live import _keys, _layout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Final
+
+__all__ = ["LIVE_KEY_KINDS", "LIVE_KEY_SLOTS", "MASK_WORDS", "keys_in_mask", "values_of"]
+
+MASK_WORDS: Final = (_layout.LIVE_KEY_SLOTS + 63) // 64
+"""64-bit words of a GPU record's set and armed masks."""
+
+LIVE_KEY_SLOTS: Final[Mapping[str, int]] = {
+    row[0]: row[8] or 0 for row in _keys.LIVE_GPU_ROWS
+}
+"""Each live key's slot in a GPU record, in the declared order."""
+LIVE_KEY_KINDS: Final[Mapping[str, str]] = {row[0]: row[1] for row in _keys.LIVE_GPU_ROWS}
+"""Each live key's declared kind (``UINT32``, ``INT32``, ``HEX32`` ...)."""
+
+
+def keys_in_mask(words: Sequence[int]) -> list[str]:
+    """The live keys whose bit is set in the mask *words* (64 slots a word), in order."""
+    return [key for key, slot in LIVE_KEY_SLOTS.items() if words[slot // 64] >> (slot % 64) & 1]
+
+
+def values_of(mask: Sequence[int], slots: Sequence[int]) -> dict[str, int]:
+    """The values a snapshot (*mask* words, raw 64-bit *slots*) holds, by key; unset keys are
+    left out."""
+    result: dict[str, int] = {}
+    for key in keys_in_mask(mask):
+        raw = int(slots[LIVE_KEY_SLOTS[key]])
+        result[key] = raw - (1 << 64) if LIVE_KEY_KINDS[key] == "INT32" and raw >= 1 << 63 else raw
+    return result
