@@ -21,9 +21,7 @@ __all__ = ["LIVE_KEY_KINDS", "LIVE_KEY_SLOTS", "MASK_WORDS", "keys_in_mask", "va
 MASK_WORDS: Final = (_layout.LIVE_KEY_SLOTS + 63) // 64
 """64-bit words of a GPU record's set and armed masks."""
 
-LIVE_KEY_SLOTS: Final[Mapping[str, int]] = {
-    row[0]: row[8] or 0 for row in _keys.LIVE_GPU_ROWS
-}
+LIVE_KEY_SLOTS: Final[Mapping[str, int]] = {row[0]: row[8] or 0 for row in _keys.LIVE_GPU_ROWS}
 """Each live key's slot in a GPU record, in the declared order."""
 LIVE_KEY_KINDS: Final[Mapping[str, str]] = {row[0]: row[1] for row in _keys.LIVE_GPU_ROWS}
 """Each live key's declared kind (``UINT32``, ``INT32``, ``HEX32`` ...)."""
@@ -31,6 +29,8 @@ LIVE_KEY_KINDS: Final[Mapping[str, str]] = {row[0]: row[1] for row in _keys.LIVE
 
 def keys_in_mask(words: Sequence[int]) -> list[str]:
     """The live keys whose bit is set in the mask *words* (64 slots a word), in order."""
+    if not any(words):
+        return []
     return [key for key, slot in LIVE_KEY_SLOTS.items() if words[slot // 64] >> (slot % 64) & 1]
 
 

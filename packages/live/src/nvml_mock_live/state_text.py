@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import os
 
-__all__ = ["gpu_sections", "read_gpu_sections"]
+__all__ = ["gpu_sections", "gpu_values", "read_gpu_sections", "read_gpu_uuids"]
 
 
 def gpu_sections(text: str) -> list[dict[str, str]]:
@@ -38,16 +38,49 @@ def gpu_sections(text: str) -> list[dict[str, str]]:
     return gpus
 
 
+def gpu_values(text: str, key: str) -> list[str]:
+    """``[gpu.get(key, "") for gpu in gpu_sections(text)]``, without building the sections:
+    a line is split only when it holds *key* (a third of the time of :func:`gpu_sections` on
+    a rendered state, for a command that needs the GPUs' UUIDs only)."""
+    found: list[str] = []
+    in_gpu = False
+    for line in text.splitlines():
+        if line.startswith("["):
+            in_gpu = line.startswith("[gpu ")
+            if in_gpu:
+                found.append("")
+        elif in_gpu and key in line and "=" in line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            if name.strip() == key:
+                found[-1] = value.strip()
+    return found
+
+
+def _read(state_path: str | os.PathLike[str]) -> str:
+    try:
+        with open(state_path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LiveLayerError(f"cannot read the board state {state_path}: {exc}") from None
+
+
+def _check(state_path: str | os.PathLike[str], uuids: list[str]) -> None:
+    if len(uuids) > layout.LIVE_GPU_SLOTS or not all(uuids):
+        raise LiveLayerError(f"{state_path}: not a board state the live layer can follow")
+
+
 def read_gpu_sections(state_path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """The GPU sections of the state file at *state_path*. Raises :class:`LiveLayerError`
     naming the file when it cannot be read or is no board a live layer can follow (over the
     GPU slots, a GPU without a UUID)."""
-    try:
-        with open(state_path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LiveLayerError(f"cannot read the board state {state_path}: {exc}") from None
-    gpus = gpu_sections(text)
-    if len(gpus) > layout.LIVE_GPU_SLOTS or any(not values.get("uuid") for values in gpus):
-        raise LiveLayerError(f"{state_path}: not a board state the live layer can follow")
+    gpus = gpu_sections(_read(state_path))
+    _check(state_path, [values.get("uuid", "") for values in gpus])
     return gpus
+
+
+def read_gpu_uuids(state_path: str | os.PathLike[str]) -> list[str]:
+    """The UUIDs of the GPUs of the state file at *state_path*, in index order, refused as
+    :func:`read_gpu_sections` refuses a state."""
+    uuids = gpu_values(_read(state_path), "uuid")
+    _check(state_path, uuids)
+    return uuids

@@ -46,7 +46,6 @@ ID_PREFIX: Final = "ctl-"
 container ids) and hand-made ones never collide."""
 
 
-
 def make(
     *,
     gpus: Sequence[int],

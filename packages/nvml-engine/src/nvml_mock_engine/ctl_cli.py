@@ -44,7 +44,7 @@ from nvml_mock_engine.errors import CtlUsageError, LiveLayerError, LiveValueErro
 from nvml_mock_engine.faults import Event, FaultOptions, GpuView
 from nvml_mock_engine.library import library_path
 from nvml_mock_engine.scenario_ctl import add_scenario_verb
-from nvml_mock_engine.schema import LIVE_GPU_KEYS, Kind
+from nvml_mock_engine.schema import LIVE_GPU_KEYS
 from nvml_mock_engine.settings import (
     CTL_OPTIONS,
     ENV_LIVE_FILE,
@@ -64,7 +64,6 @@ __all__ = [
     "EXIT_VALUE",
     "main",
 ]
-
 
 
 _TRIGGER_KEYS: Final = vocabulary.TRIGGER_KEYS
@@ -509,7 +508,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     with _open(args, writable=False) as layer:
         gpus = select_gpus(layer, args.gpu)
         rows = [
-            ctl_report.gpu_row(index, layer.board[index].uuid, layer.values(index), layer.armed(index))
+            ctl_report.gpu_row(
+                index, layer.board[index].uuid, layer.values(index), layer.armed(index)
+            )
             for index in gpus
         ]
         records = ctl_report.holding(layer.list(), gpus)

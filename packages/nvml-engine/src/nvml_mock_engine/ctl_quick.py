@@ -220,17 +220,21 @@ def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) 
 
     from nvml_mock_live import header, library
     from nvml_mock_live.errors import LiveLayerError
-    from nvml_mock_live.state_text import read_gpu_sections
+    from nvml_mock_live.state_text import read_gpu_uuids
 
     from nvml_mock_engine.library import library_file
 
     if not os.path.isfile(state):
         return None
-    if writable and "live_file" not in options and "state_file" in options:
-        if not os.path.exists(live):
-            return None  # the full command line makes it, and says so
+    if (
+        writable
+        and "live_file" not in options
+        and "state_file" in options
+        and not os.path.exists(live)
+    ):
+        return None  # the full command line makes it, and says so
     try:
-        uuids = [gpu.get("uuid", "") for gpu in read_gpu_sections(state)]
+        uuids = read_gpu_uuids(state)
         lib = library.load(library_file())
     except LiveLayerError:
         return None
@@ -291,7 +295,9 @@ def _status(request: Request, live_path: str, state_path: str) -> int | None:
         return None
     try:
         try:
-            gpus = select_indices(live.uuids, request.verb_values.get("gpu", _GPU_DEFAULT["status"]))
+            gpus = select_indices(
+                live.uuids, request.verb_values.get("gpu", _GPU_DEFAULT["status"])
+            )
         except LiveValueError:
             return None
         rows = []
@@ -416,5 +422,7 @@ def _log_error(options: Mapping[str, str], message: str) -> None:
 
     from nvml_mock_protocol.logs import DEFAULT_LOG_FORMAT, configure_logging
 
-    configure_logging(options.get("log_level", "info"), options.get("log_format", DEFAULT_LOG_FORMAT))
+    configure_logging(
+        options.get("log_level", "info"), options.get("log_format", DEFAULT_LOG_FORMAT)
+    )
     logging.getLogger(_LOGGER).error("%s", message)

@@ -109,9 +109,7 @@ def change_line(
     armed = armed or {}
     parts = []
     if clear and not values and not armed:
-        parts.append(
-            "reset" if len(clear) == len(LIVE_KEY_KINDS) else "cleared " + " ".join(clear)
-        )
+        parts.append("reset" if len(clear) == len(LIVE_KEY_KINDS) else "cleared " + " ".join(clear))
     if armed:
         parts.append(f"armed ({trigger_text(values)}) {describe(armed)}")
     elif values:
@@ -124,7 +122,9 @@ def change_line(
 # -- status ------------------------------------------------------------------------------
 
 
-def gpu_row(index: int, uuid: str, values: dict[str, int], armed: Sequence[str]) -> dict[str, object]:
+def gpu_row(
+    index: int, uuid: str, values: dict[str, int], armed: Sequence[str]
+) -> dict[str, object]:
     """One GPU of ``status``: its live values, the keys armed (sorted) and its trigger."""
     shown_armed = sorted(armed)
     return {

@@ -11,14 +11,13 @@ inside workload containers (check-fabric, nvidia-smi) import
 
 from __future__ import annotations
 
+from nvml_mock_protocol._version import __version__
+
 # The TYPE_CHECKING = False idiom, not typing's: see nvml_mock_protocol.names.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-from nvml_mock_protocol._version import __version__
-
-if TYPE_CHECKING:
     from nvml_mock_protocol.identity import (
         REVISION_HEADER,
         ErrorBody,
