@@ -35,12 +35,9 @@ _DYNAMIC_HEADER_FIELDS: Final = frozenset(
 )
 
 
-def header_bytes(gpu_count: int) -> bytearray:
-    """A fresh live file (every value unset, no record) for *gpu_count* GPUs, less the
-    records' UUIDs, which are the caller's."""
-    data = bytearray(SIZE)
-    data[0 : len(layout.LIVE_MAGIC)] = layout.LIVE_MAGIC
-    values = {
+def _header_values(gpu_count: int) -> dict[str, int]:
+    """The header's numeric fields as this layout writes them for *gpu_count* GPUs."""
+    return {
         "format": layout.LIVE_FORMAT,
         "header_bytes": layout.LIVE_HEADER_BYTES,
         "total_bytes": layout.LIVE_TOTAL_BYTES,
@@ -58,7 +55,14 @@ def header_bytes(gpu_count: int) -> bytearray:
         "event_slots": layout.LIVE_EVENT_SLOTS,
         "event_record_bytes": layout.LIVE_EVENT_RECORD_BYTES,
     }
-    for name, value in values.items():
+
+
+def header_bytes(gpu_count: int) -> bytearray:
+    """A fresh live file (every value unset, no record) for *gpu_count* GPUs, less the
+    records' UUIDs, which are the caller's."""
+    data = bytearray(SIZE)
+    data[0 : len(layout.LIVE_MAGIC)] = layout.LIVE_MAGIC
+    for name, value in _header_values(gpu_count).items():
         ctype, offset = layout.LIVE_HEADER_FIELDS[name]
         struct.pack_into(FIELD_FORMATS[ctype], data, offset, value)
     return data
@@ -70,12 +74,12 @@ def header_problem(data: bytes | mmap.mmap) -> str | None:
         return f"size {len(data)} bytes, the layout needs {SIZE}"
     if bytes(data[0:16]).rstrip(b"\0") != layout.LIVE_MAGIC:
         return "not a live layer file (bad magic)"
-    want = header_bytes(0)
+    want = _header_values(0)
     for name, (ctype, offset) in layout.LIVE_HEADER_FIELDS.items():
         if name in _DYNAMIC_HEADER_FIELDS:
             continue
-        size = struct.calcsize(FIELD_FORMATS[ctype])
-        if bytes(data[offset : offset + size]) != bytes(want[offset : offset + size]):
+        # a field this version leaves zero (none so far) must be zero too
+        if struct.unpack_from(FIELD_FORMATS[ctype], data, offset)[0] != want.get(name, 0):
             return f"layout field {name} differs from this version's"
     return None
 

@@ -13,8 +13,12 @@ from nvml_mock_live import _keys, _layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import ctypes
     from collections.abc import Mapping, Sequence
-    from typing import Final
+    from typing import Final, TypeAlias
+
+    Words: TypeAlias = Sequence[int] | ctypes.Array[ctypes.c_uint64]
+    """Mask words or slots: a tuple ``struct`` unpacked, or the library's array."""
 
 __all__ = ["LIVE_KEY_KINDS", "LIVE_KEY_SLOTS", "MASK_WORDS", "keys_in_mask", "values_of"]
 
@@ -27,14 +31,14 @@ LIVE_KEY_KINDS: Final[Mapping[str, str]] = {row[0]: row[1] for row in _keys.LIVE
 """Each live key's declared kind (``UINT32``, ``INT32``, ``HEX32`` ...)."""
 
 
-def keys_in_mask(words: Sequence[int]) -> list[str]:
+def keys_in_mask(words: Words) -> list[str]:
     """The live keys whose bit is set in the mask *words* (64 slots a word), in order."""
     if not any(words):
         return []
     return [key for key, slot in LIVE_KEY_SLOTS.items() if words[slot // 64] >> (slot % 64) & 1]
 
 
-def values_of(mask: Sequence[int], slots: Sequence[int]) -> dict[str, int]:
+def values_of(mask: Words, slots: Words) -> dict[str, int]:
     """The values a snapshot (*mask* words, raw 64-bit *slots*) holds, by key; unset keys are
     left out."""
     result: dict[str, int] = {}

@@ -331,10 +331,6 @@ def _records(live: _Live) -> list[Allocation]:
     from nvml_mock_live import header
 
     high = min(header.header_field(live.map, "process_high"), layout.LIVE_PROCESS_SLOTS)
-    if not high:
-        return []
-    from nvml_mock_live.allocations import unpack  # only with records to show
-
     out = ctypes.create_string_buffer(layout.LIVE_PROCESS_RECORD_BYTES)
     found = []
     for slot in range(high):
@@ -346,6 +342,8 @@ def _records(live: _Live) -> list[Allocation]:
             layout.LIVE_PROCESS_RECORD_BYTES,
         )
         if rc == 1:
+            from nvml_mock_live.allocations import unpack  # only with a record to show
+
             found.append(unpack(out.raw))
     return found
 

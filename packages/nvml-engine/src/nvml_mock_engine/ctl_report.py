@@ -16,7 +16,7 @@ from nvml_mock_live.slots import LIVE_KEY_KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from typing import Final
 
     from nvml_mock_live import Allocation
@@ -123,7 +123,7 @@ def change_line(
 
 
 def gpu_row(
-    index: int, uuid: str, values: dict[str, int], armed: Sequence[str]
+    index: int, uuid: str, values: dict[str, int], armed: Iterable[str]
 ) -> dict[str, object]:
     """One GPU of ``status``: its live values, the keys armed (sorted) and its trigger."""
     shown_armed = sorted(armed)
