@@ -9,10 +9,12 @@ reference. Bytecode caches are written, as for an installed tool. Prints p50 / p
 ratio to the baseline's for each round and for all rounds together, with the load average.
 Target (README): ``status`` and ``xid`` <= 1.5x ``python3 -c pass``.
 
-    python bench/ctl_bench.py [--runs 30] [--rounds 3] [--busy N]
+    python bench/ctl_bench.py [--runs 30] [--rounds 3] [--busy N] [--before PACKAGES]
 
 ``--busy N`` runs N busy loops (one per core to saturate) during the measurement: the
-loaded figure.
+loaded figure. ``--before PACKAGES`` adds ``status`` and ``xid`` of another checkout's code
+(its ``packages/`` directory, its sources put first on ``PYTHONPATH``, the same interpreter and
+library), interleaved with the rest: a before/after in one run.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30, help="runs of each command per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--busy", type=int, default=0, help="busy loops during the measurement")
+    parser.add_argument("--before", type=Path, help="another checkout's packages/ directory")
     args = parser.parse_args()
 
     import nvml_mock_live as live
@@ -85,8 +88,22 @@ def main() -> int:
                 "status --json": [script, *where, "status", "--json"],
                 "status (full CLI)": [sys.executable, "-c", full, *where, "status"],
             }
-            for argv in commands.values():  # warm the caches, write the bytecode
-                subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+            environments = {name: env for name in commands}
+            if args.before is not None:
+                old = "import sys; from nvml_mock_engine.ctl import main; sys.exit(main())"
+                sources = ("protocol", "live", "nvml-engine", "topology-service")
+                before_env = dict(env)
+                before_env["PYTHONPATH"] = os.pathsep.join(
+                    str(args.before / name / "src") for name in sources
+                )
+                for name, verb in (
+                    ("status", ["status"]),
+                    ("xid -i 0 79", ["xid", "-i", "0", "79"]),
+                ):
+                    commands[f"{name} (before)"] = [sys.executable, "-c", old, *where, *verb]
+                    environments[f"{name} (before)"] = before_env
+            for name, argv in commands.items():  # warm the caches, write the bytecode
+                subprocess.run(argv, env=environments[name], check=True, stdout=subprocess.DEVNULL)
             every: dict[str, list[float]] = {name: [] for name in commands}
             print(f"{sys.executable}, {args.runs} runs x {args.rounds} rounds, {args.busy} busy")
             for round_ in range(1, args.rounds + 1):
@@ -94,7 +111,9 @@ def main() -> int:
                 for _ in range(args.runs):
                     for name, argv in commands.items():
                         started = time.perf_counter()
-                        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+                        subprocess.run(
+                            argv, env=environments[name], check=True, stdout=subprocess.DEVNULL
+                        )
                         times[name].append(time.perf_counter() - started)
                 _table(f"round {round_}", times)
                 for name, values in times.items():

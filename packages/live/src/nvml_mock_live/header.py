@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FIELD_FORMATS",
+    "MASK_WORDS",
     "SIZE",
     "header_bytes",
     "header_field",
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 SIZE: Final = layout.LIVE_TOTAL_BYTES
+MASK_WORDS: Final = (layout.LIVE_KEY_SLOTS + 63) // 64
+"""64-bit words of a GPU record's set and armed masks."""
 FIELD_FORMATS: Final = {"uint32_t": "<I", "uint64_t": "<Q"}
 """The struct format of each C type the header's fields are declared with."""
 _DYNAMIC_HEADER_FIELDS: Final = frozenset(

@@ -21,7 +21,7 @@ import ctypes
 
 from nvml_mock_live import _layout as layout
 from nvml_mock_live.errors import LiveLayerError
-from nvml_mock_live.slots import MASK_WORDS
+from nvml_mock_live.header import MASK_WORDS
 
 # Light on purpose (no functools, pathlib or typing): ``nvml-mock-ctl xid`` loads the
 # library through this module in a command that must start about as fast as Python itself.

@@ -9,7 +9,8 @@ the path of commands that start in a few milliseconds.
 
 from __future__ import annotations
 
-from nvml_mock_live import _keys, _layout
+from nvml_mock_live import _keys
+from nvml_mock_live.header import MASK_WORDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LIVE_KEY_KINDS", "LIVE_KEY_SLOTS", "MASK_WORDS", "keys_in_mask", "values_of"]
 
-MASK_WORDS: Final = (_layout.LIVE_KEY_SLOTS + 63) // 64
-"""64-bit words of a GPU record's set and armed masks."""
 
 LIVE_KEY_SLOTS: Final[Mapping[str, int]] = {row[0]: row[8] or 0 for row in _keys.LIVE_GPU_ROWS}
 """Each live key's slot in a GPU record, in the declared order."""

@@ -12,7 +12,6 @@ armed time trigger.
 from __future__ import annotations
 
 from nvml_mock_live.kinds import EVENTS, TRIGGER_KEYS, TRIGGERS, UTIL_PATTERNS
-from nvml_mock_live.slots import LIVE_KEY_KINDS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,17 +38,18 @@ __all__ = [
 
 EVENT_NAMES: Final[Mapping[int, str]] = {bit: name for name, bit in EVENTS.items()}
 """The names events are reported by, by ``nvmlEventType*`` bit."""
-_HEX_KEYS: Final = frozenset(
-    {key for key, kind in LIVE_KEY_KINDS.items() if kind == "HEX32"}
-    | {"clocks_event_reasons", "nvlink_down_mask"}
-)
 _PATTERN_NAMES: Final = {number: name for name, number in UTIL_PATTERNS.items()}
 _MiB: Final = 1 << 20
 
 
 def show(key: str, value: object) -> str:
     """A live value as a report shows it: masks and ``hex32`` keys in hex."""
-    if isinstance(value, int) and key in _HEX_KEYS:
+    # the key table loads here, not with the module: ``xid`` reports events only
+    from nvml_mock_live.slots import LIVE_KEY_KINDS
+
+    if isinstance(value, int) and (
+        LIVE_KEY_KINDS.get(key) == "HEX32" or key in ("clocks_event_reasons", "nvlink_down_mask")
+    ):
         return hex(value)
     return str(value)
 
@@ -109,6 +109,8 @@ def change_line(
     armed = armed or {}
     parts = []
     if clear and not values and not armed:
+        from nvml_mock_live.slots import LIVE_KEY_KINDS
+
         parts.append("reset" if len(clear) == len(LIVE_KEY_KINDS) else "cleared " + " ".join(clear))
     if armed:
         parts.append(f"armed ({trigger_text(values)}) {describe(armed)}")
