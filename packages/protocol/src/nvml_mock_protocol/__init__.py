@@ -11,13 +11,13 @@ inside workload containers (check-fabric, nvidia-smi) import
 
 from __future__ import annotations
 
-# The TYPE_CHECKING = False idiom, not typing's: see nvml_mock_protocol.names. Even
-# ``__version__`` loads on first use: each module a short-lived command imports costs it.
+from nvml_mock_protocol._version import __version__
+
+# The TYPE_CHECKING = False idiom, not typing's: see nvml_mock_protocol.names.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from nvml_mock_protocol._version import __version__
     from nvml_mock_protocol.identity import (
         REVISION_HEADER,
         ErrorBody,
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     )
 
 _LAZY = {
-    "__version__": "_version",
     "TopologyDocument": "topology",
     "Domain": "topology",
     "Clique": "topology",
