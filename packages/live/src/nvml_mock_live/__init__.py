@@ -16,14 +16,14 @@ every workload container) does not pay for the writer at start-up.
 
 from __future__ import annotations
 
+from nvml_mock_live._version import __version__
+
 # The TYPE_CHECKING = False idiom, not typing's: ``nvml-mock-ctl status`` and ``xid`` start
-# through this package and must not pay for typing (and the re it brings), nor for a module
-# they do not use (even ``__version__`` loads on first use).
+# through this package and must not pay for typing (and the re it brings).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from nvml_mock_live._version import __version__
     from nvml_mock_live.allocations import MIG_HOLDINGS_MAX, Allocation
     from nvml_mock_live.board import BoardGpu, read_board, resolve_gpus
     from nvml_mock_live.errors import AllocationError, LiveError, LiveLayerError, LiveValueError
@@ -49,7 +49,6 @@ _LAZY = {
     "parse_memory": "vocabulary",
     "parse_utilization": "vocabulary",
     "vocabulary": "",
-    "__version__": "_version",
 }
 
 __all__ = [

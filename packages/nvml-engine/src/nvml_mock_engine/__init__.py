@@ -11,6 +11,8 @@ on every ``nvidia-smi`` call, so the public names below load on first use.
 
 from __future__ import annotations
 
+from nvml_mock_engine._version import __version__
+
 # Not ``from typing import TYPE_CHECKING``: importing typing (and the re and enum it pulls
 # in) cost ``nvidia-smi -L`` about 5 ms, half its own start-up (bench/smi_bench.py); type
 # checkers treat this constant as true.
@@ -18,7 +20,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from nvml_mock_engine._version import __version__
     from nvml_mock_engine.config import EngineConfig, resolve_config
     from nvml_mock_engine.library import library_path
     from nvml_mock_engine.profiles import Profile, load_profile, profile_names
@@ -38,7 +39,6 @@ __all__ = [
 ]
 
 _LAZY = {
-    "__version__": "nvml_mock_engine._version",
     "EngineConfig": "nvml_mock_engine.config",
     "resolve_config": "nvml_mock_engine.config",
     "library_path": "nvml_mock_engine.library",
