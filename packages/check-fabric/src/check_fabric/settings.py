@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final, NoReturn
 
 from nvml_mock_protocol import settings as s
-from nvml_mock_protocol.logs import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
+from nvml_mock_protocol.logs import LOG_OPTIONS
 from nvml_mock_protocol.names import ENV_NODE_NAME
 
 from check_fabric._version import __version__
@@ -186,24 +186,7 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
         doc="the `/proc/devices`-format file that names the `nvidia-caps-imex-channels` major",
         default_doc=f"`{SUBSTITUTE_PROC_DEVICES}`, then `{PROC_DEVICES}`",
     ),
-    s.Option(
-        "log_format",
-        "--log-format",
-        ENV_LOG_FORMAT,
-        s.choice(*LOG_FORMATS),
-        "text or json logs on stderr",
-        metavar="{" + ",".join(LOG_FORMATS) + "}",
-        doc="`text` or `json` logs on stderr",
-    ),
-    s.Option(
-        "log_level",
-        "--log-level",
-        ENV_LOG_LEVEL,
-        s.choice(*LOG_LEVELS),
-        "lowest level logged: " + ", ".join(LOG_LEVELS),
-        metavar="{" + ",".join(LOG_LEVELS) + "}",
-        doc=", ".join(f"`{level}`" for level in LOG_LEVELS),
-    ),
+    *LOG_OPTIONS,
 )
 """Every flag of check-fabric, its env twin and its parser."""
 

@@ -17,7 +17,7 @@ from typing import Final, NoReturn
 
 from nvml_mock_protocol import names
 from nvml_mock_protocol import settings as s
-from nvml_mock_protocol.logs import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
+from nvml_mock_protocol.logs import LOG_OPTIONS
 
 from nvml_mock_exporter._version import __version__
 from nvml_mock_exporter.errors import ArgumentsError, ConfigError
@@ -181,24 +181,7 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
         metavar="PATH",
         default_doc="beside `MOCK_NVML_CONFIG`, else the overlay's",
     ),
-    s.Option(
-        "log_format",
-        "--log-format",
-        ENV_LOG_FORMAT,
-        s.choice(*LOG_FORMATS),
-        "text or json logs on stderr",
-        metavar="{" + ",".join(LOG_FORMATS) + "}",
-        doc="`text` or `json` logs on stderr",
-    ),
-    s.Option(
-        "log_level",
-        "--log-level",
-        ENV_LOG_LEVEL,
-        s.choice(*LOG_LEVELS),
-        "lowest level logged: " + ", ".join(LOG_LEVELS),
-        metavar="{" + ",".join(LOG_LEVELS) + "}",
-        doc=", ".join(f"`{level}`" for level in LOG_LEVELS),
-    ),
+    *LOG_OPTIONS,
 )
 """Every flag of the exporter, its env twin and its parser."""
 

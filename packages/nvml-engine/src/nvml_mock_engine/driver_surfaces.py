@@ -17,14 +17,12 @@ into files within one of its ticks. :func:`sync_mig` does one pass for any calle
 
 from __future__ import annotations
 
-import mmap
 import os
-import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from nvml_mock_live import _layout as layout
+from nvml_mock_live import mig_records
 
 from nvml_mock_engine.file_tree import sync_tree
 from nvml_mock_engine.procfs import MigInstance, mig_capabilities
@@ -42,7 +40,6 @@ __all__ = [
 PROC_DIR: Final = "proc"
 SYS_DIR: Final = "sys"
 CAPABILITIES_DIR: Final = "driver/nvidia/capabilities"
-_READ_TRIES: Final = 1000
 
 
 def surfaces_root(live_file: Path) -> Path:
@@ -51,63 +48,14 @@ def surfaces_root(live_file: Path) -> Path:
     return Path(os.path.realpath(live_file)).parent.parent
 
 
-def _record(data: mmap.mmap, gpu: int) -> bytes | None:
-    """GPU *gpu*'s MIG record, read under its sequence lock (None: a writer died mid-write)."""
-    start = layout.LIVE_MIG_OFFSET + gpu * layout.LIVE_MIG_BYTES_PER_GPU
-    end = start + layout.LIVE_MIG_BYTES_PER_GPU
-    seq_at = start + layout.LIVE_MIG_SEQ
-    for _ in range(_READ_TRIES):
-        (before,) = struct.unpack_from("<Q", data, seq_at)
-        if before & 1:
-            continue
-        record = bytes(data[start:end])
-        (after,) = struct.unpack_from("<Q", data, seq_at)
-        if after == before:
-            return record
-    return None
-
-
-def _instances(record: bytes) -> tuple[MigInstance, ...]:
-    (current,) = struct.unpack_from("<I", record, layout.LIVE_MIG_CURRENT)
-    if current != 1:
-        return ()
-    found = []
-    for g in range(layout.LIVE_MIG_MAX_GI):
-        gi_at = layout.LIVE_MIG_GI + g * layout.LIVE_MIG_GI_BYTES
-        used, gi_id = struct.unpack_from("<II", record, gi_at + layout.LIVE_MIG_GI_USED)
-        if not used:
-            continue
-        cis = []
-        for c in range(layout.LIVE_MIG_MAX_CI):
-            ci_at = gi_at + layout.LIVE_MIG_GI_CI + c * layout.LIVE_MIG_CI_BYTES
-            ci_used, ci_id = struct.unpack_from("<II", record, ci_at + layout.LIVE_MIG_CI_USED)
-            if ci_used:
-                cis.append(ci_id)
-        found.append(MigInstance(gi_id, tuple(sorted(cis))))
-    return tuple(sorted(found, key=lambda i: i.gpu_instance))
-
-
 def read_mig_layout(live_file: Path, gpus: int) -> dict[int, tuple[MigInstance, ...]]:
     """Each board GPU's GPU and compute instances now (empty without MIG mode or a live
     layer); a record caught mid-write by a dead writer reads as no instances, as the library
     reads it."""
-    try:
-        fd = os.open(live_file, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return {gpu: () for gpu in range(gpus)}
-    try:
-        size = os.fstat(fd).st_size
-        if size < layout.LIVE_TOTAL_BYTES:
-            return {gpu: () for gpu in range(gpus)}
-        with mmap.mmap(fd, layout.LIVE_TOTAL_BYTES, prot=mmap.PROT_READ) as data:
-            (count,) = struct.unpack_from("<I", data, layout.LIVE_HEADER_FIELDS["gpu_count"][1])
-            result: dict[int, tuple[MigInstance, ...]] = {}
-            for gpu in range(gpus):
-                record = _record(data, gpu) if gpu < count else None
-                result[gpu] = _instances(record) if record is not None else ()
-            return result
-    finally:
-        os.close(fd)
+    return {
+        gpu: tuple(MigInstance(gi, cis) for gi, cis in instances)
+        for gpu, instances in mig_records.read_instances(live_file, gpus).items()
+    }
 
 
 def sync_mig(root: Path, layout_now: Mapping[int, Sequence[MigInstance]]) -> None:
@@ -131,29 +79,9 @@ class MigFollower:
         self.live_file = live_file
         self._seen: tuple[int, ...] | None = None
 
-    def _sequences(self) -> tuple[int, ...] | None:
-        try:
-            with open(self.live_file, "rb") as handle:
-                st = os.fstat(handle.fileno())
-                if st.st_size < layout.LIVE_TOTAL_BYTES:
-                    return None
-                with mmap.mmap(
-                    handle.fileno(), layout.LIVE_TOTAL_BYTES, prot=mmap.PROT_READ
-                ) as data:
-                    (count,) = struct.unpack_from(
-                        "<I", data, layout.LIVE_HEADER_FIELDS["gpu_count"][1]
-                    )
-                    seqs = [st.st_ino, count]
-                    for gpu in range(min(count, layout.LIVE_GPU_SLOTS)):
-                        at = layout.LIVE_MIG_OFFSET + gpu * layout.LIVE_MIG_BYTES_PER_GPU
-                        seqs.append(struct.unpack_from("<Q", data, at + layout.LIVE_MIG_SEQ)[0])
-                    return tuple(seqs)
-        except OSError:
-            return None
-
     def poll(self) -> bool:
         """One check; True when the files were brought up to date."""
-        seqs = self._sequences()
+        seqs = mig_records.sequences(self.live_file)
         if seqs is None or seqs == self._seen:
             return False
         root = surfaces_root(self.live_file)

@@ -31,6 +31,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from nvml_mock_protocol.mig_caps import (
+    CI_PER_GI,
+    CONFIG_MINOR,
+    GI_PER_GPU,
+    MONITOR_MINOR,
+    MigCap,
+    minor_of,
+)
+
 from nvml_mock_engine.file_tree import FileTree
 
 __all__ = [
@@ -52,17 +61,13 @@ __all__ = [
 ]
 
 CAPS_DEVICE_NAME: Final = "nvidia-caps"
-CONFIG_MINOR: Final = 1
-MONITOR_MINOR: Final = 2
-MIG_MAX_GI: Final = 15
+MIG_MAX_GI: Final = GI_PER_GPU
 """GPU instance ids a GPU's capability minors are reserved for (``gi0..gi14``)."""
-MIG_MAX_CI: Final = 8
+MIG_MAX_CI: Final = CI_PER_GI
 """Compute instance ids per GPU instance (``ci0..ci7``)."""
-_PER_GI: Final = 1 + MIG_MAX_CI
-_PER_GPU: Final = MIG_MAX_GI * _PER_GI
 MINORS_GPUS: Final = 32
 """GPUs the driver reserves capability minors for at load, whether present or not."""
-FABRIC_IMEX_MGMT_MINOR: Final = 3 + MINORS_GPUS * _PER_GPU
+FABRIC_IMEX_MGMT_MINOR: Final = minor_of(MigCap(MINORS_GPUS, 0))
 """The first minor after the MIG range of :data:`MINORS_GPUS` GPUs."""
 _MODE_ADMIN: Final = 0o400
 _MODE_READ: Final = 0o444
@@ -115,13 +120,14 @@ def sysfs_bus_id(bus_id: str) -> str:
 
 
 def gi_minor(gpu: int, gpu_instance: int) -> int:
-    """The device minor of ``gpu<gpu>/gi<gpu_instance>/access``."""
-    return 3 + gpu * _PER_GPU + gpu_instance * _PER_GI
+    """The device minor of ``gpu<gpu>/gi<gpu_instance>/access`` (the protocol's table,
+    which the NRI plugin reads the other way)."""
+    return minor_of(MigCap(gpu, gpu_instance))
 
 
 def ci_minor(gpu: int, gpu_instance: int, compute_instance: int) -> int:
     """The device minor of ``gpu<gpu>/gi<gpu_instance>/ci<compute_instance>/access``."""
-    return gi_minor(gpu, gpu_instance) + 1 + compute_instance
+    return minor_of(MigCap(gpu, gpu_instance, compute_instance))
 
 
 def _capability(minor: int, mode: int) -> str:

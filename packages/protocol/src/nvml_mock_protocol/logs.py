@@ -34,6 +34,7 @@ import sys
 import time
 from typing import Final, TextIO
 
+from nvml_mock_protocol import settings as s
 from nvml_mock_protocol.names import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "JSON_FIELDS",
     "LOG_FORMATS",
     "LOG_LEVELS",
+    "LOG_OPTIONS",
     "MESSAGE_MAX_CHARS",
     "TRACEBACK_MAX_CHARS",
     "VALUE_MAX_CHARS",
@@ -56,6 +58,28 @@ __all__ = [
 ]
 
 DEFAULT_LOG_FORMAT: Final = "text"
+LOG_OPTIONS: Final = (
+    s.Option(
+        "log_format",
+        "--log-format",
+        ENV_LOG_FORMAT,
+        s.choice(*LOG_FORMATS),
+        "text or json logs on stderr",
+        metavar="{" + ",".join(LOG_FORMATS) + "}",
+        doc="`text` or `json` logs on stderr",
+    ),
+    s.Option(
+        "log_level",
+        "--log-level",
+        ENV_LOG_LEVEL,
+        s.choice(*LOG_LEVELS),
+        "lowest level logged: " + ", ".join(LOG_LEVELS),
+        metavar="{" + ",".join(LOG_LEVELS) + "}",
+        doc=", ".join(f"`{level}`" for level in LOG_LEVELS),
+    ),
+)
+"""``--log-format`` and ``--log-level`` with their env twins, for a command's option table
+(fields ``log_format`` and ``log_level`` of its settings)."""
 JSON_FIELDS: Final = ("ts", "level", "logger", "msg")
 """The fields every JSON line starts with; ``exc`` follows the context when set."""
 HANDLER_NAME: Final = "nvml-mock"
