@@ -5,8 +5,10 @@ runs, interleaved (one of each in turn, so every command meets the same load): `
 pass`` (the same interpreter of the same environment: the baseline), ``status``, ``xid -i 0
 79`` and ``status --json``, each through the installed console script exactly as a user runs
 it, and the full command line's ``status`` (``nvml_mock_engine.ctl_cli``, argparse) for
-reference. Bytecode caches are written, as for an installed tool. Prints p50 / p99 and their
-ratio to the baseline's for each round and for all rounds together, with the load average.
+reference. Bytecode caches are written, as for an installed tool. Prints p50 / p99 of the wall
+time and their ratio to the baseline's for each round and for all rounds together, with the
+load average, and the p50 of each run's CPU time (user + system, the child's own), which a
+loaded machine disturbs less than the wall time.
 Target (README): ``status`` and ``xid`` <= 1.5x ``python3 -c pass``.
 
     python bench/ctl_bench.py [--runs 30] [--rounds 3] [--busy N] [--before PACKAGES]
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,15 +46,25 @@ def _console_script() -> str:
     return found
 
 
-def _table(title: str, times: dict[str, list[float]]) -> None:
+def _table(title: str, times: dict[str, list[float]], cpu: dict[str, list[float]]) -> None:
     base50 = statistics.median(times["python3 -c pass"])
     base99 = percentile(times["python3 -c pass"], 0.99)
+    cpu50 = statistics.median(cpu["python3 -c pass"])
     print(f"{title}   (load {os.getloadavg()[0]:.1f})")
-    print(f"  {'command':<22} {'p50 ms':>8} {'p99 ms':>8} {'p50 x':>6} {'p99 x':>6}")
+    print(
+        f"  {'command':<22} {'p50 ms':>8} {'p99 ms':>8} {'p50 x':>6} {'p99 x':>6}"
+        f" {'cpu p50':>8} {'cpu x':>6}"
+    )
     for name, values in times.items():
         p50, p99 = statistics.median(values), percentile(values, 0.99)
-        ratios = f"{p50 / base50:6.2f} {p99 / base99:6.2f}"
+        used = statistics.median(cpu[name])
+        ratios = f"{p50 / base50:6.2f} {p99 / base99:6.2f} {used * 1e3:8.1f} {used / cpu50:6.2f}"
         print(f"  {name:<22} {p50 * 1e3:8.1f} {p99 * 1e3:8.1f} {ratios}")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -105,20 +118,25 @@ def main() -> int:
             for name, argv in commands.items():  # warm the caches, write the bytecode
                 subprocess.run(argv, env=environments[name], check=True, stdout=subprocess.DEVNULL)
             every: dict[str, list[float]] = {name: [] for name in commands}
+            every_cpu: dict[str, list[float]] = {name: [] for name in commands}
             print(f"{sys.executable}, {args.runs} runs x {args.rounds} rounds, {args.busy} busy")
             for round_ in range(1, args.rounds + 1):
                 times: dict[str, list[float]] = {name: [] for name in commands}
+                cpu: dict[str, list[float]] = {name: [] for name in commands}
                 for _ in range(args.runs):
                     for name, argv in commands.items():
+                        cpu_before = _children_cpu()
                         started = time.perf_counter()
                         subprocess.run(
                             argv, env=environments[name], check=True, stdout=subprocess.DEVNULL
                         )
                         times[name].append(time.perf_counter() - started)
-                _table(f"round {round_}", times)
+                        cpu[name].append(_children_cpu() - cpu_before)
+                _table(f"round {round_}", times, cpu)
                 for name, values in times.items():
                     every[name].extend(values)
-            _table("all rounds", every)
+                    every_cpu[name].extend(cpu[name])
+            _table("all rounds", every, every_cpu)
     finally:
         for loop in busy:
             loop.kill()
