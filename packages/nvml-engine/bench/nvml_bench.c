@@ -3,8 +3,10 @@
  * function call in the same run so the figures can be compared across machines.
  *
  *   nvml_bench LIBRARY [ITERATIONS]
- *   nvml_bench LIBRARY --wakeups         an Xid reaching a waiter blocked in another process
- *                                        beside a pipe's wake-up, quiet and with 2 busy loops
+ *   nvml_bench LIBRARY --wakeups [ROUNDS] an Xid reaching a waiter blocked in another process
+ *                                        beside a pipe's and a bare futex's wake-up, ROUNDS (6)
+ *                                        rounds quiet and as many with 2 busy loops, the order
+ *                                        rotating
  *   nvml_bench LIBRARY --startup STATE   init + enumerate of a staged node (its live layer
  *                                        mapped), beside the same number of empty calls
  *
@@ -35,7 +37,11 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -339,10 +345,17 @@ static struct stats ping_latency(void *live, int through_nvml, nvmlDevice_t devi
 
 #define XID_PINGS 500
 
+/* A wake-up's figures: the waiter's (write started -> waiter running again) and the
+ * writer's own share (write started -> the write call returned). */
+struct wake_stats {
+    struct stats wake;
+    struct stats writer;
+};
+
 /* An Xid written to the ring reaching a waiter already blocked in nvmlEventSetWait_v2 in
  * another process: the child stamps each event as it returns; the parent writes the next
  * only after the child acknowledged the last (so every wait starts blocked). */
-static struct stats xid_latency(void *live)
+static struct wake_stats xid_latency(void *live)
 {
     struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     atomic_store(&shared->seen, 0);
@@ -367,6 +380,7 @@ static struct stats xid_latency(void *live)
         _exit(0);
     }
     static double samples[XID_PINGS];
+    static double writer[XID_PINGS];
     while (atomic_load(&shared->word) != 1) {
     }
     for (uint64_t k = 1; k <= XID_PINGS; k++) {
@@ -374,6 +388,7 @@ static struct stats xid_latency(void *live)
         nanosleep(&settle, NULL);
         double t0 = now_ns();
         api.live_event(live, LIVE_TOTAL_BYTES, 2, nvmlEventTypeXidCriticalError, k);
+        writer[k - 1] = now_ns() - t0;
         while (atomic_load(&shared->seen) != k) {
         }
         samples[k - 1] = atomic_load(&shared->seen_at) - t0;
@@ -385,7 +400,7 @@ static struct stats xid_latency(void *live)
         fprintf(stderr, "the event waiter failed\n");
         exit(1);
     }
-    return summarize(samples, XID_PINGS);
+    return (struct wake_stats){summarize(samples, XID_PINGS), summarize(writer, XID_PINGS)};
 }
 
 static void print_row(const char *name, struct stats s, struct stats base);
@@ -466,11 +481,13 @@ static int measure_records(size_t batches, void *live)
 }
 
 /* The baseline for a blocked waiter: the same handshake through a pipe, the child blocked in
- * read(2) in another process, stamping each byte as it arrives. */
-static struct stats pipe_latency(void)
+ * read(2) in another process, stamping each byte as it arrives. The child is forked from the
+ * same initialised parent as the Xid waiter and says it is ready the same way. */
+static struct wake_stats pipe_latency(void)
 {
     struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     atomic_store(&shared->seen, 0);
+    atomic_store(&shared->word, 0);
     int fds[2];
     if (pipe(fds) != 0) {
         perror("pipe");
@@ -479,6 +496,7 @@ static struct stats pipe_latency(void)
     pid_t pid = fork();
     if (pid == 0) {
         close(fds[1]);
+        atomic_store(&shared->word, 1); /* ready */
         for (uint64_t k = 1; k <= XID_PINGS; k++) {
             char b;
             if (read(fds[0], &b, 1) != 1) {
@@ -491,6 +509,9 @@ static struct stats pipe_latency(void)
     }
     close(fds[0]);
     static double samples[XID_PINGS];
+    static double writer[XID_PINGS];
+    while (atomic_load(&shared->word) != 1) {
+    }
     for (uint64_t k = 1; k <= XID_PINGS; k++) {
         struct timespec settle = {0, 200000}; /* the child is back in its read */
         nanosleep(&settle, NULL);
@@ -499,6 +520,7 @@ static struct stats pipe_latency(void)
             perror("write");
             exit(1);
         }
+        writer[k - 1] = now_ns() - t0;
         while (atomic_load(&shared->seen) != k) {
         }
         samples[k - 1] = atomic_load(&shared->seen_at) - t0;
@@ -506,7 +528,49 @@ static struct stats pipe_latency(void)
     close(fds[1]);
     waitpid(pid, NULL, 0);
     munmap(shared, sizeof(struct ping));
-    return summarize(samples, XID_PINGS);
+    return (struct wake_stats){summarize(samples, XID_PINGS), summarize(writer, XID_PINGS)};
+}
+
+/* The kernel's part of an Xid's path alone: the same handshake through a bare FUTEX_WAKE on
+ * a word of a shared file mapping (a non-private futex, as the live file's), the child
+ * blocked in FUTEX_WAIT on it. Xid minus this is what the library adds. */
+static struct wake_stats futex_latency(uint32_t *word)
+{
+    struct ping *shared = mmap(NULL, sizeof(struct ping), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    atomic_store(&shared->seen, 0);
+    atomic_store(&shared->word, 0);
+    __atomic_store_n(word, 0u, __ATOMIC_RELEASE);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        atomic_store(&shared->word, 1); /* ready */
+        for (uint32_t k = 1; k <= XID_PINGS; k++) {
+            while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != k) {
+                syscall(SYS_futex, word, FUTEX_WAIT, k - 1u, NULL, NULL, 0);
+            }
+            atomic_store(&shared->seen_at, now_ns());
+            atomic_store(&shared->seen, k);
+        }
+        _exit(0);
+    }
+    static double samples[XID_PINGS];
+    static double writer[XID_PINGS];
+    while (atomic_load(&shared->word) != 1) {
+    }
+    for (uint32_t k = 1; k <= XID_PINGS; k++) {
+        struct timespec settle = {0, 200000}; /* the child is back in its wait */
+        nanosleep(&settle, NULL);
+        double t0 = now_ns();
+        __atomic_store_n(word, k, __ATOMIC_RELEASE);
+        syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        writer[k - 1] = now_ns() - t0;
+        while (atomic_load(&shared->seen) != k) {
+        }
+        samples[k - 1] = atomic_load(&shared->seen_at) - t0;
+    }
+    waitpid(pid, NULL, 0);
+    munmap(shared, sizeof(struct ping));
+    return (struct wake_stats){summarize(samples, XID_PINGS), summarize(writer, XID_PINGS)};
 }
 
 /* `n` processes spinning at the bench's own priority (the load of the "loaded" rows). */
@@ -515,6 +579,7 @@ static void busy_start(pid_t *pids, int n)
     for (int i = 0; i < n; i++) {
         pids[i] = fork();
         if (pids[i] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a bench that was killed */
             for (volatile unsigned long x = 0;; x++) {
             }
         }
@@ -529,24 +594,37 @@ static void busy_stop(pid_t *pids, int n)
     }
 }
 
-/* Xid -> blocked waiter beside a pipe wake-up, quiet and with two busy loops, the two
- * alternating three times so that both see the same machine. */
-static int measure_wakeups(void *live)
+/* Xid -> blocked waiter beside a pipe wake-up and a bare futex wake-up, `rounds` rounds quiet
+ * and as many with two busy loops; in each round each runs 500 wake-ups, in an order that
+ * rotates from round to round, so that all see the same machine. Each row: the round's load
+ * average, the waiter's p50 / p99 for each, and the writers' own p99 (the write call, before
+ * the waiter can run). `word` is a word of a shared file mapping for the bare futex. */
+static int measure_wakeups(void *live, uint32_t *word, int rounds)
 {
     if (api.init() != NVML_SUCCESS) {
         fprintf(stderr, "nvmlInit_v2 failed\n");
         return -1;
     }
+    printf("%-12s %5s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %6s\n", "case", "round", "load1", "Xid p50",
+           "Xid p99", "pipe p50", "pipe p99", "futex50", "futex99", "Xid wr99", "pipe w99", "ftx w99", "p99 x");
     for (int busy = 0; busy <= 2; busy += 2) {
         pid_t pids[2];
         busy_start(pids, busy);
-        for (int round = 0; round < 3; round++) {
-            struct stats pipe_s = pipe_latency();
-            struct stats xid = xid_latency(live);
-            char name[80];
-            snprintf(name, sizeof(name), "Xid vs pipe -> blocked waiter (us), %s", busy ? "2 busy loops" : "quiet");
-            printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", name, xid.p50 / 1e3, xid.p99 / 1e3, pipe_s.p50 / 1e3,
-                   pipe_s.p99 / 1e3, xid.p99 / pipe_s.p99);
+        for (int round = 0; round < rounds; round++) {
+            struct wake_stats got[3] = {0};
+            for (int i = 0; i < 3; i++) {
+                int which = (round + i) % 3;
+                got[which] = which == 0 ? pipe_latency() : which == 1 ? futex_latency(word) : xid_latency(live);
+            }
+            struct wake_stats pipe_s = got[0], ftx = got[1], xid = got[2];
+            double load = 0;
+            getloadavg(&load, 1);
+            printf("%-12s %5d %6.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %5.1fx\n",
+                   busy ? "2 busy loops" : "quiet", round + 1, load, xid.wake.p50 / 1e3, xid.wake.p99 / 1e3,
+                   pipe_s.wake.p50 / 1e3, pipe_s.wake.p99 / 1e3, ftx.wake.p50 / 1e3, ftx.wake.p99 / 1e3,
+                   xid.writer.p99 / 1e3, pipe_s.writer.p99 / 1e3, ftx.writer.p99 / 1e3,
+                   xid.wake.p99 / pipe_s.wake.p99);
+            fflush(stdout);
         }
         busy_stop(pids, busy);
     }
@@ -678,7 +756,7 @@ static int measure(size_t batches, void *live, enum phase phase)
     }
     if (phase == PHASE_FAULT) {
         struct stats plain = ping_latency(live, 0, devices[0]);
-        struct stats xid = xid_latency(live);
+        struct stats xid = xid_latency(live).wake;
         printf("%-44s %9.1f %9.1f %9.1f %9.1f %7.1fx\n", "Xid -> blocked waiter, another process (us)",
                xid.p50 / 1e3, xid.p99 / 1e3, plain.p50 / 1e3, plain.p99 / 1e3, xid.p50 / plain.p50);
     }
@@ -699,12 +777,16 @@ static int measure(size_t batches, void *live, enum phase phase)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS | --wakeups | --startup STATE]\n", argv[0]);
+        fprintf(stderr, "usage: %s LIBRARY [ITERATIONS | --wakeups [ROUNDS] | --startup STATE]\n", argv[0]);
         return 2;
     }
     const char *startup = argc > 3 && strcmp(argv[2], "--startup") == 0 ? argv[3] : NULL;
     unsigned int startup_gpus = 0;
     int wakeups = argc > 2 && strcmp(argv[2], "--wakeups") == 0;
+    int wake_rounds = wakeups && argc > 3 ? atoi(argv[3]) : 6;
+    if (wake_rounds < 1) {
+        wake_rounds = 1;
+    }
     size_t iterations = argc > 2 && startup == NULL && !wakeups ? strtoull(argv[2], NULL, 10) : 2000000;
     size_t batches = iterations / BATCH > 10 ? iterations / BATCH : 10;
 
@@ -749,8 +831,22 @@ int main(int argc, char **argv)
         snprintf(live_path, sizeof(live_path), "%s.live", path);
         setenv("MOCK_NVML_LIVE", live_path, 1);
         void *live = write_live(live_path);
-        printf("%-44s %9s %9s %9s %9s %8s\n", "case", "p50", "p99", "pipe p50", "pipe p99", "p99 ratio");
-        int rc = measure_wakeups(live) != 0;
+        printf("wake-up latency in us (TMPDIR=%s holds the live file)\n", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+        char word_path[4200];
+        snprintf(word_path, sizeof(word_path), "%s.futex", path);
+        int wfd = open(word_path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        uint32_t *word = wfd >= 0 && ftruncate(wfd, 4096) == 0
+                             ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, wfd, 0)
+                             : MAP_FAILED;
+        if (wfd >= 0) {
+            close(wfd);
+        }
+        if (word == MAP_FAILED) {
+            perror(word_path);
+            return 1;
+        }
+        int rc = measure_wakeups(live, word, wake_rounds) != 0;
+        unlink(word_path);
         unlink(live_path);
         unlink(path);
         return rc;

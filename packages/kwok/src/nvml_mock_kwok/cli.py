@@ -132,6 +132,14 @@ def _parser() -> argparse.ArgumentParser:
     _fleet_flags(app)
     _kube_flags(app)
     app.add_argument("--no-stages", action="store_true", help="leave the Stages out")
+    app.add_argument(
+        "--slices-after-ready",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="write the slices once KWOK has made every node Ready (waiting at most SECONDS; "
+        "default 0: right after the nodes)",
+    )
     dele = verbs.add_parser("delete", help="delete every fake node and slice made here")
     _kube_flags(dele)
     ctl = verbs.add_parser("controller", help="play the topology service's scenarios")
@@ -324,7 +332,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         objects = _objects(fleet, truths, options, not args.no_stages)
         _write(yaml.safe_dump_all(objects, sort_keys=False), args.output)
         return EXIT_OK
-    kube = _kube(args)
+    with _kube(args) as kube:
+        return _in_cluster(args, kube, fleet, truths, options)
+
+
+def _in_cluster(
+    args: argparse.Namespace,
+    kube: Kube,
+    fleet: Fleet,
+    truths: dict[str, Truth],
+    options: NodeOptions,
+) -> int:
+    """``apply`` or ``controller`` on one API server client, closed by the caller."""
     if args.verb == "apply":
         from nvml_mock_kwok.apply import apply_fleet
 
@@ -334,13 +353,19 @@ def _dispatch(args: argparse.Namespace) -> int:
             options,
             workers=args.workers,
             with_stages=not args.no_stages,
+            slices_after_ready=args.slices_after_ready,
         )
+        if result.ready_seconds is not None:
+            logger.info("every node Ready at %.1fs", result.ready_seconds)
         logger.info(
-            "applied %d node(s), %d slice(s), %d stage(s) in %.1fs",
+            "applied %d node(s) (all written at %.1fs), %d slice(s), %d stage(s) in %.1fs; "
+            "%d object(s) made, the rest converged",
             result.nodes,
+            result.nodes_seconds,
             result.slices,
             result.stages,
             result.seconds,
+            result.created,
         )
         return EXIT_OK
     from nvml_mock_kwok.controller import Controller
@@ -362,6 +387,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         controller.run()
     except KeyboardInterrupt:
         controller.stop()
+    finally:
+        service.close()
     return EXIT_OK
 
 

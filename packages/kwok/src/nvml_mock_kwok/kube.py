@@ -157,13 +157,38 @@ class Kube:
         content_type: str = "application/json",
         query: Mapping[str, str] | None = None,
         ok_missing: bool = False,
+        accept: str = "application/json",
     ) -> Any:
         """One request; the decoded JSON reply (None for a 404 when ``ok_missing``)."""
+        return self.exchange(
+            method,
+            path,
+            body,
+            content_type=content_type,
+            query=query,
+            ok_missing=ok_missing,
+            accept=accept,
+        )[1]
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        query: Mapping[str, str] | None = None,
+        ok_missing: bool = False,
+        ok_conflict: bool = False,
+        accept: str = "application/json",
+    ) -> tuple[int, Any]:
+        """One request; its HTTP status and decoded JSON reply. A 404 (``ok_missing``) or a
+        409 (``ok_conflict``) is returned, not raised: the caller decides what it means."""
         target = path + ("?" + urlencode(query) if query else "")
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         if self.credentials.token:
             headers["Authorization"] = f"Bearer {self.credentials.token}"
-        payload = None if body is None else json.dumps(body).encode()
+        payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         for attempt in (0, 1):
             conn = self._connection()
             try:
@@ -176,15 +201,37 @@ class Kube:
                 self._local.conn = None
                 if attempt:
                     raise KwokError(f"{method} {path}: {exc}") from exc
-        if reply.status == 404 and ok_missing:
-            return None
+        if (reply.status == 404 and ok_missing) or (reply.status == 409 and ok_conflict):
+            return reply.status, None
         if reply.status >= 400:
             try:
                 message = json.loads(raw).get("message", raw.decode(errors="replace"))
             except (ValueError, AttributeError):
                 message = raw.decode(errors="replace")[:300]
             raise ApiError(reply.status, method, path, str(message))
-        return json.loads(raw) if raw else None
+        return reply.status, json.loads(raw) if raw else None
+
+    def create(self, collection: str, obj: Mapping[str, Any]) -> Any:
+        """POST ``obj`` into ``collection``; the made object, or None when one of that name
+        exists (409): the cheapest first write, with the caller converging on a conflict."""
+        status, made = self.exchange(
+            "POST", collection, obj, query={"fieldManager": FIELD_MANAGER}, ok_conflict=True
+        )
+        return None if status == 409 else made
+
+    def apply_new(self, path: str, obj: Mapping[str, Any]) -> tuple[bool, Any]:
+        """Server-side apply of ``obj``; whether the server made it (201) and the object.
+
+        A Node made by an apply keeps the status it was sent with (an existing one does
+        not: its status is only written through the ``status`` subresource)."""
+        status, made = self.exchange(
+            "PATCH",
+            path,
+            obj,
+            content_type="application/apply-patch+yaml",
+            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+        )
+        return status == 201, made
 
     def apply(self, path: str, obj: Mapping[str, Any], *, subresource: str = "") -> Any:
         """Server-side apply of ``obj`` at ``path`` (the object's own URL), forcing ownership."""

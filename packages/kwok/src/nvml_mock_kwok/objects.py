@@ -68,6 +68,10 @@ def node_object(truth: Truth, node: FakeNode, options: NodeOptions) -> dict[str,
         "kubernetes.io/hostname": node.name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": options.arch,
+        # a kubelet registers with the beta spellings too; without them the node
+        # life-cycle controller adds them, one more read and write per node
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": options.arch,
         "type": "kwok",
         FAKE_LABEL: "true",
         **({DOMAIN_LABEL: node.domain} if node.domain and node.fabric else {}),
@@ -154,6 +158,10 @@ def slice_objects(
             )
     return objects
 
+
+HEARTBEAT_MS: Final = 300_000
+"""How often KWOK refreshes a fake node's conditions: a kubelet's node status report period
+(``nodeStatusReportFrequency``, 5 minutes); the node lease says it is alive in between."""
 
 _NODE_SELECTOR: Final = {
     "matchExpressions": [
@@ -253,13 +261,16 @@ def _stage(
     }
 
 
-def stage_objects(heartbeat_ms: int = 20_000) -> list[dict[str, Any]]:
+def stage_objects(heartbeat_ms: int = HEARTBEAT_MS) -> list[dict[str, Any]]:
     """The Stages KWOK plays for fake GPU nodes and the pods bound to them.
 
     A node becomes Ready at once, keeping the capacity and allocatable it was made with
-    (they are the device plugin's); its heartbeat only refreshes the standard conditions, so
-    a GPU condition the fault controller sets survives it. Pods run when bound and go away
-    when deleted.
+    (they are the device plugin's): one status patch of its conditions, addresses and
+    phase. Liveness is KWOK's node lease (as a kubelet's), so the heartbeat Stage only
+    refreshes the standard conditions' ``lastHeartbeatTime`` every ``heartbeat_ms`` (a
+    kubelet's status report period, between it and 1.2 times it), never the status's
+    capacity, allocatable or a GPU condition the fault controller set. Pods run when bound
+    and go away when deleted.
     """
     not_ready = {
         "matchExpressions": [
@@ -298,7 +309,7 @@ def stage_objects(heartbeat_ms: int = 20_000) -> list[dict[str, Any]]:
             {"statusTemplate": _HEARTBEAT},
             delay={
                 "durationMilliseconds": heartbeat_ms,
-                "jitterDurationMilliseconds": heartbeat_ms + 5000,
+                "jitterDurationMilliseconds": heartbeat_ms * 6 // 5,
             },
         ),
         _stage("nvml-mock-pod-ready", "Pod", bound, {"statusTemplate": _POD_READY}),

@@ -12,6 +12,7 @@
  * counts what its records use. Graphics and MPS lists stay empty.
  * Confidential computing is off on every modelled board, so no memory is protected.
  */
+#include "answers.h"
 #include "mig.h"
 #include "mock.h"
 
@@ -25,13 +26,23 @@ _Static_assert(sizeof(nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t is 40 bytes");
 /* Used framebuffer memory: live where set, plus the process records' use, never more than
  * what the board leaves free (the parser checks the board's own values; the rest is
  * clamped here). */
-static uint64_t used_bytes(const struct nvmlDevice_st *d)
+uint64_t mock_memory_used_bytes(const struct nvmlDevice_st *d)
 {
     uint64_t used = live_memory_used_bytes(d);
     uint64_t procs = mock_procs_used_bytes(d);
     used = used + procs < used ? UINT64_MAX : used + procs;
     uint64_t room = d->s.memory_total_bytes - d->s.memory_reserved_bytes;
     return used > room ? room : used;
+}
+
+/* The same from the thread's answers where they are current (answers.h). */
+static inline uint64_t used_bytes(const struct nvmlDevice_st *d)
+{
+    const struct mock_answer *a = mock_answer(d);
+    if (__builtin_expect(a != NULL && (a->flags & ANSWER_MEMORY) != 0, 1)) {
+        return a->mem_used;
+    }
+    return mock_memory_used_bytes(d);
 }
 
 /* What the records holding MIG device `mig` use on it, never more than its memory. */
@@ -147,9 +158,24 @@ static void list_one(const struct mock_proc *p, void *arg)
     f->n++;
 }
 
-static nvmlReturn_t process_list(const struct nvmlDevice_st *d, unsigned int *count, void *infos,
-                                 void (*fill)(void *infos, unsigned int i, const struct mock_proc *p))
+static inline __attribute__((always_inline)) nvmlReturn_t
+process_list(const struct nvmlDevice_st *d, unsigned int *count, void *infos,
+             void (*fill)(void *infos, unsigned int i, const struct mock_proc *p))
 {
+    const struct mock_answer *a = mock_answer(d);
+    if (__builtin_expect(a != NULL && (a->flags & ANSWER_PROCS) != 0, 1)) {
+        /* the thread's copy of the list, current (answers.h) */
+        unsigned int n = a->nprocs;
+        unsigned int cap = *count;
+        *count = n;
+        if (n > 0 && (infos == NULL || n > cap)) {
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        for (unsigned int i = 0; i < n; i++) {
+            fill(infos, i, &a->procs[i]);
+        }
+        return NVML_SUCCESS;
+    }
     struct list_fill f = {infos, *count, 0, fill};
     if (mock_procs_any()) {
         mock_procs_each(d, list_one, &f);

@@ -8,6 +8,7 @@
  * does not have (a fan on a passively cooled card, a missing threshold) answer
  * NVML_ERROR_NOT_SUPPORTED as real hardware does.
  */
+#include "answers.h"
 #include "mig.h"
 #include "mock.h"
 #include "processes.h"
@@ -421,43 +422,66 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTargetFanSpeed(nvmlDevice_t device, unsign
     return nvmlDeviceGetFanSpeed_v2(device, fan, targetSpeed);
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+/* Whole-GPU utilization (MIG mode off): the pattern's sample, else the live or board rates;
+ * raised to the records' sum where that is higher. Returns whether the value holds until the
+ * live file is written (no pattern on the GPU or on a process holding it), so that the
+ * thread's answers may keep it (answers.h). */
+int mock_utilization_now(const struct nvmlDevice_st *d, unsigned int *gpu, unsigned int *mem)
 {
-    GET_DEVICE(device, d);
-    REQUIRE_ARG(utilization);
-    if (mock_mig_on(d)) {
-        return NVML_ERROR_NOT_SUPPORTED; /* no whole-GPU utilization in MIG mode */
-    }
-    utilization->gpu = d->s.util_gpu_pct; /* live-checked below */
-    utilization->memory = d->s.util_mem_pct; /* live-checked below */
+    int still = 1;
+    *gpu = d->s.util_gpu_pct; /* live-checked below */
+    *mem = d->s.util_mem_pct; /* live-checked below */
     if (mock_tele_on(d)) {
         /* one sample: both rates of the same quantum */
         static const enum mock_tele_field fields[2] = {TELE_UTIL_GPU, TELE_UTIL_MEM};
         uint64_t v[2];
         mock_telemetry_values(d, 2, fields, v);
-        utilization->gpu = (unsigned int)v[0];
-        utilization->memory = (unsigned int)v[1];
+        *gpu = (unsigned int)v[0];
+        *mem = (unsigned int)v[1];
+        still = 0;
     } else if (d->live != NULL) {
         /* one snapshot: a writer that sets both rates is never seen half-way */
         static const unsigned int slots[2] = {LIVE_SLOT_util_gpu_pct, LIVE_SLOT_util_mem_pct};
         uint64_t v[2];
         unsigned int set = mock_live_load_n(d->live, 2, slots, v);
         if (set & 1u) {
-            utilization->gpu = (unsigned int)mock_live_clamp_u(v[0], 0, 100);
+            *gpu = (unsigned int)mock_live_clamp_u(v[0], 0, 100);
         }
         if (set & 2u) {
-            utilization->memory = (unsigned int)mock_live_clamp_u(v[1], 0, 100);
+            *mem = (unsigned int)mock_live_clamp_u(v[1], 0, 100);
         }
     }
     /* processes from the live layer's records: their sum (capped at 100) where it is above
      * what the GPU itself reports */
-    unsigned int procs = mock_procs_util(d);
-    if (procs > utilization->gpu) {
-        utilization->gpu = procs;
+    int patterned = 0;
+    unsigned int procs = mock_procs_util(d, &patterned);
+    still &= !patterned;
+    if (procs > *gpu) {
+        *gpu = procs;
     }
-    if (mock_proc_mem_util(procs) > utilization->memory) {
-        utilization->memory = mock_proc_mem_util(procs);
+    if (mock_proc_mem_util(procs) > *mem) {
+        *mem = mock_proc_mem_util(procs);
     }
+    return still;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+    GET_DEVICE(device, d);
+    REQUIRE_ARG(utilization);
+    const struct mock_answer *a = mock_answer(d);
+    if (__builtin_expect(a != NULL && (a->flags & ANSWER_UTIL) != 0, 1)) {
+        if (a->flags & ANSWER_MIG_ON) {
+            return NVML_ERROR_NOT_SUPPORTED; /* no whole-GPU utilization in MIG mode */
+        }
+        utilization->gpu = a->util_gpu;
+        utilization->memory = a->util_mem;
+        return NVML_SUCCESS;
+    }
+    if (mock_mig_on(d)) {
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    mock_utilization_now(d, &utilization->gpu, &utilization->memory);
     return NVML_SUCCESS;
 }
 

@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,9 @@
 /* Not attributable to a MIG instance (nvmlEventData_t, a GPU without MIG). */
 #define NO_INSTANCE 0xFFFFFFFFu
 #define LOST_POLL_MS 250u
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 
 struct nvmlEventSet_st {
     unsigned int magic;
@@ -191,6 +195,15 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
     pthread_condattr_destroy(&attr);
     s->ring = atomic_load_explicit(&mock_live_header, memory_order_acquire);
     s->cursor = s->ring != NULL ? ring_head(s->ring) : 0;
+    if (s->ring != NULL) {
+        /* Map the ring's pages in now: a process's first look at each of them (a forked
+         * child maps none of its parent's) is otherwise a page fault between the wake-up and
+         * the event, on the path whose latency a waiter measures. POPULATE_READ reports a
+         * failure (an older kernel, a file cut short) instead of raising SIGBUS; the pages
+         * then fault in on first use as before. */
+        (void)madvise((void *)(uintptr_t)(s->ring + LIVE_EVENTS_OFFSET),
+                      (size_t)LIVE_EVENT_SLOTS * LIVE_EVENT_RECORD_BYTES, MADV_POPULATE_READ);
+    }
     s->magic = EVENT_SET_MAGIC;
     *set = s;
     return NVML_SUCCESS;

@@ -110,7 +110,7 @@ static void fill(struct nvmlGpmSample_st *s, const struct nvmlDevice_st *d, uint
     own_util(d, &util, &mem);
     unsigned int procs;
     if (gi == GPM_NO_GI) {
-        procs = mock_procs_util(d);
+        procs = mock_procs_util(d, NULL);
     } else {
         struct gi_sum g = {gi, 0};
         mock_procs_each(d, add_gi_util, &g);

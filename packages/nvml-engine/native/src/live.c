@@ -519,10 +519,12 @@ uint64_t nvml_mock_live_event_on(void *base, size_t len, unsigned int gpu, unsig
     __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_DATA), data, __ATOMIC_RELAXED);
     __atomic_store_n((uint64_t *)(void *)(rec + LIVE_EVENT_SEQ), seq, __ATOMIC_RELEASE);
     __atomic_store_n(head, seq, __ATOMIC_RELEASE);
+    __atomic_fetch_add((uint64_t *)(void *)(b + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
+    /* The wake is the writer's last act: nothing of its own is left to do once a waiter
+     * (perhaps on this CPU, preempting it) runs. */
     uint32_t *word = (uint32_t *)(void *)(b + LIVE_HDR_EVENT_FUTEX);
     __atomic_fetch_add(word, 1u, __ATOMIC_RELEASE);
     syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    __atomic_fetch_add((uint64_t *)(void *)(b + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
     return seq;
 }
 

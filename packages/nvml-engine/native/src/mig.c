@@ -39,7 +39,7 @@
 #include "mock.h"
 #include "processes.h"
 
-#define MIG_IDS 14u /* GPU-instance ids 0..13 (see gi_id) */
+#define MIG_IDS MOCK_MIG_IDS /* GPU-instance ids 0..13 (see gi_id) */
 #define MIG_MAX_GI LIVE_MIG_MAX_GI
 #define MIG_MAX_CI LIVE_MIG_MAX_CI
 #define MIG_SLOTS 8u /* memory slices */
@@ -65,12 +65,9 @@ struct nvmlGpuInstance_st {
 struct nvmlComputeInstance_st {
     unsigned char unused;
 };
-struct mock_mig_dev {
-    unsigned char unused;
-};
 static struct nvmlGpuInstance_st gi_handles[STATE_MAX_GPUS][MIG_IDS];
 static struct nvmlComputeInstance_st ci_handles[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI];
-static struct mock_mig_dev mig_devs[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI];
+struct mock_mig_dev mock_mig_devs[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI];
 
 /* --- the board's tables --------------------------------------------------------------- */
 
@@ -720,10 +717,10 @@ static void fill_view(const struct nvmlDevice_st *d, const struct mig_gi *gi, co
     mig_uuid(d, gi->id, ci->id, v->uuid, sizeof(v->uuid));
 }
 
-int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_t *rc)
+int mock_mig_device_at(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_t *rc)
 {
     size_t pos;
-    if (!decode(device, mig_devs, sizeof(mig_devs[0][0][0]), STATE_MAX_GPUS * MIG_IDS * MIG_MAX_CI, &pos)) {
+    if (!decode(device, mock_mig_devs, sizeof(mock_mig_devs[0][0][0]), STATE_MAX_GPUS * MIG_IDS * MIG_MAX_CI, &pos)) {
         return 0;
     }
     *rc = NVML_ERROR_INVALID_ARGUMENT;
@@ -842,7 +839,7 @@ nvmlReturn_t mock_mig_by_uuid(const char *uuid, nvmlDevice_t *device)
                 char u[48];
                 mig_uuid(d, l.gi[g].id, l.gi[g].ci[c].id, u, sizeof(u));
                 if (strcasecmp(u, uuid) == 0) {
-                    *device = (nvmlDevice_t)(void *)&mig_devs[i][l.gi[g].id][l.gi[g].ci[c].id];
+                    *device = (nvmlDevice_t)(void *)&mock_mig_devs[i][l.gi[g].id][l.gi[g].ci[c].id];
                     return mock_lost(d) ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
                 }
             }
@@ -1673,7 +1670,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device
     if (index >= n) {
         return NVML_ERROR_NOT_FOUND;
     }
-    *migDevice = (nvmlDevice_t)(void *)&mig_devs[d->index][gis[index]][cis[index]];
+    *migDevice = (nvmlDevice_t)(void *)&mock_mig_devs[d->index][gis[index]][cis[index]];
     return NVML_SUCCESS;
 }
 

@@ -9,6 +9,7 @@
 #include <nvml.h>
 #include <stddef.h>
 
+#include "live_layout.h"
 #include "state.h"
 
 /* What a MIG device handle stands for, read from the live MIG record at the call. */
@@ -26,10 +27,28 @@ struct mock_mig_view {
     char uuid[48]; /* "MIG-<uuid>" */
 };
 
+/* MIG device handles: addresses in this table (mig.c), by GPU, GPU-instance id and
+ * compute-instance id. */
+#define MOCK_MIG_IDS 14u
+struct mock_mig_dev {
+    unsigned char unused;
+};
+extern struct mock_mig_dev mock_mig_devs[STATE_MAX_GPUS][MOCK_MIG_IDS][LIVE_MIG_MAX_CI];
+
+/* mock_mig_device for a handle in the table. */
+int mock_mig_device_at(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_t *rc);
+
 /* Whether `device` is a MIG device handle. 1 with *view filled when it is one of a compute
  * instance that exists now; 1 with *rc = INVALID_ARGUMENT when the instance is gone (its handle
- * is stale); 0 when it is not a MIG device handle at all. */
-int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_t *rc);
+ * is stale); 0 when it is not a MIG device handle at all (told inline: a GPU's handle pays
+ * one compare). */
+static inline int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *view, nvmlReturn_t *rc)
+{
+    if ((uintptr_t)device - (uintptr_t)mock_mig_devs >= sizeof(mock_mig_devs)) {
+        return 0;
+    }
+    return mock_mig_device_at(device, view, rc);
+}
 
 /* The UUID ("MIG-...") of MIG device (gi, ci) of the GPU whose UUID is `gpu_uuid`: stable for
  * the instance ids, so a container can be given one by name (NVIDIA_VISIBLE_DEVICES). */

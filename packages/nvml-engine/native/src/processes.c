@@ -522,25 +522,33 @@ unsigned int mock_proc_mem_util(unsigned int u)
     return mock_tele_mem_util(u);
 }
 
+struct util_sum {
+    unsigned int sum;
+    int patterned;
+};
+
 static void add_util(const struct mock_proc *p, void *arg)
 {
-    unsigned int *sum = arg;
-    if (*sum < 100u) {
-        *sum += mock_proc_util(p);
+    struct util_sum *u = arg;
+    u->patterned |= p->pattern != 0;
+    if (u->sum < 100u) {
+        u->sum += mock_proc_util(p);
     }
 }
 
-unsigned int mock_procs_util(const struct nvmlDevice_st *d)
+unsigned int mock_procs_util(const struct nvmlDevice_st *d, int *patterned)
 {
-    unsigned int sum = 0;
+    struct util_sum u = {0, 0};
     const struct gpu_index *g = gpu_index_of(d);
-    if (g != NULL && g->patterned == 0) {
-        return 0; /* no entry with a pattern: nothing to compute */
+    if (g == NULL || g->patterned != 0) {
+        if (mock_procs_any()) {
+            mock_procs_each(d, add_util, &u);
+        }
+    } /* else no entry with a pattern: nothing to compute */
+    if (patterned != NULL) {
+        *patterned = u.patterned;
     }
-    if (mock_procs_any()) {
-        mock_procs_each(d, add_util, &sum);
-    }
-    return sum > 100u ? 100u : sum;
+    return u.sum > 100u ? 100u : u.sum;
 }
 
 uint64_t mock_procs_now_us(void)

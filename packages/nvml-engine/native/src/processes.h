@@ -63,8 +63,9 @@ unsigned int mock_proc_util(const struct mock_proc *p);
 /* A process's memory (framebuffer) utilization for SM utilization `u`, as a pattern's. */
 unsigned int mock_proc_mem_util(unsigned int u);
 
-/* The records' utilization of `d`: the sum over its processes, capped at 100. */
-unsigned int mock_procs_util(const struct nvmlDevice_st *d);
+/* The records' utilization of `d`: the sum over its processes, capped at 100. *patterned
+ * (unless NULL) says whether any of them has a pattern (the sum then moves with time). */
+unsigned int mock_procs_util(const struct nvmlDevice_st *d, int *patterned);
 
 /* The current quantum's start, in microseconds (the samples' time stamps). */
 uint64_t mock_procs_now_us(void);

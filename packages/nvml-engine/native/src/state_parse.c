@@ -607,9 +607,45 @@ static const struct key_def *sorted_sys[NSYS];
 static const struct key_def *sorted_gpu[NGPU];
 static pthread_once_t sort_once = PTHREAD_ONCE_INIT;
 
+/* Each sorted table's keys by hash of the name (open addressing, linear probing): a line's
+ * key is hashed while its characters are checked and found with one compare, where a binary
+ * search cost some seven string compares per line of a 64-GPU state. An entry is the key's
+ * sorted index + 1; 0 is an empty slot. */
+#define HASH_SLOTS 512u
+_Static_assert(HASH_SLOTS >= 2u * MAX_KEYS && (HASH_SLOTS & (HASH_SLOTS - 1u)) == 0, "hash table too small");
+static uint16_t hash_sys[HASH_SLOTS];
+static uint16_t hash_gpu[HASH_SLOTS];
+static uint8_t name_len_sys[NSYS]; /* strlen of each sorted key's name */
+static uint8_t name_len_gpu[NGPU];
+
+/* djb2, one step per key character (parse_kv folds it into its character check). */
+#define KEY_HASH_SEED 5381u
+#define KEY_HASH_STEP(h, c) ((h) * 33u + (unsigned char)(c))
+
+static uint32_t key_hash(const char *name, size_t len)
+{
+    uint32_t h = KEY_HASH_SEED;
+    for (size_t i = 0; i < len; i++) {
+        h = KEY_HASH_STEP(h, name[i]);
+    }
+    return h;
+}
+
 static int cmp_def(const void *a, const void *b)
 {
     return strcmp((*(const struct key_def *const *)a)->name, (*(const struct key_def *const *)b)->name);
+}
+
+static void hash_table(const struct key_def *const *tab, size_t n, uint16_t *slots, uint8_t *lens)
+{
+    for (size_t i = 0; i < n; i++) {
+        lens[i] = (uint8_t)strlen(tab[i]->name);
+        uint32_t at = key_hash(tab[i]->name, strlen(tab[i]->name)) & (HASH_SLOTS - 1u);
+        while (slots[at] != 0) {
+            at = (at + 1u) & (HASH_SLOTS - 1u);
+        }
+        slots[at] = (uint16_t)(i + 1u);
+    }
 }
 
 static void sort_tables(void)
@@ -622,26 +658,30 @@ static void sort_tables(void)
     }
     qsort(sorted_sys, NSYS, sizeof(sorted_sys[0]), cmp_def);
     qsort(sorted_gpu, NGPU, sizeof(sorted_gpu[0]), cmp_def);
+    hash_table(sorted_sys, NSYS, hash_sys, name_len_sys);
+    hash_table(sorted_gpu, NGPU, hash_gpu, name_len_gpu);
 }
 
-/* Binary search; `key` is NUL-terminated. Returns the index into the sorted table or -1. */
-static int find_key(const struct key_def *const *tab, size_t n, const char *key)
+/* The sorted index of the key key[0..len) whose hash is `h`, or -1. */
+static int find_key_hashed(const struct key_def *const *tab, const char *key, size_t len, uint32_t h)
 {
-    size_t lo = 0;
-    size_t hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(key, tab[mid]->name);
-        if (c == 0) {
-            return (int)mid;
-        }
-        if (c < 0) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
+    const uint16_t *slots = tab == sorted_sys ? hash_sys : hash_gpu;
+    const uint8_t *lens = tab == sorted_sys ? name_len_sys : name_len_gpu;
+    for (uint32_t at = h & (HASH_SLOTS - 1u); slots[at] != 0; at = (at + 1u) & (HASH_SLOTS - 1u)) {
+        unsigned int i = slots[at] - 1u;
+        if (lens[i] == len && memcmp(tab[i]->name, key, len) == 0) {
+            return (int)i;
         }
     }
     return -1;
+}
+
+/* The sorted index of the NUL-terminated `key`, or -1. */
+static int find_key(const struct key_def *const *tab, size_t n, const char *key)
+{
+    (void)n;
+    size_t len = strlen(key);
+    return find_key_hashed(tab, key, len, key_hash(key, len));
 }
 
 enum section { SEC_NONE, SEC_SYSTEM, SEC_GPU };
@@ -782,10 +822,12 @@ static int parse_header(struct parser *p, const char *line, size_t n, struct sta
 static int parse_kv(struct parser *p, const char *line, size_t n, struct section_ctx *sc)
 {
     size_t eq = 0;
+    uint32_t h = KEY_HASH_SEED;
     while (eq < n && line[eq] != '=') {
         if (!is_key_char(line[eq])) {
             return fail(p, "expected key=value with a key of [a-z0-9_]");
         }
+        h = KEY_HASH_STEP(h, line[eq]);
         eq++;
     }
     if (eq == n) {
@@ -798,21 +840,19 @@ static int parse_kv(struct parser *p, const char *line, size_t n, struct section
         return fail(p, "key longer than %d bytes", STATE_MAX_KEY);
     }
     size_t vlen = n - eq - 1;
-    char key[STATE_MAX_KEY + 1];
-    memcpy(key, line, eq);
-    key[eq] = '\0';
+    int klen = (int)eq; /* the key is line[0..eq), quoted with %.*s (no copy on the way) */
     if (vlen > STATE_MAX_VALUE) {
-        return fail(p, "key '%s': value longer than %d bytes", key, STATE_MAX_VALUE);
+        return fail(p, "key '%.*s': value longer than %d bytes", klen, line, STATE_MAX_VALUE);
     }
     if (sc->kind == SEC_NONE) {
-        return fail(p, "key '%s' outside a section", key);
+        return fail(p, "key '%.*s' outside a section", klen, line);
     }
-    int idx = find_key(sc->tab, sc->n, key);
+    int idx = find_key_hashed(sc->tab, line, eq, h);
     if (idx < 0) {
         return 0; /* unknown keys are ignored for forward compatibility */
     }
     if (sc->seen[idx] && sc->tab[idx]->type != K_MIGGI) {
-        return fail(p, "key '%s' appears twice in this section", key);
+        return fail(p, "key '%.*s' appears twice in this section", klen, line);
     }
     sc->seen[idx] = 1;
     return apply_value(p, sc->tab[idx], sc->base, line + eq + 1, vlen);

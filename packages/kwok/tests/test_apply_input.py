@@ -1,0 +1,115 @@
+"""Bad input stops ``apply`` before its first request: a real loopback HTTP server stands in
+for the API server and counts what reaches it (nothing may)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from nvml_mock_kwok.cli import EXIT_CONFIG, EXIT_FAILURE, main
+
+
+class _Counting(BaseHTTPRequestHandler):
+    seen: list[str] = []
+
+    def _any(self) -> None:
+        self.seen.append(f"{self.command} {self.path}")
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        self._any()
+
+    def do_PATCH(self) -> None:
+        self._any()
+
+    def do_POST(self) -> None:
+        self._any()
+
+    def do_PUT(self) -> None:
+        self._any()
+
+    def do_DELETE(self) -> None:
+        self._any()
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the test reads ``seen``."""
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    seen: list[str] = []
+    handler = type("Handler", (_Counting,), {"seen": seen})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{httpd.server_port}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n",
+        encoding="utf-8",
+    )
+    yield kubeconfig, seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _plan(tmp_path: Path, nodes: int, *extra: str) -> Path:
+    doc = tmp_path / "topology.yaml"
+    assert main(["plan", "--nodes", str(nodes), *extra, "-o", str(doc)]) == 0
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nodes", "37"], "the topology document places 36 node(s); it cannot hold 37"),
+        (["--profile", "rtx9000"], "profile 'rtx9000' has no recorded truth"),
+        (["--mig-strategy", "mixed"], "no recorded truth"),
+        (["--only", "kwok-gpu-99999"], "kwok-gpu-99999"),
+        (["--domain-profile", "nvl72-0099=h100"], "nvl72-0099"),
+    ],
+)
+def test_bad_input_makes_no_request(
+    server: tuple[Path, list[str]],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    argv: list[str],
+    message: str,
+) -> None:
+    kubeconfig, seen = server
+    doc = _plan(tmp_path, 36)
+    code = main(["apply", "--topology", str(doc), "--kubeconfig", str(kubeconfig), *argv])
+    assert code == EXIT_CONFIG
+    assert message in caplog.text
+    assert seen == []
+
+
+def test_a_clique_one_nvlink_domain_cannot_hold_makes_no_request(
+    server: tuple[Path, list[str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    kubeconfig, seen = server
+    code = main(["apply", "--nodes", "40", "--clique-size", "19", "--kubeconfig", str(kubeconfig)])
+    assert code == EXIT_CONFIG
+    assert "clique 0 has 19 nodes of 4 gb200 GPUs (76 GPUs); one NVLink domain holds 72" in (
+        caplog.text
+    )
+    assert seen == []
+
+
+def test_good_input_reaches_the_server_and_its_error_is_named(
+    server: tuple[Path, list[str]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The counterpart: the same server does see a valid fleet's first request, so the
+    tests above would notice a request made before the checks."""
+    kubeconfig, seen = server
+    code = main(["apply", "--topology", str(_plan(tmp_path, 18)), "--kubeconfig", str(kubeconfig)])
+    assert code == EXIT_FAILURE
+    assert seen and seen[0].startswith("PATCH /apis/kwok.x-k8s.io/v1alpha1/stages/")
+    assert "HTTP 500" in caplog.text
