@@ -19,6 +19,10 @@ readonly DOCKERFILE="${REPO_ROOT}/deploy/Dockerfile"
 readonly KIND_CONFIG="${SCRIPT_DIR}/kind.yaml"
 readonly TOPOLOGY_VALUES="${SCRIPT_DIR}/topology.yaml"
 readonly WORKLOAD_MANIFEST="${SCRIPT_DIR}/gpu-agent.yaml"
+readonly HOLDER_MANIFEST="${SCRIPT_DIR}/gpu-holder.yaml"
+# What each gpu-holder pod holds: its node's GPU 0, with the memory of its gpu-memory
+# annotation (20Gi), as nvidia-smi --query-compute-apps prints it.
+readonly HOLDER_MEMORY="20480 MiB"
 readonly PROMETHEUS_MANIFEST="${SCRIPT_DIR}/prometheus.yaml"
 # The metrics act: what it injects on one worker's GPU 0, and the alert that must fire.
 readonly METRICS_NODE="${CLUSTER_NAME}-worker"
@@ -362,6 +366,9 @@ deploy_workload() {
   # chart just installed (overlay, profile, fabric identity).
   kc --namespace "${WORKLOAD_NAMESPACE}" rollout restart daemonset/gpu-agent
   kc --namespace "${WORKLOAD_NAMESPACE}" rollout status daemonset/gpu-agent --timeout "${WAIT_TIMEOUT}"
+  log "deploying the gpu-holder DaemonSet (GPU 0 of each node, ${HOLDER_MEMORY}) into namespace ${WORKLOAD_NAMESPACE}"
+  kc --namespace "${WORKLOAD_NAMESPACE}" apply --filename "${HOLDER_MANIFEST}"
+  kc --namespace "${WORKLOAD_NAMESPACE}" rollout status daemonset/gpu-holder --timeout "${WAIT_TIMEOUT}"
 }
 
 # pod_on_node NODE: the running gpu-agent pod on NODE (not one still terminating).
@@ -420,23 +427,55 @@ stager_on_node() {
   printf '%s' "${pod}"
 }
 
-assert_allocations_recorded() {
-  log "asserting each node's nvidia-smi lists the gpu-agent container as a compute process"
-  local nodes node stager apps
-  nodes="$(kq --namespace "${WORKLOAD_NAMESPACE}" get pods --selector app=gpu-agent \
+# node_compute_apps NODE: the node's own nvidia-smi --query-compute-apps (run in its staging
+# pod, which sees the overlay at its host path): what the NRI plugin recorded there.
+node_compute_apps() {
+  local stager
+  stager="$(stager_on_node "$1")"
+  kq --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
+    /var/lib/nvml-mock/bin/nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+}
+
+holder_nodes() {
+  local nodes
+  nodes="$(kq --namespace "${WORKLOAD_NAMESPACE}" get pods --selector app=gpu-holder \
     --output 'jsonpath={.items[*].spec.nodeName}')"
   if [[ "${DRY_RUN}" == true ]]; then
     nodes="${CD_NODES[*]%%:*}"
   fi
-  for node in ${nodes}; do
-    stager="$(stager_on_node "${node}")"
-    # The node's own view (the stager mounts the overlay at its host path): the NRI plugin
-    # recorded the running container's allocation in the live layer.
-    apps="$(kq --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
-      /var/lib/nvml-mock/bin/nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader)"
+  [[ -n "${nodes}" ]] || die "no gpu-holder pods: is any node labelled nvidia.com/gpu.present=true?"
+  printf '%s' "${nodes}"
+}
+
+assert_allocations_recorded() {
+  log "asserting each node's nvidia-smi lists its gpu-holder container (${HOLDER_MEMORY}, from its annotation)"
+  local node apps
+  HOLDER_NODES="$(holder_nodes)"
+  for node in ${HOLDER_NODES}; do
+    apps="$(node_compute_apps "${node}")"
     [[ "${DRY_RUN}" == true ]] && continue
-    [[ -n "${apps}" ]] || die "nvidia-smi on ${node} lists no compute process: the plugin wrote no allocation record"
+    grep -q ", ${HOLDER_MEMORY}\$" <<<"${apps}" ||
+      die "nvidia-smi on ${node} lists no compute process of ${HOLDER_MEMORY}: the plugin wrote no allocation record (it listed: ${apps:-nothing})"
     printf '    %s: %s\n' "${node}" "$(head -n 1 <<<"${apps}")" >&3
+  done
+}
+
+# The records go with the containers: once the gpu-holder pods are gone, no node lists a
+# compute process (a record left behind would be a dead PID in every NVML client).
+assert_allocations_removed() {
+  log "deleting the gpu-holder DaemonSet; asserting no node's nvidia-smi lists a compute process after"
+  local node apps tries
+  kc --namespace "${WORKLOAD_NAMESPACE}" delete daemonset gpu-holder --wait=true
+  kc --namespace "${WORKLOAD_NAMESPACE}" wait --for=delete pod --selector app=gpu-holder --timeout "${WAIT_TIMEOUT}"
+  for node in ${HOLDER_NODES}; do
+    for ((tries = 0; tries < 10; tries++)); do
+      apps="$(node_compute_apps "${node}")"
+      [[ -z "${apps}" ]] && break
+      sleep 1
+    done
+    [[ -z "${apps}" ]] ||
+      die "nvidia-smi on ${node} still lists ${apps} after the gpu-holder pods went: the plugin left a record of a dead container"
+    printf '    %s: no compute process\n' "${node}" >&3
   done
 }
 
@@ -520,6 +559,7 @@ main() {
   assert_plain_workload
   assert_gpus_visible
   assert_allocations_recorded
+  assert_allocations_removed
   if is_true "${WITH_COMPUTE_DOMAIN}"; then
     assert_fabric_identity
   fi

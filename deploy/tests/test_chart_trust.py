@@ -23,6 +23,7 @@ DAEMONSETS = ("nvml-mock", "nvml-mock-nri")
 STAGED = "nvml-mock.nvidia.com/staged"
 GPU_PRESENT = "nvidia.com/gpu.present"
 PCI_NVIDIA = "feature.node.kubernetes.io/pci-10de.present"
+FAKE = "nvml-mock.nvidia.com/fake"
 
 
 def _expression_holds(expr: dict[str, Any], labels: dict[str, str]) -> bool:
@@ -71,6 +72,13 @@ NODES: dict[str, tuple[dict[str, str], bool]] = {
         False,
     ),
     "labels present but false": ({GPU_PRESENT: "false", PCI_NVIDIA: "false"}, True),
+    # what nvml-mock-kwok puts on a fake node (GFD's labels among them, no staged label)
+    "fake node of nvml-mock-kwok": (
+        {"type": "kwok", FAKE: "true", "nvidia.com/gpu.product": "NVIDIA-GB200"},
+        False,
+    ),
+    "any KWOK node": ({"type": "kwok"}, False),
+    "fake node that looks staged": ({GPU_PRESENT: "true", STAGED: "true", FAKE: "true"}, False),
 }
 
 
@@ -130,12 +138,49 @@ def test_the_exclusion_can_be_retuned_or_turned_off(render: RenderFn) -> None:
     assert not schedulable(ds, "n1", {"example.com/real-gpu": "true"})
     assert schedulable(ds, "n1", {PCI_NVIDIA: "true"})
 
-    off = render({"realGpuNodes": {"avoid": False}})
+    # without the real-GPU exclusion the fake-node one stays
+    real_off = render({"realGpuNodes": {"avoid": False}})
+    for name in DAEMONSETS:
+        ds = real_off.get("DaemonSet", name)
+        assert schedulable(ds, "n1", {GPU_PRESENT: "true"})
+        assert not schedulable(ds, "n1", {"type": "kwok"})
+
+    both_off = {"realGpuNodes": {"avoid": False}, "fakeNodes": {"avoid": False}}
+    off = render(both_off)
     for name in DAEMONSETS:
         assert "affinity" not in pod_spec(off.get("DaemonSet", name))
     assert "affinity" not in pod_spec(
-        render({"realGpuNodes": {"avoid": False}, "affinity": {}}).get("DaemonSet", "nvml-mock")
+        render({**both_off, "affinity": {}}).get("DaemonSet", "nvml-mock")
     )
+
+
+def test_every_daemonset_stays_off_fake_nodes(render: RenderFn) -> None:
+    """In a mixed cluster KWOK plays a pod bound to a fake node as Running without starting
+    it: on a real node with fake ones beside it, the chart's DaemonSets (the exporter too)
+    once counted a pod per fake node, and the exporter's Service listed their addresses."""
+    rendered = render({"exporter": {"enabled": True}})
+    names = [n for kind, n in rendered.objects if kind == "DaemonSet"]
+    assert set(names) == {*DAEMONSETS, "nvidia-dcgm-exporter"}
+    staged = {GPU_PRESENT: "true", STAGED: "true"}
+    for name in names:
+        ds = rendered.get("DaemonSet", name)
+        assert schedulable(ds, "worker", staged), name
+        assert not schedulable(ds, "kwok-gpu-00000", {**staged, "type": "kwok"}), name
+        assert not schedulable(ds, "kwok-gpu-00000", {FAKE: "true"}), name
+
+
+def test_the_fake_node_labels_can_be_retuned(render: RenderFn) -> None:
+    # Helm merges a map of values into the default one; null removes a default key
+    added = render({"fakeNodes": {"labels": {"example.com/simulated": "yes"}}})
+    ds = added.get("DaemonSet", "nvml-mock-nri")
+    assert not schedulable(ds, "n1", {"example.com/simulated": "yes"})
+    assert not schedulable(ds, "n1", {"type": "kwok"})
+    tuned = render({"fakeNodes": {"labels": {"example.com/simulated": "yes", "type": None}}})
+    ds = tuned.get("DaemonSet", "nvml-mock-nri")
+    assert not schedulable(ds, "n1", {"example.com/simulated": "yes"})
+    assert schedulable(ds, "n1", {"example.com/simulated": "no", "type": "kwok"})
+    with pytest.raises(helm.HelmValuesError):
+        render({"fakeNodes": {"labels": {"type": 3}}})
 
 
 def test_the_stager_sets_the_label_that_tells_its_gpu_label_apart(render: RenderFn) -> None:

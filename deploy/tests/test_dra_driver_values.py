@@ -18,10 +18,12 @@ import pytest
 import yaml
 from conftest import RenderFn
 from manifests import container, env_of
+from nvml_mock_protocol import names
 
 ROOT = Path(__file__).resolve().parents[1]
 DRA_VALUES = ROOT / "dra-driver" / "dra-driver-values.yaml"
 MOCK_VALUES = ROOT / "dra-driver" / "nvml-mock-values.yaml"
+DRA_ACT = ROOT.parent / "demo" / "kind" / "dra_act.sh"
 EXCLUSIVE = {"NVMLDeviceHealthCheck": ("DynamicMIG", "PassthroughSupport")}
 """Gates the DRA driver refuses together (its featuregates validation)."""
 
@@ -68,6 +70,20 @@ def test_the_mock_chart_stages_the_channels_the_claims_get(render: RenderFn) -> 
     assert env["NVML_MOCK_IMEX_CHANNELS"] == "8"
 
 
+def test_the_kubelet_plugins_opt_in_to_the_driver_surfaces(render: RenderFn) -> None:
+    """On a real node the GPU plugin's slices had no pcieRoot: it reads the PCI functions
+    at /sys/bus/pci, which the NRI plugin binds only for pods that opt in, in a namespace
+    the mock's chart allows."""
+    annotations = _values()["kubeletPlugin"]["podAnnotations"]
+    assert annotations == {names.ANNOTATION_DRIVER_SURFACES: "true"}
+    rendered = render(yaml_text=MOCK_VALUES.read_text())
+    env = env_of(container(rendered.get("DaemonSet", "nvml-mock-nri"), "nri-plugin"))
+    allowed = env["NVML_MOCK_DEVICE_NAMESPACES"].split(",")
+    dra_namespace = "nvidia-dra-driver-gpu"  # the demo's DRA_NAMESPACE and the README's
+    assert dra_namespace in allowed
+    assert f"DRA_NAMESPACE:-{dra_namespace}" in DRA_ACT.read_text()
+
+
 def test_nvidias_chart_renders_onto_the_mock() -> None:
     chart_dir = os.environ.get("NVML_MOCK_DRA_DRIVER_CHART", "")
     if not chart_dir:
@@ -98,6 +114,8 @@ def test_nvidias_chart_renders_onto_the_mock() -> None:
     assert any(env.get("ALT_PROC_DEVICES_PATH") for env in envs.values())
     gates = " ".join(str(env.get("FEATURE_GATES", "")) for env in envs.values())
     assert "NVMLDeviceHealthCheck=true" in gates
+    annotations = plugin["spec"]["template"]["metadata"].get("annotations", {})
+    assert annotations.get(names.ANNOTATION_DRIVER_SURFACES) == "true"
     required = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert required["nodeSelectorTerms"][0]["matchExpressions"][0]["key"] == (
         "nvml-mock.nvidia.com/staged"

@@ -171,11 +171,13 @@ def test_dry_run_prints_every_command_pinned_to_the_demo(stand_ins: Path) -> Non
         "daemonset/nvidia-dcgm-exporter",
         "deployment/nvml-mock-topology",
         "daemonset/gpu-agent",
+        "daemonset/gpu-holder",
         "deployment/demo-prometheus",
     }
     applies = [a for a in cmds if "apply" in a]
     assert [(_option(a, "--namespace"), _option(a, "--filename")) for a in applies] == [
         (["default"], [str(DEMO / "gpu-agent.yaml")]),
+        (["default"], [str(DEMO / "gpu-holder.yaml")]),
         (["mokka"], [str(DEMO / "prometheus.yaml")]),
     ]
     # the metrics act: faults through the staging pod, then Prometheus asked for them

@@ -84,7 +84,16 @@ if args[:1] == ["exec"] and args[1].startswith("nvml-mock-stager-"):
     node = args[1][len("nvml-mock-stager-"):]
     assert args[2:5] == ["-c", "stage", "--"], args
     assert "--query-compute-apps=pid,used_memory" in args, args
-    out("" if node in env("FAKE_NO_ALLOCATIONS", "").split() else "4242, 20480 MiB\\n")
+    holders_gone = False
+    with open(env("FAKE_LOG")) as calls:
+        for line in calls:  # the last of the holders' apply and delete decides
+            if "gpu-holder.yaml" in line or "delete daemonset gpu-holder" in line:
+                holders_gone = "delete daemonset gpu-holder" in line
+    if node in env("FAKE_STALE_ALLOCATIONS", "").split():
+        out("4242, 20480 MiB\\n")
+    if holders_gone or node in env("FAKE_NO_ALLOCATIONS", "").split():
+        out("")
+    out(env("FAKE_APPS", "4242, 20480 MiB") + "\\n")
 if args[:2] == ["get", "pods"] and "--field-selector" in args:
     node = args[args.index("--field-selector") + 1].split(",")[0].split("=")[1]
     # A pod from before the restart, still terminating, is listed first.
@@ -176,7 +185,8 @@ def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> Non
     agents = [c for c in execs if "gpu-agent-new-" in " ".join(c)]
     stagers = [c for c in execs if "nvml-mock-stager-" in " ".join(c)]
     others = [c for c in execs if c not in agents and c not in stagers]
-    assert len(agents) == 8 and len(stagers) == 4, execs
+    # each node's stager is asked twice: with its gpu-holder running, and after it went
+    assert len(agents) == 8 and len(stagers) == 8, execs
     # the rest are the metrics act's: its Prometheus and the staging pods it injects faults in
     assert all(
         "deployment/demo-prometheus" in c or any(a.startswith("nvml-mock-stage-") for a in c)
@@ -184,6 +194,7 @@ def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> Non
     ), others
     for node in WORKERS:  # each node's own nvidia-smi, in its staging pod
         assert f"    {node}: 4242, 20480 MiB" in result.stdout
+        assert f"    {node}: no compute process" in result.stdout
 
 
 def test_an_existing_cluster_is_reused_when_it_has_nri(fake_tools: dict[str, str]) -> None:
@@ -232,11 +243,39 @@ def test_a_pod_without_gpus_fails(fake_tools: dict[str, str]) -> None:
 
 def test_a_node_whose_nvidia_smi_lists_no_allocation_fails(fake_tools: dict[str, str]) -> None:
     """The chart once mounted the overlay read-only into the plugin, so no record was ever
-    written: the demo now asks each node's own nvidia-smi for the gpu-agent's process."""
+    written: the demo asks each node's own nvidia-smi for its gpu-holder's process."""
     result, _ = run(fake_tools, FAKE_NO_ALLOCATIONS=WORKERS[2])
     assert result.returncode == 1
-    assert f"nvidia-smi on {WORKERS[2]} lists no compute process" in result.stderr
+    assert f"nvidia-smi on {WORKERS[2]} lists no compute process of 20480 MiB" in result.stderr
     assert f"    {WORKERS[0]}: 4242, 20480 MiB" in result.stdout
+
+
+def test_a_record_without_the_annotated_memory_fails(fake_tools: dict[str, str]) -> None:
+    """The holder's gpu-memory annotation must take effect (a default share is not it)."""
+    result, _ = run(fake_tools, FAKE_APPS="4242, 47367 MiB")
+    assert result.returncode == 1
+    assert "lists no compute process of 20480 MiB" in result.stderr
+    assert "it listed: 4242, 47367 MiB" in result.stderr
+
+
+def test_records_are_asked_for_again_once_the_holders_are_gone(
+    fake_tools: dict[str, str],
+) -> None:
+    result, calls = run(fake_tools)
+    assert result.returncode == 0, result.stderr
+    delete = ["daemonset", "gpu-holder", "--wait=true"]
+    deleted = calls.index(next(c for c in calls if c[-3:] == delete))
+    after = [c for c in calls[deleted:] if "--query-compute-apps=pid,used_memory" in c]
+    assert len(after) == len(WORKERS)
+    assert f"    {WORKERS[3]}: no compute process" in result.stdout
+
+
+def test_a_record_left_after_its_container_went_fails(fake_tools: dict[str, str]) -> None:
+    """On a real node the records written while the overlay was writable stayed after it
+    went back read-only: every NVML client listed dead PIDs."""
+    result, _ = run(fake_tools, FAKE_STALE_ALLOCATIONS=WORKERS[1])
+    assert result.returncode == 1
+    assert f"nvidia-smi on {WORKERS[1]} still lists 4242, 20480 MiB" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -128,6 +128,41 @@ async def test_ambient_containers_and_excluded_pods_record_nothing(
     assert live_records(overlay) == []
 
 
+async def test_device_nodes_of_the_device_opt_in_are_no_allocation(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    """On a real node NVIDIA's device plugin, given the GPU device nodes by the device
+    opt-in, was listed on every GPU with half its memory. Device nodes a device plugin put
+    in the container (then the plugin sets the matching NVIDIA_VISIBLE_DEVICES) still count,
+    and so does the container's own env."""
+    await start_plugin(
+        "--overlay-host-path", str(overlay), "--device-namespaces", "nvidia-device-plugin"
+    )
+    software = pod("dp", "nvidia-device-plugin", {names.ANNOTATION_DEVICES: "true"})
+    made = container("plugin")
+    made.pod_sandbox_id = software.id
+    cid = await run_container(runtime, software, made, 31)
+    given = [d.path for d in runtime.containers[cid].linux.devices]
+    assert [f"/dev/nvidia{i}" for i in range(4)] == [p for p in given if p[-1].isdigit()]
+    assert live_records(overlay) == []
+    assert nvml_view(overlay)["0"]["procs"] == []  # type: ignore[index]
+    # a synchronize (plugin restart) sees the same container and still records nothing
+    await start_plugin(
+        "--overlay-host-path", str(overlay), "--device-namespaces", "nvidia-device-plugin"
+    )
+    assert live_records(overlay) == []
+    # a device plugin's device-list allocation: the nodes were in the container already
+    job = pod("job")
+    listed = container("main", devices=["/dev/nvidia2"])
+    listed.pod_sandbox_id = job.id
+    await run_container(runtime, job, listed, 33)
+    # the opted-in pod's own env allocation
+    env_given = container("env", env=["NVIDIA_VISIBLE_DEVICES=3"])
+    env_given.pod_sandbox_id = software.id
+    await run_container(runtime, software, env_given, 34)
+    assert sorted((r.pid, r.gpus) for r in live_records(overlay)) == [(33, (2,)), (34, (3,))]
+
+
 async def test_two_containers_sharing_a_gpu_sum_memory_and_utilization(
     runtime: RuntimeDouble, start_plugin: Start, overlay: Path
 ) -> None:

@@ -190,21 +190,25 @@ nvml-mock.nvidia.com/staged
 {{- end -}}
 
 {{/*
-The affinity of both DaemonSets: `affinity` with, when realGpuNodes.avoid, a required node
+The affinity of the DaemonSets: `affinity` with, when realGpuNodes.avoid, a required node
 affinity that keeps them off real GPU nodes. A node is a real GPU node when one of
 realGpuNodes.labels is "true" on it, except nvidia.com/gpu.present on a node that also carries
-the stager's own staged label (the stager sets both in one patch). The user's required terms
-are ANDed with these: each of their terms is combined with each of ours.
+the stager's own staged label (the stager sets both in one patch). With fakeNodes.avoid every
+term also keeps off fake nodes (one of fakeNodes.labels has its value there): KWOK plays a pod
+bound to one as Running without starting it, so a DaemonSet would count pods that do nothing.
+The user's required terms are ANDed with these: each of their terms is combined with each of
+ours.
 */}}
 {{- define "nvml-mock.daemonAffinity" -}}
 {{- $affinity := deepCopy (default (dict) .Values.affinity) -}}
+{{- $ours := list -}}
 {{- if .Values.realGpuNodes.avoid -}}
 {{- $real := .Values.realGpuNodes.labels -}}
 {{- $noneReal := list -}}
 {{- range $real -}}
 {{- $noneReal = append $noneReal (dict "key" . "operator" "NotIn" "values" (list "true")) -}}
 {{- end -}}
-{{- $ours := list (dict "matchExpressions" $noneReal) -}}
+{{- $ours = list (dict "matchExpressions" $noneReal) -}}
 {{- if .Values.nodeLabels.gpuPresent -}}
 {{- $staged := list (dict "key" (include "nvml-mock.stagedLabel" .) "operator" "In" "values" (list "true")) -}}
 {{- range $real -}}
@@ -214,6 +218,23 @@ are ANDed with these: each of their terms is combined with each of ours.
 {{- end -}}
 {{- $ours = append $ours (dict "matchExpressions" $staged) -}}
 {{- end -}}
+{{- end -}}
+{{- if and .Values.fakeNodes.avoid .Values.fakeNodes.labels -}}
+{{- $notFake := list -}}
+{{- range $key := keys .Values.fakeNodes.labels | sortAlpha -}}
+{{- $notFake = append $notFake (dict "key" $key "operator" "NotIn" "values" (list (get $.Values.fakeNodes.labels $key | toString))) -}}
+{{- end -}}
+{{- if $ours -}}
+{{- $terms := list -}}
+{{- range $o := $ours -}}
+{{- $terms = append $terms (dict "matchExpressions" (concat $o.matchExpressions $notFake)) -}}
+{{- end -}}
+{{- $ours = $terms -}}
+{{- else -}}
+{{- $ours = list (dict "matchExpressions" $notFake) -}}
+{{- end -}}
+{{- end -}}
+{{- if $ours -}}
 {{- $node := default (dict) $affinity.nodeAffinity -}}
 {{- $required := default (dict) (get $node "requiredDuringSchedulingIgnoredDuringExecution") -}}
 {{- $terms := $ours -}}

@@ -10,7 +10,9 @@ process, used memory and utilization on those GPUs. The record goes when the con
 stops or is removed; Synchronize (at every (re)connection) replaces every record by the
 runtime's running containers, so a plugin restart leaves nothing behind and loses nothing.
 
-A container without an allocation (the ambient, all-GPUs case) records nothing. Excluded
+A container without an allocation (the ambient, all-GPUs case) records nothing, and neither
+does one whose only GPU device nodes are those this plugin added on the device opt-in (node
+software such as NVIDIA's device plugin: it opens every GPU and holds none). Excluded
 namespaces and opted-out pods get no overlay and so no record.
 
 Nothing here ever fails a container: a live layer that cannot be written (not staged yet,
@@ -45,12 +47,12 @@ from nvml_mock_live.mig import (
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2
 
-from nvml_mock_nri.adjust import Policy, skip_reason
+from nvml_mock_nri.adjust import Policy, skip_reason, wants_devices
 from nvml_mock_nri.dra import MigSource
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import Settings
-from nvml_mock_nri.visible import Visibility, VisibleSelection, visible_gpus
+from nvml_mock_nri.visible import Visibility, VisibleSelection, VisibleSource, visible_gpus
 
 __all__ = ["AllocationRecorder"]
 
@@ -344,7 +346,22 @@ def _held(
     selection = visible_gpus(container, mig)
     if not selection.allocated or selection.kind is Visibility.NONE:
         return None
+    if selection.source is VisibleSource.DEVICE_NODES and _mocks_own_devices(policy, pod):
+        return None
     return selection
+
+
+def _mocks_own_devices(policy: Policy, pod: api_pb2.PodSandbox) -> bool:
+    """Whether a container's GPU device nodes are the ones this plugin adds on the device
+    opt-in (the pod asked, in an allowed namespace), not a device plugin's allocation.
+
+    Node software runs that way (NVIDIA's device plugin, GPU feature discovery, the DRA
+    driver's kubelet plugins): it opens every GPU and holds none, and on a real node no
+    NVML client lists it as a compute process. On a real node with the chart, NVIDIA's
+    device plugin once showed on every GPU with half its memory. A pod that opts in and is
+    also given device nodes by a device plugin's device-list strategy records nothing
+    either: its env (the default strategy) or CDI names are what count."""
+    return pod.namespace in policy.device_namespaces and wants_devices(policy, pod.annotations)
 
 
 def _fit(text: str, limit: int) -> str:
