@@ -13,6 +13,7 @@ from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_live import Allocation, LiveLayer
 from nvml_mock_protocol import names
+from nvml_mock_protocol.nri import Event
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
@@ -265,3 +266,64 @@ async def test_remove_after_stop_and_containers_without_gpus_write_nothing(
     await runtime.stop_container(sandbox, runtime.containers[plain])
     await runtime.remove_container(sandbox, plain)
     assert live_generation(overlay) == before
+
+
+async def test_the_record_is_written_once_with_the_pid_at_post_start(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    # StartContainer comes before the container's task runs (no PID): the record is derived
+    # there and written once, with the PID, at PostStartContainer.
+    await start_plugin("--overlay-host-path", str(overlay))
+    sandbox = pod("train")
+    result = await runtime.create_container(sandbox, allocated("main", sandbox, gpus="3"))
+    stored = runtime.containers[result.container.id]
+    before = live_generation(overlay)
+    await runtime.state_change(Event.START_CONTAINER, sandbox, stored)
+    assert live_records(overlay) == []
+    assert live_generation(overlay) == before, "StartContainer writes nothing"
+    stored.state = api.CONTAINER_RUNNING
+    stored.pid = 5150
+    await runtime.state_change(Event.POST_START_CONTAINER, sandbox, stored)
+    assert [(r.pid, r.gpus) for r in live_records(overlay)] == [(5150, (3,))]
+    # a start that failed is stopped before any PostStart: nothing recorded, nothing kept
+    failed = await runtime.create_container(sandbox, allocated("failed", sandbox, gpus="2"))
+    kept = runtime.containers[failed.container.id]
+    await runtime.state_change(Event.START_CONTAINER, sandbox, kept)
+    await runtime.stop_container(sandbox, kept)
+    assert [r.gpus for r in live_records(overlay)] == [(3,)]
+    # a PostStart without an earlier StartContainer (a plugin restarted in between) records
+    late = await runtime.create_container(sandbox, allocated("late", sandbox, gpus="1"))
+    other = runtime.containers[late.container.id]
+    other.state, other.pid = api.CONTAINER_RUNNING, 6160
+    await runtime.state_change(Event.POST_START_CONTAINER, sandbox, other)
+    assert sorted((r.pid, r.gpus) for r in live_records(overlay)) == [(5150, (3,)), (6160, (1,))]
+
+
+async def test_after_synchronize_a_removal_after_the_stop_touches_no_file(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    # the overlay has a live layer, so Synchronize rewrites the records: from then on the
+    # plugin knows which containers it recorded, and a stop's RemoveContainer (or the stop
+    # of a container without GPUs) has nothing to remove: no lock, no pass over the records
+    plugin = await start_plugin("--overlay-host-path", str(overlay))
+    recorder = plugin.service.injector.recorder
+    opened = 0
+    original = recorder._open
+
+    def counting() -> LiveLayer:
+        nonlocal opened
+        opened += 1
+        return original()
+
+    recorder._open = counting  # type: ignore[method-assign]
+    sandbox = pod("train")
+    cid = await run_container(runtime, sandbox, allocated("main", sandbox, gpus="0"), 99)
+    plain = await run_container(runtime, sandbox, container("plain"), 100)
+    assert [r.gpus for r in live_records(overlay)] == [(0,)]
+    await runtime.stop_container(sandbox, runtime.containers[cid])
+    assert live_records(overlay) == []
+    before = opened
+    await runtime.remove_container(sandbox, cid)
+    await runtime.stop_container(sandbox, runtime.containers[plain])
+    await runtime.remove_container(sandbox, plain)
+    assert opened == before, "nothing to remove: the live layer is not even opened"

@@ -307,7 +307,8 @@ def test_a_silent_event_loop_is_a_wedge_past_the_threshold() -> None:
     verdict = state.wedged()
     assert verdict is not None and verdict.reason == (
         "wedged: the event loop has not run for 4.1s, past the 4.0s threshold (2 x the "
-        "runtime's request timeout); the runtime drops the plugin at its next request"
+        "runtime's request timeout); the node identity is no longer kept current and a "
+        "lost runtime connection does not end the plugin"
     )
     state.wedge_override = 5.0
     assert state.wedged() is None, "--wedge-threshold replaces 2 x the request timeout"

@@ -14,6 +14,7 @@ from nvml_mock_nri.visible import (
     VisibleSelection,
     VisibleSource,
     is_mig_entry,
+    may_hold_gpus,
     parse_visible_devices,
     visible_gpus,
 )
@@ -190,3 +191,32 @@ def test_selection_says_where_it_came_from() -> None:
 )
 def test_mig_entries_are_told_from_gpus(token: str, mig: bool) -> None:
     assert is_mig_entry(token) is mig
+
+
+@pytest.mark.parametrize(
+    ("env", "devices", "cdi", "annotations"),
+    [
+        ([], [], [], {}),
+        (["PATH=/bin", "HOME=/root"], ["/dev/fuse", "/dev/null"], ["vendor.com/x=1"], {}),
+        (["NVIDIA_VISIBLE_DEVICES=0"], [], [], {}),
+        (["NVIDIA_VISIBLE_DEVICES=void"], [], [], {}),
+        ([], ["/dev/nvidia3"], [], {}),
+        ([], ["/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap21"], [], {}),
+        ([], [], ["nvidia.com/gpu=1"], {}),
+        ([], [], ["k8s.gpu.nvidia.com/claim=0f0e-gpu-2"], {}),
+        ([], [], [], {"cdi.k8s.io/x": "nvidia.com/gpu=all"}),
+        ([], [], [], {"io.kubernetes.cri.sandbox-id": "abc"}),
+    ],
+)
+def test_the_cheap_test_never_misses_a_container_that_holds_gpus(
+    env: list[str], devices: list[str], cdi: list[str], annotations: dict[str, str]
+) -> None:
+    made = api.Container(env=env, CDI_devices=[api.CDIDevice(name=n) for n in cdi])
+    for path in devices:
+        made.linux.devices.add(path=path, type="c", major=195, minor=0)
+    for key, value in annotations.items():
+        made.annotations[key] = value
+    if not may_hold_gpus(made):
+        assert not visible_gpus(made).allocated
+    else:
+        assert env or devices or cdi or any(k.startswith("cdi.k8s.io/") for k in annotations)

@@ -268,15 +268,19 @@ def require_thread_sanitizer(tsan_dir: Path) -> None:
 
 
 def run_with_visible(
-    script: str, args: list[str], visible: str | None
+    script: str, args: list[str], visible: str | None, *, mock_visible: str | None = None
 ) -> tuple[dict[str, Any], str]:
     """Run *script* in a child process (the variable must be set before its ``nvmlInit``)
-    with ``NVIDIA_VISIBLE_DEVICES`` set to *visible*, or unset for None; its JSON output and
-    its stderr. A failing child fails the test with its stderr."""
+    with ``NVIDIA_VISIBLE_DEVICES`` set to *visible*, or unset for None (and the mock's own
+    ``MOCK_NVML_VISIBLE_DEVICES`` to *mock_visible*); its JSON output and its stderr. A
+    failing child fails the test with its stderr."""
     env = dict(os.environ)
     env.pop("NVIDIA_VISIBLE_DEVICES", None)
+    env.pop("MOCK_NVML_VISIBLE_DEVICES", None)
     if visible is not None:
         env["NVIDIA_VISIBLE_DEVICES"] = visible
+    if mock_visible is not None:
+        env["MOCK_NVML_VISIBLE_DEVICES"] = mock_visible
     proc = subprocess.run(
         [sys.executable, "-c", script, *args],
         env=env,

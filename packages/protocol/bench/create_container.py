@@ -11,6 +11,10 @@ payload of the same size over a unix socket, the floor any Python NRI
 transport sits on. Prints p50/p99 in microseconds and the ratios.
 
     python packages/protocol/bench/create_container.py [--calls 5000] [--same-process]
+        [--coroutine]
+
+The plugin's handler is a plain method, which the stub answers on its connection
+thread; ``--coroutine`` makes it ``async def`` (answered through the event loop).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ WARMUP = 200
 class BenchPlugin(Plugin):
     events = frozenset({Event.CREATE_CONTAINER})
 
-    async def create_container(
+    def create_container(
         self, pod: api.PodSandbox, container: api.Container
     ) -> api.ContainerAdjustment:
         adjust = api.ContainerAdjustment(
@@ -54,6 +58,13 @@ class BenchPlugin(Plugin):
         )
         adjust.linux.devices.add(path="/dev/nvidia0", type="c", major=195, minor=0)
         return adjust
+
+
+class CoroutineBenchPlugin(BenchPlugin):
+    async def create_container(  # type: ignore[override]
+        self, pod: api.PodSandbox, container: api.Container
+    ) -> api.ContainerAdjustment:
+        return BenchPlugin.create_container(self, pod, container)
 
 
 def make_pod_and_container(i: int) -> tuple[api.PodSandbox, api.Container]:
@@ -84,14 +95,15 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def _plugin_main(path: str) -> None:
-    stub = Stub(BenchPlugin(), name="bench", index="10", socket_path=path)
+async def _plugin_main(path: str, coroutine: bool) -> None:
+    plugin = CoroutineBenchPlugin() if coroutine else BenchPlugin()
+    stub = Stub(plugin, name="bench", index="10", socket_path=path)
     await stub.run()
 
 
-def _plugin_process(path: str) -> None:
+def _plugin_process(path: str, coroutine: bool) -> None:
     logging.basicConfig(level=logging.ERROR)  # the disconnect at the end is expected
-    asyncio.run(_plugin_main(path))
+    asyncio.run(_plugin_main(path, coroutine))
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -110,15 +122,17 @@ def _echo_process(path: str) -> None:
     asyncio.run(_echo_main(path))
 
 
-async def bench_nri(path: Path, calls: int, same_process: bool) -> tuple[list[float], int, int]:
+async def bench_nri(
+    path: Path, calls: int, same_process: bool, coroutine: bool
+) -> tuple[list[float], int, int]:
     async with RuntimeDouble(path, request_timeout=5.0) as runtime:
         process = None
         task = None
         if same_process:
-            task = asyncio.create_task(_plugin_main(str(path)))
+            task = asyncio.create_task(_plugin_main(str(path), coroutine))
         else:
             process = multiprocessing.get_context("spawn").Process(
-                target=_plugin_process, args=(str(path),), daemon=True
+                target=_plugin_process, args=(str(path), coroutine), daemon=True
             )
             process.start()
         await runtime.wait_for_plugins(1, timeout=30)
@@ -185,16 +199,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--same-process", action="store_true", help="run the plugin in the same event loop"
     )
+    parser.add_argument(
+        "--coroutine", action="store_true", help="an async def handler (through the loop)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # the plugin's disconnect warning is expected
     with tempfile.TemporaryDirectory(prefix="nri-bench-", dir="/tmp") as tmp:
         nri, request_size, reply_size = asyncio.run(
-            bench_nri(Path(tmp) / "nri.sock", args.calls, args.same_process)
+            bench_nri(Path(tmp) / "nri.sock", args.calls, args.same_process, args.coroutine)
         )
         echo = asyncio.run(
             bench_echo(Path(tmp) / "echo.sock", args.calls, request_size, args.same_process)
         )
     mode = "same process" if args.same_process else "plugin in a child process"
+    mode += ", async def handler" if args.coroutine else ", plain handler"
     print(
         f"CreateContainer round trips: {args.calls} calls ({mode}), python {sys.version.split()[0]}"
     )

@@ -15,6 +15,7 @@ def test_all_lists_exactly_the_public_names() -> None:
         "mux",
         "runtime",
         "stub",
+        "threaded",
         "ttrpc",
         "ttrpc_pb2",
     }

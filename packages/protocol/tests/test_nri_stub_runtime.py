@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -141,17 +142,28 @@ async def test_reply_over_4kib_is_split_into_small_frames(sock_dir: Path) -> Non
         stub = Stub(Recorder(padding=20_000), name="big", index="20", socket_path=path)
         async with stub:
             await runtime.wait_for_plugins(1)
-            frames: list[int] = []
-            original = stub._connection.write_frames  # type: ignore[union-attr]
+            writes: list[bytes] = []
+            connection = stub._connection
+            assert connection is not None
+            original = connection._write
 
-            def spy(conn_id: int, data: bytes) -> None:
-                frames.append(len(data))
-                original(conn_id, data)
+            def spy(data: bytes) -> None:
+                writes.append(data)
+                original(data)
 
-            stub._connection.write_frames = spy  # type: ignore[union-attr,method-assign]
+            connection._write = spy  # type: ignore[method-assign]
             result = await runtime.create_container(make_pod(), make_container())
             assert result.container.annotations["padding"] == "x" * 20_000
-            assert frames and frames[0] > 20_000
+            (reply,) = writes
+            assert len(reply) > 20_000, "one write for the whole reply"
+            sizes, offset = [], 0
+            while offset < len(reply):
+                conn_id, size = struct.unpack_from(">II", reply, offset)
+                assert conn_id == 1
+                sizes.append(size)
+                offset += 8 + size
+            assert offset == len(reply) and len(sizes) >= 5
+            assert max(sizes) <= 4096, "frames of at most 4096 bytes, as the Go reader needs"
 
 
 async def test_runtime_drops_a_plugin_that_misses_the_deadline(

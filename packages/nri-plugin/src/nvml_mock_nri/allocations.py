@@ -52,11 +52,20 @@ from nvml_mock_nri.dra import MigSource
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.settings import Settings
-from nvml_mock_nri.visible import Visibility, VisibleSelection, VisibleSource, visible_gpus
+from nvml_mock_nri.visible import (
+    Visibility,
+    VisibleSelection,
+    VisibleSource,
+    may_hold_gpus,
+    visible_gpus,
+)
 
-__all__ = ["AllocationRecorder"]
+__all__ = ["STARTING_MAX", "AllocationRecorder"]
 
 logger = logging.getLogger(__name__)
+
+STARTING_MAX = 4096
+"""Containers started (StartContainer) and not yet post-started that are remembered."""
 
 
 class AllocationRecorder:
@@ -79,9 +88,9 @@ class AllocationRecorder:
         until a Synchronize succeeded (a record of an earlier plugin may exist). A stop of a
         container not in it writes nothing, so StopContainer then RemoveContainer cost one
         pass over the records, not two, and a container without GPUs none."""
-        self._started: dict[str, Allocation] = {}
-        """The record StartContainer wrote, by container id, until its PostStartContainer:
-        that one rewrites it with the PID instead of deriving it again."""
+        self._starting: dict[str, Allocation | None] = {}
+        """What StartContainer derived, by container id (None: it holds no GPU), until its
+        PostStartContainer writes it with the PID, or its stop drops it."""
 
     # -- the file ------------------------------------------------------------
 
@@ -241,22 +250,42 @@ class AllocationRecorder:
 
     # -- the life cycle --------------------------------------------------------
 
+    def starting(
+        self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
+    ) -> None:
+        """StartContainer, sent before the container's task runs: derive its record (what it
+        holds, its memory and utilization) and keep it for PostStartContainer, which has the
+        PID. Nothing is written yet: no process of the container exists to be shown."""
+        if len(self._starting) >= STARTING_MAX:
+            self._starting.clear()  # starts whose PostStart never came: derived again then
+        try:
+            selection = _held(policy, pod, container, self.mig_devices)
+            if selection is None:
+                self._starting[container.id] = None
+                return
+            self._open()
+            self._starting[container.id] = self._allocation(selection, pod, container)
+        except LiveLayerError as exc:
+            self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
+
     def started(
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> None:
-        """StartContainer / PostStartContainer: record what the container holds."""
-        early = self._started.pop(container.id, None)
+        """PostStartContainer: record what the container holds, with its PID (one write per
+        start; the record StartContainer derived, else derived now)."""
+        known = container.id in self._starting
+        early = self._starting.pop(container.id, None)
         try:
-            if early is not None and container.pid > 0:
-                # PostStartContainer after a StartContainer that recorded it: only the PID
-                # and the start time are new
+            if known and early is None:
+                return  # StartContainer found it holds no GPU
+            if early is not None:
+                # only the PID and the start time are new since StartContainer
                 started = container.started_at // 1_000_000 if container.started_at > 0 else 0
                 alloc: Allocation | None = dataclasses.replace(
                     early, pid=container.pid, start_time_ms=started or early.start_time_ms
                 )
                 live = self._open()
             else:
-                # read once: a third of an event's cost
                 selection = _held(policy, pod, container, self.mig_devices)
                 if selection is None:
                     return
@@ -268,8 +297,6 @@ class AllocationRecorder:
         except LiveLayerError as exc:
             self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
             return
-        if container.pid <= 0:
-            self._started[container.id] = alloc
         if self._recorded is not None:
             self._recorded.add(container.id)
         self.metrics.allocations_recorded.inc()
@@ -284,11 +311,12 @@ class AllocationRecorder:
 
     def stopped(self, container: api_pb2.Container) -> None:
         """StopContainer / RemoveContainer: the container holds nothing any more."""
-        self._started.pop(container.id, None)
-        if self._recorded is not None and container.id not in self._recorded:
-            return  # not recorded (or already removed at its StopContainer)
-        if not visible_gpus(container).allocated:
-            return  # never recorded
+        self._starting.pop(container.id, None)
+        if self._recorded is not None:
+            if container.id not in self._recorded:
+                return  # not recorded (or already removed at its StopContainer)
+        elif not may_hold_gpus(container) or not visible_gpus(container).allocated:
+            return  # never recorded (without the ids of a Synchronize: judged by the container)
         try:
             removed = self._open().remove(container.id)
         except LiveLayerError as exc:
@@ -330,6 +358,10 @@ class AllocationRecorder:
         except LiveLayerError as exc:
             self._failed("synchronize", exc)
             return 0
+        # the records are now exactly these: a later stop of any other container (and the
+        # RemoveContainer after a StopContainer) has nothing to remove
+        self._recorded = {a.container_id for a in wanted}
+        self._starting.clear()
         self._ok()
         return len(wanted)
 
@@ -341,6 +373,8 @@ def _held(
     mig: MigSource | None = None,
 ) -> VisibleSelection | None:
     """What *container* holds, or None when it holds no GPU or gets no overlay."""
+    if not may_hold_gpus(container):
+        return None
     if skip_reason(policy, pod.namespace, pod.annotations, ()) is not None:
         return None
     selection = visible_gpus(container, mig)

@@ -15,10 +15,12 @@ runtime has given up on a call for a while already):
 
 * the oldest CreateContainer still being answered is older than the threshold;
 * the event loop has not run its heartbeat for longer than the threshold. The loop
-  refreshes :attr:`PluginState.heartbeat` every fraction of the threshold; a loop
-  that stopped (a blocking call, a deadlock, a stuck main thread) answers no call,
-  so the runtime drops the plugin at its next request, yet nothing on the loop can
-  report it. The probes, in their own thread, read the heartbeat's age instead.
+  refreshes :attr:`PluginState.heartbeat` every fraction of the threshold. The
+  runtime's container calls are answered on the NRI connection's own thread and go on,
+  but a loop that stopped (a blocking call, a deadlock, a stuck main thread) no longer
+  watches the node identity, answers no Configure and does not act on a lost
+  connection or SIGTERM, yet nothing on the loop can report it. The probes, in their
+  own thread, read the heartbeat's age instead.
 
 The server runs in a thread, not on the event loop that answers the runtime: a
 handler that blocks the loop is exactly the case ``/healthz`` must still report.
@@ -164,7 +166,8 @@ class PluginState:
             return Verdict(
                 False,
                 f"wedged: the event loop has not run for {lag:.1f}s, past "
-                f"{self._threshold_text()}; the runtime drops the plugin at its next request",
+                f"{self._threshold_text()}; the node identity is no longer kept current and a "
+                "lost runtime connection does not end the plugin",
             )
         return None
 

@@ -21,10 +21,10 @@ env (once the start-up hold is over), and ``/readyz`` says why.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,7 +87,8 @@ class IdentityCache:
         self.snapshot = Snapshot(Status.UNKNOWN, None, None)
         self.hold_note: str | None = None
         """What the start-up hold of CreateContainer is doing, for /readyz (set by the plugin)."""
-        self._known = asyncio.Event()
+        self._known = threading.Event()
+        """Set once (from the loop); waited on by CreateContainer on the connection's thread."""
         self.last_error: str | None = None
         self.failing_since: float | None = None
         self.failures = 0
@@ -110,11 +111,13 @@ class IdentityCache:
         self._metrics.identity_revision.set(-1 if snapshot.revision is None else snapshot.revision)
         return changed
 
-    async def wait_known(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the first answer; True once it is known."""
-        if not self._known.is_set() and timeout > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._known.wait(), timeout)
+    def wait_known(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for the first answer; True once it is known.
+
+        Called on the NRI connection's thread (the start-up hold): the watch that brings
+        the answer runs on the event loop meanwhile."""
+        if timeout > 0:
+            return self._known.wait(timeout)
         return self._known.is_set()
 
     def fail(self, error: IdentityError) -> None:

@@ -5,23 +5,24 @@ the rules of :mod:`nvml_mock_nri.adjust`, keeps the probe state and metrics, and
 logs one line per skipped container. It knows nothing about sockets; the
 connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
 
-A container without a device or IMEX channel opt-in costs no I/O at all: the
-identity is read from the in-memory cache and the mount and env are computed
-from strings.
+Every call runs on the NRI connection's own thread (the stub calls plain methods there),
+not on the event loop. A container without a device or IMEX channel opt-in costs no I/O
+but one stat (of the staged state, for a container with its own NVIDIA_VISIBLE_DEVICES):
+the identity is read from the in-memory cache, and the encoded answer of such a container
+is kept by the inputs that decide it (:mod:`nvml_mock_nri.replies`).
 
 The one wait is at start. Registration and the first identity request start
 together, and containers created in the first moments would race the answer and
 start without their fabric identity. So from Configure on, for at most
 ``--identity-hold`` seconds (never more than :data:`HOLD_SHARE` of the runtime's
 request timeout, so the runtime does not drop the plugin), CreateContainer waits
-for the first answer; after that it injects without the identity and the log and
-``/readyz`` say so. The one
-blocking call is the device look-up of opted-in pods (a readdir and a stat per
-staged node, some 20 µs), made inline: handing it to a thread costs more than it
-does (measured: p90 from 0.2 ms to 4 ms through containerd's NRI code). If that
-file system ever hangs, the loop stops, the runtime drops the plugin after its
-timeout, and ``/healthz`` (served from its own thread) reports the wedge so that
-kubelet restarts the pod.
+for the first answer (blocking the connection's thread on an event the watch, on the loop,
+sets); after that it injects without the identity and the log and ``/readyz`` say so. The
+one blocking call is the device look-up of opted-in pods (a readdir and a stat per staged
+node, some 20 µs), made inline: handing it to another thread costs more than it does
+(measured: p90 from 0.2 ms to 4 ms through containerd's NRI code). If that file system ever
+hangs, the connection's thread stops, the runtime drops the plugin after its timeout, and
+``/healthz`` (served from its own thread) reports the wedge so that kubelet restarts the pod.
 
 Start, stop and removal of containers (and Synchronize) keep the live layer's allocation
 records (:mod:`nvml_mock_nri.allocations`): a few writes to a mapped file, inline, after the
@@ -61,6 +62,7 @@ from nvml_mock_nri.errors import UnknownDeviceError
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache, Status
 from nvml_mock_nri.metrics import Metrics
+from nvml_mock_nri.replies import ReplyCache, common_key
 from nvml_mock_nri.settings import Settings, apply_runtime_config
 from nvml_mock_nri.surfaces import add_hooks, plan_surfaces, wants_surfaces
 from nvml_mock_nri.visible import visible_env
@@ -114,6 +116,11 @@ class Injector:
             lambda: hostgpu.detect(settings.host_proc_root, settings.host_sys_root)
         )
         self._node = settings.node_name or None
+        self.replies = ReplyCache()
+        """Encoded answers of the common case (:mod:`nvml_mock_nri.replies`)."""
+        self._policy_generation = 0
+        """Part of every kept answer's key: a policy change retires them even if an answer
+        computed under the old one is stored after the cache was emptied."""
         self._hold_until: float | None = None
         self._hold_seconds = 0.0
         self._hold_reported = False
@@ -124,6 +131,9 @@ class Injector:
         # gauge it set, so "registered" is 1 only while the loop is also alive.
         self.metrics.registered.set_function(self._registered_value)
         self.metrics.loop_lag.set_function(lambda: self.state.loop_lag() or 0.0)
+        # the calls being answered are the probes' in-flight table, read at scrape time:
+        # no gauge to keep per call
+        self.metrics.in_flight.set_function(self.state.in_flight)
 
     def check_host_driver(self) -> HostDriver:
         """Detect a real NVIDIA driver; record it for the probes, metric and log on change.
@@ -172,6 +182,8 @@ class Injector:
         if settings != self.settings:
             self.settings = settings
             self.policy = Policy.from_settings(settings)
+            self._policy_generation += 1
+            self.replies.clear()
             logger.info("applied the plugin config sent by the runtime")
         if request_timeout:
             timeout, source = request_timeout, "sent by the runtime"
@@ -214,7 +226,7 @@ class Injector:
         self._hold_until = time.monotonic() + hold
         identity.hold_note = f"CreateContainer is held up to {hold:.2f}s after start for it"
 
-    async def _await_identity(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
+    def _await_identity(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
         """The start-up hold: wait for the first identity while the window is open."""
         identity = self.identity
         if identity is None or identity.snapshot.status is not Status.UNKNOWN:
@@ -222,7 +234,7 @@ class Injector:
         if self._hold_until is None:
             return
         remaining = self._hold_until - time.monotonic()
-        if await identity.wait_known(remaining):
+        if identity.wait_known(remaining):
             return
         if not self._hold_reported:
             self._hold_reported = True
@@ -249,8 +261,12 @@ class Injector:
         logger.debug("allocation records rebuilt: %d running containers hold GPUs", recorded)
         self.synchronized(len(pods), len(containers))
 
+    def container_starting(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
+        """StartContainer (before the task runs): derive the allocation record."""
+        self.recorder.starting(self.policy, pod, container)
+
     def container_started(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
-        """StartContainer and PostStartContainer (which has the PID): record the allocation."""
+        """PostStartContainer (which has the PID): record the allocation."""
         self.recorder.started(self.policy, pod, container)
 
     def container_stopped(self, container: api_pb2.Container) -> None:
@@ -276,18 +292,21 @@ class Injector:
 
     # -- CreateContainer -----------------------------------------------------
 
-    async def create_container(
+    def create_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> api_pb2.CreateContainerResponse:
-        """The adjustment for one new container. Raises only :class:`UnknownDeviceError`
-        (the container's own NVIDIA_VISIBLE_DEVICES names a GPU the node lacks), which fails
-        the creation as the NVIDIA container toolkit does; any other fault is logged and the
-        container starts without the overlay."""
+        """The adjustment for one new container, as a message (see :meth:`answer_create`)."""
+        return api_pb2.CreateContainerResponse.FromString(self.answer_create(pod, container))
+
+    def answer_create(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bytes:
+        """The serialized CreateContainerResponse for one new container. Raises only
+        :class:`UnknownDeviceError` (the container's own NVIDIA_VISIBLE_DEVICES names a GPU
+        the node lacks), which fails the creation as the NVIDIA container toolkit does; any
+        other fault is logged and the container starts without the overlay."""
         token = self.state.begin()
         started = time.perf_counter()
-        self.metrics.in_flight.inc()
         try:
-            return await self._create_container(pod, container)
+            return self._answer(pod, container)
         except UnknownDeviceError as exc:
             self.metrics.unknown_devices_refused.inc()
             logger.warning(
@@ -302,18 +321,51 @@ class Injector:
                 "could not compute the adjustment; the container starts without the overlay",
                 extra=self._context(pod, container),
             )
-            return api_pb2.CreateContainerResponse()
+            return b""
         finally:
-            self.metrics.in_flight.dec()
             self.metrics.latency.observe(time.perf_counter() - started)
             self.state.end(token)
 
-    async def _create_container(
-        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
-    ) -> api_pb2.CreateContainerResponse:
-        await self._await_identity(pod, container)
+    def _answer(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bytes:
+        """The common case from :attr:`replies` when it was answered before, else the full
+        rules (whose answer is kept when it is the common case)."""
+        self._await_identity(pod, container)
+        # read once: the key and the full rules see the same identity
+        identity = self.identity.current if self.identity else None
+        key = None
+        if not logger.isEnabledFor(logging.DEBUG):  # the full path logs each injection
+            key = common_key(
+                self.policy,
+                pod,
+                container,
+                extra=(identity, self._policy_generation),
+                board_revision=self._board_revision,
+            )
+            if key is not None:
+                cached = self.replies.get(key)
+                if cached is not None:
+                    self.metrics.injections.inc()
+                    return cached
+        response, plain = self._create_container(pod, container, identity)
+        reply = response.SerializeToString()
+        if key is not None and plain:
+            self.replies.put(key, reply)
+        return reply
+
+    def _board_revision(self) -> object:
+        if self.settings.unknown_visible_devices != unknown_devices.FAIL:
+            return None
+        return self._node_gpus.revision()
+
+    def _create_container(
+        self,
+        pod: api_pb2.PodSandbox,
+        container: api_pb2.Container,
+        identity: FabricIdentity | None,
+    ) -> tuple[api_pb2.CreateContainerResponse, bool]:
+        """The full rules; also whether the answer is a plain injection (no skip, no
+        opt-in, nothing logged), which :attr:`replies` may keep."""
         policy = self.policy
-        identity: FabricIdentity | None = self.identity.current if self.identity else None
         decision = decide(
             policy,
             namespace=pod.namespace,
@@ -330,7 +382,7 @@ class Injector:
                 decision.skip.value.replace("_", " "),
                 extra={**self._context(pod, container), "reason": decision.skip.value},
             )
-            return api_pb2.CreateContainerResponse()
+            return api_pb2.CreateContainerResponse(), False
         if self.settings.unknown_visible_devices == unknown_devices.FAIL:
             unknown_devices.check(container, self._node_gpus)
             unknown_devices.check_claims(container, self._node_gpus, self.recorder.mig_devices)
@@ -368,7 +420,10 @@ class Injector:
         self.metrics.injections.inc()
         response = _response(decision)
         add_hooks(response, hook)
-        return response
+        plain = not (
+            wants_gpus or wants_channels or hook is not None or decision.warnings or decision.notes
+        )
+        return response, plain
 
     def _count_devices(self, decision: Decision) -> None:
         if decision.cdi_devices:

@@ -63,7 +63,13 @@ async def _heartbeat(state: PluginState) -> None:
 
 
 class NriAdapter(Plugin):
-    """The stub's view of the plugin: NRI calls delegated to an :class:`Injector`."""
+    """The stub's view of the plugin: NRI calls delegated to an :class:`Injector`.
+
+    Every container call is a plain method, so the stub answers it on the NRI
+    connection's own thread, with no trip through the event loop (the identity watch
+    and the heartbeat keep the loop). Only Configure runs on the loop: it is once per
+    connection and schedules the close of a refused config there.
+    """
 
     events = frozenset(
         {
@@ -97,33 +103,33 @@ class NriAdapter(Plugin):
             message = f"nvml-mock: bad plugin config: {exc}"
             raise TtrpcError(Code.INVALID_ARGUMENT, message) from None
 
-    async def synchronize(
+    def synchronize(
         self, pods: list[api_pb2.PodSandbox], containers: list[api_pb2.Container]
     ) -> Iterable[api_pb2.ContainerUpdate] | None:
         self.injector.synchronize(pods, containers)
         return None
 
-    async def stop_container(
+    def stop_container(
         self, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> Iterable[api_pb2.ContainerUpdate] | None:
         self.injector.container_stopped(container)
         return None
 
-    async def state_change(
+    def state_change(
         self, event: Event, pod: api_pb2.PodSandbox, container: api_pb2.Container | None
     ) -> None:
         if container is None:
             return
-        if event in (Event.START_CONTAINER, Event.POST_START_CONTAINER):
+        if event is Event.START_CONTAINER:
+            self.injector.container_starting(pod, container)
+        elif event is Event.POST_START_CONTAINER:
             self.injector.container_started(pod, container)
         elif event is Event.REMOVE_CONTAINER:
             self.injector.container_stopped(container)
 
-    async def create_container(
-        self, pod: api_pb2.PodSandbox, container: api_pb2.Container
-    ) -> api_pb2.CreateContainerResponse:
+    def create_container(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bytes:
         try:
-            return await self.injector.create_container(pod, container)
+            return self.injector.answer_create(pod, container)
         except UnknownDeviceError as exc:  # the runtime fails the creation with this message
             raise TtrpcError(Code.UNKNOWN, str(exc)) from None
 

@@ -89,6 +89,12 @@ class NodeGpus:
             self._key = key
         return self._board
 
+    def revision(self) -> tuple[int, int, int] | None:
+        """Which staged state :meth:`get` reads now (inode, mtime, size); None without one.
+        Costs the same one stat."""
+        self.get()
+        return self._key
+
 
 def check(container: Container, gpus: NodeGpus) -> None:
     """Raise :class:`UnknownDeviceError` (the toolkit's message, the first unknown entry)

@@ -192,6 +192,23 @@ def gpu_device_indices(container: Container) -> tuple[str, ...]:
     return _dedup(found)
 
 
+def may_hold_gpus(container: Container) -> bool:
+    """False when none of :func:`visible_gpus`'s sources can name a GPU: no own
+    ``NVIDIA_VISIBLE_DEVICES``, no CDI names (devices or ``cdi.k8s.io/*`` annotations) and no
+    ``/dev/nvidia*`` node. A cheap test first, so that the life-cycle events of the many
+    containers without GPUs skip the full reading."""
+    if len(container.CDI_devices):  # type: ignore[arg-type]
+        return True
+    for key in container.annotations:
+        if key.startswith(CDI_ANNOTATION_PREFIX):
+            return True
+    prefix = names.ENV_NVIDIA_VISIBLE_DEVICES + "="
+    for entry in container.env:
+        if entry.startswith(prefix):
+            return True
+    return any(device.path.startswith("/dev/nvidia") for device in container.linux.devices)
+
+
 def visible_gpus(container: Container, mig: dra.MigSource | None = None) -> VisibleSelection:
     """The GPUs ``container`` holds: its own ``NVIDIA_VISIBLE_DEVICES``, else its
     ``nvidia.com/gpu`` and DRA CDI names, else its ``/dev/nvidiaN`` nodes, else none

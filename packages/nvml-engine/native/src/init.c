@@ -308,18 +308,19 @@ static nvmlReturn_t apply_fabric_env(struct state *st)
     return NVML_SUCCESS;
 }
 
-/* The view NVIDIA_VISIBLE_DEVICES selects; a value that names no device fails init, as
+/* The view NVIDIA_VISIBLE_DEVICES (or the mock's twin, visible.h) selects; a value that names no device fails init, as
  * the toolkit refuses to start such a container. `live` holds the board GPUs' live records
  * ("<gpu>:<mig>" entries are resolved against the MIG layout in them). */
 static nvmlReturn_t select_view(const struct state *st, const unsigned char *const *live, struct visible_view *view)
 {
-    const char *value = getenv(ENV_VISIBLE_DEVICES);
+    const char *name = mock_visible_env();
+    const char *value = getenv(name);
     char why[STATE_ERR_LEN];
     if (mock_visible_select(value, st, live, view, why, sizeof(why)) == 0) {
         return NVML_SUCCESS;
     }
-    mock_set_error_detail(NVML_ERROR_INVALID_STATE, "%s='%.80s': %s", ENV_VISIBLE_DEVICES, value, why);
-    fprintf(stderr, "nvml-mock: %s='%.80s': %s\n", ENV_VISIBLE_DEVICES, value, why);
+    mock_set_error_detail(NVML_ERROR_INVALID_STATE, "%s='%.80s': %s", name, value, why);
+    fprintf(stderr, "nvml-mock: %s='%.80s': %s\n", name, value, why);
     return NVML_ERROR_INVALID_STATE;
 }
 
@@ -461,7 +462,8 @@ MOCK_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
             mock_set_error_detail(NVML_ERROR_GPU_NOT_FOUND,
                                   "%s='%.80s' makes no GPU visible (nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) "
                                   "accepts that)",
-                                  ENV_VISIBLE_DEVICES, getenv(ENV_VISIBLE_DEVICES) ? getenv(ENV_VISIBLE_DEVICES) : "");
+                                  mock_visible_env(),
+                                  getenv(mock_visible_env()) ? getenv(mock_visible_env()) : "");
         } else {
             mock_set_error_detail(NVML_ERROR_GPU_NOT_FOUND, "the GPU state lists no GPUs "
                                                             "(nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) accepts that)");

@@ -4,6 +4,8 @@
  * Answers no nvml.h function; init.c asks it once per init cycle, and every enumerating
  * call follows the view it makes.
  *
+ * MOCK_NVML_VISIBLE_DEVICES, where set, is read instead (see visible.h).
+ *
  * The rules (the engine README names the toolkit's behaviour for each):
  *   unset                        every GPU (the mock's ambient default)
  *   "", "void", "none"           no GPU (the whole value, spaces around it ignored)
@@ -25,6 +27,7 @@
 #include "visible.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -262,6 +265,12 @@ static void fill(struct visible_view *out, const struct state *st, uint64_t chos
         }
     }
 }
+
+const char *mock_visible_env(void)
+{
+    return getenv(ENV_MOCK_VISIBLE_DEVICES) != NULL ? ENV_MOCK_VISIBLE_DEVICES : ENV_VISIBLE_DEVICES;
+}
+
 
 int mock_visible_select(const char *value, const struct state *st, const unsigned char *const *live,
                         struct visible_view *out, char *why, size_t why_len)

@@ -17,6 +17,14 @@
 #include "state.h"
 
 #define ENV_VISIBLE_DEVICES "NVIDIA_VISIBLE_DEVICES"
+/* The mock's own twin, read first when set, same grammar: the NRI plugin sets it where the
+ * runtime's view differs from what the toolkit's variable says (a driver component given
+ * the driver surfaces with the toolkit's "void" sees every GPU, as real NVML ignores
+ * NVIDIA_VISIBLE_DEVICES). */
+#define ENV_MOCK_VISIBLE_DEVICES "MOCK_NVML_VISIBLE_DEVICES"
+
+/* The variable the view follows: ENV_MOCK_VISIBLE_DEVICES when set, else ENV_VISIBLE_DEVICES. */
+const char *mock_visible_env(void);
 
 /* No view index for a board GPU outside the view. */
 #define VISIBLE_NONE 0xffu

@@ -189,6 +189,54 @@ def test_no_gpu_values_leave_nvml_without_gpus(
 
 
 @pytest.mark.parametrize(
+    ("toolkit", "mock", "expected"),
+    [
+        ("void", "all", [0, 1, 2, 3]),
+        ("void", "2", [2]),
+        ("0", "all", [0, 1, 2, 3]),
+        (None, "3", [3]),
+    ],
+)
+def test_the_mocks_own_variable_is_read_first(
+    library_file: Path,
+    board: list[dict[str, Any]],
+    toolkit: str | None,
+    mock: str,
+    expected: list[int],
+) -> None:
+    """A driver component given the driver surfaces keeps the toolkit's ``void`` (so the
+    toolkit leaves it alone) and still sees the node's GPUs, as through real NVML."""
+    result, _ = run_with_visible(
+        PROBE, [str(library_file), json.dumps(board)], toolkit, mock_visible=mock
+    )
+    assert board_indices(result) == expected
+
+
+def test_a_bad_mock_variable_fails_init_naming_it(
+    library_file: Path, board: list[dict[str, Any]]
+) -> None:
+    result, stderr = run_with_visible(
+        PROBE, [str(library_file), json.dumps(board)], "all", mock_visible="9"
+    )
+    assert result["init"] == NVML_ERROR_INVALID_STATE
+    assert "MOCK_NVML_VISIBLE_DEVICES='9': 9: unknown device" in result["text"]
+    assert "MOCK_NVML_VISIBLE_DEVICES='9'" in stderr
+    empty, _ = run_with_visible(
+        PROBE, [str(library_file), json.dumps(board)], "all", mock_visible="none"
+    )
+    assert empty["init"] == NVML_ERROR_GPU_NOT_FOUND
+    assert "MOCK_NVML_VISIBLE_DEVICES='none' makes no GPU visible" in empty["text"]
+
+
+def test_the_librarys_variable_names_are_the_protocols() -> None:
+    from nvml_mock_protocol import names
+
+    header = (Path(__file__).parents[2] / "native" / "src" / "visible.h").read_text()
+    assert f'#define ENV_VISIBLE_DEVICES "{names.ENV_NVIDIA_VISIBLE_DEVICES}"' in header
+    assert f'#define ENV_MOCK_VISIBLE_DEVICES "{names.ENV_MOCK_NVML_VISIBLE_DEVICES}"' in header
+
+
+@pytest.mark.parametrize(
     ("visible", "entry", "reason"),
     [
         ("4", "4", "unknown device (the node has 4 GPUs, indices 0-3)"),

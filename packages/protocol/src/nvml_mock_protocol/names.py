@@ -60,6 +60,11 @@ FABRIC_ENV_VARS: Final = (ENV_FABRIC_CLUSTER_UUID, ENV_FABRIC_CLIQUE_ID, ENV_FAB
 ENV_NVIDIA_VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
 """The GPUs NVML enumerates in a container (the NVIDIA container toolkit's variable): the
 library reads it at init; the NRI plugin sets it from a container's CDI GPUs or GPU nodes."""
+ENV_MOCK_NVML_VISIBLE_DEVICES: Final = "MOCK_NVML_VISIBLE_DEVICES"
+"""The mock library's own twin of ``NVIDIA_VISIBLE_DEVICES`` (same grammar), read first when
+set: the NRI plugin sets it to ``all`` in a container given the driver surfaces whose
+``NVIDIA_VISIBLE_DEVICES`` is the toolkit's ``void``, since such a driver component sees every
+GPU of the node, as real NVML, which never reads the toolkit's variable."""
 
 # Logging: every command reads these (flags win); see ``nvml_mock_protocol.logs``.
 ENV_LOG_FORMAT: Final = "NVML_MOCK_LOG_FORMAT"

@@ -1,7 +1,8 @@
 """containerd NRI over ttrpc, in Python: messages, framing, plugin stub, runtime double.
 
 - :mod:`.api_pb2`: generated NRI messages (``nri.pkg.api.v1alpha1``).
-- :mod:`.mux`, :mod:`.ttrpc`: sans-IO framing; :mod:`.connection`: asyncio transport.
+- :mod:`.mux`, :mod:`.ttrpc`: sans-IO framing; :mod:`.connection`: asyncio transport (the
+  runtime double's); :mod:`.threaded`: the plugin stub's, a reading thread per socket.
 - :class:`Stub` + :class:`Plugin`: write an NRI plugin.
 - :class:`RuntimeDouble`: a containerd stand-in for tests and the local demo.
 """
@@ -39,6 +40,7 @@ from nvml_mock_protocol.nri.stub import (
     Stub,
     check_plugin_identity,
 )
+from nvml_mock_protocol.nri.threaded import ThreadedConnection
 from nvml_mock_protocol.nri.ttrpc import Code
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "RuntimeDouble",
     "RuntimeInfo",
     "Stub",
+    "ThreadedConnection",
     "TtrpcError",
     "api_pb2",
     "check_plugin_identity",

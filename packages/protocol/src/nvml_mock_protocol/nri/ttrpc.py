@@ -114,6 +114,11 @@ class TtrpcDecoder:
         """Bytes held waiting for the rest of a message."""
         return len(self._buffer)
 
+    @property
+    def idle(self) -> bool:
+        """True between messages: nothing held, nothing being skipped."""
+        return not self._buffer and not self._discard
+
     def feed(self, data: bytes) -> list[Message | OversizedMessage]:
         """Consume ``data``; return every message it completed, in order."""
         if self._discard:
