@@ -731,7 +731,11 @@ def render_vocabulary_py(layout: Layout) -> str:
         "",
         "from __future__ import annotations",
         "",
-        "from typing import Final",
+        "# not `from typing import Final`: importing typing (and the re it brings) would cost",
+        "# every short-lived command that reads this table a few milliseconds",
+        "TYPE_CHECKING = False",
+        "if TYPE_CHECKING:",
+        "    from typing import Final",
         "",
         "# (name, number, level: none | optional | required, default_level, default_period_ms, doc)",
         "PATTERN_ROWS: Final = (",
@@ -778,7 +782,11 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
         "",
         "from __future__ import annotations",
         "",
-        "from typing import Final",
+        "# not `from typing import Final`: importing typing (and the re it brings) would cost",
+        "# every short-lived command that reads this table a few milliseconds",
+        "TYPE_CHECKING = False",
+        "if TYPE_CHECKING:",
+        "    from typing import Final",
         "",
         "# (name, kind, max_len, minimum, maximum, default, required, derived, live_slot)",
         "KeyRow = tuple[str, str, int, int | None, int | None, str | None, bool, str | None, int | None]",
@@ -808,6 +816,15 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
             out.append(f"    {row!r},")
         out.append(")")
         out.append("")
+    out += [
+        "# the keys the live layer holds, in the order every listing of them follows: the board",
+        "# keys with a live slot, then the live-only keys",
+        "LIVE_GPU_ROWS: Final[tuple[KeyRow, ...]] = (",
+        "    *(row for row in GPU_ROWS if row[8] is not None),",
+        "    *LIVE_ONLY_ROWS,",
+        ")",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -875,7 +892,11 @@ def render_layout_py(layout: Layout) -> str:
         "",
         "from __future__ import annotations",
         "",
-        "from typing import Final",
+        "# not `from typing import Final`: importing typing (and the re it brings) would cost",
+        "# every short-lived command that reads this table a few milliseconds",
+        "TYPE_CHECKING = False",
+        "if TYPE_CHECKING:",
+        "    from typing import Final",
         "",
     ]
     out += [

@@ -16,12 +16,14 @@ every workload container) does not pay for the writer at start-up.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
 from nvml_mock_live._version import __version__
 
+# The TYPE_CHECKING = False idiom, not typing's: ``nvml-mock-ctl status`` and ``xid`` start
+# through this package and must not pay for typing (and the re it brings).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from nvml_mock_live.allocations import MIG_HOLDINGS_MAX, Allocation
     from nvml_mock_live.board import BoardGpu, read_board, resolve_gpus
     from nvml_mock_live.errors import AllocationError, LiveError, LiveLayerError, LiveValueError
@@ -75,6 +77,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
     value = (
         import_module(f"{__name__}.{name}")
         if module == ""

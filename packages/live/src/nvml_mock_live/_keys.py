@@ -7,7 +7,11 @@ C library cannot disagree on a key or a bound. The offsets are in :mod:`._layout
 
 from __future__ import annotations
 
-from typing import Final
+# not `from typing import Final`: importing typing (and the re it brings) would cost
+# every short-lived command that reads this table a few milliseconds
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 # (name, kind, max_len, minimum, maximum, default, required, derived, live_slot)
 KeyRow = tuple[str, str, int, int | None, int | None, str | None, bool, str | None, int | None]
@@ -172,4 +176,11 @@ LIVE_ONLY_ROWS: Final[tuple[KeyRow, ...]] = (
     ('locked_gpu_clock_max_mhz', 'UINT32', 255, None, None, '0', False, None, 112),
     ('locked_mem_clock_min_mhz', 'UINT32', 255, None, None, '0', False, None, 113),
     ('locked_mem_clock_max_mhz', 'UINT32', 255, None, None, '0', False, None, 114),
+)
+
+# the keys the live layer holds, in the order every listing of them follows: the board
+# keys with a live slot, then the live-only keys
+LIVE_GPU_ROWS: Final[tuple[KeyRow, ...]] = (
+    *(row for row in GPU_ROWS if row[8] is not None),
+    *LIVE_ONLY_ROWS,
 )

@@ -6,7 +6,11 @@ ABI version of the mock library's primitives it calls.
 
 from __future__ import annotations
 
-from typing import Final
+# not `from typing import Final`: importing typing (and the re it brings) would cost
+# every short-lived command that reads this table a few milliseconds
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 LIVE_MAGIC: Final = b'nvml-mock-live'
 LIVE_FORMAT: Final = 2

@@ -6,7 +6,11 @@ The live vocabulary's tables (``[vocabulary]``), as plain data, for the parsers 
 
 from __future__ import annotations
 
-from typing import Final
+# not `from typing import Final`: importing typing (and the re it brings) would cost
+# every short-lived command that reads this table a few milliseconds
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 # (name, number, level: none | optional | required, default_level, default_period_ms, doc)
 PATTERN_ROWS: Final = (

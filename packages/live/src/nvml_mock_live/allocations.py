@@ -14,7 +14,7 @@ from typing import Final
 
 from nvml_mock_live import _layout as layout
 from nvml_mock_live.errors import AllocationError
-from nvml_mock_live.vocabulary import UTIL_PATTERNS
+from nvml_mock_live.kinds import UTIL_PATTERNS
 
 __all__ = ["MIG_HOLDINGS_MAX", "Allocation", "pack", "unpack"]
 

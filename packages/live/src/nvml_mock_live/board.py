@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvml_mock_live import _layout as layout
-from nvml_mock_live.errors import LiveLayerError
+from nvml_mock_live.state_text import gpu_sections, read_gpu_sections
 
 __all__ = ["BoardGpu", "gpu_sections", "read_board", "resolve_gpus"]
 
@@ -45,39 +44,14 @@ class BoardGpu:
         return self.number("memory_total_bytes")
 
 
-def gpu_sections(text: str) -> list[dict[str, str]]:
-    """The ``key=value`` lines of every ``[gpu N]`` section of a rendered state, in order.
-
-    A lenient reader for the files the renderer writes (the library's parser is the strict
-    one): tools that only need a GPU's UUID or bus id from the state use it.
-    """
-    gpus: list[dict[str, str]] = []
-    current: dict[str, str] | None = None
-    for line in text.splitlines():
-        if line.startswith("[gpu "):
-            current = {}
-            gpus.append(current)
-        elif line.startswith("["):
-            current = None
-        elif current is not None and "=" in line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            current[key.strip()] = value.strip()
-    return gpus
-
-
 def read_board(state_path: Path | str) -> list[BoardGpu]:
     """The GPUs of a rendered state file. Raises :class:`LiveLayerError` naming the file
     when it cannot be read or is no board a live layer can follow (over the GPU slots, a GPU
     without a UUID)."""
-    try:
-        text = Path(state_path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LiveLayerError(f"cannot read the board state {state_path}: {exc}") from None
-    gpus = gpu_sections(text)
-    board = [BoardGpu(i, values.get("uuid", ""), values) for i, values in enumerate(gpus)]
-    if len(board) > layout.LIVE_GPU_SLOTS or any(not gpu.uuid for gpu in board):
-        raise LiveLayerError(f"{state_path}: not a board state the live layer can follow")
-    return board
+    return [
+        BoardGpu(i, values.get("uuid", ""), values)
+        for i, values in enumerate(read_gpu_sections(state_path))
+    ]
 
 
 def _bus_key(bus_id: str) -> str:

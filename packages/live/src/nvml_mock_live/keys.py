@@ -98,8 +98,7 @@ LIVE_ONLY_GPU_KEYS: Final[Mapping[str, KeySpec]] = {
 answers while unset."""
 
 LIVE_GPU_KEYS: Final[Mapping[str, KeySpec]] = {
-    **{name: spec for name, spec in GPU_KEYS.items() if spec.live_slot is not None},
-    **LIVE_ONLY_GPU_KEYS,
+    row[0]: GPU_KEYS.get(row[0]) or LIVE_ONLY_GPU_KEYS[row[0]] for row in _keys.LIVE_GPU_ROWS
 }
 """The GPU keys the live layer can change at run time, each with its slot."""
 

@@ -42,12 +42,21 @@ from typing import Final
 from nvml_mock_protocol import names
 
 from nvml_mock_live import _layout as layout
-from nvml_mock_live import library
+from nvml_mock_live import library, lock_files
 from nvml_mock_live.allocations import Allocation, pack, unpack
 from nvml_mock_live.board import BoardGpu, read_board
 from nvml_mock_live.errors import AllocationError, LiveLayerError, LiveValueError
 from nvml_mock_live.files import write_atomic
-from nvml_mock_live.keys import GPU_KEYS, LIVE_GPU_KEYS, Kind, check_integer
+from nvml_mock_live.header import (
+    SIZE,
+    header_bytes,
+    header_problem,
+    record_offset,
+    record_uuid,
+    torn_records,
+)
+from nvml_mock_live.keys import GPU_KEYS, LIVE_GPU_KEYS, check_integer
+from nvml_mock_live.slots import MASK_WORDS, keys_in_mask, values_of
 from nvml_mock_live.writers_lock import WritersLock, writers_of
 
 TYPE_CHECKING = False
@@ -72,13 +81,7 @@ __all__ = [
 
 LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
 logger = logging.getLogger(__name__)
-SIZE: Final = layout.LIVE_TOTAL_BYTES
-_MASK_WORDS: Final = (layout.LIVE_KEY_SLOTS + 63) // 64
 _U64: Final = (1 << 64) - 1
-_FIELD_FORMATS: Final = {"uint32_t": "<I", "uint64_t": "<Q"}
-_DYNAMIC_HEADER_FIELDS: Final = frozenset(
-    {"magic", "gpu_count", "generation", "event_head", "event_futex", "retired", "process_high"}
-)
 _CLEAR, _SET, _ARMED = 0, 1, 2
 """The write primitive's operations per slot: unset it, set it, set it armed."""
 
@@ -97,62 +100,10 @@ class LiveEvent:
     compute_instance: int | None = None
 
 
-def header_bytes(gpu_count: int) -> bytearray:
-    """A fresh live file (every value unset, no record) for *gpu_count* GPUs, less the
-    records' UUIDs, which are the caller's."""
-    data = bytearray(SIZE)
-    data[0 : len(layout.LIVE_MAGIC)] = layout.LIVE_MAGIC
-    values = {
-        "format": layout.LIVE_FORMAT,
-        "header_bytes": layout.LIVE_HEADER_BYTES,
-        "total_bytes": layout.LIVE_TOTAL_BYTES,
-        "gpu_slots": layout.LIVE_GPU_SLOTS,
-        "gpu_count": gpu_count,
-        "key_slots": layout.LIVE_KEY_SLOTS,
-        "record_bytes": layout.LIVE_RECORD_BYTES,
-        "records_offset": layout.LIVE_RECORDS_OFFSET,
-        "processes_offset": layout.LIVE_PROCESSES_OFFSET,
-        "process_slots": layout.LIVE_PROCESS_SLOTS,
-        "process_record_bytes": layout.LIVE_PROCESS_RECORD_BYTES,
-        "mig_offset": layout.LIVE_MIG_OFFSET,
-        "mig_bytes_per_gpu": layout.LIVE_MIG_BYTES_PER_GPU,
-        "events_offset": layout.LIVE_EVENTS_OFFSET,
-        "event_slots": layout.LIVE_EVENT_SLOTS,
-        "event_record_bytes": layout.LIVE_EVENT_RECORD_BYTES,
-    }
-    for name, value in values.items():
-        ctype, offset = layout.LIVE_HEADER_FIELDS[name]
-        struct.pack_into(_FIELD_FORMATS[ctype], data, offset, value)
-    return data
-
-
-def header_problem(data: bytes | mmap.mmap) -> str | None:
-    """Why *data* is not a live file of this layout (None when it is)."""
-    if len(data) != SIZE:
-        return f"size {len(data)} bytes, the layout needs {SIZE}"
-    if bytes(data[0:16]).rstrip(b"\0") != layout.LIVE_MAGIC:
-        return "not a live layer file (bad magic)"
-    want = header_bytes(0)
-    for name, (ctype, offset) in layout.LIVE_HEADER_FIELDS.items():
-        if name in _DYNAMIC_HEADER_FIELDS:
-            continue
-        size = struct.calcsize(_FIELD_FORMATS[ctype])
-        if bytes(data[offset : offset + size]) != bytes(want[offset : offset + size]):
-            return f"layout field {name} differs from this version's"
-    return None
-
-
-def record_uuid(data: bytes | mmap.mmap, gpu: int) -> str:
-    """The board UUID GPU record *gpu* is bound to."""
-    start = layout.LIVE_RECORDS_OFFSET + gpu * layout.LIVE_RECORD_BYTES + layout.LIVE_RECORD_UUID
-    raw = bytes(data[start : start + layout.LIVE_RECORD_UUID_BYTES])
-    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-
-
 def guarded_directory(path: Path) -> Path:
     """The directory whose writers' lock guards the live file at *path*: the one that holds
     the file itself, links followed (the state root of a staged overlay)."""
-    return Path(os.path.realpath(path)).parent
+    return Path(lock_files.guarded_directory(path))
 
 
 @contextmanager
@@ -160,10 +111,6 @@ def flock(path: Path) -> Iterator[None]:
     """Hold the writers' lock of the live file at *path* (see :mod:`.writers_lock`)."""
     with writers_of("live", guarded_directory(path)):
         yield
-
-
-def _record_offset(gpu: int) -> int:
-    return layout.LIVE_RECORDS_OFFSET + gpu * layout.LIVE_RECORD_BYTES
 
 
 def heal_torn_records(mapped: mmap.mmap, gpu_count: int) -> builtins.list[int]:
@@ -174,16 +121,13 @@ def heal_torn_records(mapped: mmap.mmap, gpu_count: int) -> builtins.list[int]:
     What the dead writer meant cannot be known, so the record's live values are cleared
     (readers fall back to the board's) before the counter is made even again, last.
     """
-    healed = []
-    for gpu in range(min(gpu_count, layout.LIVE_GPU_SLOTS)):
-        at = _record_offset(gpu)
+    healed = torn_records(mapped, gpu_count)
+    for gpu in healed:
+        at = record_offset(gpu)
         seq: int = struct.unpack_from("<Q", mapped, at + layout.LIVE_RECORD_SEQ)[0]
-        if not seq & 1:
-            continue
         start, end = at + layout.LIVE_RECORD_MASK, at + layout.LIVE_RECORD_BYTES
         mapped[start:end] = bytes(end - start)
         struct.pack_into("<Q", mapped, at + layout.LIVE_RECORD_SEQ, seq + 1)
-        healed.append(gpu)
     if healed:
         logger.warning(
             "GPU(s) %s: a writer died in the middle of writing their live values; they were "
@@ -219,7 +163,7 @@ def fresh_bytes(board: Sequence[BoardGpu]) -> bytes:
         raw = gpu.uuid.encode()
         if len(raw) >= layout.LIVE_RECORD_UUID_BYTES:
             raise LiveLayerError(f"GPU {gpu.index}: UUID {gpu.uuid!r} is too long")
-        start = _record_offset(gpu.index) + layout.LIVE_RECORD_UUID
+        start = record_offset(gpu.index) + layout.LIVE_RECORD_UUID
         data[start : start + len(raw)] = raw
     return bytes(data)
 
@@ -617,43 +561,25 @@ class LiveLayer:
     def values(self, gpu: int) -> dict[str, int]:
         """The live values set on *gpu* (keys that are not set are left out)."""
         self._gpu(gpu)
-        mask = (ctypes.c_uint64 * _MASK_WORDS)()
-        slots = (ctypes.c_uint64 * layout.LIVE_KEY_SLOTS)()
-        writes = ctypes.c_uint64()
-        rc = self.lib.nvml_mock_live_snapshot(
-            self.address(), SIZE, gpu, mask, slots, ctypes.byref(writes)
-        )
+        rc, mask, slots = library.snapshot(self.lib, self.address(), gpu)
         if rc != 0 and self.writable:
             with self._writers():  # repairs a record a dead writer left, then read again
                 pass
-            rc = self.lib.nvml_mock_live_snapshot(
-                self.address(), SIZE, gpu, mask, slots, ctypes.byref(writes)
-            )
+            rc, mask, slots = library.snapshot(self.lib, self.address(), gpu)
         if rc != 0:
             raise LiveLayerError(
                 f"GPU {gpu}: no consistent read of {self.path}: a writer died in the middle of "
                 f"writing it; any change (`nvml-mock-ctl reset -i {gpu}`) or a re-stage repairs "
                 "it, resetting that GPU's live values"
             )
-        result: dict[str, int] = {}
-        for key, spec in LIVE_GPU_KEYS.items():
-            slot = spec.live_slot or 0
-            if mask[slot // 64] >> (slot % 64) & 1:
-                raw = int(slots[slot])
-                result[key] = raw - (1 << 64) if spec.kind is Kind.INT32 and raw >= 1 << 63 else raw
-        return result
+        return values_of(mask, slots)
 
     def armed(self, gpu: int) -> frozenset[str]:
         """The set keys of *gpu* that wait for its fault trigger (a display read: a write under
         way may show the mask before or after it)."""
         self._gpu(gpu)
-        start = _record_offset(gpu) + layout.LIVE_RECORD_ARMED
-        words = struct.unpack_from(f"<{_MASK_WORDS}Q", self._map, start)
-        return frozenset(
-            key
-            for key, spec in LIVE_GPU_KEYS.items()
-            if words[(spec.live_slot or 0) // 64] >> ((spec.live_slot or 0) % 64) & 1
-        )
+        start = record_offset(gpu) + layout.LIVE_RECORD_ARMED
+        return frozenset(keys_in_mask(struct.unpack_from(f"<{MASK_WORDS}Q", self._map, start)))
 
     def events(self, after: int = 0) -> builtins.list[LiveEvent]:
         """The events of the ring with a sequence number above *after*, oldest first (at most

@@ -18,14 +18,26 @@ this package finds it without importing anything above it.
 from __future__ import annotations
 
 import ctypes
-import functools
-from pathlib import Path
-from typing import Final
 
 from nvml_mock_live import _layout as layout
 from nvml_mock_live.errors import LiveLayerError
+from nvml_mock_live.header import MASK_WORDS
 
-__all__ = ["ABI_PRIMITIVES", "ABI_VERSION", "LIBRARY_ENTRY_POINTS", "default_library", "load"]
+# Light on purpose (no functools, pathlib or typing): ``nvml-mock-ctl xid`` loads the
+# library through this module in a command that must start about as fast as Python itself.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Final
+
+__all__ = [
+    "ABI_PRIMITIVES",
+    "ABI_VERSION",
+    "LIBRARY_ENTRY_POINTS",
+    "default_library",
+    "load",
+    "snapshot",
+]
 
 ABI_VERSION: Final = layout.LIVE_ABI_VERSION
 """The version of the primitives' ABI this package calls (``keys.toml`` ``[abi]``)."""
@@ -90,8 +102,13 @@ if set(_SIGNATURES) != set(ABI_PRIMITIVES):  # pragma: no cover - a declaration/
     raise ImportError("nvml_mock_live.library binds other primitives than keys.toml [abi] names")
 
 
-@functools.cache
+_LOADED: dict[str, ctypes.CDLL] = {}
+
+
 def _load(path: str) -> ctypes.CDLL:
+    loaded = _LOADED.get(path)
+    if loaded is not None:
+        return loaded
     try:
         lib = ctypes.CDLL(path)
     except OSError as exc:
@@ -125,6 +142,7 @@ def _load(path: str) -> ctypes.CDLL:
             f"(live layout {lib.nvml_mock_live_layout_bytes()} bytes, expected "
             f"{layout.LIVE_TOTAL_BYTES}); rebuild it"
         )
+    _LOADED[path] = lib
     return lib
 
 
@@ -135,21 +153,43 @@ def load(path: Path | str) -> ctypes.CDLL:
     return _load(str(path))
 
 
-@functools.cache
+_DEFAULT: list[Path] = []
+
+
 def default_library() -> Path:
     """The mock library an installed provider names (entry-point group
     :data:`LIBRARY_ENTRY_POINTS`; asked once per process). Raises :class:`LiveLayerError`
     when none is installed or the provider fails (its message says why, e.g. a library not
     built yet)."""
+    if _DEFAULT:
+        return _DEFAULT[0]
     from importlib import metadata  # the entry-point scan only where no path was given
+    from pathlib import Path
 
     providers = sorted(metadata.entry_points(group=LIBRARY_ENTRY_POINTS), key=lambda e: e.name)
     for entry in providers:
         try:
-            return Path(entry.load()())
+            found = Path(entry.load()())
         except (OSError, ImportError, AttributeError) as exc:
             raise LiveLayerError(str(exc)) from None
+        _DEFAULT.append(found)
+        return found
     raise LiveLayerError(
         "no mock library given and no provider installed: pass the library's path "
         "(an overlay's lib/libnvidia-ml.so.1) or install nvml-mock-engine"
     )
+
+
+def snapshot(
+    lib: ctypes.CDLL, address: int, gpu: int
+) -> tuple[int, ctypes.Array[ctypes.c_uint64], ctypes.Array[ctypes.c_uint64]]:
+    """One consistent copy of GPU record *gpu* of the live file mapped at *address*, through
+    the library's sequence lock: ``(rc, mask words, slots)``; rc is not 0 when no consistent
+    copy could be taken (a writer died mid-write)."""
+    mask = (ctypes.c_uint64 * MASK_WORDS)()
+    slots = (ctypes.c_uint64 * layout.LIVE_KEY_SLOTS)()
+    writes = ctypes.c_uint64()
+    rc = lib.nvml_mock_live_snapshot(
+        address, layout.LIVE_TOTAL_BYTES, gpu, mask, slots, ctypes.byref(writes)
+    )
+    return int(rc), mask, slots

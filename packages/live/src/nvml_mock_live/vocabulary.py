@@ -33,6 +33,7 @@ from typing import Final
 from nvml_mock_live import _vocabulary as declared
 from nvml_mock_live.errors import LiveValueError
 from nvml_mock_live.keys import LIVE_GPU_KEYS, Kind, check_integer
+from nvml_mock_live.kinds import EVENTS, TRIGGER_KEYS, TRIGGERS, UTIL_PATTERNS
 
 __all__ = [
     "DURATION_MAX_MS",
@@ -95,22 +96,10 @@ PATTERNS: Final[Mapping[str, Pattern]] = {row[0]: Pattern(*row) for row in decla
 _ALIASES: Final[Mapping[str, tuple[str, int]]] = {
     name: (pattern, level) for name, pattern, level, _doc in declared.PATTERN_ALIAS_ROWS
 }
-UTIL_PATTERNS: Final[Mapping[str, int]] = {
-    "none": 0,
-    **{name: p.number for name, p in PATTERNS.items()},
-}
-"""Pattern numbers by name, as the ``util_pattern`` key and allocation records store them."""
-TRIGGERS: Final[Mapping[str, int]] = {
-    "now": 0,
-    **{name: number for name, number, _param, _doc in declared.TRIGGER_ROWS},
-}
-"""The ``fault_trigger`` kinds by name (``now`` is not armed)."""
 FAULTS: Final[Mapping[str, Fault]] = {
     row[0]: Fault(row[0], tuple(row[1]), tuple(row[2]), row[3]) for row in declared.FAULT_ROWS
 }
 """The fault recipes ``nvml-mock-ctl fail`` and a scenario's ``fault`` name, in order."""
-EVENTS: Final[Mapping[str, int]] = dict(declared.EVENT_ROWS)
-"""The NVML events a recipe sends, by name: their ``nvmlEventType*`` bit."""
 PATTERN_KEYS: Final = (
     "util_pattern",
     "util_pattern_level",
@@ -119,7 +108,6 @@ PATTERN_KEYS: Final = (
     "util_pattern_epoch_ms",
 )
 """The live keys one pattern occupies (cleared together when a percentage replaces it)."""
-TRIGGER_KEYS: Final = ("fault_trigger", "fault_trigger_param", "fault_trigger_seed")
 
 
 # --- durations -------------------------------------------------------------------------------

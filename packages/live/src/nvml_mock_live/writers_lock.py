@@ -14,19 +14,19 @@ So the lock files live in a directory of their own outside the overlay,
 file is named for what it guards by the guarded directory's device and inode numbers,
 which are the same through every bind mount of it, so the node, the staging pod and the
 plugin, each seeing the overlay at its own path, take the same lock.
+
+The rules are in :mod:`.lock_files` (on path strings, light enough for a command that
+starts for one change); this module is their ``Path`` interface.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from nvml_mock_protocol import names
-
+from nvml_mock_live import lock_files
 from nvml_mock_live.errors import LiveLayerError
 
 __all__ = ["WritersLock", "lock_dir", "lock_path"]
@@ -34,41 +34,12 @@ __all__ = ["WritersLock", "lock_dir", "lock_path"]
 
 def lock_dir() -> Path:
     """Where writers' lock files live (``NVML_MOCK_LOCK_DIR``, else the default)."""
-    given = os.environ.get(names.ENV_LOCK_DIR, "").strip()
-    if given:
-        return Path(given)
-    if os.geteuid() == 0:
-        return Path(names.DEFAULT_LOCK_DIR)
-    # As the mock library's MIG writers name it (native/src/mig.c, writers_lock): one rule.
-    temporary = os.environ.get("TMPDIR") or "/tmp"
-    return Path(temporary) / f"nvml-mock-locks-{os.geteuid()}"
+    return Path(lock_files.lock_directory())
 
 
 def lock_path(kind: str, guarded: Path) -> Path:
     """The lock file of *kind* (``live``, ``stage``) for the directory *guarded*."""
-    try:
-        info = os.stat(guarded)
-    except OSError as exc:
-        raise LiveLayerError(f"cannot find {guarded} to lock it: {exc.strerror}") from None
-    return lock_dir() / f"{kind}-{info.st_dev:x}-{info.st_ino:x}.lock"
-
-
-def _private_dir(directory: Path) -> None:
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(directory)
-    except OSError as exc:
-        raise LiveLayerError(
-            f"cannot use the writers' lock directory {directory}: {exc.strerror} "
-            f"(set {names.ENV_LOCK_DIR} to a directory only writers can reach)"
-        ) from None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-        raise LiveLayerError(
-            f"the writers' lock directory {directory} is not a directory of this user; "
-            f"set {names.ENV_LOCK_DIR}"
-        )
-    if info.st_mode & 0o077:
-        os.chmod(directory, 0o700)
+    return Path(lock_files.lock_file(kind, guarded))
 
 
 class WritersLock:
@@ -76,11 +47,7 @@ class WritersLock:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        _private_dir(path.parent)
-        try:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        except OSError as exc:
-            raise LiveLayerError(f"cannot open the writers' lock {path}: {exc.strerror}") from None
+        self._fd = lock_files.open_lock(path)
 
     @classmethod
     def for_directory(cls, kind: str, guarded: Path) -> WritersLock:
@@ -90,11 +57,8 @@ class WritersLock:
     def held(self) -> Iterator[None]:
         if self._fd < 0:
             raise LiveLayerError(f"the writers' lock {self.path} is closed")
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
+        with lock_files.HeldLock(self._fd):
             yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -15,15 +15,19 @@ from collections.abc import Sequence
 from typing import Final
 
 from nvml_mock_live import (
-    UTIL_PATTERNS,
     Allocation,
     AllocationError,
-    BoardGpu,
     LiveLayer,
     parse_memory,
     parse_utilization,
 )
 
+from nvml_mock_engine.ctl_report import (
+    allocation_rows,
+    holding,
+    print_allocations,
+    utilization_text,
+)
 from nvml_mock_engine.errors import LiveValueError
 
 __all__ = [
@@ -40,9 +44,6 @@ __all__ = [
 ID_PREFIX: Final = "ctl-"
 """Ids ``alloc`` makes up when none is given: ``ctl-<pid>``, so the plugin's (runtime
 container ids) and hand-made ones never collide."""
-
-_PATTERN_NAMES: Final = {number: name for name, number in UTIL_PATTERNS.items()}
-_MiB: Final = 1 << 20
 
 
 def make(
@@ -109,74 +110,3 @@ def find(layer: LiveLayer, wanted: str) -> Allocation:
     if prefixed:
         raise LiveValueError("id", wanted, f"is the start of {len(prefixed)} allocations' ids")
     raise LiveValueError("id", wanted, "is no allocation of this node (status lists them)")
-
-
-def utilization_text(alloc: Allocation) -> str:
-    """The record's utilization pattern as ``parse_utilization`` reads it back."""
-    name = _PATTERN_NAMES.get(alloc.util_pattern)
-    if name is None:
-        return f"pattern {alloc.util_pattern}"
-    if name == "none":
-        return "-"
-    if name == "steady":
-        text = "idle" if alloc.util_level == 0 else f"steady {alloc.util_level}"
-    elif name == "busy":
-        text = "busy"
-    else:
-        text = f"{name} {alloc.util_level}"
-    if alloc.util_period_ms:
-        text += f" period={alloc.util_period_ms}ms"
-    if alloc.util_seed:
-        text += f" seed={alloc.util_seed}"
-    return text
-
-
-def holding(records: Sequence[Allocation], gpus: Sequence[int]) -> list[Allocation]:
-    """The records that hold any of *gpus*, in slot order."""
-    return [a for a in records if set(a.gpus) & set(gpus)]
-
-
-def allocation_rows(
-    records: Sequence[Allocation], board: Sequence[BoardGpu]
-) -> list[dict[str, object]]:
-    """*records* as ``status --json`` shows them. A GPU bit past the board (a damaged
-    record) shows with no UUID rather than failing the listing."""
-    return [
-        {
-            "id": alloc.container_id,
-            "container": alloc.container_name,
-            "pod": alloc.pod,
-            "namespace": alloc.namespace,
-            "pid": alloc.pid,
-            "gpus": list(alloc.gpus),
-            "gpu_uuids": [board[g].uuid if g < len(board) else None for g in alloc.gpus],
-            "memory_bytes": alloc.used_memory_bytes,
-            "utilization": utilization_text(alloc),
-            "start_time_ms": alloc.start_time_ms,
-        }
-        for alloc in records
-    ]
-
-
-def print_allocations(records: Sequence[Allocation]) -> None:
-    """The table ``status`` prints under the GPUs' (nothing when there is no record)."""
-    if not records:
-        return
-    header = ("ID", "CONTAINER", "POD", "NAMESPACE", "PID", "GPUS", "MEMORY", "UTILIZATION")
-    body = [
-        (
-            alloc.container_id,
-            alloc.container_name or "-",
-            alloc.pod or "-",
-            alloc.namespace or "-",
-            str(alloc.pid),
-            ",".join(str(g) for g in alloc.gpus),
-            f"{alloc.used_memory_bytes // _MiB}MiB",
-            utilization_text(alloc),
-        )
-        for alloc in records
-    ]
-    widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
-    print(f"allocations ({len(records)}; memory is per GPU held)")
-    for line in (header, *body):
-        print(" ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())

@@ -7,18 +7,31 @@ editable install both carry the library at the same place. Callers need its path
 
 from __future__ import annotations
 
-from importlib import resources
-from pathlib import Path
+import os
 
 from nvml_mock_protocol.names import LIBRARY_NAME
 
 from nvml_mock_engine.errors import NvmlEngineError
 
-__all__ = ["LibraryNotBuiltError", "library_path"]
+# No pathlib or importlib.resources at import time: ``nvml-mock-ctl xid`` finds the library
+# here in a command that must start about as fast as Python itself.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["LibraryNotBuiltError", "library_file", "library_path"]
 
 
 class LibraryNotBuiltError(NvmlEngineError, FileNotFoundError):
     """The package was installed without its native library (run ``make -C native``)."""
+
+
+def library_file() -> str:
+    """The absolute path the packaged ``libnvidia-ml.so.1`` has (links resolved), built or not.
+
+    The build hook puts it in ``_lib/`` beside this module; a wheel and an editable install
+    alike are plain directories (a package holding a shared library is never run zipped)."""
+    return os.path.realpath(os.path.join(os.path.dirname(__file__), "_lib", LIBRARY_NAME))
 
 
 def library_path() -> Path:
@@ -27,7 +40,9 @@ def library_path() -> Path:
     Raises :class:`LibraryNotBuiltError` when the file is missing, naming the expected
     path and how to build it.
     """
-    path = Path(str(resources.files("nvml_mock_engine").joinpath("_lib", LIBRARY_NAME))).resolve()
+    from pathlib import Path
+
+    path = Path(library_file())
     if not path.is_file():
         raise LibraryNotBuiltError(
             f"{path}: the mock NVML library is not built "

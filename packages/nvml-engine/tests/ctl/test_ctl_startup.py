@@ -2,8 +2,10 @@
 
 Scripts call them in loops; the verbs that read or write the live layer need neither the HTTP
 and TLS stack (only the ``scenario`` verb talks to the topology service) nor the installed
-distributions' metadata (the command names its own library). ``bench/ctl_bench.py`` measures
-the wall time beside the bare interpreter's.
+distributions' metadata (the command names its own library), and on their quick path
+(``ctl_quick``) none of the standard library's heavier modules either: the installed console
+script, run as a user runs it, imports nothing of argparse, logging, typing, re, dataclasses,
+enum or pathlib. ``bench/ctl_bench.py`` measures the wall time beside the bare interpreter's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
+from test_ctl_quick import CONSOLE_SCRIPT, needs_console_script
 
 HEAVY = frozenset(
     {
@@ -27,6 +30,22 @@ HEAVY = frozenset(
     }
 )
 """Modules that cost a measurable share of a run and that these verbs never need."""
+QUICK_NEVER = HEAVY | {
+    "argparse",
+    "collections",
+    "contextlib",
+    "dataclasses",
+    "datetime",
+    "enum",
+    "functools",
+    "inspect",
+    "logging",
+    "pathlib",
+    "re",
+    "socket",
+    "typing",
+}
+"""What the quick path of the live verbs never loads (each is a millisecond or more)."""
 
 
 @pytest.fixture
@@ -71,3 +90,42 @@ def test_the_scenario_verb_still_reaches_the_service_stack(live_file: Path) -> N
     )
     assert proc.returncode != 0
     assert "cannot reach the topology service at http://127.0.0.1:9" in proc.stderr
+
+
+@needs_console_script
+@pytest.mark.parametrize(
+    ("argv", "allowed"),
+    [
+        (("status",), set()),
+        # the json module itself brings re (its scanner), and re its enum and functools
+        (("status", "--json"), {"json", "re", "enum", "functools", "collections"}),
+        (("xid", "-i", "0", "79"), set()),
+    ],
+    ids=["status", "status-json", "xid"],
+)
+def test_the_console_script_loads_only_what_its_verb_needs(
+    argv: tuple[str, ...], allowed: set[str], live_file: Path
+) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            str(CONSOLE_SCRIPT),
+            "--live-file",
+            str(live_file),
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = {
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "nvml_mock_engine.ctl_quick" in loaded
+    assert sorted((QUICK_NEVER | {"json"}) - allowed & loaded) == []

@@ -11,12 +11,13 @@ inside workload containers (check-fabric, nvidia-smi) import
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
 from nvml_mock_protocol._version import __version__
 
+# The TYPE_CHECKING = False idiom, not typing's: see nvml_mock_protocol.names.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from nvml_mock_protocol.identity import (
         REVISION_HEADER,
         ErrorBody,
@@ -79,6 +80,8 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
     value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

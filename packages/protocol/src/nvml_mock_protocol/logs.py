@@ -35,7 +35,7 @@ import time
 from typing import Final, TextIO
 
 from nvml_mock_protocol import settings as s
-from nvml_mock_protocol.names import ENV_LOG_FORMAT, ENV_LOG_LEVEL
+from nvml_mock_protocol.names import ENV_LOG_FORMAT, ENV_LOG_LEVEL, LOG_FORMATS, LOG_LEVELS
 
 __all__ = [
     "DEFAULT_LOG_FORMAT",
@@ -57,12 +57,7 @@ __all__ = [
     "record_context",
 ]
 
-LOG_FORMATS: Final = ("text", "json")
-"""The values of ``--log-format`` / ``NVML_MOCK_LOG_FORMAT``."""
 DEFAULT_LOG_FORMAT: Final = "text"
-LOG_LEVELS: Final = ("debug", "info", "warning", "error")
-"""The values of ``--log-level`` / ``NVML_MOCK_LOG_LEVEL`` every command accepts."""
-
 LOG_OPTIONS: Final = (
     s.Option(
         "log_format",

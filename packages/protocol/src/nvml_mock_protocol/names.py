@@ -8,7 +8,12 @@ is a default; the services let flags and env twins override them.
 
 from __future__ import annotations
 
-from typing import Final
+# Not ``from typing import Final``: short-lived commands (nvidia-smi, nvml-mock-ctl,
+# check-fabric) import these names, and typing (with the re it brings) costs them
+# milliseconds; type checkers treat this constant as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 # Overlay: staged on the host, bind-mounted read-only into every container.
 OVERLAY_HOST_PATH: Final = "/var/lib/nvml-mock"
@@ -66,6 +71,10 @@ ENV_LOG_FORMAT: Final = "NVML_MOCK_LOG_FORMAT"
 """``text`` or ``json``: the shape of every log line on stderr."""
 ENV_LOG_LEVEL: Final = "NVML_MOCK_LOG_LEVEL"
 """The lowest level logged: ``debug``, ``info``, ``warning`` or ``error``."""
+LOG_FORMATS: Final = ("text", "json")
+"""The values of ``--log-format`` / ``NVML_MOCK_LOG_FORMAT`` (the lines: ``logs``)."""
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+"""The values of ``--log-level`` / ``NVML_MOCK_LOG_LEVEL`` every command accepts."""
 
 # Pod annotations.
 ANNOTATION_PREFIX: Final = "nvml-mock.nvidia.com/"
