@@ -8,8 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from conftest import RenderState, RunCheck, free_port
 from fabric_values import fabric_env
 
@@ -32,6 +34,19 @@ def test_an_unreachable_service_exits_1_after_reporting_the_gpus(
     assert len(doc["gpus"]) == 2  # what NVML reported is kept
 
 
+@pytest.fixture
+def interruptible() -> Iterator[None]:
+    """Children that can be interrupted: a shell's background job (a CI runner's, say) runs
+    with SIGINT ignored, which every child inherits, and Python then installs no handler.
+    A handled signal is reset to the default in a child, so handle it here meanwhile."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("interruptible")
 def test_an_interrupt_while_waiting_for_the_service_exits_130(
     render_state: RenderState, library_dir: Path
 ) -> None:
