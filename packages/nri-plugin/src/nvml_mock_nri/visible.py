@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -124,32 +124,12 @@ AMBIENT: Final = VisibleSelection(Visibility.ALL)
 """No allocation: every GPU, nothing held."""
 
 
-class _Device(Protocol):
-    @property
-    def path(self) -> str: ...
-
-
-class _Linux(Protocol):
-    @property
-    def devices(self) -> Iterable[_Device]: ...
-
-
-class _CdiDevice(Protocol):
-    @property
-    def name(self) -> str: ...
-
-
-class Container(Protocol):
-    """The parts of an NRI ``Container`` that :func:`visible_gpus` reads."""
+class Container(dra.Container, Protocol):
+    """The parts of an NRI ``Container`` that :func:`visible_gpus` reads: what
+    :mod:`nvml_mock_nri.dra` reads, and the env."""
 
     @property
     def env(self) -> Iterable[str]: ...
-    @property
-    def annotations(self) -> Mapping[str, str]: ...
-    @property
-    def CDI_devices(self) -> Iterable[_CdiDevice]: ...  # noqa: N802 - the NRI field name
-    @property
-    def linux(self) -> _Linux: ...
 
 
 def parse_visible_devices(

@@ -236,6 +236,40 @@ class _Channel:
             task.cancel()
 
 
+class CloseSignal:
+    """When a connection closed and why, for its waiters and close callbacks: one for each
+    transport (:class:`NriConnection`, the threaded one), settled once, on the loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._future: asyncio.Future[str] = loop.create_future()
+        self._callbacks: list[Callable[[str], None]] = []
+
+    @property
+    def settled(self) -> bool:
+        return self._future.done()
+
+    async def wait(self) -> str:
+        return await asyncio.shield(self._future)
+
+    def add(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(reason)`` once settled (at once when it already is)."""
+        if self._future.done():
+            callback(self._future.result())
+        else:
+            self._callbacks.append(callback)
+
+    def settle(self, reason: str, label: str) -> None:
+        """Wake the waiters and run the callbacks; a failing callback is logged (as the
+        connection *label*, which may have been renamed since), the rest run."""
+        self._future.set_result(reason)
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback(reason)
+            except Exception:
+                logger.exception("%s: close callback failed", label)
+
+
 class NriConnection(asyncio.Protocol):
     """One NRI socket: mux framing plus a served and a calling ttrpc connection.
 
@@ -264,8 +298,7 @@ class NriConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._closed = False
         self._close_reason: str | None = None
-        self._closed_future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._close_callbacks: list[Callable[[str], None]] = []
+        self._close_signal = CloseSignal(asyncio.get_running_loop())
 
     @classmethod
     def plugin_side(cls, services: ServiceTable, label: str = "plugin") -> NriConnection:
@@ -364,29 +397,20 @@ class NriConnection(asyncio.Protocol):
 
     async def wait_closed(self) -> str:
         """Wait until the connection is closed; return the reason."""
-        return await asyncio.shield(self._closed_future)
+        return await self._close_signal.wait()
 
     def add_close_callback(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(reason)`` once the connection has closed."""
-        if self._closed_future.done():
-            callback(self._closed_future.result())
-        else:
-            self._close_callbacks.append(callback)
+        self._close_signal.add(callback)
 
     def _finish(self, reason: str) -> None:
         self._closed = True
-        if self._closed_future.done():
+        if self._close_signal.settled:
             return
         self._close_reason = self._close_reason or reason
         self._served.shutdown(self._close_reason)
         self._calling.shutdown(self._close_reason)
-        self._closed_future.set_result(self._close_reason)
-        callbacks, self._close_callbacks = self._close_callbacks, []
-        for callback in callbacks:
-            try:
-                callback(self._close_reason)
-            except Exception:
-                logger.exception("%s: close callback failed", self.label)
+        self._close_signal.settle(self._close_reason, self.label)
 
 
 async def open_connection(

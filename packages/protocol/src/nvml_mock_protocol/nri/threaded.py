@@ -43,7 +43,7 @@ from typing import Final
 from google.protobuf.message import DecodeError
 
 from nvml_mock_protocol.nri import ttrpc_pb2
-from nvml_mock_protocol.nri.connection import READ_SIZE, CallContext, Handler
+from nvml_mock_protocol.nri.connection import READ_SIZE, CallContext, CloseSignal, Handler
 from nvml_mock_protocol.nri.errors import (
     ConnectionClosedError,
     DeadlineExceededError,
@@ -145,8 +145,7 @@ class ThreadedConnection:
         self._write_lock = threading.Lock()
         self._closed = False
         self._close_reason: str | None = None
-        self._closed_future: asyncio.Future[str] = loop.create_future()
-        self._close_callbacks: list[Callable[[str], None]] = []
+        self._close_signal = CloseSignal(loop)
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -218,19 +217,16 @@ class ThreadedConnection:
 
     async def wait_closed(self) -> str:
         """Wait until the connection is closed; return the reason."""
-        return await asyncio.shield(self._closed_future)
+        return await self._close_signal.wait()
 
     def add_close_callback(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(reason)`` (on the loop) once the connection has closed."""
-        if self._closed_future.done():
-            callback(self._closed_future.result())
-        else:
-            self._close_callbacks.append(callback)
+        self._close_signal.add(callback)
 
     def _finish(self, reason: str) -> None:
         """On the loop: settle the waiters, cancel loop handlers, run the callbacks."""
         self._closed = True
-        if self._closed_future.done():
+        if self._close_signal.settled:
             return
         self._close_reason = self._close_reason or reason
         for future in self._pending.values():
@@ -241,13 +237,7 @@ class ThreadedConnection:
             tasks, self._tasks = list(self._tasks), set()
         for task in tasks:
             task.cancel()
-        self._closed_future.set_result(self._close_reason)
-        callbacks, self._close_callbacks = self._close_callbacks, []
-        for callback in callbacks:
-            try:
-                callback(self._close_reason)
-            except Exception:
-                logger.exception("%s: close callback failed", self.label)
+        self._close_signal.settle(self._close_reason, self.label)
 
     def _to_loop(self, callback: Callable[..., object], *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is left to tell
