@@ -30,7 +30,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parent.parent
 LIVE_SRC = ROOT.parent / "live" / "src" / "nvml_mock_live"
@@ -718,6 +718,19 @@ def _vocabulary_c_lines(layout: Layout) -> list[str]:
     return out
 
 
+_PY_IMPORTS: Final = (
+    "from __future__ import annotations",
+    "",
+    "# not `from typing import Final`: importing typing (and the re it brings) would cost",
+    "# every short-lived command that reads this table a few milliseconds",
+    "TYPE_CHECKING = False",
+    "if TYPE_CHECKING:",
+    "    from typing import Final",
+    "",
+)
+"""The imports every generated Python module opens with."""
+
+
 def render_vocabulary_py(layout: Layout) -> str:
     """The live vocabulary's tables for :mod:`nvml_mock_live.vocabulary`."""
     vocabulary = layout.vocabulary
@@ -729,14 +742,7 @@ def render_vocabulary_py(layout: Layout) -> str:
         ":mod:`nvml_mock_live.vocabulary`; the C library's numbers come from the same rows.",
         '"""',
         "",
-        "from __future__ import annotations",
-        "",
-        "# not `from typing import Final`: importing typing (and the re it brings) would cost",
-        "# every short-lived command that reads this table a few milliseconds",
-        "TYPE_CHECKING = False",
-        "if TYPE_CHECKING:",
-        "    from typing import Final",
-        "",
+        *_PY_IMPORTS,
         "# (name, number, level: none | optional | required, default_level, default_period_ms, doc)",
         "PATTERN_ROWS: Final = (",
         *(
@@ -780,14 +786,7 @@ def render_keys_py(keys: Sequence[Key], layout: Layout) -> str:
         "C library cannot disagree on a key or a bound. The offsets are in :mod:`._layout`.",
         '"""',
         "",
-        "from __future__ import annotations",
-        "",
-        "# not `from typing import Final`: importing typing (and the re it brings) would cost",
-        "# every short-lived command that reads this table a few milliseconds",
-        "TYPE_CHECKING = False",
-        "if TYPE_CHECKING:",
-        "    from typing import Final",
-        "",
+        *_PY_IMPORTS,
         "# (name, kind, max_len, minimum, maximum, default, required, derived, live_slot)",
         "KeyRow = tuple[str, str, int, int | None, int | None, str | None, bool, str | None, int | None]",
         "",
@@ -890,14 +889,7 @@ def render_layout_py(layout: Layout) -> str:
         "ABI version of the mock library's primitives it calls.",
         '"""',
         "",
-        "from __future__ import annotations",
-        "",
-        "# not `from typing import Final`: importing typing (and the re it brings) would cost",
-        "# every short-lived command that reads this table a few milliseconds",
-        "TYPE_CHECKING = False",
-        "if TYPE_CHECKING:",
-        "    from typing import Final",
-        "",
+        *_PY_IMPORTS,
     ]
     out += [
         f"LIVE_MAGIC: Final = {LIVE_MAGIC.encode()!r}",
