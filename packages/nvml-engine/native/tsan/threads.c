@@ -454,6 +454,7 @@ static nvmlDevice_t lost_device;
 static nvmlEventSet_t live_shared;
 static pthread_barrier_t live_ready;
 static atomic_ulong delivered;
+static atomic_ulong shared_calls; /* nvmlEventSetWait_v2 calls the shared waiters began */
 static atomic_ulong lost_answers;
 static atomic_ulong lost_reads;
 static atomic_int writer_done;
@@ -491,6 +492,7 @@ static void *shared_waiter(void *arg)
     pthread_barrier_wait(&live_ready);
     for (;;) {
         nvmlEventData_t e;
+        atomic_fetch_add(&shared_calls, 1);
         nvmlReturn_t rc = nvmlEventSetWait_v2(live_shared, &e, 60000);
         if (rc == NVML_ERROR_TIMEOUT) {
             EXPECT(rc == NVML_ERROR_TIMEOUT, rc);
@@ -562,10 +564,15 @@ static int live_phase(const char *dir)
         }
     }
     atomic_store(&writer_done, 1);
-    while (atomic_load(&delivered) < LIVE_EVENTS) {
+    /* Freeing a set while a thread is about to call nvmlEventSetWait on it is a use after
+     * free, as with NVIDIA's library: wait until every shared waiter has begun its next call
+     * after the last event, then give those calls time to be inside the set's lock. */
+    while (atomic_load(&delivered) < LIVE_EVENTS || atomic_load(&shared_calls) < SHARED_WAITERS + LIVE_EVENTS) {
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
     }
+    struct timespec settle = {0, 20000000};
+    nanosleep(&settle, NULL);
     rc = nvmlEventSetFree(live_shared); /* wakes the shared waiters through the ring's futex */
     EXPECT(rc == NVML_SUCCESS, rc);
     for (unsigned int t = 0; t < n; t++) {
