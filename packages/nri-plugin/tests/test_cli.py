@@ -61,6 +61,20 @@ async def _start(socket_path: Path) -> asyncio.subprocess.Process:
     )
 
 
+async def _stopped(pid: int) -> None:
+    """Until every thread of *pid* is stopped: SIGSTOP takes effect asynchronously, and a
+    thread woken by a request in that moment could still answer it."""
+    tasks = Path(f"/proc/{pid}/task")
+    for _ in range(2000):
+        states = [
+            (task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()
+        ]
+        if all(state in ("T", "t") for state in states):
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"process {pid} did not stop: {states}")
+
+
 def _json_lines(stderr: bytes) -> list[dict[str, object]]:
     return [json.loads(line) for line in stderr.decode().splitlines() if line.strip()]
 
@@ -115,6 +129,7 @@ async def test_a_stalled_plugin_is_dropped_by_the_runtime_and_exits_1(short_tmp:
         try:
             await double.wait_for_plugins(1, timeout=20)
             process.send_signal(signal.SIGSTOP)
+            await _stopped(process.pid)
             result = await double.create_container(pod(), container())
             assert result.dropped == ("10-nvml-mock",)
             assert result.adjustment == api.ContainerAdjustment(), "the runtime fails open"
