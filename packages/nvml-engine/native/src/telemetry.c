@@ -535,6 +535,11 @@ unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint6
     /* the epoch's own quantum already runs the pattern: a process shows its load from the
      * first call after it started, not one quantum later */
     epoch_ms = epoch_ms / TELE_QUANTUM_MS * TELE_QUANTUM_MS;
+    /* The coarse clock runs up to a tick behind the writer's precise one, so a process
+     * stamped early in a quantum can read as one quantum ahead: it has started. */
+    if (epoch_ms == now_ms + TELE_QUANTUM_MS) {
+        epoch_ms = now_ms;
+    }
     if (kind == PATTERN_NONE || kind > PATTERN_LAST || now_ms < epoch_ms) {
         return 0;
     }
