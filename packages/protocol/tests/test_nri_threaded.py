@@ -208,3 +208,70 @@ async def test_a_runtime_that_stops_reading_loses_the_connection(
         disconnect = await asyncio.wait_for(stub.wait_closed(), 10)
         assert disconnect.by_runtime
         assert disconnect.reason.startswith("connection lost:"), disconnect.reason
+
+
+class Later(Plugin):
+    """Leaves work for after its replies: the work waits on *gate*, and every step is logged."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.log: list[str] = []
+
+    def configure(self, runtime: RuntimeInfo) -> list[Event]:
+        return [Event.CREATE_CONTAINER, Event.START_CONTAINER, Event.STOP_CONTAINER]
+
+    def state_change(
+        self, event: Event, pod: api.PodSandbox, container: api.Container | None
+    ) -> None:
+        assert container is not None
+        self.log.append(f"answer {container.name}")
+        if container.name == "boom":
+            threaded.after_reply(self._boom)
+            threaded.after_reply(lambda: self.log.append("after boom"))
+        else:
+            threaded.after_reply(lambda: self._later(container.name))
+
+    def _later(self, name: str) -> None:
+        assert self.gate.wait(10), "the test never opened the gate"
+        self.log.append(f"work {name}")
+
+    def _boom(self) -> None:
+        raise RuntimeError("bookkeeping failed")
+
+    def create_container(self, pod: api.PodSandbox, container: api.Container) -> None:
+        self.log.append(f"create {container.name}")
+
+
+async def test_work_after_a_reply_runs_once_it_is_written_before_the_next_request(
+    sock_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plugin = Later()
+    path = sock_dir / "nri.sock"
+    async with (
+        RuntimeDouble(path) as runtime,
+        Stub(plugin, name="later", index="10", socket_path=path),
+    ):
+        await runtime.wait_for_plugins(1)
+        # the reply comes while the work it left is still blocked: it was written first
+        await asyncio.wait_for(runtime.state_change(Event.START_CONTAINER, _pod(), _container()), 5)
+        assert plugin.log == ["answer main"]
+        asking = asyncio.create_task(runtime.create_container(_pod(), _container("next")))
+        await asyncio.sleep(0.2)
+        assert not asking.done(), "the next request waits for the work of the one before"
+        plugin.gate.set()
+        await asyncio.wait_for(asking, 5)
+        assert plugin.log == ["answer main", "work main", "create next"]
+        # work that fails is logged; the reply went out, the rest of the work still runs, and
+        # the connection keeps serving
+        await runtime.state_change(Event.START_CONTAINER, _pod(), _container("boom"))
+        await runtime.create_container(_pod(), _container("again"))
+        assert plugin.log[-3:] == ["answer boom", "after boom", "create again"]
+        assert len(runtime.plugins) == 1
+    assert "work after a reply failed" in caplog.text
+    assert "bookkeeping failed" in caplog.text
+
+
+def test_work_left_outside_a_connection_runs_at_once() -> None:
+    done: list[str] = []
+    threaded.after_reply(lambda: done.append("now"))
+    assert done == ["now"]

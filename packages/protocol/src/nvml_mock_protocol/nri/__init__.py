@@ -40,7 +40,7 @@ from nvml_mock_protocol.nri.stub import (
     Stub,
     check_plugin_identity,
 )
-from nvml_mock_protocol.nri.threaded import ThreadedConnection
+from nvml_mock_protocol.nri.threaded import ThreadedConnection, after_reply
 from nvml_mock_protocol.nri.ttrpc import Code
 
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
     "Stub",
     "ThreadedConnection",
     "TtrpcError",
+    "after_reply",
     "api_pb2",
     "check_plugin_identity",
     "event_mask",

@@ -18,6 +18,11 @@ from both threads go through one lock, a frame group at a time, so the frames of
 messages never interleave; a runtime that stops reading for :data:`SEND_TIMEOUT`
 seconds loses the connection instead of stalling a writer forever.
 
+A plain handler may leave work for after its reply (:func:`after_reply`): the thread
+writes the reply, then runs that work, then reads the next request. The runtime then
+waits only for the answer, while the plugin's bookkeeping overlaps what the runtime does
+next; the requests of one connection still see that work done in order.
+
 Failure policy, as the asyncio transport's: a peer that breaks framing loses its
 connection, with a warning naming the reason; handler exceptions become ttrpc error
 statuses (``UNKNOWN`` unless the handler raised :class:`TtrpcError`). A plain-function
@@ -83,6 +88,33 @@ SEND_TIMEOUT: Final = 30.0
 
 _MUX: Final = struct.Struct(">II")
 _TTRPC: Final = struct.Struct(">IIBB")
+
+_serving = threading.local()
+"""On a connection's reading thread, ``pending``: the work :func:`after_reply` left."""
+
+
+def after_reply(work: Callable[[], object]) -> None:
+    """Run *work* once the reply to the request this thread is answering is written.
+
+    For a plain handler on a connection's thread (see the module docstring): the work runs
+    on the same thread, in the order it was left, before the next request of the connection
+    is read; an exception it raises is logged, never sent (the reply has gone). Anywhere
+    else (a coroutine handler, a plugin method called directly) *work* runs now.
+    """
+    pending: list[Callable[[], object]] | None = getattr(_serving, "pending", None)
+    if pending is None:
+        work()
+    else:
+        pending.append(work)
+
+
+def _run_pending(pending: list[Callable[[], object]], label: str) -> None:
+    while pending:
+        work = pending.pop(0)
+        try:
+            work()
+        except Exception:
+            logger.exception("%s: work after a reply failed", label)
 
 
 def _response_bytes(payload: bytes) -> bytes:
@@ -287,6 +319,8 @@ class ThreadedConnection:
     def _read_loop(self) -> None:
         sock = self._sock
         reason = "peer closed the connection"
+        pending: list[Callable[[], object]] = []
+        _serving.pending = pending
         try:
             while True:
                 try:
@@ -308,7 +342,11 @@ class ThreadedConnection:
                     break
                 if out:
                     self._write(out)
+                if pending:
+                    _run_pending(pending, self.label)
         finally:
+            _run_pending(pending, self.label)  # what a read that broke the framing left
+            _serving.pending = None
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
