@@ -83,6 +83,8 @@ LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
 logger = logging.getLogger(__name__)
 _U64: Final = (1 << 64) - 1
 _CLEAR, _SET, _ARMED = 0, 1, 2
+_U32_AT: Final = struct.Struct("<I").unpack_from
+_RETIRED_AT: Final = layout.LIVE_HEADER_FIELDS["retired"][1]
 """The write primitive's operations per slot: unset it, set it, set it armed."""
 
 
@@ -410,8 +412,10 @@ class LiveLayer:
 
     @property
     def retired(self) -> bool:
-        """Whether a re-stage replaced this file since it was opened (reopen the current one)."""
-        return self._u32("retired") != 0
+        """Whether a re-stage replaced this file since it was opened (reopen the current one).
+        Asked per container by the NRI plugin, so it is one read of the mapped word."""
+        retired: int = _U32_AT(self._map, _RETIRED_AT)[0]
+        return retired != 0
 
     def address(self) -> int:
         """The mapping's address, for the library's primitives (a read-only mapping is a
