@@ -33,7 +33,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -608,6 +608,18 @@ class Demo:
         say("  new workloads after reset:")
         self.record("xid 79: reset", cleared, verdicts)
 
+    async def node_smi_until(self, done: Callable[[list[str]], bool], *args: str) -> list[str]:
+        """:meth:`node_smi` until *done* says its lines show what is awaited (at most 2 s):
+        the plugin keeps the records just after it answers a life-cycle event, as on a node,
+        where nvidia-smi run that soon after a start is as likely to miss it."""
+        lines = await self.node_smi(*args)
+        for _ in range(100):
+            if done(lines):
+                break
+            await asyncio.sleep(0.02)
+            lines = await self.node_smi(*args)
+        return lines
+
     async def node_smi(self, *args: str) -> list[str]:
         """The node's own ``nvidia-smi`` (the work-alike over the staged overlay's library and
         live layer, as a node-level monitor runs it); its output lines."""
@@ -667,7 +679,8 @@ class Demo:
         say(f"  {node.name}: the runtime starts it (host PID {outcome.pid}); the plugin records it")
         query = ("--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader")
         memory = ("--query-gpu=index,memory.used", "--format=csv,noheader,nounits")
-        apps = await self.node_smi(*query)
+        # the plugin writes the record once PostStartContainer is answered, as on a node
+        apps = await self.node_smi_until(bool, *query)
         used = await self.node_smi(*memory)
         ok &= v.check(
             len(apps) == 1 and apps[0].startswith(f"{outcome.pid}, ") and apps[0].endswith(uuid),
@@ -685,7 +698,7 @@ class Demo:
         await runtime.stop_container(pod, stored)
         await runtime.remove_container(pod, outcome.container_id)
         say(f"  {node.name}: the workload stops and is removed")
-        after = await self.node_smi(*query)
+        after = await self.node_smi_until(lambda lines: not lines, *query)
         used_after = dict(line.split(", ", 1) for line in await self.node_smi(*memory))
         ok &= v.check(
             after == [] and int(used_after.get(str(gpu), "0")) <= max(idle),

@@ -25,6 +25,7 @@ from nvml_mock_nri.service import PluginService
 from nvml_mock_nri.settings import load_settings
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2 as api
+from nvml_mock_protocol.nri.events import Event
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
 ENV_PREFIXES = ("NRI_", "NVML_MOCK_", "NODE_NAME")
@@ -144,7 +145,16 @@ async def run_container(
     """Create and start *made* as process *pid*; its container id."""
     result = await runtime.create_container(sandbox, made)
     await runtime.start_container(sandbox, result.container.id, pid)
+    await settled(runtime, sandbox)
     return result.container.id
+
+
+async def settled(runtime: RuntimeDouble, sandbox: api.PodSandbox) -> None:
+    """Wait until the plugin has done what its last replies left for after them (it keeps
+    the allocation records once a life-cycle event is answered): one more round trip, which
+    it reads only then, as it would a runtime's next request. A RemoveContainer of a
+    container that never existed changes nothing."""
+    await runtime.state_change(Event.REMOVE_CONTAINER, sandbox, api.Container(id="settle"))
 
 
 def read_through_library(overlay: Path, script: str) -> dict[str, object]:

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Start, allocated, container, pod, read_through_library, run_container
+from conftest import Start, allocated, container, pod, read_through_library, run_container, settled
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_live import Allocation, LiveLayer
@@ -104,12 +104,14 @@ async def test_start_records_stop_and_remove_clear(
     assert view["1"]["procs"] == []  # type: ignore[index]
     assert view["2"]["used"] - view["1"]["used"] == 20 * GiB  # type: ignore[index, operator]
     await runtime.stop_container(sandbox, runtime.containers[cid])
+    await settled(runtime, sandbox)
     assert live_records(overlay) == []
     assert nvml_view(overlay)["2"]["procs"] == []  # type: ignore[index]
     # a record that a stop missed goes at removal
     cid2 = await run_container(runtime, sandbox, allocated("again", sandbox, gpus="1"), 77)
     assert [r.gpus for r in live_records(overlay)] == [(1,)]
     await runtime.remove_container(sandbox, cid2)
+    await settled(runtime, sandbox)
     assert live_records(overlay) == []
     # every life-cycle event went on its own RPC: nothing a containerd 2.3+ would list as
     # the deprecated StateChange interface
@@ -244,6 +246,7 @@ async def test_an_older_runtime_sending_state_change_records_and_clears_alike(
     cid = await run_container(runtime, sandbox, allocated("main", sandbox, gpus="3"), 99)
     assert [(r.container_id, r.pid, r.gpus) for r in live_records(overlay)] == [(cid, 99, (3,))]
     await runtime.remove_container(sandbox, cid)
+    await settled(runtime, sandbox)
     assert live_records(overlay) == []
 
 
@@ -257,14 +260,18 @@ async def test_remove_after_stop_and_containers_without_gpus_write_nothing(
     cid = await run_container(runtime, sandbox, allocated("main", sandbox, gpus="2"), 4242)
     assert [(r.pid, r.gpus) for r in live_records(overlay)] == [(4242, (2,))]
     await runtime.stop_container(sandbox, runtime.containers[cid])
+    await settled(runtime, sandbox)
     assert live_records(overlay) == []
     before = live_generation(overlay)
     await runtime.remove_container(sandbox, cid)
+    await settled(runtime, sandbox)
     made = container("plain")
     made.pod_sandbox_id = sandbox.id
     plain = await run_container(runtime, sandbox, made, 5)
     await runtime.stop_container(sandbox, runtime.containers[plain])
+    await settled(runtime, sandbox)
     await runtime.remove_container(sandbox, plain)
+    await settled(runtime, sandbox)
     assert live_generation(overlay) == before
 
 
@@ -279,23 +286,28 @@ async def test_the_record_is_written_once_with_the_pid_at_post_start(
     stored = runtime.containers[result.container.id]
     before = live_generation(overlay)
     await runtime.state_change(Event.START_CONTAINER, sandbox, stored)
+    await settled(runtime, sandbox)
     assert live_records(overlay) == []
     assert live_generation(overlay) == before, "StartContainer writes nothing"
     stored.state = api.CONTAINER_RUNNING
     stored.pid = 5150
     await runtime.state_change(Event.POST_START_CONTAINER, sandbox, stored)
+    await settled(runtime, sandbox)
     assert [(r.pid, r.gpus) for r in live_records(overlay)] == [(5150, (3,))]
     # a start that failed is stopped before any PostStart: nothing recorded, nothing kept
     failed = await runtime.create_container(sandbox, allocated("failed", sandbox, gpus="2"))
     kept = runtime.containers[failed.container.id]
     await runtime.state_change(Event.START_CONTAINER, sandbox, kept)
+    await settled(runtime, sandbox)
     await runtime.stop_container(sandbox, kept)
+    await settled(runtime, sandbox)
     assert [r.gpus for r in live_records(overlay)] == [(3,)]
     # a PostStart without an earlier StartContainer (a plugin restarted in between) records
     late = await runtime.create_container(sandbox, allocated("late", sandbox, gpus="1"))
     other = runtime.containers[late.container.id]
     other.state, other.pid = api.CONTAINER_RUNNING, 6160
     await runtime.state_change(Event.POST_START_CONTAINER, sandbox, other)
+    await settled(runtime, sandbox)
     assert sorted((r.pid, r.gpus) for r in live_records(overlay)) == [(5150, (3,)), (6160, (1,))]
 
 
@@ -321,9 +333,13 @@ async def test_after_synchronize_a_removal_after_the_stop_touches_no_file(
     plain = await run_container(runtime, sandbox, container("plain"), 100)
     assert [r.gpus for r in live_records(overlay)] == [(0,)]
     await runtime.stop_container(sandbox, runtime.containers[cid])
+    await settled(runtime, sandbox)
     assert live_records(overlay) == []
     before = opened
     await runtime.remove_container(sandbox, cid)
+    await settled(runtime, sandbox)
     await runtime.stop_container(sandbox, runtime.containers[plain])
+    await settled(runtime, sandbox)
     await runtime.remove_container(sandbox, plain)
+    await settled(runtime, sandbox)
     assert opened == before, "nothing to remove: the live layer is not even opened"

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Start, container, pod, read_through_library
+from conftest import Start, container, pod, read_through_library, settled
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import parse_spec
 from nvml_mock_engine.stage import StageOptions, stage
@@ -162,9 +162,11 @@ async def test_a_gpu_claim_sees_exactly_its_gpu_and_is_recorded_on_it(
     assert f"{names.ENV_NVIDIA_VISIBLE_DEVICES}=2" in result.container.env
     assert container_view(overlay, list(result.container.env)) == [[0, uuids[2], []]]
     await runtime.start_container(sandbox, result.container.id, 4100)
+    await settled(runtime, sandbox)
     (record,) = records(overlay)
     assert (record.pid, record.gpus, record.mig) == (4100, (2,), ())
     await runtime.stop_container(sandbox, runtime.containers[result.container.id])
+    await settled(runtime, sandbox)
     assert records(overlay) == []
 
 
@@ -183,6 +185,7 @@ async def test_a_mig_claim_sees_exactly_the_mig_device_it_can_open(
     assert f"{names.ENV_NVIDIA_VISIBLE_DEVICES}={uuid}" in result.container.env
     assert container_view(overlay, list(result.container.env)) == [[0, uuids[1], [uuid]]]
     await runtime.start_container(sandbox, result.container.id, 4200)
+    await settled(runtime, sandbox)
     (record,) = records(overlay)
     assert (record.pid, record.gpus, record.mig) == (4200, (1,), ((1, gi, ci),))
 
@@ -203,6 +206,7 @@ async def test_a_channel_claim_alone_sees_no_gpu_and_holds_none(
     # no GPU: the library's nvmlInit answers NVML_ERROR_GPU_NOT_FOUND for "none"
     assert container_view(overlay, list(result.container.env)) == {"init": 28}
     await runtime.start_container(sandbox, result.container.id, 4300)
+    await settled(runtime, sandbox)
     assert records(overlay) == []
 
 

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Start, allocated, pod, read_through_library, run_container
+from conftest import Start, allocated, pod, read_through_library, run_container, settled
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import apply, parse_spec
 from nvml_mock_engine.stage import StageOptions, stage
@@ -104,6 +104,7 @@ async def test_a_mig_device_by_index_is_held_on_its_parent_with_its_ids(
     assert used == record.used_memory_bytes
     assert [d[3] for d in devices if d != devices[1]] == [0, 0]
     await runtime.stop_container(sandbox, runtime.containers[cid])
+    await settled(runtime, sandbox)
     assert live_records(overlay) == []
     assert nvml_view(overlay)["procs"] == []
 

@@ -56,7 +56,7 @@ def test_a_kept_answer_is_the_full_rules_answer_byte_for_byte() -> None:
     assert (made.replies.hits, len(made.replies)) == (0, 1)
     again = made.answer_create(sandbox, container(env=["HOSTNAME=web-2", "PATH=/usr/bin:/bin"]))
     assert made.replies.hits == 1, "HOSTNAME decides nothing: the replicas share the answer"
-    assert made.metrics.injections._value.get() == 2, "a kept answer is still an injection"
+    assert made.metrics.create.injections == 2, "a kept answer is still an injection"
     assert again == first == full_rules(made, sandbox, ctr)
     assert env_of(first)[names.ENV_FABRIC_DOMAIN] == "d1"
 
@@ -147,6 +147,30 @@ def test_a_restage_with_fewer_gpus_is_judged_again(short_tmp: Path) -> None:
     stage(overlay, resolve_config(profile="h100", node="node-a", count=2), options)
     with pytest.raises(UnknownDeviceError):
         made.answer_create(pod(), asking)
+
+
+def test_a_restage_is_judged_again_while_the_live_file_is_held(short_tmp: Path) -> None:
+    """Once a life-cycle event opened the live file, the kept answers skip the stat of the
+    staged state; the re-stage retires that file, and the next container is judged again."""
+    overlay = short_tmp / "overlay"
+    options = StageOptions(runtime=False)
+    stage(overlay, resolve_config(profile="h100", node="node-a", count=4), options)
+    made, _ = injector("--overlay-host-path", str(overlay))
+    made.synchronize([], [])
+    sandbox = pod()
+    held = container(env=["PATH=/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES=1"])
+    held.pid, held.state = 4242, api.CONTAINER_RUNNING
+    made.container_starting(sandbox, held)
+    made.container_started(sandbox, held)
+    assert made.recorder.live is not None and not made.recorder.live.retired
+    asking = container(env=["PATH=/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES=3"])
+    made.answer_create(sandbox, asking)
+    made.answer_create(sandbox, asking)
+    assert made.replies.hits == 1
+    stage(overlay, resolve_config(profile="h100", node="node-a", count=2), options)
+    assert made.recorder.live.retired
+    with pytest.raises(UnknownDeviceError):
+        made.answer_create(sandbox, asking)
 
 
 def test_the_cache_is_bounded() -> None:

@@ -119,6 +119,25 @@ def test_a_restaged_node_is_read_again(overlay: Path) -> None:
     unknown_devices.check(asking("7"), gpus)
 
 
+def test_with_the_live_file_held_the_stat_waits_for_a_retirement_or_the_recheck(
+    overlay: Path,
+) -> None:
+    """revision() with a pinned live file skips the stat until the file is retired (then
+    the caller stops pinning it) or RECHECK_SECONDS pass; without one, every call stats."""
+    state = overlay / "config" / "state.nvmlmock"
+    now = [100.0]
+    gpus = unknown_devices.NodeGpus(state, clock=lambda: now[0])
+    live = object()
+    first = gpus.revision(live)
+    stage(overlay, resolve_config(profile="h100", node="node-a", count=2), StageOptions())
+    assert gpus.revision(live) == first, "the same live file: no stat within the recheck"
+    assert gpus.revision(None) != first, "unpinned (e.g. the live file retired): read again"
+    again = gpus.revision(live)
+    stage(overlay, resolve_config(profile="h100", node="node-a", count=8), StageOptions())
+    now[0] += unknown_devices.RECHECK_SECONDS
+    assert gpus.revision(live) != again, "the recheck comes even with the file pinned"
+
+
 def test_the_flag_env_and_runtime_key_spell_the_mode() -> None:
     assert load_settings([], {}).unknown_visible_devices == "fail"
     flag = load_settings(["--unknown-visible-devices", "allow"], {})

@@ -107,6 +107,12 @@ class AllocationRecorder:
         self._live = opened
         return opened
 
+    @property
+    def live(self) -> LiveLayer | None:
+        """The live file this process has open (None before the first write); a re-stage
+        of other GPUs retires it (:attr:`LiveLayer.retired`), and the next write reopens."""
+        return self._live
+
     def _failed(self, what: str, exc: Exception) -> None:
         self.metrics.allocation_errors.inc()
         problem = f"allocation records not written: {exc}"

@@ -10,9 +10,14 @@ so the series count stays fixed.
 
 from __future__ import annotations
 
+import time
+from bisect import bisect_left
+from collections.abc import Iterator
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from nvml_mock_nri.adjust import DeviceRefusal, SkipReason
 
@@ -39,16 +44,76 @@ LATENCY_BUCKETS: Final = (
 )
 
 
+class CreateContainerSeries:
+    """The two series every CreateContainer moves: the injections counter and the latency
+    histogram, kept as plain numbers and turned into metrics when scraped.
+
+    prometheus_client's own Counter and Histogram take a lock per change and walk the
+    buckets in Python: some 8 µs of a cached CreateContainer's 35 µs, as the runtime sees
+    it (the caches are cold by the next container). Only the NRI connection's thread writes
+    these (one connection at a time); a scrape reads them whole or one call behind.
+    """
+
+    __slots__ = ("_counts", "_created", "_sum", "injections")
+
+    def __init__(self) -> None:
+        self.injections = 0
+        """Containers that received the overlay (``nvml_mock_nri_injections_total``)."""
+        self._counts = [0] * (len(LATENCY_BUCKETS) + 1)
+        self._sum = 0.0
+        self._created = time.time()
+
+    def observe(self, seconds: float) -> None:
+        """Count one CreateContainer that took *seconds*."""
+        self._counts[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        self._sum += seconds
+
+    @property
+    def calls(self) -> int:
+        """CreateContainer calls observed."""
+        return sum(self._counts)
+
+    def collect(self) -> Iterator[Metric]:
+        """The series in prometheus_client's shapes (the same names and samples as its own
+        Counter and Histogram would give)."""
+        injections = CounterMetricFamily(
+            f"{PREFIX}_injections",
+            "Containers that received the overlay.",
+            value=self.injections,
+            created=self._created,
+        )
+        counts, total = list(self._counts), self._sum
+        buckets: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip((*LATENCY_BUCKETS, float("inf")), counts, strict=True):
+            running += count
+            buckets.append((_bound_text(bound), float(running)))
+        latency = HistogramMetricFamily(
+            f"{PREFIX}_create_container_seconds",
+            "Time the plugin spent answering CreateContainer.",
+            buckets=buckets,
+            sum_value=total,
+        )
+        created = GaugeMetricFamily(
+            f"{PREFIX}_create_container_seconds_created",
+            "Time the plugin spent answering CreateContainer.",
+            value=self._created,
+        )
+        return iter((injections, latency, created))
+
+
+def _bound_text(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)
+
+
 class Metrics:
     """Every series the plugin exports."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.injections = Counter(
-            f"{PREFIX}_injections",
-            "Containers that received the overlay.",
-            registry=self.registry,
-        )
+        self.create = CreateContainerSeries()
+        """Injections and CreateContainer latency (see :class:`CreateContainerSeries`)."""
+        self.registry.register(self.create)
         self.skips = Counter(
             f"{PREFIX}_skips",
             "Containers left untouched, by reason.",
@@ -94,12 +159,6 @@ class Metrics:
         self.errors = Counter(
             f"{PREFIX}_create_container_errors",
             "CreateContainer calls that failed inside the plugin.",
-            registry=self.registry,
-        )
-        self.latency = Histogram(
-            f"{PREFIX}_create_container_seconds",
-            "Time the plugin spent answering CreateContainer.",
-            buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.in_flight = Gauge(

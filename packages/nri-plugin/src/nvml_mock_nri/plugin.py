@@ -121,6 +121,9 @@ class Injector:
         self._policy_generation = 0
         """Part of every kept answer's key: a policy change retires them even if an answer
         computed under the old one is stored after the cache was emptied."""
+        self._keyed_identity: FabricIdentity | None = None
+        self._identity_serial = 0
+        """Stands for the identity in the kept answers' keys (see :meth:`_answer`)."""
         self._hold_until: float | None = None
         self._hold_seconds = 0.0
         self._hold_reported = False
@@ -229,11 +232,14 @@ class Injector:
     def _await_identity(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
         """The start-up hold: wait for the first identity while the window is open."""
         identity = self.identity
-        if identity is None or identity.snapshot.status is not Status.UNKNOWN:
+        if identity is None or self._hold_until is None:
             return
-        if self._hold_until is None:
+        if identity.snapshot.status is not Status.UNKNOWN:
+            self._hold_until = None  # known: no container waits again (until a reconnection)
             return
         remaining = self._hold_until - time.monotonic()
+        # known now, or the window has closed: either way no later container waits
+        self._hold_until = None
         if identity.wait_known(remaining):
             return
         if not self._hold_reported:
@@ -323,28 +329,36 @@ class Injector:
             )
             return b""
         finally:
-            self.metrics.latency.observe(time.perf_counter() - started)
+            self.metrics.create.observe(time.perf_counter() - started)
             self.state.end(token)
 
     def _answer(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> bytes:
         """The common case from :attr:`replies` when it was answered before, else the full
         rules (whose answer is kept when it is the common case)."""
-        self._await_identity(pod, container)
+        if self._hold_until is not None:
+            self._await_identity(pod, container)
         # read once: the key and the full rules see the same identity
-        identity = self.identity.current if self.identity else None
+        identity = self.identity.current if self.identity is not None else None
         key = None
         if not logger.isEnabledFor(logging.DEBUG):  # the full path logs each injection
+            if identity is not self._keyed_identity:
+                # a small integer in the keys, not the identity (whose hash is computed in
+                # Python on every look-up): a new identity is a new serial
+                self._keyed_identity = identity
+                self._identity_serial += 1
             key = common_key(
                 self.policy,
                 pod,
                 container,
-                extra=(identity, self._policy_generation),
+                extra=(self._identity_serial, self._policy_generation),
                 board_revision=self._board_revision,
             )
             if key is not None:
-                cached = self.replies.get(key)
+                replies = self.replies
+                cached = replies.get(key)
                 if cached is not None:
-                    self.metrics.injections.inc()
+                    replies.hits += 1
+                    self.metrics.create.injections += 1
                     return cached
         response, plain = self._create_container(pod, container, identity)
         reply = response.SerializeToString()
@@ -355,7 +369,8 @@ class Injector:
     def _board_revision(self) -> object:
         if self.settings.unknown_visible_devices != unknown_devices.FAIL:
             return None
-        return self._node_gpus.revision()
+        live = self.recorder.live
+        return self._node_gpus.revision(None if live is None or live.retired else live)
 
     def _create_container(
         self,
@@ -423,7 +438,7 @@ class Injector:
                 env=container.env,
             )
         self._report(decision, pod, container)
-        self.metrics.injections.inc()
+        self.metrics.create.injections += 1
         response = _response(decision)
         add_hooks(response, hook)
         plain = not (

@@ -7,7 +7,7 @@ entries of :func:`nvml_mock_nri.adjust.merge_env`) is a function of a few inputs
 
 - the container's entries of the env keys the rules read (``PATH``, ``LD_LIBRARY_PATH``,
   ``MOCK_NVML_CONFIG``, ``NODE_NAME``, the three fabric keys, ``NVIDIA_VISIBLE_DEVICES``),
-  the first of each, in the container's order (changed keys keep that order);
+  in the container's order (changed keys keep that order; the first of a key decides);
 - the node's fabric identity;
 - with an own ``NVIDIA_VISIBLE_DEVICES``, the staged GPUs it is checked against (the
   state file's identity: a re-stage is a new key);
@@ -23,7 +23,7 @@ warning or a note are kept, so a cached answer never hides a log line.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Final
 
 from nvml_mock_protocol import names
@@ -49,10 +49,39 @@ DECIDING_ENV_KEYS: Final = frozenset(
 CACHE_ENTRIES: Final = 1024
 """Distinct answers kept; past it the cache starts again (a node rarely has so many)."""
 _GPU_NODE_PREFIX: Final = "/dev/nvidia"
+_SURFACES: Final = names.ANNOTATION_DRIVER_SURFACES
+_VISIBLE_PREFIX: Final = f"{names.ENV_NVIDIA_VISIBLE_DEVICES}="
+
+
+_DECIDING_PREFIXES: Final = tuple(f"{key}=" for key in sorted(DECIDING_ENV_KEYS))
+"""``KEY=`` of every deciding key: one C-level ``startswith`` rules out the other entries."""
 
 
 def _opted_in(value: str) -> bool:
     return value.strip().lower() == "true"
+
+
+def _annotations_decide(policy: Policy, annotations: Mapping[str, str]) -> bool:
+    """Whether the pod's annotations opt it out of the overlay or in to anything more."""
+    if annotations.get(policy.opt_out_annotation, "").strip().lower() == "false":
+        return True  # a skip: logged and counted on the full path
+    return any(
+        _opted_in(annotations.get(key, ""))
+        for key in (policy.device_annotation, policy.imex_annotation, _SURFACES)
+    )
+
+
+def _mounted(policy: Policy, mounts: Iterable[api_pb2.Mount]) -> bool:
+    """Whether a mount of the container is already at the overlay's destination."""
+    target = policy.mount.destination
+    needle = target.rsplit("/", 1)[-1] or "/"
+    for mount in mounts:
+        destination = mount.destination
+        if destination == target or (
+            needle in destination and normalize_path(destination) == target
+        ):
+            return True
+    return False
 
 
 def common_key(
@@ -67,70 +96,50 @@ def common_key(
 
     *extra* is what else decides the answer (the identity); *board_revision* is asked
     only when the container sets its own ``NVIDIA_VISIBLE_DEVICES``.
+
+    This runs for every container, mostly with cold caches (the runtime does much between
+    two creations), so each test is one C-level call where one does: empty repeated fields
+    and maps are false, and ``startswith`` with a tuple rules out env entries that decide
+    nothing without splitting them.
     """
     annotations = pod.annotations
-    if annotations:
-        if annotations.get(policy.opt_out_annotation, "").strip().lower() == "false":
-            return None  # a skip: logged and counted on the full path
-        for key in (
-            policy.device_annotation,
-            policy.imex_annotation,
-            names.ANNOTATION_DRIVER_SURFACES,
-        ):
-            if _opted_in(annotations.get(key, "")):
-                return None
-    if pod.namespace in policy.excluded_namespaces:
+    if annotations and _annotations_decide(policy, annotations):
         return None
-    if len(container.CDI_devices):
+    if pod.namespace in policy.excluded_namespaces or container.CDI_devices:
         return None
-    for key in container.annotations:
-        if key.startswith(CDI_ANNOTATION_PREFIX):
-            return None
-    if container.HasField("linux"):
-        for device in container.linux.devices:
-            if device.path.startswith(_GPU_NODE_PREFIX):
-                return None
-    target = policy.mount.destination
-    needle = target.rsplit("/", 1)[-1] or "/"
-    for mount in container.mounts:
-        destination = mount.destination
-        if destination == target or (
-            needle in destination and normalize_path(destination) == target
-        ):
-            return None  # already mounted: a skip
-    deciding: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for entry in container.env:
-        key, sep, value = entry.partition("=")
-        if sep and key in DECIDING_ENV_KEYS and key not in seen:
-            seen.add(key)
-            deciding.append((key, value))
-    board = board_revision() if names.ENV_NVIDIA_VISIBLE_DEVICES in seen else None
-    return (tuple(deciding), extra, board)
+    if container.annotations and any(
+        key.startswith(CDI_ANNOTATION_PREFIX) for key in container.annotations
+    ):
+        return None
+    if container.HasField("linux") and any(
+        device.path.startswith(_GPU_NODE_PREFIX) for device in container.linux.devices
+    ):
+        return None
+    if container.mounts and _mounted(policy, container.mounts):
+        return None  # already mounted: a skip
+    # Every deciding entry, in the container's order: a key that repeats (whose first
+    # entry decides) only makes the key more particular than it need be, never wrong.
+    deciding = tuple(entry for entry in container.env if entry.startswith(_DECIDING_PREFIXES))
+    board = None
+    for entry in deciding:
+        if entry.startswith(_VISIBLE_PREFIX):
+            board = board_revision()
+            break
+    return (deciding, extra, board)
 
 
-class ReplyCache:
-    """Encoded answers by :func:`common_key`; emptied with :meth:`clear`."""
+class ReplyCache(dict[tuple[Hashable, ...], bytes]):
+    """Encoded answers by :func:`common_key`; emptied with :meth:`clear`.
 
-    __slots__ = ("_entries", "hits")
+    A dict itself, so a look-up is one C call (``get``); the caller counts :attr:`hits`."""
+
+    __slots__ = ("hits",)
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[Hashable, ...], bytes] = {}
+        super().__init__()
         self.hits = 0
 
-    def get(self, key: tuple[Hashable, ...]) -> bytes | None:
-        found = self._entries.get(key)
-        if found is not None:
-            self.hits += 1
-        return found
-
     def put(self, key: tuple[Hashable, ...], reply: bytes) -> None:
-        if len(self._entries) >= CACHE_ENTRIES:
-            self._entries.clear()
-        self._entries[key] = reply
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        if len(self) >= CACHE_ENTRIES:
+            self.clear()
+        self[key] = reply
