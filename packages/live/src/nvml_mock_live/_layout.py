@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 LIVE_MAGIC: Final = b'nvml-mock-live'
 LIVE_FORMAT: Final = 2
 # the mock library's live-layer primitives and their ABI version (keys.toml [abi])
-LIVE_ABI_VERSION: Final = 2
+LIVE_ABI_VERSION: Final = 3
 LIVE_ABI_PRIMITIVES: Final = (
     "nvml_mock_live_write",
     "nvml_mock_live_snapshot",
@@ -24,6 +24,8 @@ LIVE_ABI_PRIMITIVES: Final = (
     "nvml_mock_live_event_on",
     "nvml_mock_live_proc_write",
     "nvml_mock_live_proc_read",
+    "nvml_mock_live_proc_put",
+    "nvml_mock_live_proc_remove",
     "nvml_mock_live_mig_reset",
     "nvml_mock_live_mig_devices",
     "nvml_mock_live_layout_bytes",

@@ -14,6 +14,7 @@ from nvml_mock_live import _layout as layout
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import mmap
+    from collections.abc import Callable
     from typing import Final
 
 __all__ = [
@@ -108,10 +109,23 @@ def record_uuid(data: bytes | mmap.mmap, gpu: int) -> str:
 
 def torn_records(data: bytes | mmap.mmap, gpu_count: int) -> list[int]:
     """The GPU records whose sequence counter is odd: mid-write, or (read under the writers'
-    lock, when no writer can be active) left so by a writer that died."""
-    torn = []
-    for gpu in range(min(gpu_count, layout.LIVE_GPU_SLOTS)):
-        seq: int = struct.unpack_from("<Q", data, record_offset(gpu) + layout.LIVE_RECORD_SEQ)[0]
-        if seq & 1:
-            torn.append(gpu)
-    return torn
+    lock, when no writer can be active) left so by a writer that died. Every writer asks it
+    first; the counters are read in one unpack."""
+    seqs = _seq_words(min(gpu_count, layout.LIVE_GPU_SLOTS))(data, _FIRST_SEQ)
+    return [gpu for gpu, seq in enumerate(seqs) if seq & 1]
+
+
+_FIRST_SEQ: Final = layout.LIVE_RECORDS_OFFSET + layout.LIVE_RECORD_SEQ
+
+
+_SEQ_WORDS: dict[int, Callable[[bytes | mmap.mmap, int], tuple[int, ...]]] = {}
+
+
+def _seq_words(count: int) -> Callable[[bytes | mmap.mmap, int], tuple[int, ...]]:
+    """An unpack of *count* GPU records' sequence counters, one record apart (kept)."""
+    unpack = _SEQ_WORDS.get(count)
+    if unpack is None:
+        gap = layout.LIVE_RECORD_BYTES - 8
+        fmt = "<" + f"Q{gap}x" * (count - 1) + ("Q" if count else "")
+        unpack = _SEQ_WORDS[count] = struct.Struct(fmt).unpack_from
+    return unpack

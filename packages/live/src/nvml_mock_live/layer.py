@@ -84,6 +84,11 @@ logger = logging.getLogger(__name__)
 _U64: Final = (1 << 64) - 1
 _CLEAR, _SET, _ARMED = 0, 1, 2
 _U32_AT: Final = struct.Struct("<I").unpack_from
+_ID_BYTES: Final = layout.LIVE_PROCESS_FIELDS["container_id"][2]
+_FULL: Final = (
+    "the live layer {path} has no free process record "
+    f"({layout.LIVE_PROCESS_SLOTS} slots, all in use); nothing was written"
+)
 _RETIRED_AT: Final = layout.LIVE_HEADER_FIELDS["retired"][1]
 """The write primitive's operations per slot: unset it, set it, set it armed."""
 
@@ -170,16 +175,17 @@ def fresh_bytes(board: Sequence[BoardGpu]) -> bytes:
     return bytes(data)
 
 
-def damage(fd: int) -> str | None:
+def damage(fd: int, mapped: mmap.mmap | None = None) -> str | None:
     """How the live file open as *fd* was damaged in place, or None: cut short (``truncate``,
     ``: >``, the first moment of ``cp``), or overwritten with what is not a live file (its
     magic gone). Another version's live file (right magic, other layout) is not damage: it
-    is refused by the checks of :meth:`LiveLayer.open`. Read without a mapping, which a
-    file cut short would answer with SIGBUS."""
+    is refused by the checks of :meth:`LiveLayer.open`. The size comes from ``fstat``, never
+    from a mapping, which a file cut short answers with SIGBUS; once the size is whole, the
+    magic is read from *mapped* when given (one system call per write instead of two)."""
     size = os.fstat(fd).st_size
     if size != SIZE:
         return f"was cut to {size} bytes (the layout needs {SIZE}: truncated in place)"
-    magic = os.pread(fd, 16, 0)
+    magic = mapped[:16] if mapped is not None else os.pread(fd, 16, 0)
     if magic.rstrip(b"\0") != layout.LIVE_MAGIC:
         return "holds no live layer (its magic is gone: overwritten in place)"
     return None
@@ -281,6 +287,37 @@ def _retire(path: Path, library_path: Path | str | None) -> None:
         os.close(fd)
 
 
+class _WriteSection:
+    """One change under the writers' lock (a class, not a generator: a put is the NRI
+    plugin's work at every container start, and each layer of context manager cost)."""
+
+    __slots__ = ("_fd", "_layer")
+
+    def __init__(self, layer: LiveLayer) -> None:
+        self._layer = layer
+        self._fd = -1
+
+    def __enter__(self) -> None:
+        lock = self._layer._lock
+        assert lock is not None
+        self._fd = lock.acquire()
+        try:
+            self._layer._prepare_write()
+        except BaseException:
+            lock.release(self._fd)
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        lock = self._layer._lock
+        assert lock is not None
+        lock.release(self._fd)
+
+
 class LiveLayer:
     """An open live layer file, checked against this layout and its board: read its values,
     and (when opened writable) change them, raise events and record allocations.
@@ -311,22 +348,23 @@ class LiveLayer:
         self._board = list(board)
         self._lock: WritersLock | None = None
 
-    @contextmanager
-    def _writers(self) -> Iterator[None]:
-        """The writers' lock, opened on first use and kept until :meth:`close`."""
+    def _writers(self) -> _WriteSection:
+        """The writers' lock, opened on first use and kept until :meth:`close`, held for one
+        change (``with self._writers():``)."""
         if self._lock is None:
             self._lock = WritersLock.for_directory("live", guarded_directory(self.path))
-        with self._lock.held():
-            # Every write starts by repairing the file if it was cut short or overwritten
-            # in place since it was opened (else the write would die of SIGBUS, and every
-            # reader would answer errors until a re-stage), then what a writer killed
-            # mid-write left (else that GPU refuses every later read and write).
-            if self.writable:
-                problem = damage(self._fd)
-                if problem is not None:
-                    repair_in_place(self._fd, self.path, self._board, problem)
-            heal_torn_records(self._map, self.gpu_count)
-            yield
+        return _WriteSection(self)
+
+    def _prepare_write(self) -> None:
+        """Under the writers' lock, before a change: repair the file if it was cut short or
+        overwritten in place since it was opened (else the write would die of SIGBUS, and
+        every reader would answer errors until a re-stage), then what a writer killed
+        mid-write left (else that GPU refuses every later read and write)."""
+        if self.writable:
+            problem = damage(self._fd, self._map)
+            if problem is not None:
+                repair_in_place(self._fd, self.path, self._board, problem)
+        heal_torn_records(self._map, self.gpu_count)
 
     @classmethod
     def open(
@@ -706,8 +744,22 @@ class LiveLayer:
 
     def put(self, alloc: Allocation) -> None:
         """Record *alloc*, replacing the record of the same container id if there is one.
-        Raises :class:`AllocationError` for a bad field or when every slot is taken."""
-        self.replace(alloc.container_id, [alloc])
+        Raises :class:`AllocationError` for a bad field or when every slot is taken.
+
+        One call of the library (:c:func:`nvml_mock_live_proc_put`) finds the container's
+        slot, or the lowest free one, and writes it: a put is the NRI plugin's work at every
+        container start, and the pass over the slots in Python was most of it."""
+        self._writable()
+        record = pack(alloc, self.gpu_count)
+        with self._writers():
+            slot: int = self.lib.nvml_mock_live_proc_put(self.address(), SIZE, record, len(record))
+        if slot == -2:
+            raise AllocationError(_FULL.format(path=self.path))
+        if slot < 0:
+            raise LiveLayerError(
+                f"process record of {alloc.container_id!r}: the library refused the write "
+                f"to {self.path}"
+            )
 
     def replace(self, container_id: str, allocs: Sequence[Allocation]) -> None:
         """Replace what *container_id* holds by *allocs* (usually one; none removes it)."""
@@ -719,13 +771,17 @@ class LiveLayer:
             self._apply_records(slots, mine, records)
 
     def remove(self, container_id: str) -> bool:
-        """Remove the record of *container_id*; True when there was one."""
+        """Remove the record of *container_id*; True when there was one (one call of the
+        library, :c:func:`nvml_mock_live_proc_remove`, as for :meth:`put`)."""
         self._writable()
+        raw = container_id.encode("utf-8")
+        if not raw or len(raw) >= _ID_BYTES or b"\0" in raw:
+            return False  # no record can hold such an id (pack refuses it)
         with self._writers():
-            slots = self._slot_ids()
-            mine = [s for s, cid in slots.items() if cid == container_id]
-            self._apply_records(slots, mine, [])
-        return bool(mine)
+            removed: int = self.lib.nvml_mock_live_proc_remove(self.address(), SIZE, raw, len(raw))
+        if removed < 0:
+            raise LiveLayerError(f"removing {container_id!r}: the library refused it ({self.path})")
+        return removed > 0
 
     def replace_all(self, allocs: Iterable[Allocation]) -> None:
         """Make the records exactly *allocs* (a runtime's full view, e.g. after a restart):
@@ -759,10 +815,7 @@ class LiveLayer:
             free = (s for s in range(layout.LIVE_PROCESS_SLOTS) if s not in slots)
             pool.extend(itertools.islice(free, needed - len(pool)))
         if needed > len(pool):
-            raise AllocationError(
-                f"the live layer {self.path} has no free process record "
-                f"({layout.LIVE_PROCESS_SLOTS} slots, all in use); nothing was written"
-            )
+            raise AllocationError(_FULL.format(path=self.path))
         spare = iter(pool)
         written: set[int] = set()
         for slot, record in plan:

@@ -81,6 +81,8 @@ _SIGNATURES: Final[dict[str, tuple[list[type], type]]] = {
         ctypes.c_int,
     ),
     "nvml_mock_live_proc_read": ([_C_VOID, _C_SIZE, _C_UINT, _C_VOID, _C_SIZE], ctypes.c_int),
+    "nvml_mock_live_proc_put": ([_C_VOID, _C_SIZE, ctypes.c_char_p, _C_SIZE], ctypes.c_int),
+    "nvml_mock_live_proc_remove": ([_C_VOID, _C_SIZE, ctypes.c_char_p, _C_SIZE], ctypes.c_int),
     "nvml_mock_live_mig_reset": ([_C_VOID, _C_SIZE, _C_UINT], ctypes.c_int),
     "nvml_mock_live_mig_devices": (
         [

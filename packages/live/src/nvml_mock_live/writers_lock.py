@@ -21,6 +21,7 @@ starts for one change); this module is their ``Path`` interface.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,10 +56,23 @@ class WritersLock:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        if self._fd < 0:
-            raise LiveLayerError(f"the writers' lock {self.path} is closed")
-        with lock_files.HeldLock(self._fd):
+        fd = self.acquire()
+        try:
             yield
+        finally:
+            self.release(fd)
+
+    def acquire(self) -> int:
+        """Take the lock (waiting for the writer that holds it); the fd to :meth:`release`."""
+        fd = self._fd
+        if fd < 0:
+            raise LiveLayerError(f"the writers' lock {self.path} is closed")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def release(self, fd: int) -> None:
+        """Give the lock back (*fd* from :meth:`acquire`)."""
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd >= 0:

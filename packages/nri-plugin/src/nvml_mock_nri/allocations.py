@@ -306,14 +306,16 @@ class AllocationRecorder:
         if self._recorded is not None:
             self._recorded.add(container.id)
         self.metrics.allocations_recorded.inc()
-        self._ok()
-        logger.debug(
-            "recorded GPUs %s, pid %d, %d bytes",
-            ",".join(map(str, alloc.gpus)),
-            alloc.pid,
-            alloc.used_memory_bytes,
-            extra=_context(pod, container),
-        )
+        if self._problem is not None:
+            self._ok()
+        if logger.isEnabledFor(logging.DEBUG):  # its arguments cost even when not logged
+            logger.debug(
+                "recorded GPUs %s, pid %d, %d bytes",
+                ",".join(map(str, alloc.gpus)),
+                alloc.pid,
+                alloc.used_memory_bytes,
+                extra=_context(pod, container),
+            )
 
     def stopped(self, container: api_pb2.Container) -> None:
         """StopContainer / RemoveContainer: the container holds nothing any more."""

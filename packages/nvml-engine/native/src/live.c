@@ -466,6 +466,8 @@ MOCK_EXPORT int nvml_mock_live_proc_write(void *base, size_t len, unsigned int s
                                           size_t record_len);
 MOCK_EXPORT int nvml_mock_live_proc_read(const void *base, size_t len, unsigned int slot, unsigned char *out,
                                          size_t out_len);
+MOCK_EXPORT int nvml_mock_live_proc_put(void *base, size_t len, const unsigned char *record, size_t record_len);
+MOCK_EXPORT int nvml_mock_live_proc_remove(void *base, size_t len, const unsigned char *id, size_t id_len);
 
 _Static_assert(LIVE_PROCESS_RECORD_BYTES % 8u == 0, "a process record is whole 64-bit words");
 _Static_assert(LIVE_PROC_SEQ == 0, "a process record starts with its sequence lock");
@@ -524,6 +526,92 @@ int nvml_mock_live_proc_write(void *base, size_t len, unsigned int slot, const u
     }
     __atomic_fetch_add((uint64_t *)(void *)((unsigned char *)base + LIVE_HDR_GENERATION), 1u, __ATOMIC_RELEASE);
     return 0;
+}
+
+/* The slots a writer may read without its sequence lock: those below process_high. */
+static unsigned int proc_high(const void *base)
+{
+    uint32_t h = __atomic_load_n((const uint32_t *)(const void *)((const unsigned char *)base + LIVE_HDR_PROCESS_HIGH),
+                                 __ATOMIC_ACQUIRE);
+    return h > LIVE_PROCESS_SLOTS ? LIVE_PROCESS_SLOTS : h;
+}
+
+/* Whether slot `rec` holds a record of the container whose id field (LIVE_PROC_CONTAINER_ID_BYTES, NUL-padded)
+ * is `id`. Only under the writers' lock: no writer is active, so a slot whose counter is odd was left by one
+ * that died, and is no one's (its slot counts as free, as the Python writer's did). */
+static int proc_holds(const unsigned char *rec, const unsigned char *id)
+{
+    if ((__atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_PROC_SEQ), __ATOMIC_RELAXED) & 1u) != 0 ||
+        proc_in_use(rec) != 1) {
+        return 0;
+    }
+    return memcmp(rec + LIVE_PROC_CONTAINER_ID, id, LIVE_PROC_CONTAINER_ID_BYTES) == 0;
+}
+
+static const unsigned char proc_none[LIVE_PROCESS_RECORD_BYTES];
+
+/*
+ * Record `record` (LIVE_PROCESS_RECORD_BYTES bytes, in use) as its container's only one: the
+ * slot already holding that container id is rewritten in place, else the lowest free slot
+ * takes it; any other slot with the same id is freed. One pass over the slots in use, where
+ * the writer had made one per slot in Python. Returns the slot written, -1 for a bad
+ * argument, -2 when every slot is taken (nothing is written then). Writers are serialised by
+ * the caller (flock).
+ */
+int nvml_mock_live_proc_put(void *base, size_t len, const unsigned char *record, size_t record_len)
+{
+    if (base == NULL || len != LIVE_TOTAL_BYTES || record == NULL || record_len != LIVE_PROCESS_RECORD_BYTES) {
+        return -1;
+    }
+    uint32_t in_use;
+    memcpy(&in_use, record + LIVE_PROC_IN_USE, sizeof(in_use));
+    if (in_use != 1 || record[LIVE_PROC_CONTAINER_ID] == 0) {
+        return -1;
+    }
+    const unsigned char *id = record + LIVE_PROC_CONTAINER_ID;
+    unsigned int high = proc_high(base);
+    int own = -1;
+    int free_slot = -1;
+    for (unsigned int slot = 0; slot < high; slot++) {
+        const unsigned char *rec = proc_of(base, len, slot);
+        if (proc_holds(rec, id)) {
+            if (own < 0) {
+                own = (int)slot;
+            } else {
+                (void)nvml_mock_live_proc_write(base, len, slot, proc_none, sizeof(proc_none));
+            }
+        } else if (free_slot < 0 && (proc_in_use(rec) != 1 || (__atomic_load_n((const uint64_t *)(const void *)rec,
+                                                                                 __ATOMIC_RELAXED) &
+                                                                 1u) != 0)) {
+            free_slot = (int)slot;
+        }
+    }
+    int target = own >= 0 ? own : free_slot >= 0 ? free_slot : high < LIVE_PROCESS_SLOTS ? (int)high : -2;
+    if (target < 0) {
+        return -2;
+    }
+    return nvml_mock_live_proc_write(base, len, (unsigned int)target, record, record_len) == 0 ? target : -1;
+}
+
+/* Free every slot that holds a record of the container id `id` (`id_len` bytes, at most
+ * LIVE_PROC_CONTAINER_ID_BYTES, no NUL). Returns how many were freed, or -1 for a bad argument.
+ * Writers are serialised by the caller (flock). */
+int nvml_mock_live_proc_remove(void *base, size_t len, const unsigned char *id, size_t id_len)
+{
+    if (base == NULL || len != LIVE_TOTAL_BYTES || id == NULL || id_len == 0 ||
+        id_len > LIVE_PROC_CONTAINER_ID_BYTES || memchr(id, 0, id_len) != NULL) {
+        return -1;
+    }
+    unsigned char field[LIVE_PROC_CONTAINER_ID_BYTES] = {0};
+    memcpy(field, id, id_len);
+    int removed = 0;
+    for (unsigned int slot = proc_high(base); slot-- > 0;) {
+        if (proc_holds(proc_of(base, len, slot), field)) {
+            (void)nvml_mock_live_proc_write(base, len, slot, proc_none, sizeof(proc_none));
+            removed++;
+        }
+    }
+    return removed;
 }
 
 /* A consistent copy of process record `slot` into `out` (LIVE_PROCESS_RECORD_BYTES bytes).

@@ -13,7 +13,7 @@
 #define LIVE_MAGIC "nvml-mock-live"
 #define LIVE_FORMAT 2u
 /* The primitives' ABI (keys.toml [abi]): nvml_mock_live_abi_version() returns it. */
-#define LIVE_ABI_VERSION 2u
+#define LIVE_ABI_VERSION 3u
 #define LIVE_HEADER_BYTES 4096u
 #define LIVE_HDR_MAGIC 0u
 #define LIVE_HDR_FORMAT 16u

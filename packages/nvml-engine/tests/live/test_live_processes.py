@@ -339,3 +339,30 @@ def test_a_record_a_writer_left_mid_write_is_skipped_and_its_slot_reused(
     assert [a.container_id for a in records.list()] == ["c", "b"]  # slot 0 again, whole
     assert sorted(p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu)) == [2, 3]
     assert records.remove("b") is True and [a.pid for a in records.list()] == [3]
+
+
+def test_a_put_keeps_one_record_per_container_and_a_remove_frees_every_copy(
+    records: LiveLayer, live_state: Path
+) -> None:
+    """Two slots holding one container id (a copy an old writer or a hand edit left): a put
+    rewrites the first in place and frees the other, a remove frees all of them, and ids no
+    record can hold remove nothing."""
+    records.put(Allocation("dup", pid=1, gpus=(0,)))
+    records.put(Allocation("other", pid=2, gpus=(1,)))
+    size = _live_layout.LIVE_PROCESS_RECORD_BYTES
+    path = live_state.parent / live.LIVE_FILE_NAME
+    with path.open("r+b") as raw:  # copy slot 0 ("dup") into slot 2, and let readers see it
+        raw.seek(_live_layout.LIVE_PROCESSES_OFFSET)
+        first = raw.read(size)
+        raw.seek(_live_layout.LIVE_PROCESSES_OFFSET + 2 * size)
+        raw.write(first)
+        raw.seek(_live_layout.LIVE_HEADER_FIELDS["process_high"][1])
+        raw.write((3).to_bytes(4, "little"))
+    assert [a.container_id for a in records.list()] == ["dup", "other", "dup"]
+    records.put(Allocation("dup", pid=9, gpus=(1,)))
+    assert [(a.container_id, a.pid) for a in records.list()] == [("dup", 9), ("other", 2)]
+    assert records.remove("other") is True and records.remove("other") is False
+    for impossible in ("", "x" * _live_layout.LIVE_PROCESS_FIELDS["container_id"][2], "a\0b"):
+        assert records.remove(impossible) is False
+    assert [a.pid for a in records.list()] == [9]
+    assert records.remove("dup") is True and records.list() == []
