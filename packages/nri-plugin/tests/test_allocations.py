@@ -275,6 +275,25 @@ async def test_remove_after_stop_and_containers_without_gpus_write_nothing(
     assert live_generation(overlay) == before
 
 
+async def test_a_restage_between_start_and_post_start_records_for_the_new_gpus(
+    runtime: RuntimeDouble, start_plugin: Start, overlay: Path
+) -> None:
+    """StartContainer packs the record for the live file of its moment; a re-stage of other
+    GPUs before PostStartContainer replaces that file, and the record is derived again for
+    the new one (its GPU 3 is gone: the container holds GPU 1 only)."""
+    await start_plugin("--overlay-host-path", str(overlay))
+    sandbox = pod("train")
+    result = await runtime.create_container(sandbox, allocated("main", sandbox, gpus="1,3"))
+    stored = runtime.containers[result.container.id]
+    await runtime.state_change(Event.START_CONTAINER, sandbox, stored)
+    await settled(runtime, sandbox)
+    stage(overlay, resolve_config(profile="h100", node="node-a", count=2), StageOptions())
+    stored.state, stored.pid = api.CONTAINER_RUNNING, 7070
+    await runtime.state_change(Event.POST_START_CONTAINER, sandbox, stored)
+    await settled(runtime, sandbox)
+    assert [(r.pid, r.gpus) for r in live_records(overlay)] == [(7070, (1,))]
+
+
 async def test_the_record_is_written_once_with_the_pid_at_post_start(
     runtime: RuntimeDouble, start_plugin: Start, overlay: Path
 ) -> None:

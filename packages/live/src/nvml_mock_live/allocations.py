@@ -16,7 +16,7 @@ from nvml_mock_live import _layout as layout
 from nvml_mock_live.errors import AllocationError
 from nvml_mock_live.kinds import UTIL_PATTERNS
 
-__all__ = ["MIG_HOLDINGS_MAX", "Allocation", "pack", "unpack"]
+__all__ = ["MIG_HOLDINGS_MAX", "Allocation", "pack", "unpack", "with_process"]
 
 _U32: Final = (1 << 32) - 1
 _U64: Final = (1 << 64) - 1
@@ -125,6 +125,26 @@ def pack(alloc: Allocation, gpu_count: int) -> bytes:
         if b"\0" in raw or len(raw) > size - 1:
             raise bad(name, text, f"must be at most {size - 1} bytes of UTF-8 without NUL")
         data[offset : offset + len(raw)] = raw
+    return bytes(data)
+
+
+_PID_AT: Final = layout.LIVE_PROCESS_FIELDS["pid"][1]
+_START_AT: Final = layout.LIVE_PROCESS_FIELDS["start_time_ms"][1]
+_PID: Final = struct.Struct("<I")
+_START: Final = struct.Struct("<Q")
+
+
+def with_process(record: bytes, pid: int, start_time_ms: int) -> bytes:
+    """*record* (from :func:`pack`) for the process *pid* started at *start_time_ms*: what a
+    container's start adds to the record derived before its task ran, without packing and
+    checking the rest again. Raises :class:`AllocationError` for a value out of its field."""
+    if not 0 <= pid <= _U32:
+        raise AllocationError(f"pid={pid!r}: must be an integer in 0..{_U32}")
+    if not 0 <= start_time_ms <= _U64:
+        raise AllocationError(f"start_time_ms={start_time_ms!r}: must be an integer in 0..{_U64}")
+    data = bytearray(record)
+    _PID.pack_into(data, _PID_AT, pid)
+    _START.pack_into(data, _START_AT, start_time_ms)
     return bytes(data)
 
 

@@ -749,16 +749,20 @@ class LiveLayer:
         One call of the library (:c:func:`nvml_mock_live_proc_put`) finds the container's
         slot, or the lowest free one, and writes it: a put is the NRI plugin's work at every
         container start, and the pass over the slots in Python was most of it."""
+        self.put_record(pack(alloc, self.gpu_count), alloc.container_id)
+
+    def put_record(self, record: bytes, container_id: str) -> None:
+        """:meth:`put` of a record already packed (:func:`~nvml_mock_live.allocations.pack`,
+        perhaps given its process by :func:`~nvml_mock_live.allocations.with_process`) for
+        *container_id*, for this layer's GPUs."""
         self._writable()
-        record = pack(alloc, self.gpu_count)
         with self._writers():
             slot: int = self.lib.nvml_mock_live_proc_put(self.address(), SIZE, record, len(record))
         if slot == -2:
             raise AllocationError(_FULL.format(path=self.path))
         if slot < 0:
             raise LiveLayerError(
-                f"process record of {alloc.container_id!r}: the library refused the write "
-                f"to {self.path}"
+                f"process record of {container_id!r}: the library refused the write to {self.path}"
             )
 
     def replace(self, container_id: str, allocs: Sequence[Allocation]) -> None:

@@ -37,6 +37,7 @@ from nvml_mock_live import (
     parse_memory,
     parse_utilization,
 )
+from nvml_mock_live.allocations import pack, with_process
 from nvml_mock_live.mig import (
     MIG_MEMORY_SLICES,
     MigDevice,
@@ -88,7 +89,7 @@ class AllocationRecorder:
         until a Synchronize succeeded (a record of an earlier plugin may exist). A stop of a
         container not in it writes nothing, so StopContainer then RemoveContainer cost one
         pass over the records, not two, and a container without GPUs none."""
-        self._starting: dict[str, Allocation | None] = {}
+        self._starting: dict[str, _Derived | None] = {}
         """What StartContainer derived, by container id (None: it holds no GPU), until its
         PostStartContainer writes it with the PID, or its stop drops it."""
 
@@ -260,8 +261,8 @@ class AllocationRecorder:
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> None:
         """StartContainer, sent before the container's task runs: derive its record (what it
-        holds, its memory and utilization) and keep it for PostStartContainer, which has the
-        PID. Nothing is written yet: no process of the container exists to be shown."""
+        holds, its memory and utilization), packed, and keep it for PostStartContainer, which
+        has the PID. Nothing is written yet: no process of the container exists to be shown."""
         if len(self._starting) >= STARTING_MAX:
             self._starting.clear()  # starts whose PostStart never came: derived again then
         try:
@@ -269,8 +270,11 @@ class AllocationRecorder:
             if selection is None:
                 self._starting[container.id] = None
                 return
-            self._open()
-            self._starting[container.id] = self._allocation(selection, pod, container)
+            live = self._open()
+            alloc = self._allocation(selection, pod, container)
+            self._starting[container.id] = (
+                None if alloc is None else _Derived(alloc, pack(alloc, live.gpu_count), live)
+            )
         except LiveLayerError as exc:
             self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
 
@@ -278,28 +282,27 @@ class AllocationRecorder:
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> None:
         """PostStartContainer: record what the container holds, with its PID (one write per
-        start; the record StartContainer derived, else derived now)."""
+        start; the record StartContainer derived, given the PID, else derived now)."""
         known = container.id in self._starting
         early = self._starting.pop(container.id, None)
         try:
             if known and early is None:
                 return  # StartContainer found it holds no GPU
-            if early is not None:
+            live = self._open()
+            if early is not None and early.live is live:
                 # only the PID and the start time are new since StartContainer
+                alloc = early.alloc
                 started = container.started_at // 1_000_000 if container.started_at > 0 else 0
-                alloc: Allocation | None = dataclasses.replace(
-                    early, pid=container.pid, start_time_ms=started or early.start_time_ms
-                )
-                live = self._open()
-            else:
+                record = with_process(early.record, container.pid, started or alloc.start_time_ms)
+            else:  # no StartContainer seen, or a re-stage since: derived now
                 selection = _held(policy, pod, container, self.mig_devices)
                 if selection is None:
                     return
-                live = self._open()
-                alloc = self._allocation(selection, pod, container)
-            if alloc is None:
-                return
-            live.put(alloc)
+                derived = self._allocation(selection, pod, container)
+                if derived is None:
+                    return
+                alloc, record = derived, pack(derived, live.gpu_count)
+            live.put_record(record, container.id)
         except LiveLayerError as exc:
             self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
             return
@@ -312,7 +315,7 @@ class AllocationRecorder:
             logger.debug(
                 "recorded GPUs %s, pid %d, %d bytes",
                 ",".join(map(str, alloc.gpus)),
-                alloc.pid,
+                container.pid,
                 alloc.used_memory_bytes,
                 extra=_context(pod, container),
             )
@@ -372,6 +375,17 @@ class AllocationRecorder:
         self._starting.clear()
         self._ok()
         return len(wanted)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Derived:
+    """A container's record as StartContainer derived it: the allocation, its packed record
+    (PostStartContainer adds the PID) and the live file it was packed for (a re-stage in
+    between makes PostStartContainer derive it again, for the new GPUs)."""
+
+    alloc: Allocation
+    record: bytes
+    live: LiveLayer
 
 
 def _held(

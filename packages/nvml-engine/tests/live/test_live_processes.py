@@ -18,6 +18,7 @@ import nvml_mock_live as live
 import pytest
 from nvml_mock_live import Allocation, AllocationError, LiveLayer, LiveLayerError
 from nvml_mock_live import _layout as _live_layout
+from nvml_mock_live.allocations import pack, with_process
 
 GiB = 1 << 30
 NO_INSTANCE = 0xFFFFFFFF
@@ -366,3 +367,17 @@ def test_a_put_keeps_one_record_per_container_and_a_remove_frees_every_copy(
         assert records.remove(impossible) is False
     assert [a.pid for a in records.list()] == [9]
     assert records.remove("dup") is True and records.list() == []
+
+
+def test_a_record_packed_before_the_start_takes_its_process_alone(records: LiveLayer) -> None:
+    """The NRI plugin packs a record at StartContainer and adds the PID at PostStart: the
+    record read back is the packed one with only its PID and start time changed."""
+    derived = Allocation("w", pid=0, gpus=(2,), used_memory_bytes=GiB, pod="p", start_time_ms=5)
+    records.put_record(with_process(pack(derived, 8), 4242, 1_700_000_000_000), "w")
+    (back,) = records.list()
+    assert back == Allocation(
+        "w", pid=4242, gpus=(2,), used_memory_bytes=GiB, pod="p", start_time_ms=1_700_000_000_000
+    )
+    for pid, start in ((-1, 0), (1 << 32, 0), (1, -1), (1, 1 << 64)):
+        with pytest.raises(AllocationError, match="must be an integer"):
+            with_process(pack(derived, 8), pid, start)
