@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from nvml_mock_live import _layout as layout
 from nvml_mock_live.errors import AllocationError
 from nvml_mock_live.kinds import UTIL_PATTERNS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["MIG_HOLDINGS_MAX", "Allocation", "pack", "unpack", "with_process"]
 
@@ -59,13 +62,45 @@ def _field(name: str) -> tuple[str, int, int]:
     return kind, offset, size
 
 
+def _integer_fields() -> tuple[tuple[tuple[str, int], ...], struct.Struct, int]:
+    """The record's integer fields after ``seq`` in offset order, each with its largest value,
+    as one struct (pad bytes where the layout leaves a gap) and the offset it starts at."""
+    fields = sorted(
+        (offset, name, kind)
+        for name, (kind, offset, _) in layout.LIVE_PROCESS_FIELDS.items()
+        if kind in ("u32", "u64") and name != "seq"
+    )
+    first = at = fields[0][0]
+    fmt = "<"
+    checks: list[tuple[str, int]] = []
+    for offset, name, kind in fields:
+        fmt += f"{offset - at}x" if offset > at else ""
+        fmt += "I" if kind == "u32" else "Q"
+        at = offset + (4 if kind == "u32" else 8)
+        top = {"in_use": 1, "util_level": 100, "util_pattern": max(UTIL_PATTERNS.values())}.get(
+            name, _U32 if kind == "u32" else _U64
+        )
+        checks.append((name, top))
+    return tuple(checks), struct.Struct(fmt), first
+
+
+_INTEGERS, _INTEGER_STRUCT, _INTEGERS_AT = _integer_fields()
+_TEXTS: Final = tuple(
+    (name, layout.LIVE_PROCESS_FIELDS[name][1], layout.LIVE_PROCESS_FIELDS[name][2])
+    for name in ("container_id", "namespace", "container_name", "pod")
+)
+_MIG_AT: Final = layout.LIVE_PROCESS_FIELDS["mig_holdings"][1]
+
+
 def pack(alloc: Allocation, gpu_count: int) -> bytes:
-    """The record bytes of *alloc*, every field checked first (AllocationError names it)."""
+    """The record bytes of *alloc*, every field checked first (AllocationError names it).
+
+    The integers are packed in one struct call and the texts sliced in: the NRI plugin packs
+    a record at every container start."""
 
     def bad(field: str, value: object, why: str) -> AllocationError:
         return AllocationError(f"allocation {alloc.container_id!r}: {field}={value!r}: {why}")
 
-    data = bytearray(layout.LIVE_PROCESS_RECORD_BYTES)
     if not alloc.container_id:
         raise bad("container_id", alloc.container_id, "must not be empty")
     if not alloc.gpus:
@@ -75,6 +110,29 @@ def pack(alloc: Allocation, gpu_count: int) -> bytes:
         if not isinstance(gpu, int) or not 0 <= gpu < gpu_count:
             raise bad("gpus", alloc.gpus, f"GPU {gpu} is not one of this node's 0..{gpu_count - 1}")
         mask |= 1 << gpu
+    words = _mig_words(alloc, bad) if alloc.mig else ()
+    values = [
+        1 if name == "in_use" else mask if name == "gpu_mask" else getattr(alloc, name)
+        for name, _ in _INTEGERS
+    ]
+    for (name, top), value in zip(_INTEGERS, values, strict=True):
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+            raise bad(name, value, f"must be an integer in 0..{top}")
+    data = bytearray(layout.LIVE_PROCESS_RECORD_BYTES)
+    _INTEGER_STRUCT.pack_into(data, _INTEGERS_AT, *values)
+    for i, word in enumerate(words):
+        struct.pack_into("<I", data, _MIG_AT + 4 * i, word)
+    for name, offset, size in _TEXTS:
+        text = getattr(alloc, name)
+        raw = text.encode("utf-8")
+        if b"\0" in raw or len(raw) > size - 1:
+            raise bad(name, text, f"must be at most {size - 1} bytes of UTF-8 without NUL")
+        data[offset : offset + len(raw)] = raw
+    return bytes(data)
+
+
+def _mig_words(alloc: Allocation, bad: Callable[[str, object, str], AllocationError]) -> list[int]:
+    """The record's words for the MIG devices *alloc* holds, each checked."""
     if len(alloc.mig) > MIG_HOLDINGS_MAX:
         raise bad("mig", alloc.mig, f"a record holds at most {MIG_HOLDINGS_MAX} MIG devices")
     words: list[int] = []
@@ -94,38 +152,7 @@ def pack(alloc: Allocation, gpu_count: int) -> bytes:
         if word in words:
             raise bad("mig", alloc.mig, f"MIG device {held} is named twice")
         words.append(word)
-    _, mig_at, _ = _field("mig_holdings")
-    for i, word in enumerate(words):
-        struct.pack_into("<I", data, mig_at + 4 * i, word)
-    integers: dict[str, tuple[int, int]] = {
-        "in_use": (1, 1),
-        "pid": (alloc.pid, _U32),
-        "gpu_mask": (mask, _U64),
-        "used_memory_bytes": (alloc.used_memory_bytes, _U64),
-        "start_time_ms": (alloc.start_time_ms, _U64),
-        "util_pattern": (alloc.util_pattern, max(UTIL_PATTERNS.values())),
-        "util_level": (alloc.util_level, 100),
-        "util_period_ms": (alloc.util_period_ms, _U32),
-        "util_seed": (alloc.util_seed, _U64),
-    }
-    for name, (value, top) in integers.items():
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
-            raise bad(name, value, f"must be an integer in 0..{top}")
-        kind, offset, _ = _field(name)
-        struct.pack_into("<I" if kind == "u32" else "<Q", data, offset, value)
-    texts = {
-        "container_id": alloc.container_id,
-        "namespace": alloc.namespace,
-        "container_name": alloc.container_name,
-        "pod": alloc.pod,
-    }
-    for name, text in texts.items():
-        _, offset, size = _field(name)
-        raw = text.encode("utf-8")
-        if b"\0" in raw or len(raw) > size - 1:
-            raise bad(name, text, f"must be at most {size - 1} bytes of UTF-8 without NUL")
-        data[offset : offset + len(raw)] = raw
-    return bytes(data)
+    return words
 
 
 _PID_AT: Final = layout.LIVE_PROCESS_FIELDS["pid"][1]
