@@ -25,8 +25,9 @@ hangs, the connection's thread stops, the runtime drops the plugin after its tim
 ``/healthz`` (served from its own thread) reports the wedge so that kubelet restarts the pod.
 
 Start, stop and removal of containers (and Synchronize) keep the live layer's allocation
-records (:mod:`nvml_mock_nri.allocations`): a few writes to a mapped file, inline, after the
-container's own answer is settled; none of it can fail a container.
+records (:mod:`nvml_mock_nri.allocations`): a few writes to a mapped file, on the connection's
+thread right after the event is answered (the service leaves them for after the reply); none
+of it can fail a container.
 
 The one container CreateContainer fails is one whose own ``NVIDIA_VISIBLE_DEVICES`` names a
 GPU the node lacks, with the NVIDIA container toolkit's message, as a real node fails it
