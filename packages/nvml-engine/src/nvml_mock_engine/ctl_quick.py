@@ -10,10 +10,11 @@ what they need only:
   settings declaration (the flag after the verb, then before it, then the env twin); the
   table below is held equal to that declaration and to the argparse parser by tests;
 - the live file checked with the writer's own rules (:mod:`nvml_mock_live.header`, the
-  board from :mod:`nvml_mock_live.state_text`), values read through the mock library's
-  sequence-lock primitive and decoded by :mod:`nvml_mock_live.slots`, the Xid appended to
-  the event ring with the library's ``nvml_mock_live_event_on`` (which wakes the waiters'
-  futex) under the writers' lock of :mod:`nvml_mock_live.lock_files`, exactly as
+  board from :mod:`nvml_mock_live.state_text`), values taken under the records' sequence
+  locks with plain reads (:mod:`nvml_mock_live.plain_reads`: ``status`` loads neither
+  ``ctypes`` nor the library) and decoded by :mod:`nvml_mock_live.slots`, the Xid appended
+  to the event ring with the library's ``nvml_mock_live_event_on`` (which wakes the
+  waiters' futex) under the writers' lock of :mod:`nvml_mock_live.lock_files`, exactly as
   :class:`nvml_mock_live.LiveLayer` does;
 - every line printed by :mod:`nvml_mock_engine.ctl_report`, the full command line's printer.
 
@@ -190,7 +191,7 @@ class _Live:
     __slots__ = ("_buffer", "_fd", "lib", "map", "path", "uuids")
 
     def __init__(
-        self, path: str, fd: int, mapped: mmap.mmap, lib: ctypes.CDLL, uuids: list[str]
+        self, path: str, fd: int, mapped: mmap.mmap, lib: ctypes.CDLL | None, uuids: list[str]
     ) -> None:
         self.path = path
         self._fd = fd
@@ -215,14 +216,13 @@ class _Live:
 
 
 def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) -> _Live | None:
-    """The live file, when the full command line would open it without a word; else None."""
+    """The live file, when the full command line would open it without a word; else None.
+    A writer's (``xid``) comes with the library loaded; a reader's (``status``) without."""
     import mmap
 
-    from nvml_mock_live import header, library
+    from nvml_mock_live import header
     from nvml_mock_live.errors import LiveLayerError
     from nvml_mock_live.state_text import read_gpu_uuids
-
-    from nvml_mock_engine.library import library_file
 
     if not os.path.isfile(state):
         return None
@@ -235,7 +235,7 @@ def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) 
         return None  # the full command line makes it, and says so
     try:
         uuids = read_gpu_uuids(state)
-        lib = library.load(library_file())
+        lib = _library() if writable else None
     except LiveLayerError:
         return None
     flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | os.O_CLOEXEC
@@ -264,6 +264,14 @@ def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) 
     return opened
 
 
+def _library() -> ctypes.CDLL:
+    from nvml_mock_live import library
+
+    from nvml_mock_engine.library import library_file
+
+    return library.load(library_file())
+
+
 def run(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int | None:
     """Answer *argv* on the quick path: the exit code, or None when the full command line
     must (nothing was printed or written then)."""
@@ -283,8 +291,9 @@ def _status(request: Request, live_path: str, state_path: str) -> int | None:
     import struct
 
     from nvml_mock_live import _layout as layout
-    from nvml_mock_live import header, library
+    from nvml_mock_live import header
     from nvml_mock_live.errors import LiveValueError
+    from nvml_mock_live.plain_reads import gpu_snapshot
     from nvml_mock_live.slots import MASK_WORDS, keys_in_mask, values_of
 
     from nvml_mock_engine import ctl_report
@@ -302,9 +311,10 @@ def _status(request: Request, live_path: str, state_path: str) -> int | None:
             return None
         rows = []
         for index in gpus:
-            rc, mask, slots = library.snapshot(live.lib, live.address(), index)
-            if rc != 0:
+            snapshot = gpu_snapshot(live.map, index)
+            if snapshot is None:
                 return None  # the full command line names the torn record
+            mask, slots = snapshot
             armed_at = header.record_offset(index) + layout.LIVE_RECORD_ARMED
             armed = keys_in_mask(struct.unpack_from(f"<{MASK_WORDS}Q", live.map, armed_at))
             rows.append(ctl_report.gpu_row(index, live.uuids[index], values_of(mask, slots), armed))
@@ -323,28 +333,20 @@ def _status(request: Request, live_path: str, state_path: str) -> int | None:
 
 
 def _records(live: _Live) -> list[Allocation]:
-    """The allocation records in use, in slot order, each a consistent copy taken through the
-    library (as :meth:`nvml_mock_live.LiveLayer.list` takes them)."""
-    import ctypes
-
+    """The allocation records in use, in slot order, each a consistent copy (as
+    :meth:`nvml_mock_live.LiveLayer.list` takes them through the library)."""
     from nvml_mock_live import _layout as layout
     from nvml_mock_live import header
+    from nvml_mock_live.plain_reads import process_record
 
     high = min(header.header_field(live.map, "process_high"), layout.LIVE_PROCESS_SLOTS)
-    out = ctypes.create_string_buffer(layout.LIVE_PROCESS_RECORD_BYTES)
     found = []
     for slot in range(high):
-        rc = live.lib.nvml_mock_live_proc_read(
-            live.address(),
-            header.SIZE,
-            slot,
-            ctypes.addressof(out),
-            layout.LIVE_PROCESS_RECORD_BYTES,
-        )
-        if rc == 1:
+        record = process_record(live.map, slot)
+        if record is not None:
             from nvml_mock_live.allocations import unpack  # only with a record to show
 
-            found.append(unpack(out.raw))
+            found.append(unpack(record))
     return found
 
 
@@ -367,6 +369,8 @@ def _xid(request: Request, live_path: str, state_path: str) -> int | None:
     live = _open(live_path, state_path, writable=True, options=request.options)
     if live is None:
         return None
+    lib = live.lib
+    assert lib is not None  # a writer's file comes with the library
     sent: list[int] = []
     refused: int | None = None
     try:
@@ -383,7 +387,7 @@ def _xid(request: Request, live_path: str, state_path: str) -> int | None:
                 if header.torn_records(live.map, len(live.uuids)):
                     return None
                 for index in gpus:
-                    seq = live.lib.nvml_mock_live_event_on(
+                    seq = lib.nvml_mock_live_event_on(
                         live.address(),
                         header.SIZE,
                         index,
