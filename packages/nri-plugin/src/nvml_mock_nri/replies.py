@@ -24,6 +24,7 @@ warning or a note are kept, so a cached answer never hides a log line.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
+from operator import methodcaller
 from typing import Final
 
 from nvml_mock_protocol import names
@@ -55,6 +56,7 @@ _VISIBLE_PREFIX: Final = f"{names.ENV_NVIDIA_VISIBLE_DEVICES}="
 
 _DECIDING_PREFIXES: Final = tuple(f"{key}=" for key in sorted(DECIDING_ENV_KEYS))
 """``KEY=`` of every deciding key: one C-level ``startswith`` rules out the other entries."""
+_DECIDES: Final = methodcaller("startswith", _DECIDING_PREFIXES)
 
 
 def _opted_in(value: str) -> bool:
@@ -119,7 +121,7 @@ def common_key(
         return None  # already mounted: a skip
     # Every deciding entry, in the container's order: a key that repeats (whose first
     # entry decides) only makes the key more particular than it need be, never wrong.
-    deciding = tuple(entry for entry in container.env if entry.startswith(_DECIDING_PREFIXES))
+    deciding = tuple(filter(_DECIDES, container.env))
     board = None
     for entry in deciding:
         if entry.startswith(_VISIBLE_PREFIX):
