@@ -83,14 +83,15 @@ LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
 logger = logging.getLogger(__name__)
 _U64: Final = (1 << 64) - 1
 _CLEAR, _SET, _ARMED = 0, 1, 2
+"""The write primitive's operations per slot: unset it, set it, set it armed."""
 _U32_AT: Final = struct.Struct("<I").unpack_from
+_RETIRED_AT: Final = layout.LIVE_HEADER_FIELDS["retired"][1]
+_ID_AT: Final = layout.LIVE_PROCESS_FIELDS["container_id"][1]
 _ID_BYTES: Final = layout.LIVE_PROCESS_FIELDS["container_id"][2]
 _FULL: Final = (
     "the live layer {path} has no free process record "
     f"({layout.LIVE_PROCESS_SLOTS} slots, all in use); nothing was written"
 )
-_RETIRED_AT: Final = layout.LIVE_HEADER_FIELDS["retired"][1]
-"""The write primitive's operations per slot: unset it, set it, set it armed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,20 +292,19 @@ class _WriteSection:
     """One change under the writers' lock (a class, not a generator: a put is the NRI
     plugin's work at every container start, and each layer of context manager cost)."""
 
-    __slots__ = ("_fd", "_layer")
+    __slots__ = ("_fd", "_layer", "_lock")
 
-    def __init__(self, layer: LiveLayer) -> None:
+    def __init__(self, layer: LiveLayer, lock: WritersLock) -> None:
         self._layer = layer
+        self._lock = lock
         self._fd = -1
 
     def __enter__(self) -> None:
-        lock = self._layer._lock
-        assert lock is not None
-        self._fd = lock.acquire()
+        self._fd = self._lock.acquire()
         try:
             self._layer._prepare_write()
         except BaseException:
-            lock.release(self._fd)
+            self._lock.release(self._fd)
             raise
 
     def __exit__(
@@ -313,9 +313,7 @@ class _WriteSection:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lock = self._layer._lock
-        assert lock is not None
-        lock.release(self._fd)
+        self._lock.release(self._fd)
 
 
 class LiveLayer:
@@ -353,7 +351,7 @@ class LiveLayer:
         change (``with self._writers():``)."""
         if self._lock is None:
             self._lock = WritersLock.for_directory("live", guarded_directory(self.path))
-        return _WriteSection(self)
+        return _WriteSection(self, self._lock)
 
     def _prepare_write(self) -> None:
         """Under the writers' lock, before a change: repair the file if it was cut short or
@@ -749,20 +747,22 @@ class LiveLayer:
         One call of the library (:c:func:`nvml_mock_live_proc_put`) finds the container's
         slot, or the lowest free one, and writes it: a put is the NRI plugin's work at every
         container start, and the pass over the slots in Python was most of it."""
-        self.put_record(pack(alloc, self.gpu_count), alloc.container_id)
+        self.put_record(pack(alloc, self.gpu_count))
 
-    def put_record(self, record: bytes, container_id: str) -> None:
+    def put_record(self, record: bytes) -> None:
         """:meth:`put` of a record already packed (:func:`~nvml_mock_live.allocations.pack`,
         perhaps given its process by :func:`~nvml_mock_live.allocations.with_process`) for
-        *container_id*, for this layer's GPUs."""
+        this layer's GPUs."""
         self._writable()
         with self._writers():
             slot: int = self.lib.nvml_mock_live_proc_put(self.address(), SIZE, record, len(record))
         if slot == -2:
             raise AllocationError(_FULL.format(path=self.path))
         if slot < 0:
+            container_id = record[_ID_AT : _ID_AT + _ID_BYTES].split(b"\0", 1)[0]
             raise LiveLayerError(
-                f"process record of {container_id!r}: the library refused the write to {self.path}"
+                f"process record of {container_id.decode('utf-8', 'replace')!r}: "
+                f"the library refused the write to {self.path}"
             )
 
     def replace(self, container_id: str, allocs: Sequence[Allocation]) -> None:

@@ -302,15 +302,14 @@ class AllocationRecorder:
                 if derived is None:
                     return
                 alloc, record = derived, pack(derived, live.gpu_count)
-            live.put_record(record, container.id)
+            live.put_record(record)
         except LiveLayerError as exc:
             self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
             return
         if self._recorded is not None:
             self._recorded.add(container.id)
         self.metrics.allocations_recorded.inc()
-        if self._problem is not None:
-            self._ok()
+        self._ok()
         if logger.isEnabledFor(logging.DEBUG):  # its arguments cost even when not logged
             logger.debug(
                 "recorded GPUs %s, pid %d, %d bytes",

@@ -373,7 +373,7 @@ def test_a_record_packed_before_the_start_takes_its_process_alone(records: LiveL
     """The NRI plugin packs a record at StartContainer and adds the PID at PostStart: the
     record read back is the packed one with only its PID and start time changed."""
     derived = Allocation("w", pid=0, gpus=(2,), used_memory_bytes=GiB, pod="p", start_time_ms=5)
-    records.put_record(with_process(pack(derived, 8), 4242, 1_700_000_000_000), "w")
+    records.put_record(with_process(pack(derived, 8), 4242, 1_700_000_000_000))
     (back,) = records.list()
     assert back == Allocation(
         "w", pid=4242, gpus=(2,), used_memory_bytes=GiB, pod="p", start_time_ms=1_700_000_000_000
