@@ -6,7 +6,6 @@ import ctypes
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -339,11 +338,15 @@ def test_process_name(nvml: Any, cnvml: ctypes.CDLL) -> None:
     assert "/" in argv0  # the tox env's interpreter, by its path
     # a process without a command line (a zombie here) answers its kernel name
     child = subprocess.Popen([sys.executable, "-c", "pass"])
-    while Path(f"/proc/{child.pid}/cmdline").read_bytes():
-        time.sleep(0.01)
-    comm = Path(f"/proc/{child.pid}/comm").read_text().strip()
-    assert nvml.nvmlSystemGetProcessName(child.pid) == comm
-    child.wait()
+    try:
+        # waitid(WNOWAIT) returns once the child has exited and leaves it a zombie; polling
+        # for an empty cmdline is not enough, since it reads empty for a moment inside execve
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        assert Path(f"/proc/{child.pid}/cmdline").read_bytes() == b""
+        comm = Path(f"/proc/{child.pid}/comm").read_text().strip()
+        assert nvml.nvmlSystemGetProcessName(child.pid) == comm
+    finally:
+        child.wait()
     name = ctypes.create_string_buffer(64)
     assert cnvml.nvmlSystemGetProcessName(os.getpid(), name, 0) == NVML_ERROR_INVALID_ARGUMENT
     assert cnvml.nvmlSystemGetProcessName(os.getpid(), None, 64) == NVML_ERROR_INVALID_ARGUMENT
