@@ -15,6 +15,14 @@
  * Either way nvmlEventSetFree wakes its waiters and waits for them to leave before the set's
  * memory goes away.
  *
+ * A handle is looked up, never dereferenced on trust: the library keeps the sets it created
+ * in a list, and every call takes a reference to its set under the list's lock. A set being
+ * freed leaves the list first, so a call that races nvmlEventSetFree, or comes after it (a
+ * stale handle, a double free), answers NVML_ERROR_INVALID_ARGUMENT instead of reading freed
+ * memory; the free waits for the references already taken. NVIDIA leaves these calls
+ * undefined; a monitoring agent that frees its set on shutdown while its health thread is
+ * about to wait is the common case.
+ *
  * An event may name a MIG device (a GPU and compute instance of its GPU, STATE-FORMAT.md:
  * the record's GPU word carries the ids): it is delivered on the parent GPU with those ids in
  * gpuInstanceId / computeInstanceId, and only to a process that can see that MIG device, as
@@ -40,7 +48,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EVENT_SET_MAGIC 0x4e564d4cu /* "NVML" */
 #define EVENT_BITS 64u
 /* Not attributable to a MIG instance (nvmlEventData_t, a GPU without MIG). */
 #define NO_INSTANCE 0xFFFFFFFFu
@@ -50,12 +57,12 @@
 #endif
 
 struct nvmlEventSet_st {
-    unsigned int magic;
+    struct nvmlEventSet_st *next; /* in `sets`; guarded by sets_lock */
+    unsigned int users;           /* calls holding the set (set_take); guarded by sets_lock */
     unsigned long long lost_told[(STATE_MAX_GPUS + 63) / 64]; /* GPUs whose loss this set reported */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    unsigned int waiters;
-    int closing;
+    int closing; /* set under `lock` by nvmlEventSetFree; waiters also read it unlocked */
     const unsigned char *ring; /* the live layer's header at creation; NULL: no event can arrive */
     uint64_t cursor;           /* the last ring record this set has looked at */
     unsigned long long registered[STATE_MAX_GPUS];
@@ -101,9 +108,53 @@ static unsigned long long supported_events(const struct nvmlDevice_st *d)
     return mask;
 }
 
-static struct nvmlEventSet_st *event_set(nvmlEventSet_t set)
+/* The sets this process created and has not begun to free. A process holds a few (one per
+ * NVML client thread that waits), so a lookup walks them. `sets_left` is signalled when a
+ * set being freed loses its last user. */
+static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sets_left = PTHREAD_COND_INITIALIZER;
+static struct nvmlEventSet_st *sets;
+
+/* A reference to the set `set` names, or NULL when it names none (never created, freed, or
+ * being freed). Every call that takes one gives it back with set_drop. */
+static struct nvmlEventSet_st *set_take(nvmlEventSet_t set)
 {
-    return set != NULL && set->magic == EVENT_SET_MAGIC ? set : NULL;
+    pthread_mutex_lock(&sets_lock);
+    struct nvmlEventSet_st *s = sets;
+    while (s != NULL && s != set) {
+        s = s->next;
+    }
+    if (s != NULL) {
+        s->users++;
+    }
+    pthread_mutex_unlock(&sets_lock);
+    return s;
+}
+
+static void set_drop(struct nvmlEventSet_st *s)
+{
+    pthread_mutex_lock(&sets_lock);
+    if (--s->users == 0 && __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE)) {
+        pthread_cond_broadcast(&sets_left);
+    }
+    pthread_mutex_unlock(&sets_lock);
+}
+
+/* Take `set` out of the list, so that no call can take it any more; NULL when it is not
+ * there (never created, or already being freed). */
+static struct nvmlEventSet_st *set_unlist(nvmlEventSet_t set)
+{
+    pthread_mutex_lock(&sets_lock);
+    struct nvmlEventSet_st **link = &sets;
+    while (*link != NULL && *link != set) {
+        link = &(*link)->next;
+    }
+    struct nvmlEventSet_st *s = *link;
+    if (s != NULL) {
+        *link = s->next;
+    }
+    pthread_mutex_unlock(&sets_lock);
+    return s;
 }
 
 static uint64_t ring_head(const unsigned char *h)
@@ -213,7 +264,10 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
         (void)madvise((void *)(uintptr_t)(s->ring + LIVE_EVENTS_OFFSET),
                       (size_t)LIVE_EVENT_SLOTS * LIVE_EVENT_RECORD_BYTES, MADV_POPULATE_READ);
     }
-    s->magic = EVENT_SET_MAGIC;
+    pthread_mutex_lock(&sets_lock);
+    s->next = sets;
+    sets = s;
+    pthread_mutex_unlock(&sets_lock);
     *set = s;
     return NVML_SUCCESS;
 }
@@ -230,9 +284,10 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned 
                                                   nvmlEventSet_t set)
 {
     GET_DEVICE(device, d);
-    struct nvmlEventSet_st *s = event_set(set);
+    struct nvmlEventSet_st *s = set_take(set);
     REQUIRE_ARG(s);
     if (eventTypes & ~supported_events(d)) {
+        set_drop(s);
         return NVML_ERROR_NOT_SUPPORTED;
     }
     pthread_mutex_lock(&s->lock);
@@ -247,6 +302,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned 
     }
     s->registered[d->index] |= eventTypes;
     pthread_mutex_unlock(&s->lock);
+    set_drop(s);
     return NVML_SUCCESS;
 }
 
@@ -282,16 +338,6 @@ static int time_left(const struct timespec *deadline, struct timespec *left)
 #define SPURIOUS_BEFORE_PAUSE 8u
 #define SPURIOUS_PAUSE_NS 1000000L
 
-/* Leave a wait: the last waiter of a set being freed lets nvmlEventSetFree finish. Caller
- * holds s->lock. */
-static void leave_wait(struct nvmlEventSet_st *s)
-{
-    s->waiters--;
-    if (s->closing && s->waiters == 0) {
-        pthread_cond_broadcast(&s->cond);
-    }
-}
-
 /* A GPU registered in this set that is lost and whose loss the set has not reported yet:
  * marks it reported and returns 1. A GPU back on the bus may be reported again. Caller holds
  * s->lock. */
@@ -324,7 +370,6 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
     struct timespec left;
     nvmlReturn_t rc = NVML_ERROR_TIMEOUT;
     pthread_mutex_lock(&s->lock);
-    s->waiters++;
     if (s->ring == NULL) {
         /* No live layer: nothing can arrive; block for the timeout or until freed. */
         while (!s->closing) {
@@ -404,7 +449,6 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
             pthread_mutex_lock(&s->lock);
         }
     }
-    leave_wait(s);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
@@ -412,12 +456,14 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
 MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
 {
     REQUIRE_LIVE();
-    struct nvmlEventSet_st *s = event_set(set);
-    if (s == NULL || data == NULL) {
+    if (data == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    struct nvmlEventSet_st *s = set_take(set);
+    REQUIRE_ARG(s);
     struct ring_event ev;
     nvmlReturn_t rc = wait_event(s, timeoutms, &ev);
+    set_drop(s);
     if (rc == NVML_SUCCESS) {
         data->device = &mock_devices[ev.gpu];
         data->eventType = ev.type;
@@ -436,12 +482,14 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *d
 MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v3(nvmlEventSet_t set, nvmlEventSetWait_v3_t *params)
 {
     REQUIRE_LIVE();
-    struct nvmlEventSet_st *s = event_set(set);
-    if (s == NULL || params == NULL) {
+    if (params == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    struct nvmlEventSet_st *s = set_take(set);
+    REQUIRE_ARG(s);
     struct ring_event ev;
     nvmlReturn_t rc = wait_event(s, params->timeoutMs, &ev);
+    set_drop(s);
     if (rc == NVML_SUCCESS) {
         unsigned int timeout = params->timeoutMs;
         memset(params, 0, sizeof(*params));
@@ -459,25 +507,33 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v3(nvmlEventSet_t set, nvmlEventSetWai
 
 MOCK_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
 {
-    struct nvmlEventSet_st *s = event_set(set);
+    struct nvmlEventSet_st *s = set_unlist(set);
     REQUIRE_ARG(s);
+    /* No call can take the set now; wake those that hold it. */
     pthread_mutex_lock(&s->lock);
     __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE); /* read unlocked by waiters */
     pthread_cond_broadcast(&s->cond);
-    while (s->waiters > 0) {
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&sets_lock);
+    while (s->users > 0) {
         if (s->ring != NULL) {
             /* Waiters sleep on the shared word; wake them (waiters of other sets wake too, find
              * nothing new and sleep again). A waiter between its check and its FUTEX_WAIT
-             * misses this wake, so it is repeated until every waiter has left. */
+             * misses this wake, so it is repeated until every user has left. */
             syscall(SYS_futex, ring_word(s->ring), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-            struct timespec retry = deadline_after(1);
-            pthread_cond_timedwait(&s->cond, &s->lock, &retry);
+            struct timespec retry;
+            clock_gettime(CLOCK_REALTIME, &retry); /* sets_left keeps the default clock */
+            retry.tv_nsec += 1000000L;
+            if (retry.tv_nsec >= 1000000000L) {
+                retry.tv_sec += 1;
+                retry.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&sets_left, &sets_lock, &retry);
         } else {
-            pthread_cond_wait(&s->cond, &s->lock);
+            pthread_cond_wait(&sets_left, &sets_lock);
         }
     }
-    s->magic = 0;
-    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_unlock(&sets_lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -14,6 +14,10 @@
  *            others read nvmlErrorString for the reason, which must stay whole.
  *   before 3 all threads block on one event set with a 60 s timeout and the main thread
  *            frees the set: every waiter must wake at once (TIMEOUT) before it is freed.
+ *            Then, for FREE_ROUNDS rounds, all threads call wait (no timeout) and register
+ *            on one set in a loop while the main thread frees it under them: each call
+ *            answers as on a live set or INVALID_ARGUMENT, never after the set is gone; a
+ *            second free of the handle is INVALID_ARGUMENT.
  *   phase 4  (run before 3) a live layer with a utilization pattern (busy) on every GPU, on the real clock,
  *            while the main thread keeps rewriting the pattern's seed and temperature lag:
  *            every utilization must be busy's and each thread's energy reading only grow.
@@ -326,6 +330,77 @@ static int free_under_waiters(void)
     return 0;
 }
 
+/* Every thread calls on one set in a loop while the main thread frees it: a call that takes
+ * the set before the free answers as on a live set, one after it INVALID_ARGUMENT. A call
+ * racing the free must never read the set's freed memory (TSan reports such a read). */
+#define FREE_ROUNDS 40
+static nvmlEventSet_t racing_set;
+static nvmlDevice_t racing_device;
+static atomic_ulong racing_calls; /* made by the callers; how many varies, so not in `calls` */
+static atomic_ulong racing_ended; /* callers whose call answered INVALID_ARGUMENT */
+
+static void *racing_caller(void *arg)
+{
+    long id = (long)arg;
+    nvmlEventData_t data;
+    pthread_barrier_wait(&waiters_ready);
+    for (unsigned long k = 0;; k++) {
+        nvmlReturn_t rc = k % 2 ? nvmlEventSetWait_v2(racing_set, &data, 0)
+                                : nvmlDeviceRegisterEvents(racing_device, nvmlEventTypeXidCriticalError, racing_set);
+        atomic_fetch_add(&racing_calls, 1);
+        if (rc == NVML_ERROR_INVALID_ARGUMENT) {
+            atomic_fetch_add(&racing_ended, 1);
+            return NULL;
+        }
+        if (rc != (k % 2 ? NVML_ERROR_TIMEOUT : NVML_SUCCESS)) {
+            mismatch(id, __LINE__, "a call on a set being freed: live answer or INVALID_ARGUMENT", rc);
+            return NULL;
+        }
+    }
+}
+
+static int free_under_callers(void)
+{
+    long id = -1;
+    pthread_t tid[THREADS];
+    nvmlReturn_t rc = nvmlInit_v2();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceGetHandleByIndex_v2(0, &racing_device);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    for (int round = 0; round < FREE_ROUNDS; round++) {
+        rc = nvmlEventSetCreate(&racing_set);
+        EXPECT(rc == NVML_SUCCESS, rc);
+        if (rc != NVML_SUCCESS || pthread_barrier_init(&waiters_ready, NULL, THREADS + 1) != 0) {
+            return -1;
+        }
+        for (long t = 0; t < THREADS; t++) {
+            if (pthread_create(&tid[t], NULL, racing_caller, (void *)t) != 0) {
+                return -1;
+            }
+        }
+        pthread_barrier_wait(&waiters_ready);
+        /* free at a different point of the callers' loops each round */
+        struct timespec settle = {0, 20000L * (round % 10)};
+        nanosleep(&settle, NULL);
+        rc = nvmlEventSetFree(racing_set);
+        EXPECT(rc == NVML_SUCCESS, rc);
+        for (int t = 0; t < THREADS; t++) {
+            pthread_join(tid[t], NULL);
+        }
+        pthread_barrier_destroy(&waiters_ready);
+        rc = nvmlEventSetFree(racing_set); /* the handle names no set now */
+        EXPECT(rc == NVML_ERROR_INVALID_ARGUMENT, rc);
+        nvmlEventData_t data;
+        rc = nvmlEventSetWait_v2(racing_set, &data, 0);
+        EXPECT(rc == NVML_ERROR_INVALID_ARGUMENT, rc);
+    }
+    rc = nvmlShutdown();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    printf("free rounds=%d calls=%lu ended=%lu\n", FREE_ROUNDS, atomic_load(&racing_calls),
+           atomic_load(&racing_ended));
+    return 0;
+}
+
 /* --- the live layer both live phases write: one file each, as the Python writer lays it out -- */
 
 /* A live layer for the snapshot's GPUs (layout from live_layout.h, every value unset) at
@@ -454,7 +529,6 @@ static nvmlDevice_t lost_device;
 static nvmlEventSet_t live_shared;
 static pthread_barrier_t live_ready;
 static atomic_ulong delivered;
-static atomic_ulong shared_calls; /* nvmlEventSetWait_v2 calls the shared waiters began */
 static atomic_ulong lost_answers;
 static atomic_ulong lost_reads;
 static atomic_int writer_done;
@@ -492,10 +566,11 @@ static void *shared_waiter(void *arg)
     pthread_barrier_wait(&live_ready);
     for (;;) {
         nvmlEventData_t e;
-        atomic_fetch_add(&shared_calls, 1);
         nvmlReturn_t rc = nvmlEventSetWait_v2(live_shared, &e, 60000);
-        if (rc == NVML_ERROR_TIMEOUT) {
-            EXPECT(rc == NVML_ERROR_TIMEOUT, rc);
+        if (rc == NVML_ERROR_TIMEOUT || rc == NVML_ERROR_INVALID_ARGUMENT) {
+            /* the free ended it: inside the wait (TIMEOUT) or before the call took the set;
+             * counted among the timeouts either way, since which one is up to the scheduler */
+            EXPECT(rc == NVML_ERROR_TIMEOUT || rc == NVML_ERROR_INVALID_ARGUMENT, rc);
             atomic_fetch_add(&timeouts, 1);
             return NULL;
         }
@@ -564,16 +639,13 @@ static int live_phase(const char *dir)
         }
     }
     atomic_store(&writer_done, 1);
-    /* Freeing a set while a thread is about to call nvmlEventSetWait on it is a use after
-     * free, as with NVIDIA's library: wait until every shared waiter has begun its next call
-     * after the last event, then give those calls time to be inside the set's lock. */
-    while (atomic_load(&delivered) < LIVE_EVENTS || atomic_load(&shared_calls) < SHARED_WAITERS + LIVE_EVENTS) {
+    /* Every event delivered, then the free under the shared waiters: each is inside its
+     * wait (woken through the ring's futex, TIMEOUT) or about to call (INVALID_ARGUMENT). */
+    while (atomic_load(&delivered) < LIVE_EVENTS) {
         struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
     }
-    struct timespec settle = {0, 20000000};
-    nanosleep(&settle, NULL);
-    rc = nvmlEventSetFree(live_shared); /* wakes the shared waiters through the ring's futex */
+    rc = nvmlEventSetFree(live_shared);
     EXPECT(rc == NVML_SUCCESS, rc);
     for (unsigned int t = 0; t < n; t++) {
         pthread_join(tid[t], NULL);
@@ -639,7 +711,7 @@ int main(int argc, char **argv)
     rc = nvmlDeviceGetHandleByIndex_v2(0, &stale);
     EXPECT(rc == NVML_ERROR_UNINITIALIZED, rc);
 
-    if (free_under_waiters() != 0) {
+    if (free_under_waiters() != 0 || free_under_callers() != 0) {
         fprintf(stderr, "cannot start the event waiters\n");
         return 2;
     }

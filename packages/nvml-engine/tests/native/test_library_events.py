@@ -74,3 +74,49 @@ def test_bad_arguments(nvml: Any, cnvml: ctypes.CDLL) -> None:
     assert cnvml.nvmlEventSetWait_v2(None, data, 10) == NVML_ERROR_INVALID_ARGUMENT
     assert cnvml.nvmlEventSetWait_v2(bogus, data, 10) == NVML_ERROR_INVALID_ARGUMENT
     assert cnvml.nvmlEventSetFree(None) == NVML_ERROR_INVALID_ARGUMENT
+
+
+def test_a_freed_handle_names_no_set(nvml: Any, cnvml: ctypes.CDLL) -> None:
+    """A stale handle (a second free, a wait or a registration after the free) is refused
+    with INVALID_ARGUMENT; the library looks handles up rather than reading freed memory."""
+    event_set = nvml.nvmlEventSetCreate()
+    h = nvml.nvmlDeviceGetHandleByIndex(0)
+    nvml.nvmlDeviceRegisterEvents(h, 0x8, event_set)
+    nvml.nvmlEventSetFree(event_set)
+    with pytest.raises(nvml.NVMLError_InvalidArgument):
+        nvml.nvmlEventSetFree(event_set)
+    with pytest.raises(nvml.NVMLError_InvalidArgument):
+        nvml.nvmlEventSetWait(event_set, 0)
+    with pytest.raises(nvml.NVMLError_InvalidArgument):
+        nvml.nvmlDeviceRegisterEvents(h, 0x8, event_set)
+    # the sets still held answer as before
+    other = nvml.nvmlEventSetCreate()
+    with pytest.raises(nvml.NVMLError_Timeout):
+        nvml.nvmlEventSetWait(other, 0)
+    nvml.nvmlEventSetFree(other)
+
+
+def test_calls_racing_a_free(nvml: Any, cnvml: ctypes.CDLL) -> None:
+    """Threads wait on a set in a loop while it is freed: every call answers TIMEOUT (it took
+    the set first) or INVALID_ARGUMENT (it came after), and the free returns."""
+    data = ctypes.create_string_buffer(64)
+    for _ in range(20):
+        event_set = ctypes.c_void_p()
+        assert cnvml.nvmlEventSetCreate(ctypes.byref(event_set)) == 0
+        answers: list[list[int]] = [[] for _ in range(4)]
+
+        def call(mine: list[int], handle: ctypes.c_void_p = event_set) -> None:
+            while not mine or mine[-1] != NVML_ERROR_INVALID_ARGUMENT:
+                mine.append(cnvml.nvmlEventSetWait_v2(handle, data, 1))
+
+        threads = [threading.Thread(target=call, args=(mine,)) for mine in answers]
+        for t in threads:
+            t.start()
+        time.sleep(0.005)
+        assert cnvml.nvmlEventSetFree(event_set) == 0
+        for t in threads:
+            t.join(10)
+            assert not t.is_alive()
+        for mine in answers:
+            assert set(mine[:-1]) <= {NVML_ERROR_TIMEOUT}
+            assert mine[-1] == NVML_ERROR_INVALID_ARGUMENT

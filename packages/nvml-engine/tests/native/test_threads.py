@@ -43,6 +43,12 @@ FAILING_CHECKS_PER_ROUND = 3  # phase 3: failing init, its error string, shutdow
 FREE_UNDER_WAITERS_CHECKS = (
     THREADS + 5
 )  # each blocked wait; init, create, free, wake time, shutdown
+FREE_ROUNDS = 40  # sets freed under callers that wait and register on them in a loop
+# init, a handle, shutdown; per round: create, free, a second free and a wait on the handle
+FREE_UNDER_CALLERS_CHECKS = 3 + 4 * FREE_ROUNDS
+FREE_LINE = re.compile(
+    r"^free rounds=(?P<rounds>\d+) calls=(?P<calls>\d+) ended=(?P<ended>\d+)$", re.MULTILINE
+)
 MAIN_CHECKS = 6
 # phase 4 (a utilization pattern on the real clock): init, handle, 20 x (utilization, energy,
 # temperature), shutdown per round; two pattern writes per GPU first; the main thread's
@@ -71,6 +77,7 @@ def expected_counts(rounds: int) -> tuple[int, int]:
         THREADS * rounds * CHECKS_PER_ROUND + event_rounds * EVENT_CHECKS[phase] for phase in (1, 2)
     )
     calls += THREADS * rounds * FAILING_CHECKS_PER_ROUND + FREE_UNDER_WAITERS_CHECKS
+    calls += FREE_UNDER_CALLERS_CHECKS
     calls += (
         GPUS * PATTERN_SETUP_CHECKS_PER_GPU
         + THREADS * rounds * PATTERN_CHECKS_PER_ROUND
@@ -122,6 +129,12 @@ def assert_complete_run(proc: subprocess.CompletedProcess[str], rounds: int) -> 
         GPUS,
     )
     assert (int(match["calls"]), int(match["timeouts"])) == (calls, timeouts), report
+    free_line = FREE_LINE.search(proc.stdout)
+    assert free_line is not None, report
+    # every caller of every round was ended by the free, and answered on the live set before
+    assert int(free_line["rounds"]) == FREE_ROUNDS, report
+    assert int(free_line["ended"]) == THREADS * FREE_ROUNDS, report
+    assert int(free_line["calls"]) >= THREADS * FREE_ROUNDS, report
     live_line = LIVE.search(proc.stdout)
     assert live_line is not None, report
     assert int(live_line["events"]) == int(live_line["delivered"]) == LIVE_EVENTS, report
