@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -292,3 +293,28 @@ def run_with_visible(
     assert proc.returncode == 0, proc.stderr
     result: dict[str, Any] = json.loads(proc.stdout)
     return result, proc.stderr
+
+
+def in_forked_child(work: Callable[[], str], timeout: float = 10.0) -> str:
+    """Run *work* in a child made by a bare ``fork()`` (this process's threads left behind, as
+    a client that forks sees them) and return what it returned; a child that does not finish
+    within *timeout* seconds is killed and the test fails, saying so."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: only this thread; answer through the pipe, never return
+        try:
+            answer = work()
+        except BaseException as exc:  # reported to the parent, never raised in the child
+            answer = f"raised {exc!r}"
+        os.write(write_end, answer.encode())
+        os._exit(0)
+    os.close(write_end)
+    try:
+        ready, _, _ = select.select([read_end], [], [], timeout)
+        if not ready:
+            os.kill(pid, 9)
+            pytest.fail(f"the forked child did not finish within {timeout} s")
+        return os.read(read_end, 4096).decode()
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)

@@ -23,7 +23,7 @@ from typing import Any
 
 import nvml_mock_live as live
 import pytest
-from conftest import StateWriter, needs_mount_namespaces, read_only_bind
+from conftest import StateWriter, in_forked_child, needs_mount_namespaces, read_only_bind
 from nvml_mock_live import _layout as _live_layout
 
 XID = 0x8
@@ -547,3 +547,36 @@ def test_a_tenant_flooding_futex_wakes_gets_no_false_event_and_costs_little(
     verdict, _, cpu = done.stdout.strip().partition(" cpu=")
     assert verdict == "timeout", "a spurious wake returned an event"
     assert float(cpu) < 0.3, f"the flooded waiter used {cpu} s of CPU in 3 s"
+
+
+def test_a_forked_child_receives_events_on_a_set_a_parent_thread_waits_on(
+    pynvml: Any, cnvml: ctypes.CDLL, layer: live.LiveLayer
+) -> None:
+    """The child inherits the set with its registrations and position in the ring: an Xid
+    written after the fork reaches it, and it frees the set, although the parent's waiter
+    (not copied by fork) was asleep on the ring's futex."""
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    event_set = pynvml.nvmlEventSetCreate()
+    pynvml.nvmlDeviceRegisterEvents(handle, XID, event_set)
+    got: list[int] = []
+    waiter = threading.Thread(
+        target=lambda: got.append(pynvml.nvmlEventSetWait(event_set, 60_000).eventData)
+    )
+    waiter.start()
+    time.sleep(0.2)  # asleep on the futex
+
+    def child() -> str:
+        data = pynvml.nvmlEventSetWait(event_set, 10_000)
+        freed = cnvml.nvmlEventSetFree(event_set)
+        return f"{data.eventType} {data.eventData} {freed}"
+
+    writer = threading.Timer(0.3, layer.event, args=(0, XID, 79))
+    writer.start()
+    try:
+        assert in_forked_child(child) == f"{XID} 79 0"
+    finally:
+        writer.join()
+    waiter.join(10)
+    assert got == [79]  # the parent's waiter, too
+    pynvml.nvmlEventSetFree(event_set)

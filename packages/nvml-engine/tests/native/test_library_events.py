@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import StateWriter
+from conftest import StateWriter, in_forked_child
 
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_TIMEOUT = 10
@@ -120,3 +120,24 @@ def test_calls_racing_a_free(nvml: Any, cnvml: ctypes.CDLL) -> None:
         for mine in answers:
             assert set(mine[:-1]) <= {NVML_ERROR_TIMEOUT}
             assert mine[-1] == NVML_ERROR_INVALID_ARGUMENT
+
+
+def test_a_forked_child_frees_a_set_a_parent_thread_waits_on(nvml: Any, cnvml: ctypes.CDLL) -> None:
+    """fork() copies the set but not the thread waiting on it: the child's wait and free
+    answer at once instead of waiting for a waiter it does not have."""
+    event_set = ctypes.c_void_p()
+    assert cnvml.nvmlEventSetCreate(ctypes.byref(event_set)) == 0
+    data = ctypes.create_string_buffer(64)
+    waiter = threading.Thread(target=cnvml.nvmlEventSetWait_v2, args=(event_set, data, 60_000))
+    waiter.start()
+    time.sleep(0.2)  # inside its wait
+
+    def child() -> str:
+        buf = ctypes.create_string_buffer(64)
+        waited = cnvml.nvmlEventSetWait_v2(event_set, buf, 10)
+        return f"{waited} {cnvml.nvmlEventSetFree(event_set)}"
+
+    assert in_forked_child(child) == f"{NVML_ERROR_TIMEOUT} 0"
+    assert cnvml.nvmlEventSetFree(event_set) == 0  # the parent's set and waiter are untouched
+    waiter.join(10)
+    assert not waiter.is_alive()
