@@ -50,7 +50,14 @@ def test_rerecording_gives_the_fixture(profile: str, tmp_path: Path) -> None:
     if KUBECONFIG:
         keys += ["resourceSlices", "faults"]
     else:
+        # without an API server the DRA drivers do not run, so neither their slices nor
+        # their versions are recorded
         want["faults"]["xid79"].pop("resourceSlices", None)
         assert field_diff(got["faults"], want["faults"]) == []
+        want["components"] = {
+            name: build
+            for name, build in want["components"].items()
+            if name not in ("gpu-kubelet-plugin", "compute-domain-kubelet-plugin")
+        }
     for key in keys:
         assert field_diff(got[key], want[key]) == [], key
