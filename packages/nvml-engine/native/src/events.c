@@ -23,10 +23,10 @@
  * undefined; a monitoring agent that frees its set on shutdown while its health thread is
  * about to wait is the common case.
  *
- * A fork copies the sets but only the forking thread: fork handlers take every set's locks
- * around the fork, and the child forgets the references and condition waiters of threads it
- * does not have, so it can wait on and free the sets it inherited instead of waiting forever
- * for the parent's waiters to leave.
+ * A fork copies the sets but only the forking thread: the library's fork handlers (init.c)
+ * take every set's locks around the fork, and the child forgets the references and condition
+ * waiters of threads it does not have, so it can wait on and free the sets it inherited
+ * instead of waiting forever for the parent's waiters to leave.
  *
  * An event may name a MIG device (a GPU and compute instance of its GPU, STATE-FORMAT.md:
  * the record's GPU word carries the ids): it is delivered on the parent GPU with those ids in
@@ -120,7 +120,7 @@ static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sets_left = PTHREAD_COND_INITIALIZER;
 static struct nvmlEventSet_st *sets;
 
-static void sets_fork_prepare(void)
+void mock_events_fork_prepare(void)
 {
     pthread_mutex_lock(&sets_lock);
     for (struct nvmlEventSet_st *s = sets; s != NULL; s = s->next) {
@@ -128,7 +128,7 @@ static void sets_fork_prepare(void)
     }
 }
 
-static void sets_fork_parent(void)
+void mock_events_fork_parent(void)
 {
     for (struct nvmlEventSet_st *s = sets; s != NULL; s = s->next) {
         pthread_mutex_unlock(&s->lock);
@@ -148,7 +148,7 @@ static int set_cond_init(pthread_cond_t *cond)
 
 /* In the child, only this thread: no call holds a set, and no thread waits on a condition
  * (a condition that counts the parent's waiters would never let itself be destroyed). */
-static void sets_fork_child(void)
+void mock_events_fork_child(void)
 {
     for (struct nvmlEventSet_st *s = sets; s != NULL; s = s->next) {
         s->users = 0;
@@ -159,12 +159,6 @@ static void sets_fork_child(void)
     memset(&sets_left, 0, sizeof(sets_left));
     pthread_cond_init(&sets_left, NULL);
     pthread_mutex_unlock(&sets_lock);
-}
-
-static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
-static void fork_handlers_install(void)
-{
-    (void)pthread_atfork(sets_fork_prepare, sets_fork_parent, sets_fork_child);
 }
 
 /* A reference to the set `set` names, or NULL when it names none (never created, freed, or
@@ -296,7 +290,6 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
     if (s == NULL) {
         return NVML_ERROR_MEMORY;
     }
-    pthread_once(&fork_handlers_once, fork_handlers_install);
     if (pthread_mutex_init(&s->lock, NULL) != 0 || set_cond_init(&s->cond) != 0) {
         free(s);
         return NVML_ERROR_INSUFFICIENT_RESOURCES;

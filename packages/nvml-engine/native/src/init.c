@@ -466,9 +466,48 @@ static nvmlReturn_t load_state(void)
     return rc;
 }
 
+/*
+ * fork() copies only the calling thread. A lock another thread held at that moment stays held
+ * in the child for good, and the child's next init, event call or error report would wait for
+ * it forever (a Python client that forks workers while a monitoring thread calls NVML). The
+ * handlers take every lock of the library before the fork, in the order the library nests
+ * them (init, event sets, each set, the live binding, error details), and release them after
+ * it on both sides; the child's event sets also forget the parent's other threads.
+ */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&lifecycle_lock);
+    mock_events_fork_prepare();
+    mock_live_fork_prepare();
+    pthread_mutex_lock(&detail_lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&detail_lock);
+    mock_live_fork_release();
+    mock_events_fork_parent();
+    pthread_mutex_unlock(&lifecycle_lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutex_unlock(&detail_lock);
+    mock_live_fork_release();
+    mock_events_fork_child();
+    pthread_mutex_unlock(&lifecycle_lock);
+}
+
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+static void fork_handlers_install(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
     nvmlReturn_t rc = NVML_SUCCESS;
+    pthread_once(&fork_handlers_once, fork_handlers_install);
     pthread_mutex_lock(&lifecycle_lock);
     if (init_refcount == 0) {
         rc = load_state();

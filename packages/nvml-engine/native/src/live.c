@@ -271,6 +271,18 @@ static int attach_locked(const char *path, unsigned int count, const char *uuids
     return 0;
 }
 
+/* The live binding's lock across a fork (init.c): its holder is the forking thread, in the
+ * parent and in the child alike, so releasing it is the same on both sides. */
+void mock_live_fork_prepare(void)
+{
+    pthread_mutex_lock(&bind_lock);
+}
+
+void mock_live_fork_release(void)
+{
+    pthread_mutex_unlock(&bind_lock);
+}
+
 int mock_live_attach(const char *path, unsigned int count, const char *uuids, size_t uuid_stride,
                      const unsigned char **recs, const unsigned char **header, char *why, size_t why_len)
 {

@@ -258,6 +258,14 @@ nvmlReturn_t mock_nvlink_remote_link(const struct nvmlDevice_st *d, unsigned int
 /* Fabric health summary derived from a health mask. */
 unsigned char mock_fabric_health_summary(unsigned int mask);
 
+/* Fork handlers (init.c installs them): take the module's locks before a fork, give them
+ * back in the parent, and in the child also forget the threads fork did not copy. */
+void mock_events_fork_prepare(void);
+void mock_events_fork_parent(void);
+void mock_events_fork_child(void);
+void mock_live_fork_prepare(void);
+void mock_live_fork_release(void);
+
 /* Record an init failure detail that nvmlErrorString(code) returns until the next init. */
 void mock_set_error_detail(nvmlReturn_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drop the detail of `code` (a condition that has passed: the live layer mapped again). */
