@@ -15,13 +15,11 @@
  * Either way nvmlEventSetFree wakes its waiters and waits for them to leave before the set's
  * memory goes away.
  *
- * A handle is looked up, never dereferenced on trust: the library keeps the sets it created
- * in a list, and every call takes a reference to its set under the list's lock. A set being
- * freed leaves the list first, so a call that races nvmlEventSetFree, or comes after it (a
- * stale handle, a double free), answers NVML_ERROR_INVALID_ARGUMENT instead of reading freed
- * memory; the free waits for the references already taken. NVIDIA leaves these calls
- * undefined; a monitoring agent that frees its set on shutdown while its health thread is
- * about to wait is the common case.
+ * A handle is looked up, never dereferenced on trust (handles.h): a call that races
+ * nvmlEventSetFree, or comes after it (a stale handle, a double free), answers
+ * NVML_ERROR_INVALID_ARGUMENT, and the free waits for the calls that took the set first.
+ * NVIDIA leaves these calls undefined; a monitoring agent that frees its set on shutdown
+ * while its health thread is about to wait is the common case.
  *
  * A fork copies the sets but only the forking thread: the library's fork handlers (init.c)
  * take every set's locks around the fork, and the child forgets the references and condition
@@ -39,6 +37,7 @@
  * wakes no futex: waits sleep in slices of LOST_POLL_MS to notice it.
  */
 #define _GNU_SOURCE
+#include "handles.h"
 #include "mock.h"
 #include "visible.h"
 
@@ -62,8 +61,7 @@
 #endif
 
 struct nvmlEventSet_st {
-    struct nvmlEventSet_st *next; /* in `sets`; guarded by sets_lock */
-    unsigned int users;           /* calls holding the set (set_take); guarded by sets_lock */
+    struct mock_handle handle; /* in `sets` */
     unsigned long long lost_told[(STATE_MAX_GPUS + 63) / 64]; /* GPUs whose loss this set reported */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -113,27 +111,27 @@ static unsigned long long supported_events(const struct nvmlDevice_st *d)
     return mask;
 }
 
-/* The sets this process created and has not begun to free. A process holds a few (one per
- * NVML client thread that waits), so a lookup walks them. `sets_left` is signalled when a
- * set being freed loses its last user. */
-static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t sets_left = PTHREAD_COND_INITIALIZER;
-static struct nvmlEventSet_st *sets;
+/* The sets this process created and has not begun to free. */
+static struct mock_handles sets = MOCK_HANDLES_INIT;
+
+#define EACH_SET(s) \
+    for (struct nvmlEventSet_st *s = (struct nvmlEventSet_st *)(void *)sets.head; s != NULL; \
+         s = (struct nvmlEventSet_st *)(void *)s->handle.next)
 
 void mock_events_fork_prepare(void)
 {
-    pthread_mutex_lock(&sets_lock);
-    for (struct nvmlEventSet_st *s = sets; s != NULL; s = s->next) {
+    mock_handles_fork_prepare(&sets);
+    EACH_SET(s) {
         pthread_mutex_lock(&s->lock);
     }
 }
 
 void mock_events_fork_parent(void)
 {
-    for (struct nvmlEventSet_st *s = sets; s != NULL; s = s->next) {
+    EACH_SET(s) {
         pthread_mutex_unlock(&s->lock);
     }
-    pthread_mutex_unlock(&sets_lock);
+    mock_handles_fork_parent(&sets);
 }
 
 static int set_cond_init(pthread_cond_t *cond)
@@ -146,61 +144,26 @@ static int set_cond_init(pthread_cond_t *cond)
     return rc;
 }
 
-/* In the child, only this thread: no call holds a set, and no thread waits on a condition
- * (a condition that counts the parent's waiters would never let itself be destroyed). */
+/* In the child, only this thread: no thread waits on a set's condition (one that counts the
+ * parent's waiters would never let itself be destroyed). */
 void mock_events_fork_child(void)
 {
-    for (struct nvmlEventSet_st *s = sets; s != NULL; s = s->next) {
-        s->users = 0;
+    EACH_SET(s) {
         memset(&s->cond, 0, sizeof(s->cond));
         (void)set_cond_init(&s->cond);
         pthread_mutex_unlock(&s->lock);
     }
-    memset(&sets_left, 0, sizeof(sets_left));
-    pthread_cond_init(&sets_left, NULL);
-    pthread_mutex_unlock(&sets_lock);
+    mock_handles_fork_child(&sets);
 }
 
-/* A reference to the set `set` names, or NULL when it names none (never created, freed, or
- * being freed). Every call that takes one gives it back with set_drop. */
 static struct nvmlEventSet_st *set_take(nvmlEventSet_t set)
 {
-    pthread_mutex_lock(&sets_lock);
-    struct nvmlEventSet_st *s = sets;
-    while (s != NULL && s != set) {
-        s = s->next;
-    }
-    if (s != NULL) {
-        s->users++;
-    }
-    pthread_mutex_unlock(&sets_lock);
-    return s;
+    return (struct nvmlEventSet_st *)(void *)mock_handle_take(&sets, set);
 }
 
 static void set_drop(struct nvmlEventSet_st *s)
 {
-    pthread_mutex_lock(&sets_lock);
-    if (--s->users == 0 && __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE)) {
-        pthread_cond_broadcast(&sets_left);
-    }
-    pthread_mutex_unlock(&sets_lock);
-}
-
-/* Take `set` out of the list, so that no call can take it any more; NULL when it is not
- * there (never created, or already being freed). */
-static struct nvmlEventSet_st *set_unlist(nvmlEventSet_t set)
-{
-    pthread_mutex_lock(&sets_lock);
-    struct nvmlEventSet_st **link = &sets;
-    while (*link != NULL && *link != set) {
-        link = &(*link)->next;
-    }
-    struct nvmlEventSet_st *s = *link;
-    if (s != NULL) {
-        *link = s->next;
-    }
-    pthread_mutex_unlock(&sets_lock);
-    return s;
+    mock_handle_drop(&sets, &s->handle);
 }
 
 static uint64_t ring_head(const unsigned char *h)
@@ -305,10 +268,7 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
         (void)madvise((void *)(uintptr_t)(s->ring + LIVE_EVENTS_OFFSET),
                       (size_t)LIVE_EVENT_SLOTS * LIVE_EVENT_RECORD_BYTES, MADV_POPULATE_READ);
     }
-    pthread_mutex_lock(&sets_lock);
-    s->next = sets;
-    sets = s;
-    pthread_mutex_unlock(&sets_lock);
+    mock_handle_add(&sets, &s->handle);
     *set = s;
     return NVML_SUCCESS;
 }
@@ -546,35 +506,24 @@ MOCK_EXPORT nvmlReturn_t nvmlEventSetWait_v3(nvmlEventSet_t set, nvmlEventSetWai
     return rc;
 }
 
+/* Waiters sleep on the ring's shared word: wake them (waiters of other sets wake too, find
+ * nothing new and sleep again). */
+static void wake_ring(void *arg)
+{
+    const struct nvmlEventSet_st *s = arg;
+    syscall(SYS_futex, ring_word(s->ring), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
 {
-    struct nvmlEventSet_st *s = set_unlist(set);
+    struct nvmlEventSet_st *s = (struct nvmlEventSet_st *)(void *)mock_handle_unlist(&sets, set);
     REQUIRE_ARG(s);
     /* No call can take the set now; wake those that hold it. */
     pthread_mutex_lock(&s->lock);
     __atomic_store_n(&s->closing, 1, __ATOMIC_RELEASE); /* read unlocked by waiters */
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
-    pthread_mutex_lock(&sets_lock);
-    while (s->users > 0) {
-        if (s->ring != NULL) {
-            /* Waiters sleep on the shared word; wake them (waiters of other sets wake too, find
-             * nothing new and sleep again). A waiter between its check and its FUTEX_WAIT
-             * misses this wake, so it is repeated until every user has left. */
-            syscall(SYS_futex, ring_word(s->ring), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-            struct timespec retry;
-            clock_gettime(CLOCK_REALTIME, &retry); /* sets_left keeps the default clock */
-            retry.tv_nsec += 1000000L;
-            if (retry.tv_nsec >= 1000000000L) {
-                retry.tv_sec += 1;
-                retry.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&sets_left, &sets_lock, &retry);
-        } else {
-            pthread_cond_wait(&sets_left, &sets_lock);
-        }
-    }
-    pthread_mutex_unlock(&sets_lock);
+    mock_handle_wait_unused(&sets, &s->handle, s->ring != NULL ? wake_ring : NULL, s);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->lock);
     free(s);

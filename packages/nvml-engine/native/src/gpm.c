@@ -16,7 +16,11 @@
  * MIG: nvmlGpmMigSampleGet samples one GPU instance of a GPU in MIG mode; its utilization is
  * the allocation records' processes on that instance (their sum, capped at 100), or the GPU's
  * own pattern when set. Streaming is a per-device flag kept in this process, off at init.
+ *
+ * Samples are looked up among those this process allocated (handles.h): a freed sample, a
+ * second free or a call racing the free answers NVML_ERROR_INVALID_ARGUMENT.
  */
+#include "handles.h"
 #include "mig.h"
 #include "mock.h"
 #include "processes.h"
@@ -25,12 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GPM_MAGIC 0x47504d31u /* "GPM1" */
 #define GPM_NO_GI 0xFFFFFFFFu
 #define MIB 1048576.0
 
 struct nvmlGpmSample_st {
-    uint32_t magic;
+    struct mock_handle handle; /* in `samples` */
     uint32_t filled;
     const struct nvmlDevice_st *d;
     uint32_t gi; /* GPM_NO_GI: the whole GPU */
@@ -71,9 +74,35 @@ static int gpm_board(const struct nvmlDevice_st *d)
     return d->s.architecture >= NVML_DEVICE_ARCH_HOPPER && d->s.architecture != NVML_DEVICE_ARCH_DLA;
 }
 
-static int sample_ok(const struct nvmlGpmSample_st *s)
+/* The samples this process allocated and has not begun to free. */
+static struct mock_handles samples = MOCK_HANDLES_INIT;
+
+void mock_gpm_fork_prepare(void)
 {
-    return s != NULL && s->magic == GPM_MAGIC;
+    mock_handles_fork_prepare(&samples);
+}
+
+void mock_gpm_fork_parent(void)
+{
+    mock_handles_fork_parent(&samples);
+}
+
+void mock_gpm_fork_child(void)
+{
+    mock_handles_fork_child(&samples);
+}
+
+/* A reference to the sample `p` names (NULL: none); given back with sample_drop. */
+static struct nvmlGpmSample_st *sample_take(const void *p)
+{
+    return (struct nvmlGpmSample_st *)(void *)mock_handle_take(&samples, p);
+}
+
+static void sample_drop(struct nvmlGpmSample_st *s)
+{
+    if (s != NULL) {
+        mock_handle_drop(&samples, &s->handle);
+    }
 }
 
 /* The GPU's own utilization now: its pattern's, else the live or board value. */
@@ -122,8 +151,8 @@ static void fill(struct nvmlGpmSample_st *s, const struct nvmlDevice_st *d, uint
     if (mock_proc_mem_util(procs) > mem) {
         mem = mock_proc_mem_util(procs);
     }
-    memset(s, 0, sizeof(*s));
-    s->magic = GPM_MAGIC;
+    /* everything but the handle part, which the registry guards */
+    memset((unsigned char *)s + sizeof(s->handle), 0, sizeof(*s) - sizeof(s->handle));
     s->filled = 1;
     s->d = d;
     s->gi = gi;
@@ -153,7 +182,7 @@ MOCK_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample)
     if (s == NULL) {
         return NVML_ERROR_MEMORY;
     }
-    s->magic = GPM_MAGIC;
+    mock_handle_add(&samples, &s->handle);
     *gpmSample = s;
     return NVML_SUCCESS;
 }
@@ -161,11 +190,10 @@ MOCK_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *gpmSample)
 MOCK_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample)
 {
     REQUIRE_LIVE();
-    if (!sample_ok(gpmSample)) {
-        return NVML_ERROR_INVALID_ARGUMENT;
-    }
-    gpmSample->magic = 0; /* a second free of the same sample is refused, not a double free */
-    free(gpmSample);
+    struct mock_handle *h = mock_handle_unlist(&samples, gpmSample);
+    REQUIRE_ARG(h);
+    mock_handle_wait_unused(&samples, h, NULL, NULL);
+    free(h);
     return NVML_SUCCESS;
 }
 
@@ -183,31 +211,28 @@ MOCK_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmS
 MOCK_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample)
 {
     GET_DEVICE(device, d);
-    if (!sample_ok(gpmSample)) {
-        return NVML_ERROR_INVALID_ARGUMENT;
+    struct nvmlGpmSample_st *s = sample_take(gpmSample);
+    REQUIRE_ARG(s);
+    nvmlReturn_t rc = NVML_ERROR_NOT_SUPPORTED;
+    if (gpm_board(d)) {
+        fill(s, d, GPM_NO_GI);
+        rc = NVML_SUCCESS;
     }
-    if (!gpm_board(d)) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    fill(gpmSample, d, GPM_NO_GI);
-    return NVML_SUCCESS;
+    sample_drop(s);
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId, nvmlGpmSample_t gpmSample)
 {
     GET_DEVICE(device, d);
-    if (!sample_ok(gpmSample)) {
-        return NVML_ERROR_INVALID_ARGUMENT;
+    struct nvmlGpmSample_st *s = sample_take(gpmSample);
+    REQUIRE_ARG(s);
+    nvmlReturn_t rc = gpm_board(d) ? mock_mig_gi_present(device, gpuInstanceId) : NVML_ERROR_NOT_SUPPORTED;
+    if (rc == NVML_SUCCESS) {
+        fill(s, d, gpuInstanceId);
     }
-    if (!gpm_board(d)) {
-        return NVML_ERROR_NOT_SUPPORTED;
-    }
-    nvmlReturn_t rc = mock_mig_gi_present(device, gpuInstanceId);
-    if (rc != NVML_SUCCESS) {
-        return rc;
-    }
-    fill(gpmSample, d, gpuInstanceId);
-    return NVML_SUCCESS;
+    sample_drop(s);
+    return rc;
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlGpmQueryIfStreamingEnabled(nvmlDevice_t device, unsigned int *state)
@@ -333,16 +358,11 @@ static void metric(nvmlGpmMetric_t *m, const struct nvmlGpmSample_st *a, const s
     m->metricInfo.unit = NULL;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet)
+/* The metrics between two samples the caller holds (references taken). */
+static nvmlReturn_t metrics_between(nvmlGpmMetricsGet_t *metricsGet, const struct nvmlGpmSample_st *a,
+                                    const struct nvmlGpmSample_st *b)
 {
-    REQUIRE_LIVE();
-    REQUIRE_ARG(metricsGet);
-    if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION) {
-        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    }
-    const struct nvmlGpmSample_st *a = metricsGet->sample1;
-    const struct nvmlGpmSample_st *b = metricsGet->sample2;
-    if (!sample_ok(a) || !sample_ok(b) || !a->filled || !b->filled || metricsGet->numMetrics > NVML_GPM_METRIC_MAX) {
+    if (a == NULL || b == NULL || !a->filled || !b->filled || metricsGet->numMetrics > NVML_GPM_METRIC_MAX) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     /* two samples of one GPU (or one GPU instance of it), the second taken later */
@@ -359,4 +379,19 @@ MOCK_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet)
         metric(&metricsGet->metrics[i], a, b, seconds);
     }
     return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *metricsGet)
+{
+    REQUIRE_LIVE();
+    REQUIRE_ARG(metricsGet);
+    if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    struct nvmlGpmSample_st *a = sample_take(metricsGet->sample1);
+    struct nvmlGpmSample_st *b = sample_take(metricsGet->sample2);
+    nvmlReturn_t rc = metrics_between(metricsGet, a, b);
+    sample_drop(b);
+    sample_drop(a);
+    return rc;
 }

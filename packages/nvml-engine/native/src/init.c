@@ -471,13 +471,15 @@ static nvmlReturn_t load_state(void)
  * in the child for good, and the child's next init, event call or error report would wait for
  * it forever (a Python client that forks workers while a monitoring thread calls NVML). The
  * handlers take every lock of the library before the fork, in the order the library nests
- * them (init, event sets, each set, the live binding, error details), and release them after
- * it on both sides; the child's event sets also forget the parent's other threads.
+ * them (init, event sets, each set, GPM samples, the live binding, error details), and release
+ * them after it on both sides; the child's handle registries also forget the parent's other
+ * threads.
  */
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&lifecycle_lock);
     mock_events_fork_prepare();
+    mock_gpm_fork_prepare();
     mock_live_fork_prepare();
     pthread_mutex_lock(&detail_lock);
 }
@@ -486,6 +488,7 @@ static void fork_parent(void)
 {
     pthread_mutex_unlock(&detail_lock);
     mock_live_fork_release();
+    mock_gpm_fork_parent();
     mock_events_fork_parent();
     pthread_mutex_unlock(&lifecycle_lock);
 }
@@ -494,6 +497,7 @@ static void fork_child(void)
 {
     pthread_mutex_unlock(&detail_lock);
     mock_live_fork_release();
+    mock_gpm_fork_child();
     mock_events_fork_child();
     pthread_mutex_unlock(&lifecycle_lock);
 }

@@ -263,6 +263,9 @@ unsigned char mock_fabric_health_summary(unsigned int mask);
 void mock_events_fork_prepare(void);
 void mock_events_fork_parent(void);
 void mock_events_fork_child(void);
+void mock_gpm_fork_prepare(void);
+void mock_gpm_fork_parent(void);
+void mock_gpm_fork_child(void);
 void mock_live_fork_prepare(void);
 void mock_live_fork_release(void);
 

@@ -10,6 +10,8 @@ throughput counters.
 from __future__ import annotations
 
 import ctypes
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -280,3 +282,61 @@ def test_mig_samples_follow_the_processes_on_their_instance(
     sample = pynvml.nvmlGpmSampleAlloc()
     with pytest.raises(pynvml.NVMLError_NotFound):
         pynvml.nvmlGpmMigSampleGet(pynvml.nvmlDeviceGetHandleByIndex(0), 13, sample)
+
+
+def test_a_freed_sample_names_nothing(
+    pynvml: Any, h100: live.LiveLayer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A freed sample is refused wherever it is passed (a second free, a sample, a metric
+    between it and a live one) with INVALID_ARGUMENT, not read after the free; the samples
+    still held answer as before."""
+    h100.set(0, steady(40))
+    first, second = two_samples(pynvml, monkeypatch)
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    pynvml.nvmlGpmSampleFree(first)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        pynvml.nvmlGpmSampleFree(first)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        pynvml.nvmlGpmSampleGet(handle, first)
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        metrics(pynvml, first, second, [pynvml.NVML_GPM_METRIC_SM_UTIL])
+    third = pynvml.nvmlGpmSampleAlloc()
+    at(pynvml, monkeypatch, 62_000)
+    pynvml.nvmlGpmSampleGet(handle, third)
+    got = metrics(pynvml, second, third, [pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL])
+    assert got[pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL].value == pytest.approx(40)
+    for sample in (second, third):
+        pynvml.nvmlGpmSampleFree(sample)
+
+
+def test_samples_taken_while_they_are_freed(pynvml: Any, h100: live.LiveLayer) -> None:
+    """Threads sample into one sample in a loop while it is freed: each call answers SUCCESS
+    (it took the sample first) or INVALID_ARGUMENT (after), and the free returns."""
+    pynvml.nvmlInit()
+    lib = pynvml._nvmlGetFunctionPointer
+    get, alloc, free = (
+        lib("nvmlGpmSampleGet"),
+        lib("nvmlGpmSampleAlloc"),
+        lib("nvmlGpmSampleFree"),
+    )
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    for _ in range(20):
+        sample = ctypes.c_void_p()
+        assert alloc(ctypes.byref(sample)) == 0
+        answers: list[list[int]] = [[] for _ in range(4)]
+
+        def call(mine: list[int], target: ctypes.c_void_p = sample) -> None:
+            while not mine or mine[-1] != pynvml.NVML_ERROR_INVALID_ARGUMENT:
+                mine.append(get(handle, target))
+
+        threads = [threading.Thread(target=call, args=(mine,)) for mine in answers]
+        for t in threads:
+            t.start()
+        time.sleep(0.002)  # some calls in before the free
+        assert free(sample) == 0
+        for t in threads:
+            t.join(10)
+            assert not t.is_alive()
+        for mine in answers:
+            assert set(mine[:-1]) <= {pynvml.NVML_SUCCESS}
+            assert mine[-1] == pynvml.NVML_ERROR_INVALID_ARGUMENT
