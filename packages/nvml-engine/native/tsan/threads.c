@@ -14,10 +14,11 @@
  *            others read nvmlErrorString for the reason, which must stay whole.
  *   before 3 all threads block on one event set with a 60 s timeout and the main thread
  *            frees the set: every waiter must wake at once (TIMEOUT) before it is freed.
- *            Then, for FREE_ROUNDS rounds, all threads call wait (no timeout) and register
- *            on one set in a loop while the main thread frees it under them: each call
- *            answers as on a live set or INVALID_ARGUMENT, never after the set is gone; a
- *            second free of the handle is INVALID_ARGUMENT.
+ *            Then, for FREE_ROUNDS rounds, half the threads call wait (no timeout) and
+ *            register on one set in a loop, the other half each sample into a GPM sample
+ *            of its own, while the main thread frees them all under them: each call answers as on a live
+ *            handle or INVALID_ARGUMENT, never after the memory is gone; a second free of
+ *            either handle is INVALID_ARGUMENT.
  *   phase 4  (run before 3) a live layer with a utilization pattern (busy) on every GPU, on the real clock,
  *            while the main thread keeps rewriting the pattern's seed and temperature lag:
  *            every utilization must be busy's and each thread's energy reading only grow.
@@ -330,20 +331,48 @@ static int free_under_waiters(void)
     return 0;
 }
 
-/* Every thread calls on one set in a loop while the main thread frees it: a call that takes
- * the set before the free answers as on a live set, one after it INVALID_ARGUMENT. A call
- * racing the free must never read the set's freed memory (TSan reports such a read). */
+/* Every thread calls on one shared event set (even threads) or on a GPM sample of its own (odd
+ * ones: a sample is the caller's buffer, so two threads filling one would race in the
+ * caller) in a loop while the main thread frees them all: a call that takes its handle before the free answers as
+ * on a live one, one after it INVALID_ARGUMENT. A call racing the free must never touch the
+ * freed memory (TSan reports such an access). */
 #define FREE_ROUNDS 40
 static nvmlEventSet_t racing_set;
+static nvmlGpmSample_t racing_samples[THREADS];
 static nvmlDevice_t racing_device;
 static atomic_ulong racing_calls; /* made by the callers; how many varies, so not in `calls` */
 static atomic_ulong racing_ended; /* callers whose call answered INVALID_ARGUMENT */
+
+/* Samples into the racing sample until it is gone: SUCCESS on a GPM board, NOT_SUPPORTED on
+ * an older one, the same answer every time. */
+static void *racing_sampler(long id)
+{
+    nvmlReturn_t live = NVML_ERROR_UNKNOWN;
+    for (;;) {
+        nvmlReturn_t rc = nvmlGpmSampleGet(racing_device, racing_samples[id]);
+        atomic_fetch_add(&racing_calls, 1);
+        if (rc == NVML_ERROR_INVALID_ARGUMENT) {
+            atomic_fetch_add(&racing_ended, 1);
+            return NULL;
+        }
+        if (live == NVML_ERROR_UNKNOWN && (rc == NVML_SUCCESS || rc == NVML_ERROR_NOT_SUPPORTED)) {
+            live = rc;
+        }
+        if (rc != live) {
+            mismatch(id, __LINE__, "a sample into one being freed: live answer or INVALID_ARGUMENT", rc);
+            return NULL;
+        }
+    }
+}
 
 static void *racing_caller(void *arg)
 {
     long id = (long)arg;
     nvmlEventData_t data;
     pthread_barrier_wait(&waiters_ready);
+    if (id % 2) {
+        return racing_sampler(id);
+    }
     for (unsigned long k = 0;; k++) {
         nvmlReturn_t rc = k % 2 ? nvmlEventSetWait_v2(racing_set, &data, 0)
                                 : nvmlDeviceRegisterEvents(racing_device, nvmlEventTypeXidCriticalError, racing_set);
@@ -368,6 +397,10 @@ static int free_under_callers(void)
     rc = nvmlDeviceGetHandleByIndex_v2(0, &racing_device);
     EXPECT(rc == NVML_SUCCESS, rc);
     for (int round = 0; round < FREE_ROUNDS; round++) {
+        for (int t = 1; t < THREADS; t += 2) {
+            rc = nvmlGpmSampleAlloc(&racing_samples[t]);
+            EXPECT(rc == NVML_SUCCESS, rc);
+        }
         rc = nvmlEventSetCreate(&racing_set);
         EXPECT(rc == NVML_SUCCESS, rc);
         if (rc != NVML_SUCCESS || pthread_barrier_init(&waiters_ready, NULL, THREADS + 1) != 0) {
@@ -384,6 +417,10 @@ static int free_under_callers(void)
         nanosleep(&settle, NULL);
         rc = nvmlEventSetFree(racing_set);
         EXPECT(rc == NVML_SUCCESS, rc);
+        for (int t = 1; t < THREADS; t += 2) {
+            rc = nvmlGpmSampleFree(racing_samples[t]);
+            EXPECT(rc == NVML_SUCCESS, rc);
+        }
         for (int t = 0; t < THREADS; t++) {
             pthread_join(tid[t], NULL);
         }
@@ -393,6 +430,12 @@ static int free_under_callers(void)
         nvmlEventData_t data;
         rc = nvmlEventSetWait_v2(racing_set, &data, 0);
         EXPECT(rc == NVML_ERROR_INVALID_ARGUMENT, rc);
+        for (int t = 1; t < THREADS; t += 2) {
+            rc = nvmlGpmSampleFree(racing_samples[t]);
+            EXPECT(rc == NVML_ERROR_INVALID_ARGUMENT, rc);
+            rc = nvmlGpmSampleGet(racing_device, racing_samples[t]);
+            EXPECT(rc == NVML_ERROR_INVALID_ARGUMENT, rc);
+        }
     }
     rc = nvmlShutdown();
     EXPECT(rc == NVML_SUCCESS, rc);

@@ -43,9 +43,10 @@ FAILING_CHECKS_PER_ROUND = 3  # phase 3: failing init, its error string, shutdow
 FREE_UNDER_WAITERS_CHECKS = (
     THREADS + 5
 )  # each blocked wait; init, create, free, wake time, shutdown
-FREE_ROUNDS = 40  # sets freed under callers that wait and register on them in a loop
-# init, a handle, shutdown; per round: create, free, a second free and a wait on the handle
-FREE_UNDER_CALLERS_CHECKS = 3 + 4 * FREE_ROUNDS
+FREE_ROUNDS = 40  # a set and GPM samples freed under callers using them in a loop
+# init, a handle, shutdown; per round for the set and for each odd thread's sample: create,
+# free, a second free and a call on the stale handle
+FREE_UNDER_CALLERS_CHECKS = 3 + 4 * (1 + THREADS // 2) * FREE_ROUNDS
 FREE_LINE = re.compile(
     r"^free rounds=(?P<rounds>\d+) calls=(?P<calls>\d+) ended=(?P<ended>\d+)$", re.MULTILINE
 )
