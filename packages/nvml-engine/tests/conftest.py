@@ -16,7 +16,9 @@ import select
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -318,3 +320,32 @@ def in_forked_child(work: Callable[[], str], timeout: float = 10.0) -> str:
     finally:
         os.close(read_end)
         os.waitpid(pid, 0)
+
+
+NVML_ERROR_INVALID_ARGUMENT = 2
+
+
+def race_frees(
+    calls: Sequence[Callable[[], int]], frees: Sequence[Callable[[], int]], settle: float = 0.005
+) -> list[list[int]]:
+    """Run each of *calls* on a thread of its own, in a loop, until it answers
+    INVALID_ARGUMENT (its handle is gone), while *frees* run (each must answer 0) once the
+    threads have had *settle* seconds of calls; every thread's answers, in order."""
+    answers: list[list[int]] = [[] for _ in calls]
+
+    def loop(call: Callable[[], int], mine: list[int]) -> None:
+        while not mine or mine[-1] != NVML_ERROR_INVALID_ARGUMENT:
+            mine.append(call())
+
+    threads = [
+        threading.Thread(target=loop, args=(call, mine))
+        for call, mine in zip(calls, answers, strict=True)
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(settle)
+    assert [free() for free in frees] == [0] * len(frees)
+    for t in threads:
+        t.join(10)
+        assert not t.is_alive(), "a call on a freed handle did not return"
+    return answers

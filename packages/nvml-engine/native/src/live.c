@@ -548,16 +548,20 @@ static unsigned int proc_high(const void *base)
     return h > LIVE_PROCESS_SLOTS ? LIVE_PROCESS_SLOTS : h;
 }
 
+/* Whether slot `rec` is free: no record in it, or one a writer that died left half written.
+ * Only under the writers' lock: no writer is active then, so an odd counter is a dead one's,
+ * and its slot is no one's (as the Python writer counted it). */
+static int proc_free(const unsigned char *rec)
+{
+    return (__atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_PROC_SEQ), __ATOMIC_RELAXED) & 1u) != 0 ||
+           proc_in_use(rec) != 1;
+}
+
 /* Whether slot `rec` holds a record of the container whose id field (LIVE_PROC_CONTAINER_ID_BYTES, NUL-padded)
- * is `id`. Only under the writers' lock: no writer is active, so a slot whose counter is odd was left by one
- * that died, and is no one's (its slot counts as free, as the Python writer's did). */
+ * is `id`. Only under the writers' lock (see proc_free). */
 static int proc_holds(const unsigned char *rec, const unsigned char *id)
 {
-    if ((__atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_PROC_SEQ), __ATOMIC_RELAXED) & 1u) != 0 ||
-        proc_in_use(rec) != 1) {
-        return 0;
-    }
-    return memcmp(rec + LIVE_PROC_CONTAINER_ID, id, LIVE_PROC_CONTAINER_ID_BYTES) == 0;
+    return !proc_free(rec) && memcmp(rec + LIVE_PROC_CONTAINER_ID, id, LIVE_PROC_CONTAINER_ID_BYTES) == 0;
 }
 
 static const unsigned char proc_none[LIVE_PROCESS_RECORD_BYTES];
@@ -592,9 +596,7 @@ int nvml_mock_live_proc_put(void *base, size_t len, const unsigned char *record,
             } else {
                 (void)nvml_mock_live_proc_write(base, len, slot, proc_none, sizeof(proc_none));
             }
-        } else if (free_slot < 0 && (proc_in_use(rec) != 1 || (__atomic_load_n((const uint64_t *)(const void *)rec,
-                                                                                 __ATOMIC_RELAXED) &
-                                                                 1u) != 0)) {
+        } else if (free_slot < 0 && proc_free(rec)) {
             free_slot = (int)slot;
         }
     }

@@ -5,10 +5,11 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from functools import partial
 from typing import Any
 
 import pytest
-from conftest import StateWriter, in_forked_child
+from conftest import StateWriter, in_forked_child, race_frees
 
 NVML_ERROR_INVALID_ARGUMENT = 2
 NVML_ERROR_TIMEOUT = 10
@@ -103,20 +104,8 @@ def test_calls_racing_a_free(nvml: Any, cnvml: ctypes.CDLL) -> None:
     for _ in range(20):
         event_set = ctypes.c_void_p()
         assert cnvml.nvmlEventSetCreate(ctypes.byref(event_set)) == 0
-        answers: list[list[int]] = [[] for _ in range(4)]
-
-        def call(mine: list[int], handle: ctypes.c_void_p = event_set) -> None:
-            while not mine or mine[-1] != NVML_ERROR_INVALID_ARGUMENT:
-                mine.append(cnvml.nvmlEventSetWait_v2(handle, data, 1))
-
-        threads = [threading.Thread(target=call, args=(mine,)) for mine in answers]
-        for t in threads:
-            t.start()
-        time.sleep(0.005)
-        assert cnvml.nvmlEventSetFree(event_set) == 0
-        for t in threads:
-            t.join(10)
-            assert not t.is_alive()
+        wait = partial(cnvml.nvmlEventSetWait_v2, event_set, data, 1)
+        answers = race_frees([wait] * 4, [partial(cnvml.nvmlEventSetFree, event_set)])
         for mine in answers:
             assert set(mine[:-1]) <= {NVML_ERROR_TIMEOUT}
             assert mine[-1] == NVML_ERROR_INVALID_ARGUMENT

@@ -10,14 +10,14 @@ throughput counters.
 from __future__ import annotations
 
 import ctypes
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import nvml_mock_live as live
 import pytest
+from conftest import race_frees
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.render import render_text
 from nvml_mock_live import Allocation
@@ -310,8 +310,9 @@ def test_a_freed_sample_names_nothing(
 
 
 def test_samples_taken_while_they_are_freed(pynvml: Any, h100: live.LiveLayer) -> None:
-    """Threads sample into one sample in a loop while it is freed: each call answers SUCCESS
-    (it took the sample first) or INVALID_ARGUMENT (after), and the free returns."""
+    """Threads sample in a loop, each into a sample of its own (a sample is the caller's
+    buffer), while the samples are freed: each call answers SUCCESS (it took its sample
+    first) or INVALID_ARGUMENT (after), and the frees return."""
     pynvml.nvmlInit()
     lib = pynvml._nvmlGetFunctionPointer
     get, alloc, free = (
@@ -321,22 +322,14 @@ def test_samples_taken_while_they_are_freed(pynvml: Any, h100: live.LiveLayer) -
     )
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     for _ in range(20):
-        sample = ctypes.c_void_p()
-        assert alloc(ctypes.byref(sample)) == 0
-        answers: list[list[int]] = [[] for _ in range(4)]
-
-        def call(mine: list[int], target: ctypes.c_void_p = sample) -> None:
-            while not mine or mine[-1] != pynvml.NVML_ERROR_INVALID_ARGUMENT:
-                mine.append(get(handle, target))
-
-        threads = [threading.Thread(target=call, args=(mine,)) for mine in answers]
-        for t in threads:
-            t.start()
-        time.sleep(0.002)  # some calls in before the free
-        assert free(sample) == 0
-        for t in threads:
-            t.join(10)
-            assert not t.is_alive()
+        samples = [ctypes.c_void_p() for _ in range(4)]
+        for sample in samples:
+            assert alloc(ctypes.byref(sample)) == 0
+        answers = race_frees(
+            [partial(get, handle, sample) for sample in samples],
+            [partial(free, sample) for sample in samples],
+            settle=0.002,
+        )
         for mine in answers:
             assert set(mine[:-1]) <= {pynvml.NVML_SUCCESS}
             assert mine[-1] == pynvml.NVML_ERROR_INVALID_ARGUMENT
