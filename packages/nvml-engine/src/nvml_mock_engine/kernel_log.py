@@ -172,7 +172,7 @@ class _File:
         self._host = socket.gethostname().split(".", 1)[0] or "localhost"
 
     def write(self, lines: Sequence[str]) -> None:
-        stamp = time.strftime("%b %e %H:%M:%S", time.localtime())
+        stamp = time.strftime("%b %e %H:%M:%S", time.localtime(time.time()))
         data = "".join(f"{stamp} {self._host} kernel: {line}\n" for line in lines).encode()
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

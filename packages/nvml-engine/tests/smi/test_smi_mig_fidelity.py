@@ -52,6 +52,19 @@ def test_date_pads_the_day_with_a_space() -> None:
     )
 
 
+def test_date_is_never_behind_the_clock_read_before_it() -> None:
+    """The stamp reads the fine clock. ``localtime()`` without an argument reads the coarse
+    one, which lags by up to a tick, so just after a second turned it named the one before.
+    The loop runs across a turn of the second, where that shows."""
+    late = []
+    end = int(time.time()) + 1.01
+    while (before := time.time()) < end:
+        stamp = clock_stamp()
+        if stamp != clock_stamp(before) and stamp != clock_stamp(time.time()):
+            late.append((before, stamp))
+    assert late == []
+
+
 def test_date_line_of_the_table_and_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, library_file: Path
 ) -> None:

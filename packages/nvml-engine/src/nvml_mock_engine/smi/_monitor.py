@@ -254,7 +254,7 @@ def _count_and_delay(options: Options) -> tuple[int | None, float]:
 
 
 def _clock() -> tuple[str, str]:
-    now = time.localtime()
+    now = time.localtime(time.time())  # the fine clock, as every other stamp
     return time.strftime("%Y%m%d", now), time.strftime("%H:%M:%S", now)
 
 

@@ -17,8 +17,12 @@ NA = "N/A"
 
 def clock_stamp(seconds: float | None = None) -> str:
     """The date line of the table and the ``-q`` Timestamp: C's asctime, as the real tool
-    prints it, the day of the month padded with a space (``Tue Dec  1 09:05:02 2026``)."""
-    return time.asctime(time.localtime(seconds))
+    prints it, the day of the month padded with a space (``Tue Dec  1 09:05:02 2026``).
+
+    The clock is read with ``time.time()`` even when no time is given: ``localtime()`` alone
+    reads ``time(NULL)``, the coarse clock, which can still be in the previous second when
+    the fine clock every other stamp of the node uses has moved on."""
+    return time.asctime(time.localtime(time.time() if seconds is None else seconds))
 
 
 ARCHITECTURES = {
