@@ -414,7 +414,11 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
             if (!time_left(&deadline, &left)) {
                 break;
             }
+            /* One slice of the wait: at its end the scan above runs again, so a loss without
+             * an event (which wakes no one) is seen within LOST_POLL_MS, not at the timeout. */
+            struct timespec slice = deadline;
             if (left.tv_sec > 0 || left.tv_nsec > (long)LOST_POLL_MS * 1000000L) {
+                slice = deadline_after(LOST_POLL_MS);
                 left.tv_sec = 0;
                 left.tv_nsec = (long)LOST_POLL_MS * 1000000L;
             }
@@ -431,7 +435,7 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
                  * it about a thousand system calls a second and a real event at most that
                  * pause of latency. */
                 if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen ||
-                    __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE) || !time_left(&deadline, &left)) {
+                    __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE) || !time_left(&slice, &left)) {
                     break;
                 }
                 if (++spurious >= SPURIOUS_BEFORE_PAUSE) {
@@ -442,7 +446,7 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
                     nanosleep(&pause, NULL);
                     if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != seen ||
                         __atomic_load_n(&s->closing, __ATOMIC_ACQUIRE) ||
-                        !time_left(&deadline, &left)) {
+                        !time_left(&slice, &left)) {
                         break;
                     }
                 }

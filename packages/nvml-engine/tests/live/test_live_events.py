@@ -478,8 +478,11 @@ def test_a_blocked_waiter_learns_of_a_loss_without_an_event(
     waiter.start()
     time.sleep(0.3)
     layer.set(1, {"gpu_lost": 1})
+    # told within a slice of the wait (250 ms), not at its 10 s timeout
+    waiter.join(5)
+    told_early = not waiter.is_alive()
     waiter.join(10)
-    assert outcome == ["lost"]
+    assert outcome == ["lost"] and told_early
     layer.clear(1, ["gpu_lost"])
 
 
