@@ -167,6 +167,7 @@ LIVE_ONLY_ROWS: Final[tuple[KeyRow, ...]] = (
     ('fault_trigger', 'UINT32', 255, None, 3, '0', False, None, 75),
     ('fault_trigger_param', 'UINT64', 255, None, None, '0', False, None, 76),
     ('fault_trigger_seed', 'UINT64', 255, None, None, '0', False, None, 77),
+    ('fault_trigger_arm', 'UINT32', 255, None, None, '0', False, None, 78),
     ('temperature_lag_ms', 'UINT32', 255, None, None, '0', False, None, 90),
     ('temperature_load_c', 'UINT32', 255, None, 200, '0', False, None, 91),
     ('util_pattern_energy_mj', 'UINT64', 255, None, None, '0', False, None, 92),

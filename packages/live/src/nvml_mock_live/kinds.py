@@ -30,5 +30,11 @@ TRIGGERS: Final[Mapping[str, int]] = {
 """The ``fault_trigger`` kinds by name (``now`` is not armed)."""
 EVENTS: Final[Mapping[str, int]] = dict(declared.EVENT_ROWS)
 """The NVML events a recipe sends, by name: their ``nvmlEventType*`` bit."""
-TRIGGER_KEYS: Final = ("fault_trigger", "fault_trigger_param", "fault_trigger_seed")
-"""The live keys of a GPU's fault trigger (its kind, parameter and seed)."""
+TRIGGER_KEYS: Final = (
+    "fault_trigger",
+    "fault_trigger_param",
+    "fault_trigger_seed",
+    "fault_trigger_arm",
+)
+"""The live keys of a GPU's fault trigger (its kind, parameter and seed, and the tag of the
+arm its armed events belong to)."""

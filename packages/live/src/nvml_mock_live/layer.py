@@ -82,6 +82,9 @@ __all__ = [
 LIVE_FILE_NAME: Final = names.LIVE_FILE_NAME
 logger = logging.getLogger(__name__)
 _U64: Final = (1 << 64) - 1
+_EVENT_TYPES: Final = (1 << 32) - 1
+"""The low half of a ring record's type word: the ``nvmlEventType*`` bits (the high half is an
+armed event's tag)."""
 _CLEAR, _SET, _ARMED = 0, 1, 2
 """The write primitive's operations per slot: unset it, set it, set it armed."""
 _U32_AT: Final = struct.Struct("<I").unpack_from
@@ -106,6 +109,9 @@ class LiveEvent:
     data: int
     gpu_instance: int | None = None
     compute_instance: int | None = None
+    arm: int | None = None
+    """An armed event's tag (the GPU's ``fault_trigger_arm`` when it was sent): it reaches a
+    process once the GPU's fault trigger fired there. None: delivered as it comes."""
 
 
 def guarded_directory(path: Path) -> Path:
@@ -532,13 +538,19 @@ class LiveLayer:
         *,
         gpu_instance: int | None = None,
         compute_instance: int | None = None,
+        armed: bool = False,
     ) -> int:
         """Append an NVML event (``nvmlEventType*`` bit, e.g. Xid 0x8 with the Xid as *data*)
         for *gpu* to the event ring and wake every waiter on the node; returns its sequence
         number. Only event sets that registered before it receive it. *gpu_instance* and
         *compute_instance* (both or neither) put it on that MIG device of the GPU: waiters get
         its ids in ``gpuInstanceId`` / ``computeInstanceId``, and a container that was not
-        given that MIG device does not get it. The instance must exist now."""
+        given that MIG device does not get it. The instance must exist now.
+
+        *armed*: the event waits for the GPU's fault trigger, as armed values do. Each process
+        receives it once the trigger has fired there (after its own N calls, its own draw, or
+        at the time), and none does once the GPU is reset or armed for another fault; the
+        GPU's ``fault_trigger_arm`` must be set (the trigger's values are written first)."""
         self._gpu(gpu)
         if (gpu_instance is None) != (compute_instance is None):
             raise LiveValueError(
@@ -550,9 +562,11 @@ class LiveLayer:
             not isinstance(event_type, int)
             or event_type <= 0
             or event_type & (event_type - 1)
-            or event_type > _U64
+            or event_type > _EVENT_TYPES
         ):
-            raise LiveValueError("event_type", event_type, "must be one nvmlEventType* bit")
+            raise LiveValueError(
+                "event_type", event_type, "must be one nvmlEventType* bit (bits 0..31)"
+            )
         if not isinstance(data, int) or not 0 <= data <= _U64:
             raise LiveValueError("data", data, "must be an unsigned 64-bit integer")
         self._writable()
@@ -570,9 +584,20 @@ class LiveLayer:
                     )
             else:
                 ids = (none, none)
+            word = event_type
+            if armed:
+                arm = self.values(gpu).get("fault_trigger_arm", 0)
+                if not arm:
+                    raise LiveValueError(
+                        "armed",
+                        True,
+                        f"GPU {gpu} has no fault trigger (fault_trigger_arm unset): write the "
+                        "trigger's values before an armed event",
+                    )
+                word |= arm << 32
             seq = int(
                 self.lib.nvml_mock_live_event_on(
-                    self.address(), SIZE, gpu, ids[0], ids[1], event_type, data
+                    self.address(), SIZE, gpu, ids[0], ids[1], word, data
                 )
             )
         if seq == 0:
@@ -636,14 +661,17 @@ class LiveLayer:
                 # the GPU word: board GPU, then GI + 1 and CI + 1 (0: the whole GPU)
                 gi, ci = (word >> 32) & 0xFFFF, (word >> 48) & 0xFFFF
                 mig = gi != 0 and ci != 0
+                # the type word: the event bit, and an armed event's tag in the high half
+                arm = event_type >> 32
                 found.append(
                     LiveEvent(
                         seq,
                         word & 0xFFFFFFFF,
-                        event_type,
+                        event_type & _EVENT_TYPES,
                         data,
                         gi - 1 if mig else None,
                         ci - 1 if mig else None,
+                        arm or None,
                     )
                 )
         return found

@@ -12,7 +12,8 @@ them accepts is a value every other applies the same way.
 - **utilization** (:func:`parse_utilization_words`, :func:`parse_utilization`): a
   percentage, or a declared pattern with its level, period and seed; :func:`utilization_values`
   turns one into the live keys it sets;
-- **triggers** (:func:`trigger_values`): when armed values take effect;
+- **triggers** (:func:`trigger_values`, :func:`arm_tag`): when armed values and armed events
+  take effect;
 - **fault recipes** (:data:`FAULTS`): their names and the keys and events each may write
   (their plans are the engine's, ``nvml_mock_engine.faults``);
 - **live values** (:func:`check_live_value`): a ``KEY=VALUE`` as every writer takes it.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,6 +49,7 @@ __all__ = [
     "Fault",
     "Pattern",
     "Utilization",
+    "arm_tag",
     "check_live_value",
     "parse_duration_ms",
     "parse_live_value",
@@ -323,6 +326,14 @@ def _unsigned(name: str, text: str, high: int = _U64) -> int:
     if not 0 <= value <= high:
         raise LiveValueError(name, text, f"must be in 0..{high}")
     return value
+
+
+def arm_tag(live: Mapping[str, int]) -> int:
+    """The ``fault_trigger_arm`` to write with a trigger on a GPU whose live values are
+    *live*: its own while it has one (every fault armed on a GPU waits for its one trigger,
+    so their events wait for it too), else a new random tag, so that events armed before a
+    reset never match a later arm."""
+    return live.get("fault_trigger_arm") or secrets.randbelow(0xFFFFFFFF) + 1
 
 
 def trigger_values(

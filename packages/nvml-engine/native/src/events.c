@@ -35,6 +35,15 @@
  * waits in a loop (the device plugin) is told and then blocks again instead of spinning.
  * NVIDIA's DRA driver taints every device gpu-lost on that answer. A loss without an event
  * wakes no futex: waits sleep in slices of LOST_POLL_MS to notice it.
+ *
+ * An armed event (a fault sent with a trigger: `nvml-mock-ctl fail … --after-calls N`) carries
+ * its GPU's arm tag in the high half of the record's type word. It reaches a set once the
+ * GPU's fault trigger has fired in this process, as the fault's armed values apply then, and
+ * while the GPU's `fault_trigger_arm` is still that tag; until then the set keeps it pending
+ * (ARMED_PENDING of them), and a reset or another arm drops it. A trigger fired by a call in
+ * another thread wakes no futex either: a blocked wait sees it at the end of its slice. A
+ * library that predates armed events reads such a type word as no single event bit and skips
+ * it, so an armed event is never delivered early.
  */
 #define _GNU_SOURCE
 #include "handles.h"
@@ -56,6 +65,10 @@
 /* Not attributable to a MIG instance (nvmlEventData_t, a GPU without MIG). */
 #define NO_INSTANCE 0xFFFFFFFFu
 #define LOST_POLL_MS 250u
+/* Armed events a set holds while their trigger has not fired in this process. */
+#define ARMED_PENDING 32u
+/* The ring record's type word: the nvmlEventType* bit below, an armed event's tag above. */
+#define EVENT_TYPE_MASK 0xFFFFFFFFull
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux 5.14 */
 #endif
@@ -68,6 +81,8 @@ struct nvmlEventSet_st {
     int closing; /* set under `lock` by nvmlEventSetFree; waiters also read it unlocked */
     const unsigned char *ring; /* the live layer's header at creation; NULL: no event can arrive */
     uint64_t cursor;           /* the last ring record this set has looked at */
+    uint64_t pending[ARMED_PENDING]; /* armed events waiting for their trigger, oldest first */
+    unsigned int npending;
     unsigned long long registered[STATE_MAX_GPUS];
     /* The ring's head when (GPU, type bit) was registered: only later events are delivered. */
     uint64_t since[STATE_MAX_GPUS][EVENT_BITS];
@@ -79,6 +94,7 @@ struct ring_event {
     uint64_t type;
     uint64_t data;
     uint32_t gi, ci; /* the MIG device it names, or NO_INSTANCE */
+    uint32_t arm;    /* an armed event's tag (0: delivered as it comes) */
 };
 
 /* The record's GPU word: the board GPU in the low 32 bits, then GPU instance id + 1 and
@@ -194,9 +210,51 @@ static int ring_read(const unsigned char *h, uint64_t seq, struct ring_event *ev
     return __atomic_load_n(s, __ATOMIC_RELAXED) == seq;
 }
 
-/* The next event of the ring this set receives, in ring order; 0 when none is there yet.
- * Caller holds s->lock. A writer more than a ring ahead has overwritten what this set did
- * not read: the set goes on from the oldest record still present. */
+/* What a set does with a ring record it has read. */
+enum take { TAKE_SKIP, TAKE_DELIVER, TAKE_PEND };
+
+/* Whether ring record `seq` (read into *ev, raw) is this set's event, with *ev made the
+ * caller's (view index, type bit, instance ids). Caller holds s->lock. */
+static enum take take_event(struct nvmlEventSet_st *s, uint64_t seq, struct ring_event *ev)
+{
+    split_gpu_word(ev);
+    ev->arm = (uint32_t)(ev->type >> 32);
+    ev->type &= EVENT_TYPE_MASK;
+    /* The ring names board GPUs; one outside this process's view is not its event, nor is
+     * one of a MIG device this process was not given. */
+    if (ev->gi != NO_INSTANCE && ev->gpu < mock_board_count &&
+        !mock_mig_visible((unsigned int)ev->gpu, ev->gi, ev->ci)) {
+        return TAKE_SKIP;
+    }
+    unsigned int view = ev->gpu < mock_board_count ? mock_view_of_board[ev->gpu] : VISIBLE_NONE;
+    if (view >= mock_device_count || ev->type == 0 || (ev->type & (ev->type - 1)) != 0) {
+        return TAKE_SKIP;
+    }
+    ev->gpu = view;
+    unsigned int bit = (unsigned int)__builtin_ctzll(ev->type);
+    if ((s->registered[view] & ev->type) == 0 || seq <= s->since[view][bit]) {
+        return TAKE_SKIP;
+    }
+    if (ev->arm == 0) {
+        return TAKE_DELIVER;
+    }
+    const unsigned char *rec = mock_devices[view].live;
+    if (rec == NULL || mock_live_arm_of(rec) != ev->arm) {
+        return TAKE_SKIP; /* reset, or armed again for another fault: this arm is gone */
+    }
+    return mock_live_trigger_peek(rec) ? TAKE_DELIVER : TAKE_PEND;
+}
+
+static void pending_drop(struct nvmlEventSet_st *s, unsigned int i)
+{
+    memmove(&s->pending[i], &s->pending[i + 1], (size_t)(s->npending - i - 1) * sizeof(s->pending[0]));
+    s->npending--;
+}
+
+/* The next event of the ring this set receives: first a pending armed event whose trigger
+ * has fired, then the ring in order; 0 when none is there yet. Caller holds s->lock. A
+ * writer more than a ring ahead has overwritten what this set did not read: the set goes on
+ * from the oldest record still present (a pending event overwritten so is dropped). */
 static int ring_next(struct nvmlEventSet_st *s, struct ring_event *out)
 {
     uint64_t head = ring_head(s->ring);
@@ -204,12 +262,28 @@ static int ring_next(struct nvmlEventSet_st *s, struct ring_event *out)
         /* not a ring this set has read (a rewritten or repaired file): start over, and
          * registrations count from the new ring's head */
         s->cursor = head;
+        s->npending = 0;
         for (unsigned int g = 0; g < STATE_MAX_GPUS; g++) {
             for (unsigned int b = 0; s->registered[g] != 0 && b < EVENT_BITS; b++) {
                 if (s->since[g][b] > head) {
                     s->since[g][b] = head;
                 }
             }
+        }
+    }
+    for (unsigned int i = 0; i < s->npending;) {
+        uint64_t seq = s->pending[i];
+        struct ring_event ev;
+        enum take take = head - seq < LIVE_EVENT_SLOTS && ring_read(s->ring, seq, &ev) ? take_event(s, seq, &ev)
+                                                                                        : TAKE_SKIP;
+        if (take == TAKE_PEND) {
+            i++;
+            continue;
+        }
+        pending_drop(s, i);
+        if (take == TAKE_DELIVER) {
+            *out = ev;
+            return 1;
         }
     }
     while (s->cursor < head) {
@@ -224,22 +298,15 @@ static int ring_next(struct nvmlEventSet_st *s, struct ring_event *out)
             head = ring_head(s->ring); /* lapped while reading: skip to what is still there */
             continue;
         }
-        split_gpu_word(&ev);
-        /* The ring names board GPUs; one outside this process's view is not its event, nor
-         * is one of a MIG device this process was not given. */
-        if (ev.gi != NO_INSTANCE && ev.gpu < mock_board_count &&
-            !mock_mig_visible((unsigned int)ev.gpu, ev.gi, ev.ci)) {
-            continue;
-        }
-        unsigned int view = ev.gpu < mock_board_count ? mock_view_of_board[ev.gpu] : VISIBLE_NONE;
-        if (view >= mock_device_count || ev.type == 0 || (ev.type & (ev.type - 1)) != 0) {
-            continue;
-        }
-        ev.gpu = view;
-        unsigned int bit = (unsigned int)__builtin_ctzll(ev.type);
-        if ((s->registered[ev.gpu] & ev.type) != 0 && seq > s->since[ev.gpu][bit]) {
-            *out = ev;
-            return 1;
+        switch (take_event(s, seq, &ev)) {
+        case TAKE_DELIVER: *out = ev; return 1;
+        case TAKE_PEND:
+            if (s->npending == ARMED_PENDING) {
+                pending_drop(s, 0); /* the oldest goes: a set holds the latest arms */
+            }
+            s->pending[s->npending++] = seq;
+            break;
+        case TAKE_SKIP: break;
         }
     }
     return 0;
@@ -339,10 +406,20 @@ static int time_left(const struct timespec *deadline, struct timespec *left)
 #define SPURIOUS_BEFORE_PAUSE 8u
 #define SPURIOUS_PAUSE_NS 1000000L
 
+/* Whether the GPU is lost now, as mock_lost tells a call, without counting toward an armed
+ * loss's trigger: the wait's own looks at its GPUs, every slice, are not the caller's calls. */
+static int lost_seen(const struct nvmlDevice_st *d)
+{
+    unsigned int slot = LIVE_SLOT_gpu_lost;
+    uint64_t v;
+    return d->live != NULL && mock_live_load_n_as(d->live, 1, &slot, &v, mock_live_trigger_peek) != 0 && v != 0;
+}
+
 /* A GPU registered in this set that is lost and whose loss the set has not reported yet:
  * marks it reported and returns 1. A GPU back on the bus may be reported again. Caller holds
- * s->lock. */
-static int lost_news(struct nvmlEventSet_st *s)
+ * s->lock. `counted`: this look is the wait call's own (one call on each GPU of the set, as
+ * any call on a GPU counts toward its armed fault's trigger); the wait's later looks are not. */
+static int lost_news(struct nvmlEventSet_st *s, int counted)
 {
     int news = 0;
     for (unsigned int i = 0; i < mock_device_count && i < STATE_MAX_GPUS; i++) {
@@ -350,7 +427,7 @@ static int lost_news(struct nvmlEventSet_st *s)
         if (s->registered[i] == 0) {
             continue;
         }
-        if (mock_lost(&mock_devices[i])) {
+        if (counted ? mock_lost(&mock_devices[i]) : lost_seen(&mock_devices[i])) {
             if (!(s->lost_told[i / 64] & bit)) {
                 s->lost_told[i / 64] |= bit;
                 news = 1;
@@ -380,7 +457,7 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
         }
     } else {
         uint32_t *word = ring_word(s->ring);
-        while (!s->closing) {
+        for (int first = 1; !s->closing; first = 0) {
             /* A live file cut short or overwritten under the wait: its ring is not one. The
              * wait still blocks (a caller that waits in a loop must not spin), trying to map
              * a repaired file every LOST_POLL_MS, and ends with NVML_ERROR_UNKNOWN and the
@@ -407,7 +484,7 @@ static nvmlReturn_t wait_event(struct nvmlEventSet_st *s, unsigned int timeoutms
                 rc = NVML_SUCCESS;
                 break;
             }
-            if (lost_news(s)) {
+            if (lost_news(s, first)) {
                 rc = NVML_ERROR_GPU_IS_LOST;
                 break;
             }

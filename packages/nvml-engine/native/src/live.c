@@ -127,6 +127,27 @@ static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, ui
     return fire;
 }
 
+int mock_live_trigger_peek(const unsigned char *rec)
+{
+    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, LIVE_TRIGGER_LAST);
+    uint64_t param = trigger_value(rec, LIVE_SLOT_fault_trigger_param, UINT64_MAX);
+    switch (kind) {
+    case TRIGGER_NOW: return 1;
+    case TRIGGER_AT: return realtime_ms() >= param;
+    default: break;
+    }
+    const struct trigger_state *st = &triggers[((uintptr_t)rec / LIVE_RECORD_BYTES) % TRIGGER_ENTRIES];
+    uint64_t writes = __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_RECORD_WRITES), __ATOMIC_ACQUIRE);
+    return atomic_load_explicit(&st->rec, memory_order_acquire) == rec &&
+           atomic_load_explicit(&st->writes, memory_order_acquire) == writes &&
+           atomic_load_explicit(&st->fired, memory_order_acquire);
+}
+
+uint32_t mock_live_arm_of(const unsigned char *rec)
+{
+    return (uint32_t)trigger_value(rec, LIVE_SLOT_fault_trigger_arm, UINT32_MAX);
+}
+
 int mock_live_trigger_fired(const unsigned char *rec)
 {
     uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, LIVE_TRIGGER_LAST);

@@ -24,11 +24,21 @@ void mock_live_pause(unsigned int attempt);
  * then. Called only for a record with armed slots set, so an unarmed record costs nothing. */
 int mock_live_trigger_fired(const unsigned char *rec);
 
+/* Whether the record's trigger has already fired in this process, without counting a call
+ * (an armed event waits for the trigger that its armed values wait for; events.c). */
+int mock_live_trigger_peek(const unsigned char *rec);
+
+/* The record's arm tag (fault_trigger_arm; 0 while unset): the arm its armed events belong to. */
+uint32_t mock_live_arm_of(const unsigned char *rec);
+
 /* Read `n` slots of one record in one consistent snapshot. Returns a bit per slot that is
  * set (bit i for slots[i]) and stores those values in out[i]; 0 when none is set or the
- * record could not be read consistently. */
-static inline __attribute__((always_inline)) unsigned int mock_live_load_n(const unsigned char *rec, unsigned int n, const unsigned int *slots,
-                                            uint64_t *out)
+ * record could not be read consistently. An armed slot counts as set once `fired` says the
+ * record's trigger has fired (mock_live_trigger_fired, which counts the read as a call, or
+ * mock_live_trigger_peek, which does not). */
+static inline __attribute__((always_inline)) unsigned int mock_live_load_n_as(const unsigned char *rec, unsigned int n,
+                                                                               const unsigned int *slots, uint64_t *out,
+                                                                               int (*fired)(const unsigned char *))
 {
     const uint64_t *seq = (const uint64_t *)(const void *)(rec + LIVE_RECORD_SEQ);
     const uint64_t *mask = (const uint64_t *)(const void *)(rec + LIVE_RECORD_MASK);
@@ -62,13 +72,20 @@ static inline __attribute__((always_inline)) unsigned int mock_live_load_n(const
         }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (__atomic_load_n(seq, __ATOMIC_RELAXED) == s1) {
-            if ((armed & got) != 0 && !mock_live_trigger_fired(rec)) {
+            if ((armed & got) != 0 && !fired(rec)) {
                 got &= ~armed;
             }
             return got;
         }
     }
     return 0;
+}
+
+/* A read by a call: an armed slot's read counts toward its record's trigger. */
+static inline __attribute__((always_inline)) unsigned int mock_live_load_n(const unsigned char *rec, unsigned int n,
+                                                                            const unsigned int *slots, uint64_t *out)
+{
+    return mock_live_load_n_as(rec, n, slots, out, mock_live_trigger_fired);
 }
 
 /* Whether `slot` of the record is set: one relaxed load of its mask word, for the checks

@@ -239,6 +239,7 @@ static inline void live_layout_init(unsigned char *base, uint32_t gpu_count)
     X(fault_trigger, 75, 0, 0ULL, 3ULL, 0ULL) \
     X(fault_trigger_param, 76, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
     X(fault_trigger_seed, 77, 0, 0ULL, 18446744073709551615ULL, 0ULL) \
+    X(fault_trigger_arm, 78, 0, 0ULL, 4294967295ULL, 0ULL) \
     X(temperature_lag_ms, 90, 0, 0ULL, 4294967295ULL, 0ULL) \
     X(temperature_load_c, 91, 0, 0ULL, 200ULL, 0ULL) \
     X(util_pattern_energy_mj, 92, 0, 0ULL, 18446744073709551615ULL, 0ULL) \

@@ -28,6 +28,10 @@
  *            4 share one set (each event reaches one of them) until the main thread frees it
  *            under them, and one thread reads a GPU whose gpu_lost key the main thread
  *            toggles (SUCCESS or GPU_IS_LOST, nothing else).
+ *   armed    (after live; phase 6) 8 threads each wait on their own set for the Xids the main
+ *            thread writes armed behind an after-40-calls trigger, while 4 threads read the
+ *            armed temperature until it applies: the calls of all four fire the trigger, and
+ *            every waiter, asleep in its wait, receives every armed Xid once, in order.
  *
  * Every answer is compared with a snapshot taken single-threaded before the threads
  * start (and with MOCK_FABRIC_CLUSTER_UUID / MOCK_FABRIC_CLIQUE_ID when they are set).
@@ -36,7 +40,8 @@
  *   ok threads=16 rounds=R gpus=N calls=C timeouts=T mismatches=0
  *
  * preceded by one line on the live phase: live events=E delivered=D reads=R lost=L (R reads of
- * the GPU lost and found, L of them answered lost)
+ * the GPU lost and found, L of them answered lost), and one on the armed phase: armed
+ * events=E waiters=W delivered=D calls=C (C reads by the callers, at least the trigger's 40)
  *
  *   threads STATE [ROUNDS]      (exit 0 clean, 1 a wrong answer, 2 usage or setup)
  */
@@ -702,6 +707,121 @@ static int live_phase(const char *dir)
     return 0;
 }
 
+/* --- the armed phase: events that wait for the trigger the callers' calls fire ------------- */
+
+#define TSAN_SLOT(key, slot, ...) TSAN_SLOT_##key = (slot),
+enum { LIVE_GPU_KEYS(TSAN_SLOT) LIVE_ONLY_GPU_KEYS(TSAN_SLOT) };
+#define ARMED_WAITERS 8
+#define ARMED_CALLERS 4
+#define ARMED_EVENTS 4
+#define ARMED_AFTER 40 /* calls, counted in this process: the callers share the count */
+#define ARMED_TAG 0x5EEDull
+#define ARMED_CELSIUS 95u
+#define ARMED_XID0 1000u
+
+static pthread_barrier_t armed_ready;
+static atomic_int armed_written;
+static atomic_ulong armed_delivered;
+static atomic_ulong armed_calls;
+
+/* Its own set, registered before the fault is written: every armed Xid once, in order, once
+ * the callers' calls fire the trigger (the wait is asleep then: its slice ends it). */
+static void *armed_waiter(void *arg)
+{
+    long id = (long)arg;
+    nvmlEventSet_t own = NULL;
+    nvmlReturn_t rc = nvmlEventSetCreate(&own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceRegisterEvents(live_device, nvmlEventTypeXidCriticalError, own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    pthread_barrier_wait(&armed_ready);
+    for (unsigned long long k = 1; k <= ARMED_EVENTS; k++) {
+        nvmlEventData_t e;
+        rc = nvmlEventSetWait_v2(own, &e, 60000);
+        EXPECT(rc == NVML_SUCCESS && event_is(&e, ARMED_XID0 + k), rc);
+        atomic_fetch_add(&armed_delivered, rc == NVML_SUCCESS);
+    }
+    rc = nvmlEventSetFree(own);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    return NULL;
+}
+
+/* Reads the armed temperature until it applies (the number of reads varies with the race
+ * for the count: they are counted apart from `calls`). */
+static void *armed_caller(void *arg)
+{
+    long id = (long)arg;
+    pthread_barrier_wait(&armed_ready);
+    while (!atomic_load(&armed_written)) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    for (;;) {
+        nvmlTemperature_t t = {.version = nvmlTemperature_v1, .sensorType = NVML_TEMPERATURE_GPU};
+        nvmlReturn_t rc = nvmlDeviceGetTemperatureV(live_device, &t);
+        atomic_fetch_add(&armed_calls, 1);
+        if (rc != NVML_SUCCESS) {
+            mismatch(id, __LINE__, "GetTemperatureV of a GPU with an armed fault", rc);
+            return NULL;
+        }
+        if (t.temperature == (int)ARMED_CELSIUS) {
+            return NULL;
+        }
+    }
+}
+
+static int armed_phase(const char *dir)
+{
+    long id = -3;
+    char path[4200];
+    unsigned char *rw = live_open(dir, "armed", path, sizeof(path));
+    if (rw == NULL) {
+        return -1;
+    }
+    phase = 6; /* "armed" in the header */
+    nvmlReturn_t rc = nvmlInit_v2();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    rc = nvmlDeviceGetHandleByIndex_v2(0, &live_device);
+    EXPECT(rc == NVML_SUCCESS, rc);
+    pthread_t tid[ARMED_WAITERS + ARMED_CALLERS];
+    unsigned int n = 0;
+    if (pthread_barrier_init(&armed_ready, NULL, ARMED_WAITERS + ARMED_CALLERS + 1) != 0) {
+        return -1;
+    }
+    for (long t = 0; t < ARMED_WAITERS; t++) {
+        pthread_create(&tid[n++], NULL, armed_waiter, (void *)t);
+    }
+    for (long t = 0; t < ARMED_CALLERS; t++) {
+        pthread_create(&tid[n++], NULL, armed_caller, (void *)(ARMED_WAITERS + t));
+    }
+    pthread_barrier_wait(&armed_ready);
+    /* the writer's order: the trigger with its arm, the value armed behind it, the events */
+    const unsigned int trigger_slots[] = {TSAN_SLOT_fault_trigger, TSAN_SLOT_fault_trigger_param,
+                                          TSAN_SLOT_fault_trigger_arm};
+    const uint64_t trigger_values[] = {1u /* after-calls */, ARMED_AFTER, ARMED_TAG};
+    const unsigned char set3[] = {1, 1, 1};
+    EXPECT(nvml_mock_live_write(rw, LIVE_TOTAL_BYTES, 0, 3, trigger_slots, trigger_values, set3) == 0, NVML_SUCCESS);
+    const unsigned int temp_slot = TSAN_SLOT_temperature_c;
+    const uint64_t celsius = ARMED_CELSIUS;
+    const unsigned char armed = 2;
+    EXPECT(nvml_mock_live_write(rw, LIVE_TOTAL_BYTES, 0, 1, &temp_slot, &celsius, &armed) == 0, NVML_SUCCESS);
+    for (unsigned long long k = 1; k <= ARMED_EVENTS; k++) {
+        uint64_t type = nvmlEventTypeXidCriticalError | ARMED_TAG << 32;
+        EXPECT(nvml_mock_live_event(rw, LIVE_TOTAL_BYTES, 0, type, ARMED_XID0 + k) != 0, NVML_SUCCESS);
+    }
+    atomic_store(&armed_written, 1);
+    for (unsigned int t = 0; t < n; t++) {
+        pthread_join(tid[t], NULL);
+    }
+    pthread_barrier_destroy(&armed_ready);
+    rc = nvmlShutdown();
+    EXPECT(rc == NVML_SUCCESS, rc);
+    live_close(rw, path);
+    printf("armed events=%d waiters=%d delivered=%lu calls=%lu\n", ARMED_EVENTS, ARMED_WAITERS,
+           atomic_load(&armed_delivered), atomic_load(&armed_calls));
+    return 0;
+}
+
 static int run_phase(int which)
 {
     pthread_t tid[THREADS];
@@ -761,7 +881,7 @@ int main(int argc, char **argv)
 
     const char *tmp = getenv("TMPDIR");
     const char *dir = tmp != NULL && tmp[0] ? tmp : "/tmp";
-    if (pattern_phase(dir) != 0 || live_phase(dir) != 0) {
+    if (pattern_phase(dir) != 0 || live_phase(dir) != 0 || armed_phase(dir) != 0) {
         return 2;
     }
 

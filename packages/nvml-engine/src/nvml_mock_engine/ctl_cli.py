@@ -81,12 +81,13 @@ logger = logging.getLogger("nvml_mock_engine.ctl")
 @dataclass
 class Change:
     """What one command does to one GPU: values set now, values armed for its trigger, keys
-    cleared, and events sent after the values are written."""
+    cleared, and events sent after the values are written (now, or armed for the trigger)."""
 
     values: dict[str, object] = field(default_factory=dict)
     armed: dict[str, object] = field(default_factory=dict)
     clear: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    armed_events: list[Event] = field(default_factory=list)
 
 
 Builder = Callable[[argparse.Namespace, GpuView], Change]
@@ -159,27 +160,29 @@ def select_gpus(layer: LiveLayer, spec: str) -> list[int]:
 # -- verbs ------------------------------------------------------------------------------
 
 
-def _trigger(args: argparse.Namespace) -> dict[str, int] | None:
-    """The ``fault_trigger*`` values the trigger flags ask for (None: now)."""
+def _trigger(args: argparse.Namespace, gpu: GpuView) -> dict[str, int] | None:
+    """The ``fault_trigger*`` values the trigger flags ask for on *gpu* (None: now)."""
     seed = getattr(args, "trigger_seed", None)
     if seed is not None and getattr(args, "probability", None) is None:
         raise CtlUsageError("--seed goes with --probability")
-    return vocabulary.trigger_values(
+    trigger = vocabulary.trigger_values(
         after_calls=getattr(args, "after_calls", None),
         probability=getattr(args, "probability", None),
         seed=seed,
         at=getattr(args, "at", None),
     )
+    if trigger is None:
+        return None
+    return {**trigger, "fault_trigger_arm": vocabulary.arm_tag(gpu.live)}
 
 
 def _with_trigger(
-    args: argparse.Namespace, values: Mapping[str, object], events: Sequence[Event]
+    args: argparse.Namespace, gpu: GpuView, values: Mapping[str, object], events: Sequence[Event]
 ) -> Change:
-    trigger = _trigger(args)
+    trigger = _trigger(args, gpu)
     if trigger is None:
         return Change(values=dict(values), events=list(events))
-    # the event ring has no armed records: a triggered fault changes values only
-    return Change(values=dict(trigger), armed=dict(values))
+    return Change(values=dict(trigger), armed=dict(values), armed_events=list(events))
 
 
 def _build_fail(args: argparse.Namespace, gpu: GpuView) -> Change:
@@ -198,7 +201,7 @@ def _build_fail(args: argparse.Namespace, gpu: GpuView) -> Change:
                 "reason", reason, f"is not a fabric health field; fields: {choices}"
             )
     plan = faults.plan(args.fault, gpu, options)
-    return _with_trigger(args, plan.values, plan.events)
+    return _with_trigger(args, gpu, plan.values, plan.events)
 
 
 def _build_set(args: argparse.Namespace, gpu: GpuView) -> Change:
@@ -212,7 +215,7 @@ def _build_set(args: argparse.Namespace, gpu: GpuView) -> Change:
                 key, text, "is set by the trigger flags (--after-calls, --probability, --at)"
             )
         values[key.strip()] = parse_live_value(key.strip(), text)
-    return _with_trigger(args, values, ())
+    return _with_trigger(args, gpu, values, ())
 
 
 def _build_xid(args: argparse.Namespace, gpu: GpuView) -> Change:
@@ -438,21 +441,21 @@ _ARMABLE: Final = frozenset(
     }
 )
 """Verbs that only set values, so their values can wait for a trigger (``fail`` and ``set``
-arm theirs themselves); an event (``xid``) cannot be armed: the event ring has no armed
-records."""
+arm theirs, and ``fail`` its events, themselves). ``xid`` takes no trigger: a trigger is the
+GPU's one, and an Xid alone would move the trigger of the faults already armed there."""
 
 
-def _armed(args: argparse.Namespace, change: Change) -> Change:
+def _armed(args: argparse.Namespace, gpu: GpuView, change: Change) -> Change:
     """*change* waiting for the trigger the flags ask for (unchanged without one)."""
-    trigger = _trigger(args)
+    trigger = _trigger(args, gpu)
     if trigger is None:
         return change
-    if change.clear or change.events:
+    if change.clear:
         raise CtlUsageError(
-            f"{args.verb}: this change clears keys or sends events, which cannot wait for a "
-            "trigger (a pattern, or `set` with --after-calls/--probability/--at, can)"
+            f"{args.verb}: this change clears keys, which cannot wait for a trigger "
+            "(a pattern, or `set` with --after-calls/--probability/--at, can)"
         )
-    return Change(values=dict(trigger), armed=change.values)
+    return Change(values=dict(trigger), armed=change.values, armed_events=change.events)
 
 
 def _apply(args: argparse.Namespace, builder: Builder) -> int:
@@ -464,11 +467,11 @@ def _apply(args: argparse.Namespace, builder: Builder) -> int:
             view = GpuView(layer.board[index], layer.values(index))
             change = builder(args, view)
             if getattr(args, "arm", False):
-                change = _armed(args, change)
+                change = _armed(args, view, change)
             # everything is checked, for every GPU, before the first write
             change.values = dict(layer.validate(index, change.values))
             change.armed = dict(layer.validate(index, change.armed))
-            _check_mig_events(layer, index, change.events)
+            _check_mig_events(layer, index, [*change.events, *change.armed_events])
             plans.append((index, change))
         for index, change in plans:
             if change.clear:
@@ -477,21 +480,29 @@ def _apply(args: argparse.Namespace, builder: Builder) -> int:
                 layer.set(index, change.values)
             if change.armed:
                 layer.set(index, change.armed, armed=True)
-            for event in change.events:
+            for event, armed in (
+                *((e, False) for e in change.events),
+                *((e, True) for e in change.armed_events),
+            ):
                 layer.event(
                     index,
                     event.event_type,
                     event.data,
                     gpu_instance=event.gpu_instance,
                     compute_instance=event.compute_instance,
+                    armed=armed,
                 )
+            # the kernel log has one line per Xid sent now; an armed one fires per process,
+            # at no moment the node could log
             announcer.events(layer, index, change.events)
             _report(layer, index, change)
     return EXIT_OK
 
 
 def _report(layer: LiveLayer, index: int, change: Change) -> None:
-    events = [(e.event_type, e.data, e.gpu_instance, e.compute_instance) for e in change.events]
+    def rows(events: Sequence[Event]) -> list[tuple[int, int, int | None, int | None]]:
+        return [(e.event_type, e.data, e.gpu_instance, e.compute_instance) for e in events]
+
     print(
         ctl_report.change_line(
             index,
@@ -499,7 +510,8 @@ def _report(layer: LiveLayer, index: int, change: Change) -> None:
             clear=change.clear,
             values=change.values,
             armed=change.armed,
-            events=events,
+            events=rows(change.events),
+            armed_events=rows(change.armed_events),
         )
     )
 

@@ -101,10 +101,11 @@ def change_line(
     values: Mapping[str, object] | None = None,
     armed: Mapping[str, object] | None = None,
     events: Sequence[tuple[int, int, int | None, int | None]] = (),
+    armed_events: Sequence[tuple[int, int, int | None, int | None]] = (),
 ) -> str:
     """The line a change to GPU *index* reports: what was reset, cleared, set or armed (with
-    its trigger) and the events sent, each as ``(type, data, gpu instance, compute
-    instance)``."""
+    its trigger) and the events sent now or armed, each as ``(type, data, gpu instance,
+    compute instance)``."""
     values = values or {}
     armed = armed or {}
     parts = []
@@ -118,6 +119,8 @@ def change_line(
         parts.append(describe(values))
     if events:
         parts.append("events " + ", ".join(event_text(*event) for event in events))
+    if armed_events:
+        parts.append("armed events " + ", ".join(event_text(*event) for event in armed_events))
     return f"GPU {index} {uuid}: {'; '.join(parts) or 'no change'}"
 
 

@@ -456,14 +456,17 @@ def test_reset_one_gpu_some_keys_or_everything(live_file: Path) -> None:
 def test_triggers_arm_the_fault_values_and_write_the_trigger(live_file: Path) -> None:
     assert run(live_file, "fail", "lost", "-i", "0", "--after-calls", "3") == 0
     with live.LiveLayer.open(live_file) as layer:
-        assert layer.values(0) == {
+        got = layer.values(0)
+        arm = got.pop("fault_trigger_arm")
+        assert got == {
             "gpu_lost": 1,
             "fault_trigger": 1,
             "fault_trigger_param": 3,
             "fault_trigger_seed": 0,
         }
+        assert 1 <= arm <= 0xFFFFFFFF
         assert layer.armed(0) == {"gpu_lost"}
-        assert layer.events() == []  # a triggered fault sends no event
+        assert layer.events() == []  # `lost` sends no event
     assert (
         run(live_file, "fail", "fallen-off-bus", "-i", "1", "--probability", "0.25", "--seed", "9")
         == 0
@@ -474,13 +477,23 @@ def test_triggers_arm_the_fault_values_and_write_the_trigger(live_file: Path) ->
         250000,
         9,
     )
+    first_arm = got["fault_trigger_arm"]
+    with live.LiveLayer.open(live_file) as layer:  # its Xid 79 waits for the trigger too
+        assert [(e.gpu, e.event_type, e.data, e.arm) for e in layer.events()] == [
+            (1, 0x8, 79, first_arm)
+        ]
     assert run(live_file, "fail", "lost", "-i", "1", "--at", "2030-01-02T03:04:05Z") == 0
     got = values(live_file, 1)
     assert (got["fault_trigger"], got["fault_trigger_param"]) == (3, 1893553445000)
     assert run(live_file, "set", "temperature_c=95", "-i", "1", "--at", "1893553445.5") == 0
-    assert values(live_file, 1)["fault_trigger_param"] == 1893553445500
+    got = values(live_file, 1)
+    assert got["fault_trigger_param"] == 1893553445500
+    assert got["fault_trigger_arm"] == first_arm  # one trigger per GPU: one arm while it is set
     with live.LiveLayer.open(live_file) as layer:
         assert layer.armed(1) == {"gpu_lost", "temperature_c"}
+    assert run(live_file, "reset", "-i", "1") == 0
+    assert run(live_file, "fail", "lost", "-i", "1", "--after-calls", "1") == 0
+    assert values(live_file, 1)["fault_trigger_arm"] != first_arm  # a reset ends the arm
 
 
 def test_an_after_calls_trigger_fires_in_a_running_client(pynvml: Any, live_file: Path) -> None:
@@ -520,12 +533,12 @@ def test_every_live_key_can_be_set(live_file: Path) -> None:
     """`set` takes every live key (the triggers excepted: the trigger flags write them)."""
     assignments = []
     for key, spec in LIVE_GPU_KEYS.items():
-        if key in ("fault_trigger", "fault_trigger_param", "fault_trigger_seed"):
+        if key in live.vocabulary.TRIGGER_KEYS:
             continue
         low = spec.minimum if spec.minimum is not None else 0
         assignments.append(f"{key}={max(low, 1) if spec.maximum != 0 else 0}")
     assert run(live_file, "set", *assignments, "-i", "0") == 0
-    assert len(values(live_file, 0)) == len(LIVE_GPU_KEYS) - 3
+    assert len(values(live_file, 0)) == len(LIVE_GPU_KEYS) - len(live.vocabulary.TRIGGER_KEYS)
 
 
 # -- allocations by hand ----------------------------------------------------------------

@@ -112,6 +112,9 @@ def test_ctl_writes_the_faults_xids_to_a_file(node: Path, no_driver: dict[str, s
     )
     done = ctl(node, env, "fail", "fallen-off-bus", "-i", "0")
     assert done.returncode == 0, done.stderr
+    # armed: it fires per process, at no one moment the node could log
+    done = ctl(node, env, "fail", "fallen-off-bus", "-i", "2", "--after-calls", "5")
+    assert done.returncode == 0 and "armed events xid 79" in done.stdout, done.stderr
     done = ctl(node, env, "xid", "48", "-i", "1")
     assert done.returncode == 0, done.stderr
     lines = log.read_text().splitlines()

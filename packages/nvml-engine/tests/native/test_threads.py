@@ -10,7 +10,8 @@ layer, 16 threads read GPUs under a busy utilization pattern while the main thre
 its seed and temperature lag (utilization stays busy's, energy only grows); on a fresh live
 layer, 16 threads wait for the Xids the main thread writes to the event ring (12 on their
 own sets, each receiving every event in order; 4 sharing one set, freed under them), and
-one reads a GPU whose gpu_lost key is toggled meanwhile. It is
+one reads a GPU whose gpu_lost key is toggled meanwhile; then 8 wait for Xids armed behind
+a call-count trigger that 4 other threads' reads fire. It is
 built here twice: with the system compiler against the shipped library (always), and
 with the library sources under ThreadSanitizer (when clang's TSan runtime is present).
 The counts it reports are checked against what the program must have done, so a run
@@ -67,6 +68,17 @@ LIVE = re.compile(
     r"reads=(?P<reads>\d+) lost=(?P<lost>\d+)$",
     re.MULTILINE,
 )
+# the armed phase: Xids armed behind an after-calls trigger that four callers' reads fire
+ARMED_EVENTS = 4
+ARMED_WAITERS = 8  # create, register, a wait per event, free
+ARMED_AFTER = 40
+# init, a handle, the trigger's write, the armed value's, each event written, shutdown
+ARMED_MAIN_CHECKS = 5 + ARMED_EVENTS
+ARMED = re.compile(
+    r"^armed events=(?P<events>\d+) waiters=(?P<waiters>\d+) "
+    r"delivered=(?P<delivered>\d+) calls=(?P<calls>\d+)$",
+    re.MULTILINE,
+)
 
 
 def expected_counts(rounds: int) -> tuple[int, int]:
@@ -86,6 +98,7 @@ def expected_counts(rounds: int) -> tuple[int, int]:
     )
     calls += LIVE_MAIN_CHECKS + 2 * LIVE_EVENTS  # each event written and each toggle of gpu_lost
     calls += OWN_WAITERS * (LIVE_EVENTS + 3) + LIVE_EVENTS + SHARED_WAITERS
+    calls += ARMED_MAIN_CHECKS + ARMED_WAITERS * (ARMED_EVENTS + 3)
     timeouts = event_rounds * 2 + event_rounds + THREADS + SHARED_WAITERS
     return calls, timeouts
 
@@ -140,6 +153,11 @@ def assert_complete_run(proc: subprocess.CompletedProcess[str], rounds: int) -> 
     assert live_line is not None, report
     assert int(live_line["events"]) == int(live_line["delivered"]) == LIVE_EVENTS, report
     assert int(live_line["reads"]) > 0 and int(live_line["lost"]) <= int(live_line["reads"]), report
+    armed = ARMED.search(proc.stdout)
+    assert armed is not None, report
+    assert (int(armed["events"]), int(armed["waiters"])) == (ARMED_EVENTS, ARMED_WAITERS), report
+    assert int(armed["delivered"]) == ARMED_EVENTS * ARMED_WAITERS, report
+    assert int(armed["calls"]) > ARMED_AFTER, report
 
 
 def test_sixteen_threads_plain_build(library_file: Path, state_file: Path) -> None:
