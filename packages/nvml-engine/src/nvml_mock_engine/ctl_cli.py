@@ -219,6 +219,13 @@ def _build_set(args: argparse.Namespace, gpu: GpuView) -> Change:
 
 
 def _build_xid(args: argparse.Namespace, gpu: GpuView) -> Change:
+    given = [flag for flag in ("after_calls", "probability", "at") if getattr(args, flag, None)]
+    if given:
+        raise CtlUsageError(
+            f"xid takes no trigger (--{given[0].replace('_', '-')}): a GPU has one trigger, "
+            "and an Xid alone would move it for the faults armed there; a triggered `fail` "
+            "sends its Xids armed (`fail fallen-off-bus --after-calls N` for Xid 79)"
+        )
     code = int_arg("xid", args.code, 1, (1 << 32) - 1)
     if (args.gpu_instance is None) != (args.compute_instance is None):
         raise CtlUsageError("--gi and --ci name one MIG device together: give both or neither")
@@ -651,6 +658,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="the compute instance of that MIG device (with --gi)",
     )
+    for flag in ("--after-calls", "--probability", "--at"):  # refused with the reason
+        xid.add_argument(flag, help=argparse.SUPPRESS)
 
     temp = verb("temp", "set the GPU temperature", _build_temp)
     temp.add_argument("celsius", help="degrees C")

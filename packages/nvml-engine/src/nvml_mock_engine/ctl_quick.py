@@ -63,7 +63,8 @@ VERB_OPTIONS: Final[Mapping[str, Mapping[str, str]]] = {
     "xid": {"-i": "gpu", "--gpu": "gpu"},
 }
 """The verbs this path answers, and the flags of each it reads, by spelling (a test holds
-them equal to the parser's; ``xid``'s ``--gi``/``--ci`` are left to the full command line)."""
+them equal to the parser's; ``xid``'s ``--gi``/``--ci``, and the trigger flags it refuses, are
+left to the full command line)."""
 _SWITCHES: Final = frozenset({"json"})
 _POSITIONALS: Final = {"status": 0, "xid": 1}
 _GPU_DEFAULT: Final = {"status": "all"}

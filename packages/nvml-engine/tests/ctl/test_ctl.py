@@ -718,3 +718,15 @@ def test_value_verbs_take_a_trigger_and_arm_their_values(live_file: Path, argv: 
 def test_a_change_that_clears_keys_cannot_wait_for_a_trigger(live_file: Path) -> None:
     assert run(live_file, "util", "40", "-i", "0", "--at", "0") == ctl.EXIT_USAGE
     assert values(live_file, 0) == {}
+
+
+def test_an_xid_alone_takes_no_trigger(live_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A GPU has one trigger: an Xid alone would move it for the faults armed there."""
+    assert run(live_file, "fail", "thermal", "-i", "0", "--after-calls", "50") == ctl.EXIT_OK
+    before = values(live_file, 0)
+    capsys.readouterr()
+    assert run(live_file, "xid", "79", "-i", "0", "--after-calls", "3") == ctl.EXIT_USAGE
+    assert "xid takes no trigger (--after-calls)" in capsys.readouterr().err
+    assert run(live_file, "xid", "79", "-i", "0", "--at", "0") == ctl.EXIT_USAGE
+    assert values(live_file, 0) == before
+    assert [e for e in events(live_file) if e[1] == 0x8] == []  # thermal sends no Xid
