@@ -103,12 +103,22 @@ static uint64_t splitmix64(uint64_t x)
 #define TRIGGER_ENUM(name, number) TRIGGER_##name = number,
 enum { TRIGGER_NOW = 0, LIVE_TRIGGERS(TRIGGER_ENUM) };
 
+static struct trigger_state *trigger_state_of(const unsigned char *rec)
+{
+    return &triggers[((uintptr_t)rec / LIVE_RECORD_BYTES) % TRIGGER_ENTRIES];
+}
+
+static uint64_t record_writes(const unsigned char *rec)
+{
+    return __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_RECORD_WRITES), __ATOMIC_ACQUIRE);
+}
+
 /* "after N calls" and "with a probability per call": a call is a read of an armed key on
  * the GPU. Once fired, it stays fired in this process until the record is written again. */
 static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, uint64_t param, uint64_t seed)
 {
-    struct trigger_state *st = &triggers[((uintptr_t)rec / LIVE_RECORD_BYTES) % TRIGGER_ENTRIES];
-    uint64_t writes = __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_RECORD_WRITES), __ATOMIC_ACQUIRE);
+    struct trigger_state *st = trigger_state_of(rec);
+    uint64_t writes = record_writes(rec);
     if (atomic_load_explicit(&st->rec, memory_order_acquire) != rec ||
         atomic_load_explicit(&st->writes, memory_order_acquire) != writes) {
         atomic_store_explicit(&st->calls, 0, memory_order_relaxed);
@@ -127,36 +137,42 @@ static int mock_live_counted_trigger(const unsigned char *rec, uint64_t kind, ui
     return fire;
 }
 
-int mock_live_trigger_peek(const unsigned char *rec)
+/* Whether a counted trigger has fired in this process for the record as it is written now. */
+static int mock_live_counted_fired(const unsigned char *rec)
+{
+    const struct trigger_state *st = trigger_state_of(rec);
+    return atomic_load_explicit(&st->rec, memory_order_acquire) == rec &&
+           atomic_load_explicit(&st->writes, memory_order_acquire) == record_writes(rec) &&
+           atomic_load_explicit(&st->fired, memory_order_acquire);
+}
+
+/* The record's trigger; `call`: the look is a call's read, which counts. */
+static int trigger_check(const unsigned char *rec, int call)
 {
     uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, LIVE_TRIGGER_LAST);
     uint64_t param = trigger_value(rec, LIVE_SLOT_fault_trigger_param, UINT64_MAX);
     switch (kind) {
     case TRIGGER_NOW: return 1;
     case TRIGGER_AT: return realtime_ms() >= param;
-    default: break;
+    default:
+        return call ? mock_live_counted_trigger(rec, kind, param, trigger_value(rec, LIVE_SLOT_fault_trigger_seed, UINT64_MAX))
+                    : mock_live_counted_fired(rec);
     }
-    const struct trigger_state *st = &triggers[((uintptr_t)rec / LIVE_RECORD_BYTES) % TRIGGER_ENTRIES];
-    uint64_t writes = __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_RECORD_WRITES), __ATOMIC_ACQUIRE);
-    return atomic_load_explicit(&st->rec, memory_order_acquire) == rec &&
-           atomic_load_explicit(&st->writes, memory_order_acquire) == writes &&
-           atomic_load_explicit(&st->fired, memory_order_acquire);
+}
+
+int mock_live_trigger_fired(const unsigned char *rec)
+{
+    return trigger_check(rec, 1);
+}
+
+int mock_live_trigger_peek(const unsigned char *rec)
+{
+    return trigger_check(rec, 0);
 }
 
 uint32_t mock_live_arm_of(const unsigned char *rec)
 {
     return (uint32_t)trigger_value(rec, LIVE_SLOT_fault_trigger_arm, UINT32_MAX);
-}
-
-int mock_live_trigger_fired(const unsigned char *rec)
-{
-    uint64_t kind = trigger_value(rec, LIVE_SLOT_fault_trigger, LIVE_TRIGGER_LAST);
-    uint64_t param = trigger_value(rec, LIVE_SLOT_fault_trigger_param, UINT64_MAX);
-    switch (kind) {
-    case TRIGGER_NOW: return 1;
-    case TRIGGER_AT: return realtime_ms() >= param;
-    default: return mock_live_counted_trigger(rec, kind, param, trigger_value(rec, LIVE_SLOT_fault_trigger_seed, UINT64_MAX));
-    }
 }
 
 static uint32_t rd32(const unsigned char *base, unsigned int off)

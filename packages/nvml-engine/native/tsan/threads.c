@@ -587,23 +587,33 @@ static int event_is(const nvmlEventData_t *e, unsigned long long xid)
            e->gpuInstanceId == 0xFFFFFFFFu && e->computeInstanceId == 0xFFFFFFFFu;
 }
 
-/* Its own set: every event, in the order written. */
-static void *own_waiter(void *arg)
+/* Its own set on live_device, registered before `ready` opens: the Xids first + 1 … first +
+ * count, each once, in the order written. Returns how many it received. */
+static unsigned long own_set_receives(long id, pthread_barrier_t *ready, unsigned long long first,
+                                      unsigned long long count)
 {
-    long id = (long)arg;
+    unsigned long got = 0;
     nvmlEventSet_t own = NULL;
     nvmlReturn_t rc = nvmlEventSetCreate(&own);
     EXPECT(rc == NVML_SUCCESS, rc);
     rc = nvmlDeviceRegisterEvents(live_device, nvmlEventTypeXidCriticalError, own);
     EXPECT(rc == NVML_SUCCESS, rc);
-    pthread_barrier_wait(&live_ready);
-    for (unsigned long long k = 1; k <= LIVE_EVENTS; k++) {
+    pthread_barrier_wait(ready);
+    for (unsigned long long k = 1; k <= count; k++) {
         nvmlEventData_t e;
         rc = nvmlEventSetWait_v2(own, &e, 60000);
-        EXPECT(rc == NVML_SUCCESS && event_is(&e, k), rc);
+        EXPECT(rc == NVML_SUCCESS && event_is(&e, first + k), rc);
+        got += rc == NVML_SUCCESS;
     }
     rc = nvmlEventSetFree(own);
     EXPECT(rc == NVML_SUCCESS, rc);
+    return got;
+}
+
+/* Its own set: every event, in the order written. */
+static void *own_waiter(void *arg)
+{
+    (void)own_set_receives((long)arg, &live_ready, 0, LIVE_EVENTS);
     return NULL;
 }
 
@@ -728,21 +738,7 @@ static atomic_ulong armed_calls;
  * the callers' calls fire the trigger (the wait is asleep then: its slice ends it). */
 static void *armed_waiter(void *arg)
 {
-    long id = (long)arg;
-    nvmlEventSet_t own = NULL;
-    nvmlReturn_t rc = nvmlEventSetCreate(&own);
-    EXPECT(rc == NVML_SUCCESS, rc);
-    rc = nvmlDeviceRegisterEvents(live_device, nvmlEventTypeXidCriticalError, own);
-    EXPECT(rc == NVML_SUCCESS, rc);
-    pthread_barrier_wait(&armed_ready);
-    for (unsigned long long k = 1; k <= ARMED_EVENTS; k++) {
-        nvmlEventData_t e;
-        rc = nvmlEventSetWait_v2(own, &e, 60000);
-        EXPECT(rc == NVML_SUCCESS && event_is(&e, ARMED_XID0 + k), rc);
-        atomic_fetch_add(&armed_delivered, rc == NVML_SUCCESS);
-    }
-    rc = nvmlEventSetFree(own);
-    EXPECT(rc == NVML_SUCCESS, rc);
+    atomic_fetch_add(&armed_delivered, own_set_receives((long)arg, &armed_ready, ARMED_XID0, ARMED_EVENTS));
     return NULL;
 }
 

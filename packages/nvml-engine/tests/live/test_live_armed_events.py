@@ -46,6 +46,18 @@ def _xid_set(pynvml: Any, gpu: int = 0) -> Any:
     return event_set
 
 
+@pytest.fixture
+def watched(pynvml: Any) -> tuple[Any, Any]:
+    """NVML initialised: GPU 0's handle and an Xid set registered on it before any fault."""
+    pynvml.nvmlInit()
+    return pynvml.nvmlDeviceGetHandleByIndex(0), _xid_set(pynvml)
+
+
+def _read(pynvml: Any, handle: Any, times: int) -> list[int]:
+    """*times* calls on the GPU: reads of its (armed) temperature."""
+    return [pynvml.nvmlDeviceGetTemperature(handle, 0) for _ in range(times)]
+
+
 def _pending(pynvml: Any, event_set: Any) -> list[int]:
     """The Xids the set has now, until a wait of 0 ms times out."""
     got = []
@@ -57,34 +69,29 @@ def _pending(pynvml: Any, event_set: Any) -> list[int]:
 
 
 def test_an_armed_xid_arrives_with_the_armed_values_after_this_process_calls(
-    pynvml: Any, layer: live.LiveLayer
+    pynvml: Any, layer: live.LiveLayer, watched: tuple[Any, Any]
 ) -> None:
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    event_set = _xid_set(pynvml)
+    handle, event_set = watched
     _arm(layer, 0, calls=2)
     seq = layer.event(0, XID, 48, armed=True)
     assert [(e.seq, e.event_type, e.data, e.arm) for e in layer.events()] == [(seq, XID, 48, ARM)]
     assert _pending(pynvml, event_set) == []  # no call yet: not fired here
-    temperatures = [pynvml.nvmlDeviceGetTemperature(handle, 0) for _ in range(2)]
+    temperatures = _read(pynvml, handle, 2)
     assert _pending(pynvml, event_set) == []
-    temperatures.append(pynvml.nvmlDeviceGetTemperature(handle, 0))  # the third call fires it
+    temperatures += _read(pynvml, handle, 1)  # the third call fires it
     assert temperatures[-1] == 95 and temperatures[:2] != [95, 95]
     assert _pending(pynvml, event_set) == [48]
     assert _pending(pynvml, event_set) == []  # once
     layer.set(0, {"power_limit_mw": 300000})  # a later write re-arms the values, not the Xid
-    for _ in range(4):
-        pynvml.nvmlDeviceGetTemperature(handle, 0)
+    _read(pynvml, handle, 4)
     assert _pending(pynvml, event_set) == []
     pynvml.nvmlEventSetFree(event_set)
 
 
 def test_a_set_registered_after_the_armed_event_does_not_receive_it(
-    pynvml: Any, layer: live.LiveLayer
+    pynvml: Any, layer: live.LiveLayer, watched: tuple[Any, Any]
 ) -> None:
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    early = _xid_set(pynvml)
+    handle, early = watched
     _arm(layer, 0, calls=0)
     layer.event(0, XID, 79, armed=True)
     late = _xid_set(pynvml)
@@ -93,40 +100,34 @@ def test_a_set_registered_after_the_armed_event_does_not_receive_it(
 
 
 def test_a_reset_or_another_arm_drops_the_events_still_waiting(
-    pynvml: Any, layer: live.LiveLayer
+    pynvml: Any, layer: live.LiveLayer, watched: tuple[Any, Any]
 ) -> None:
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    event_set = _xid_set(pynvml)
+    handle, event_set = watched
     _arm(layer, 0, calls=1)
     layer.event(0, XID, 48, armed=True)
     assert _pending(pynvml, event_set) == []  # read, and held for its trigger
     layer.clear(0)  # `nvml-mock-ctl reset`: the arm is gone with the trigger
-    pynvml.nvmlDeviceGetTemperature(handle, 0)
+    _read(pynvml, handle, 1)
     assert _pending(pynvml, event_set) == []
     layer.set(0, {"fault_trigger": TRIGGERS["after-calls"], "fault_trigger_arm": ARM + 1})
     layer.set(0, {"temperature_c": 95}, armed=True)
     layer.event(0, XID, 63, armed=True)
-    for _ in range(2):
-        pynvml.nvmlDeviceGetTemperature(handle, 0)
+    _read(pynvml, handle, 2)
     assert _pending(pynvml, event_set) == [63]
 
 
 def test_a_set_holds_the_latest_armed_events_up_to_its_bound(
-    pynvml: Any, layer: live.LiveLayer
+    pynvml: Any, layer: live.LiveLayer, watched: tuple[Any, Any]
 ) -> None:
     """32 armed events wait per set; past that the oldest go, in ring order otherwise."""
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    event_set = _xid_set(pynvml)
+    handle, event_set = watched
     _arm(layer, 0, calls=1)
     for code in range(1, 41):
         layer.event(0, XID, code, armed=True)
     assert _pending(pynvml, event_set) == []
     layer.event(0, XID, 100)  # an event without a trigger goes past the waiting ones
     assert _pending(pynvml, event_set) == [100]
-    for _ in range(2):
-        pynvml.nvmlDeviceGetTemperature(handle, 0)
+    _read(pynvml, handle, 2)
     assert _pending(pynvml, event_set) == list(range(9, 41))
 
 
@@ -221,15 +222,13 @@ def test_the_count_is_each_processs_own(
 
 
 def test_a_triggered_fall_off_the_bus_tells_the_health_loop_xid_79_then_the_loss(
-    pynvml: Any, live_state: Path, capsys: pytest.CaptureFixture[str]
+    pynvml: Any, live_state: Path, watched: tuple[Any, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The device plugin's health loop, waiting: `fail fallen-off-bus --after-calls 2` arms
     the loss and its Xid; the third call on the GPU fires both in this process. Each wait is
     one call on the set's GPUs, however many slices it sleeps."""
     live_file = live_state.parent / live.LIVE_FILE_NAME
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    event_set = _xid_set(pynvml)
+    handle, event_set = watched
     argv = ["--live-file", str(live_file), "fail", "fallen-off-bus", "-i", "0"]
     assert ctl.main([*argv, "--after-calls", "2"]) == ctl.EXIT_OK
     assert (
@@ -247,12 +246,12 @@ def test_a_triggered_fall_off_the_bus_tells_the_health_loop_xid_79_then_the_loss
         pynvml.nvmlEventSetWait(event_set, 1000)
 
 
-def test_a_long_wait_counts_as_one_call(pynvml: Any, layer: live.LiveLayer) -> None:
+def test_a_long_wait_counts_as_one_call(
+    pynvml: Any, layer: live.LiveLayer, watched: tuple[Any, Any]
+) -> None:
     """A wait looks at its GPUs every 250 ms slice; only its first look is a call, so a
     health loop's 1.2 s wait does not fire an armed loss of `--after-calls 2`."""
-    pynvml.nvmlInit()
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    event_set = _xid_set(pynvml)
+    handle, event_set = watched
     layer.set(0, {"fault_trigger": TRIGGERS["after-calls"], "fault_trigger_param": 2})
     layer.set(0, {"gpu_lost": 1}, armed=True)
     with pytest.raises(pynvml.NVMLError_Timeout):
