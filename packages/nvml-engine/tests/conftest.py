@@ -27,6 +27,12 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1]
 NATIVE = PACKAGE / "native"
 
+if os.environ.get("NVML_MOCK_TEST_LIBRARY"):
+    # A sanitizer build under test is loaded before anything else: the live writer loads the
+    # package's own library by its path, and were that first, pynvml's dlopen of the soname
+    # would get it, and test (and shut down) it instead of the build under test.
+    ctypes.CDLL(os.environ["NVML_MOCK_TEST_LIBRARY"], mode=ctypes.RTLD_GLOBAL)
+
 MOCK_ENV = (
     "MOCK_NVML_CONFIG",
     "MOCK_NVML_LIVE",
