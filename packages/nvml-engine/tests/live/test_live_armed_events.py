@@ -28,13 +28,15 @@ XID = 0x8
 ARM = 0x5EED
 
 
-def _arm(layer: live.LiveLayer, gpu: int, *, calls: int | None = None, at_ms: int = 0) -> None:
+def _arm(
+    layer: live.LiveLayer, gpu: int, *, calls: int | None = None, at_ms: int = 0, tag: int = ARM
+) -> None:
     """The GPU's trigger as a writer sets it (``nvml-mock-ctl``'s order): the trigger values
     with the arm's tag, then 95 C armed behind them."""
     trigger = {
         "fault_trigger": TRIGGERS["after-calls"] if calls is not None else TRIGGERS["at"],
         "fault_trigger_param": calls if calls is not None else at_ms,
-        "fault_trigger_arm": ARM,
+        "fault_trigger_arm": tag,
     }
     layer.set(gpu, trigger)
     layer.set(gpu, {"temperature_c": 95}, armed=True)
@@ -109,8 +111,7 @@ def test_a_reset_or_another_arm_drops_the_events_still_waiting(
     layer.clear(0)  # `nvml-mock-ctl reset`: the arm is gone with the trigger
     _read(pynvml, handle, 1)
     assert _pending(pynvml, event_set) == []
-    layer.set(0, {"fault_trigger": TRIGGERS["after-calls"], "fault_trigger_arm": ARM + 1})
-    layer.set(0, {"temperature_c": 95}, armed=True)
+    _arm(layer, 0, calls=0, tag=ARM + 1)
     layer.event(0, XID, 63, armed=True)
     _read(pynvml, handle, 2)
     assert _pending(pynvml, event_set) == [63]
