@@ -19,7 +19,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # dependencies first, so a reader of the folder sees the order they install in
-ORDER = ("protocol", "live", "nvml-engine", "topology-service", "nri-plugin", "check-fabric")
+ORDER = (
+    "protocol",
+    "live",
+    "nvml-engine",
+    "smi",
+    "imex",
+    "topology-service",
+    "nri-plugin",
+    "check-fabric",
+    "node",
+)
 
 
 def packages() -> list[Path]:

@@ -37,8 +37,8 @@ COVERED = {
     "nvml-mock-nri-plugin": "packages/nri-plugin/tests run it against the runtime double",
     "bench/run.sh": "the engine's benchmark (figures in its README)",
     "curl": "packages/topology-service/tests make the same requests over HTTP",
-    "nvml-mock-imex": "packages/nvml-engine/tests/imex run the daemon as processes on loopback",
-    "nvml-mock-imex-ctl": "packages/nvml-engine/tests/imex run it against those daemons",
+    "nvml-mock-imex": "packages/imex/tests run the daemon as processes on loopback",
+    "nvml-mock-imex-ctl": "packages/imex/tests run it against those daemons",
     "nvml-mock-exporter": "packages/exporter/tests start it as a process over the real library "
     "and scrape it (also with a real Prometheus)",
 }

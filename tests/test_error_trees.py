@@ -31,7 +31,7 @@ SAME_MEANING = {
 # Exceptions that never leave their module (private, leading underscore) are not part of a
 # package's surface. The nvidia-smi work-alike is a separate program inside the engine
 # package with its own small tree, drawn in its own errors module.
-SUBTREES = {"nvml_mock_engine.smi": ("nvml_mock_engine.smi._errors", "WorkAlikeError")}
+SUBTREES = {"nvml_mock_smi": ("nvml_mock_smi._errors", "WorkAlikeError")}
 
 
 def _modules(package: str) -> list[ModuleType]:

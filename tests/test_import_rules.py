@@ -121,10 +121,10 @@ def test_the_import_contract_holds() -> None:
 
 
 def test_the_import_contract_bites_on_a_daemon_importing_a_cli(tmp_path: Path) -> None:
-    """A copy of the engine whose node agent imports nvml-mock-ctl: lint fails, naming it."""
-    copy = tmp_path / "nvml_mock_engine"
+    """A copy of the node package whose agent imports nvml-mock-ctl: lint fails, naming it."""
+    copy = tmp_path / "nvml_mock_node"
     shutil.copytree(
-        ROOT / "packages/nvml-engine/src/nvml_mock_engine",
+        ROOT / "packages/node/src/nvml_mock_node",
         copy,
         ignore=shutil.ignore_patterns("__pycache__", "_lib", "*.so*"),
     )
@@ -140,7 +140,7 @@ def test_the_import_contract_bites_on_a_daemon_importing_a_cli(tmp_path: Path) -
     done = _lint_imports(pythonpath=tmp_path)
     assert done.returncode == 1, done.stdout
     assert "Daemons never import a CLI BROKEN" in done.stdout
-    assert "nvml_mock_engine.agent -> nvml_mock_engine.ctl" in done.stdout
+    assert "nvml_mock_node.agent -> nvml_mock_engine.ctl" in done.stdout
 
 
 def test_the_domain_allowance_refuses_a_front_door(tmp_path: Path) -> None:

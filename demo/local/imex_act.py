@@ -63,7 +63,7 @@ def tool(overlay: Path, name: str) -> list[str]:
     staged = overlay / "usr" / "bin" / name
     if staged.is_file() and os.access(staged, os.X_OK) and (overlay / "runtime").exists():
         return [str(staged)]
-    module = "nvml_mock_engine.imexd" if name == "nvidia-imex" else "nvml_mock_engine.imexctl"
+    module = "nvml_mock_imex.imexd" if name == "nvidia-imex" else "nvml_mock_imex.imexctl"
     return [sys.executable, "-m", module]
 
 

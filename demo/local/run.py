@@ -45,8 +45,8 @@ from imex_act import ImexRow, imex_table, run_imex_act
 from metrics import act_metrics
 from nvml_mock_engine.errors import NvmlEngineError
 from nvml_mock_engine.profiles import load_profile
-from nvml_mock_engine.runtime import loader_name
 from nvml_mock_live.scenarios import parse_scenarios
+from nvml_mock_node.runtime import loader_name
 from nvml_mock_protocol import names
 from nvml_mock_protocol.topology import parse_topology
 from workload import WORKLOAD_NAMESPACE, Isolation, Outcome, create_and_run, recheck
@@ -635,7 +635,7 @@ class Demo:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "nvml_mock_engine.smi",
+            "nvml_mock_smi",
             *args,
             env=env,
             stdout=asyncio.subprocess.PIPE,

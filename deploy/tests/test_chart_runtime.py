@@ -66,9 +66,11 @@ def _mount_script(mounts: list[tuple[str, str, bool]], host: Path, then: str) ->
 
 
 def _stage(overlay: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ENGINE_SRC), *sys.path])}
+    # the engine's command with the node's commands, from their source trees
+    sources = [str(ENGINE_SRC), str(ENGINE_SRC.parents[1] / "node" / "src")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*sources, *sys.path])}
     result = subprocess.run(
-        [sys.executable, "-m", "nvml_mock_engine", "stage", "--profile", "h100",
+        [sys.executable, "-m", "nvml_mock_node", "stage", "--profile", "h100",
          "--count", "2", "--no-devices", str(overlay)],
         capture_output=True, text=True, timeout=300, env=env, check=False,
     )  # fmt: skip

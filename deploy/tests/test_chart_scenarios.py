@@ -91,18 +91,19 @@ def test_the_staging_daemonset_runs_the_agent(render: RenderFn) -> None:
 
 
 def test_the_agents_command_line_takes_what_the_chart_renders(render: RenderFn) -> None:
-    engine_src = REPO_ROOT / "packages/nvml-engine/src"
-    sys.path.insert(0, str(engine_src))  # the engine's own parser, as in test_dockerfile
+    # the engine's own parser with the node's commands, from source, as in test_dockerfile
+    sources = [str(REPO_ROOT / "packages" / p / "src") for p in ("nvml-engine", "node")]
+    sys.path[:0] = sources
     try:
         from nvml_mock_engine import cli
+        from nvml_mock_node.commands import AGENT
     finally:
-        sys.path.remove(str(engine_src))
+        for source in sources:
+            sys.path.remove(source)
     agent = container(render(values()).get("DaemonSet", "nvml-mock"), "agent")
     environ = {k: v for k, v in env_of(agent).items() if isinstance(v, str)}
     environ["NODE_NAME"] = "worker-0"
-    settings = cli._settings(
-        cli._parser().parse_args(agent["command"][1:] + agent["args"]), environ
-    )
+    settings = cli.parse_settings(agent["command"][1:] + agent["args"], environ, (AGENT,))
     assert settings.topology_url == environ["NVML_MOCK_TOPOLOGY_URL"]
     assert settings.probe_addr == ("0.0.0.0", 8091)
     assert str(settings.applied_path) == "/var/lib/nvml-mock/config/scenarios.applied.json"

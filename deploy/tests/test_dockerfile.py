@@ -181,20 +181,22 @@ def test_copied_sources_exist_and_are_not_ignored(stages: dict[str, Stage]) -> N
 
 
 def _engine_cli() -> Any:
-    engine_src = REPO_ROOT / "packages" / "nvml-engine" / "src"
-    sys.path.insert(0, str(engine_src))
+    """The engine's command line with the node's commands, both from their source trees."""
+    sources = [str(REPO_ROOT / "packages" / p / "src") for p in ("nvml-engine", "node")]
+    sys.path[:0] = sources
     try:
         from nvml_mock_engine import cli
+        from nvml_mock_node.commands import AGENT, STAGE
     finally:
-        sys.path.remove(str(engine_src))
-    return cli
+        for source in sources:
+            sys.path.remove(source)
+    return lambda argv, environ: cli.parse_settings(argv, environ, (STAGE, AGENT))
 
 
 def test_the_stage_step_is_the_engines_command_line(stages: dict[str, Stage]) -> None:
     calls = [c for run in stages["engine"].runs() for c in shell_commands(run)]
     (stage_call,) = [c for c in calls if c[:2] == ["nvml-mock-engine", "stage"]]
-    cli = _engine_cli()
-    parsed = cli._settings(cli._parser().parse_args(stage_call[1:]), {})
+    parsed = _engine_cli()(stage_call[1:], {})
     # Staged where workloads see it, so the launchers' paths are the real ones.
     assert str(parsed.dir) == names.OVERLAY_MOUNT_PATH
     assert parsed.mount_path == names.OVERLAY_MOUNT_PATH

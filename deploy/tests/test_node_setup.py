@@ -339,14 +339,18 @@ def test_json_logs_are_one_object_per_line(env: dict[str, str]) -> None:
 
 
 def _engine_cli_module() -> Any:
-    sys.path.insert(0, str(ENGINE_SRC))
+    """The engine's command line with the node's commands, both from their source trees."""
+    sources = [str(ENGINE_SRC), str(ENGINE_SRC.parents[1] / "node" / "src")]
+    sys.path[:0] = sources
     try:
         from nvml_mock_engine import cli
+        from nvml_mock_node.commands import STAGE
     except ImportError as exc:  # pragma: no cover - depends on the engine's own deps
         pytest.skip(f"the engine's CLI does not import here: {exc}")
     finally:
-        sys.path.remove(str(ENGINE_SRC))
-    return cli
+        for source in sources:
+            sys.path.remove(source)
+    return lambda argv, environ: cli.parse_settings(argv, environ, (STAGE,))
 
 
 def test_the_stage_command_line_is_the_engines(env: dict[str, str], tmp_path: Path) -> None:
@@ -355,11 +359,9 @@ def test_the_stage_command_line_is_the_engines(env: dict[str, str], tmp_path: Pa
     _wait_ready(env, proc)
     _stop(proc)
     (argv,) = [json.loads(line) for line in Path(env["STAND_IN_LOG"]).read_text().splitlines()]
-    cli = _engine_cli_module()
-    parsed = cli._parser().parse_args(argv)
-    assert parsed.command == "stage"
+    assert argv[0] == "stage"
     # resolved as the engine resolves it (flags only: the stager passes no env of its own here)
-    settings = cli._settings(parsed, {})
+    settings = _engine_cli_module()(argv, {})
     assert str(settings.dir) == env["NVML_MOCK_OVERLAY_HOST_PATH"]
     assert (settings.profile, settings.count, settings.node) == ("gb200", 4, "worker-7")
     assert settings.mount_path == names.OVERLAY_MOUNT_PATH

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import httpx
 from nvml_mock_engine.config import resolve_config
-from nvml_mock_engine.stage import StageOptions, stage
+from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_nri.plugin import Injector
 from nvml_mock_nri.settings import load_settings
 from nvml_mock_protocol.nri import api_pb2 as api

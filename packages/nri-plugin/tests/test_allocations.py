@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import Start, allocated, container, pod, read_through_library, run_container, settled
 from nvml_mock_engine.config import resolve_config
-from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_live import Allocation, LiveLayer
+from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import Event
 from nvml_mock_protocol.nri import api_pb2 as api

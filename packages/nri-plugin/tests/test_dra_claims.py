@@ -16,8 +16,8 @@ import pytest
 from conftest import Start, container, pod, read_through_library, settled
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import parse_spec
-from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_live import Allocation, LiveLayer
+from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_nri import dra
 from nvml_mock_protocol import names
 from nvml_mock_protocol.mig_caps import MigCap, minor_of

@@ -13,8 +13,8 @@ import pytest
 from conftest import Start, allocated, pod, read_through_library, run_container, settled
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import apply, parse_spec
-from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_live import Allocation, LiveLayer
+from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 

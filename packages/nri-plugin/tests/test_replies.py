@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import Start, container, pod
 from nvml_mock_engine.config import resolve_config
-from nvml_mock_engine.stage import StageOptions, stage
+from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_nri.adjust import FabricIdentity
 from nvml_mock_nri.errors import UnknownDeviceError
 from nvml_mock_nri.identity import IdentityCache, Snapshot, Status

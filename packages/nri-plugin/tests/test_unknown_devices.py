@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import Start, container, pod
 from nvml_mock_engine.config import resolve_config
-from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_live import read_board
+from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_nri import unknown_devices
 from nvml_mock_nri.errors import ConfigError, UnknownDeviceError
 from nvml_mock_nri.settings import load_settings

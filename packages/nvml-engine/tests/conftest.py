@@ -26,6 +26,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1]
 NATIVE = PACKAGE / "native"
+# nvml-mock-smi's helpers (smi_fixtures) run nvidia-smi against the library: some of the
+# library's tests look at it as that tool does.
+sys.path.insert(0, str(PACKAGE.parent / "smi" / "tests"))
 
 if os.environ.get("NVML_MOCK_TEST_LIBRARY"):
     # A sanitizer build under test is loaded before anything else: the live writer loads the

@@ -6,7 +6,7 @@ the staged overlay holds them under its driver root. runc refuses every mount un
 ``/proc`` in a container's spec, NRI's mounts included, so they are not mounts of the
 adjustment: the plugin adds the overlay's ``bin/nvml-mock-surfaces-hook`` as a
 ``createContainer`` hook, which binds them in the container's mount namespace before the
-root switch (``nvml_mock_engine.surfaces_hook``), on runc and crun alike.
+root switch (``nvml_mock_node.surfaces_hook``), on runc and crun alike.
 
 A pod opts in with ``nvml-mock.nvidia.com/driver-surfaces: "true"``, under the trust rules
 of the device opt-in: its namespace must be allowed (``--device-namespaces``), and a node

@@ -1,12 +1,12 @@
-"""nvml-mock-engine: mock GPUs for NVML clients, from board profiles to a staged overlay.
+"""nvml-mock-engine: mock GPUs for NVML clients, from board profiles to the mock library.
 
 The package renders a node's GPU state from a profile (``render_text`` here, the
-``render`` module for the parts), stages the overlay that containers mount (the ``stage``
-module) and ships the mock ``libnvidia-ml.so.1`` (``library_path``). The functions
-``render.render`` and ``stage.stage`` are not re-exported: a package attribute named like a
-submodule becomes that submodule once it is imported, so the name would change meaning
-mid-process. This module stays import-light on purpose: ``nvml_mock_engine.smi`` imports it
-on every ``nvidia-smi`` call, so the public names below load on first use.
+``render`` module for the parts) and ships the mock ``libnvidia-ml.so.1``
+(``library_path``); staging that state into an overlay is nvml-mock-node's. The function
+``render.render`` is not re-exported: a package attribute named like a submodule becomes
+that submodule once it is imported, so the name would change meaning mid-process. This
+module stays import-light on purpose: the tools built on it (``nvidia-smi`` among them)
+import it on error paths and in loops, so the public names below load on first use.
 """
 
 from __future__ import annotations
@@ -24,12 +24,10 @@ if TYPE_CHECKING:
     from nvml_mock_engine.library import library_path
     from nvml_mock_engine.profiles import Profile, load_profile, profile_names
     from nvml_mock_engine.render import render_text
-    from nvml_mock_engine.stage import StageOptions
 
 __all__ = [
     "EngineConfig",
     "Profile",
-    "StageOptions",
     "__version__",
     "library_path",
     "load_profile",
@@ -46,7 +44,6 @@ _LAZY = {
     "load_profile": "nvml_mock_engine.profiles",
     "profile_names": "nvml_mock_engine.profiles",
     "render_text": "nvml_mock_engine.render",
-    "StageOptions": "nvml_mock_engine.stage",
 }
 
 

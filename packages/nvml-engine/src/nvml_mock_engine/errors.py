@@ -24,7 +24,7 @@ here): ``LiveLayerError`` (the live layer cannot be opened or written, exit 1; n
 and its ``LiveValueError`` (a live value is refused before anything is written, exit 3; names
 the key and the value). The front doors catch them beside :class:`NvmlEngineError`.
 
-The ``nvidia-smi`` work-alike (``nvml_mock_engine.smi``) is a program of its own inside the
+The ``nvidia-smi`` work-alike (``nvml_mock_smi``) is a program of its own inside the
 package and draws its own small tree in ``smi._errors`` (its errors end in the real tool's
 exit codes, not these).
 

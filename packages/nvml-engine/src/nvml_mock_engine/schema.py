@@ -2,7 +2,7 @@
 
 Every key is declared once, in ``keys.toml`` (the live-file contract package,
 :mod:`nvml_mock_live.keys`, holds it and its tables); the C parser's table and those tables
-are generated from it (``scripts/gen_keys.py``), so the two halves of the contract
+are generated from it (``live/scripts/gen_keys.py``), so the two halves of the contract
 (`native/STATE-FORMAT.md`) cannot drift apart. One table per section, in the order the
 renderer writes them, each key with the C type its value must fit. Profiles, config
 overrides, the renderer and the live writer all validate against these tables, so a value

@@ -13,7 +13,7 @@ from nvml_mock_live import _keys
 from nvml_mock_live import _layout as _live_layout
 
 PACKAGE = Path(__file__).resolve().parents[2]
-SCRIPT = PACKAGE / "scripts" / "gen_keys.py"
+SCRIPT = PACKAGE.parent / "live" / "scripts" / "gen_keys.py"
 SOURCES = PACKAGE / "native" / "src"
 DECLARATION = PACKAGE.parent / "live" / "src" / "nvml_mock_live" / "keys.toml"
 
@@ -28,10 +28,10 @@ def test_the_generated_files_match_the_declaration() -> None:
 def test_the_drift_check_names_a_hand_edited_file(tmp_path: Path) -> None:
     """A copy of the package with one generated file edited must fail the check, naming it."""
     copy = tmp_path / "nvml-engine"
-    for sub in ("scripts", "native/src", "native/fuzz", "../live/src/nvml_mock_live"):
+    for sub in ("../live/scripts", "native/src", "native/fuzz", "../live/src/nvml_mock_live"):
         (copy / sub).mkdir(parents=True)
     for rel in (
-        "scripts/gen_keys.py",
+        "../live/scripts/gen_keys.py",
         "../live/src/nvml_mock_live/keys.toml",
         "../live/src/nvml_mock_live/_keys.py",
         "../live/src/nvml_mock_live/_layout.py",
@@ -45,7 +45,7 @@ def test_the_drift_check_names_a_hand_edited_file(tmp_path: Path) -> None:
     keys_h = copy / "native/src/keys.h"
     keys_h.write_text(keys_h.read_text().replace("F_REQUIRED", "0", 1))
     done = subprocess.run(
-        [sys.executable, str(copy / "scripts/gen_keys.py"), "--check"],
+        [sys.executable, str(copy / "../live/scripts/gen_keys.py"), "--check"],
         capture_output=True,
         text=True,
         check=False,

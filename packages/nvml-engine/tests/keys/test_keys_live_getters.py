@@ -2,7 +2,7 @@
 
 ``mock.h`` expands one ``live_<key>(d)`` per row of the generated ``LIVE_ONLY_GPU_KEYS``
 table. No live-only key is signed today, so the one below is declared in a copy of
-``keys.toml``, its ``live_layout.h`` generated as ``scripts/gen_keys.py`` generates it, and
+``keys.toml``, its ``live_layout.h`` generated as ``live/scripts/gen_keys.py`` generates it, and
 the library's own headers (``mock.h``) compiled with it: the getter must be ``int64_t``, clamp
 as signed, and answer a negative default as negative.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2]
-SCRIPT = PACKAGE / "scripts" / "gen_keys.py"
+SCRIPT = PACKAGE.parent / "live" / "scripts" / "gen_keys.py"
 SOURCES = PACKAGE / "native" / "src"
 SIGNED_ROW = (
     '  { name = "probe_offset", type = "i32", min = -100, max = 100, default = "-7", '

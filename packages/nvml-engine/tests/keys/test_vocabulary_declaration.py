@@ -35,7 +35,7 @@ STUCK = (
 
 @pytest.fixture
 def gen_keys() -> object:
-    sys.path.insert(0, str(PACKAGE / "scripts"))
+    sys.path.insert(0, str(PACKAGE.parent / "live" / "scripts"))
     try:
         import gen_keys as module
     finally:

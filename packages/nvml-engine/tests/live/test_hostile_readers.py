@@ -22,7 +22,7 @@ from pathlib import Path
 import nvml_mock_live as live
 import pytest
 from nvml_mock_engine.config import resolve_config
-from nvml_mock_engine.stage import StageOptions, stage
+from nvml_mock_node.stage import StageOptions, stage
 
 __all__: list[str] = []
 

@@ -247,7 +247,7 @@ def test_busy_gpu_keeps_the_mode_pending(
     assert status == pynvml.NVML_ERROR_IN_USE
     assert pynvml.nvmlDeviceGetMigMode(handle) == [0, 1]
     # a GPU reset (nvidia-smi -r) makes the pending mode current
-    from nvml_mock_engine.smi import main
+    from nvml_mock_smi import main
 
     assert main(["-r", "-i", "0", "--nvml-lib", str(library_file)]) == 0
     assert pynvml.nvmlDeviceGetMigMode(handle) == [1, 1]

@@ -1,6 +1,0 @@
-"""``nvidia-imex-ctl``, the IMEX control tool work-alike (``bin/nvidia-imex-ctl`` in the
-overlay and the driver root, ``nvml-mock-imex-ctl`` elsewhere)."""
-
-from nvml_mock_engine.imexctl.cli import main
-
-__all__ = ["main"]

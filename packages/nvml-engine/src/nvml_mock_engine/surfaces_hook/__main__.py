@@ -1,7 +1,0 @@
-"""``python -m nvml_mock_engine.surfaces_hook``: the overlay's ``bin/nvml-mock-surfaces-hook``."""
-
-import sys
-
-from nvml_mock_engine.surfaces_hook import main
-
-sys.exit(main())
