@@ -1,5 +1,6 @@
-"""Repository rules: services never import each other; the floors' import contract
-(``.importlinter``, run by ``tox -e lint``) holds and fails on a daemon importing a CLI."""
+"""Repository rules: services never import each other but through the engine's domain layer;
+the floors' import contract (``.importlinter``, run by ``tox -e lint``) holds and fails on a
+daemon importing a CLI and on the engine importing a package built on it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = {
     "nvml-engine": "nvml_mock_engine",
+    "smi": "nvml_mock_smi",
+    "imex": "nvml_mock_imex",
+    "node": "nvml_mock_node",
     "topology-service": "nvml_mock_topology",
     "nri-plugin": "nvml_mock_nri",
     "check-fabric": "check_fabric",
@@ -23,6 +27,26 @@ SERVICES = {
 }
 
 
+ENGINE_FRONT_DOORS = {
+    "cli",
+    "ctl",
+    "ctl_alloc",
+    "ctl_cli",
+    "ctl_quick",
+    "ctl_report",
+    "scenario_ctl",
+}
+"""The engine's command lines: no other package imports them (.importlinter says so too)."""
+ENGINE_DOMAIN = (
+    {"nvml_mock_engine"}
+    | {
+        f"nvml_mock_engine.{py.stem}"
+        for py in (ROOT / "packages/nvml-engine/src/nvml_mock_engine").glob("*.py")
+        if py.stem not in ENGINE_FRONT_DOORS | {"__init__", "__main__"}
+    }
+    | {"nvml_mock_engine.profiles"}
+)
+"""The engine's domain layer: what the packages built on it (node, smi, imex) may import."""
 DOMAIN_IMPORTS = {
     "kwok": {
         "nvml_mock_engine": {
@@ -30,7 +54,11 @@ DOMAIN_IMPORTS = {
             "nvml_mock_engine.profiles",
             "nvml_mock_engine.render",
         }
-    }
+    },
+    # and the engine's command line, which ``python -m nvml_mock_node`` runs with its commands
+    "node": {"nvml_mock_engine": ENGINE_DOMAIN | {"nvml_mock_engine.cli"}},
+    "smi": {"nvml_mock_engine": ENGINE_DOMAIN},
+    "imex": {"nvml_mock_engine": ENGINE_DOMAIN},
 }
 
 
@@ -149,3 +177,28 @@ def test_the_domain_allowance_refuses_a_front_door(tmp_path: Path) -> None:
     assert _allowed("kwok", probe, {"nvml_mock_engine"}) == set()
     probe.write_text("from nvml_mock_engine.cli import main\n")
     assert _allowed("kwok", probe, {"nvml_mock_engine"}) == {"nvml_mock_engine"}
+
+
+def test_the_import_contract_bites_on_the_engine_importing_the_node(tmp_path: Path) -> None:
+    """A copy of the engine whose renderer imports the node's staging: lint fails, naming the
+    floor and the import (the package that builds the library imports nothing built on it)."""
+    copy = tmp_path / "nvml_mock_engine"
+    shutil.copytree(
+        ROOT / "packages/nvml-engine/src/nvml_mock_engine",
+        copy,
+        ignore=shutil.ignore_patterns("__pycache__", "_lib", "*.so*"),
+    )
+    render = copy / "render.py"
+    text = render.read_text(encoding="utf-8")
+    anchor = "from nvml_mock_engine.config import EngineConfig\n"
+    assert anchor in text
+    render.write_text(
+        text.replace(anchor, anchor + "from nvml_mock_node.stage import StageOptions\n", 1),
+        encoding="utf-8",
+    )
+    done = _lint_imports(pythonpath=tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "Floors: front-door packages over the live contract over the wire contracts BROKEN" in (
+        done.stdout
+    )
+    assert "nvml_mock_engine.render -> nvml_mock_node.stage" in done.stdout
