@@ -375,7 +375,7 @@ def test_the_readme_lists_the_agents_flags() -> None:
     from nvml_mock_engine.settings import AGENT_OPTIONS
     from nvml_mock_protocol import settings as s
 
-    readme = (Path(__file__).parents[3] / "nvml-engine" / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     for row in s.table_rows(AGENT_OPTIONS, AgentSettings()):
         assert row in readme
 

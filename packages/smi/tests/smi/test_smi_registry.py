@@ -153,8 +153,6 @@ def test_options_carry_their_command() -> None:
 
 
 def test_the_readme_names_every_command_module() -> None:
-    readme = (Path(__file__).resolve().parents[3] / "nvml-engine" / "README.md").read_text(
-        encoding="utf-8"
-    )
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     for name in _registry.COMMAND_MODULES:
         assert f"_commands/{name}.py" in readme, name
