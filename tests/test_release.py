@@ -92,7 +92,8 @@ def test_the_wheels_install_into_a_fresh_venv_and_work(dists: Path, tmp_path: Pa
     )
     assert written.returncode == 0, written.stderr
     assert "'temperature_c': 77" in written.stdout
-    for command in ("nvml-mock-ctl", "nvml-mock-topology-service", "nvml-mock-nri-plugin"):
+    commands = ("nvml-mock-ctl", "nvml-mock-topology-service", "nvml-mock-nri-plugin")
+    for command in (*commands, "nvml-mock-imex", "nvml-mock-imex-ctl"):
         version = subprocess.run(
             [str(bin_dir / command), "--help"],
             capture_output=True,
@@ -101,6 +102,27 @@ def test_the_wheels_install_into_a_fresh_venv_and_work(dists: Path, tmp_path: Pa
             check=False,
         )
         assert version.returncode == 0 and "usage:" in version.stdout, command
+    # nvml-mock-node's commands under the engine's name, and the overlay they stage running
+    # the tools of the other wheels (nvidia-smi from nvml-mock-smi) with no environment at all
+    overlay = tmp_path / "overlay"
+    argv = ["stage", str(overlay), "--profile", "h100", "--count", "2", "--no-devices"]
+    staged = subprocess.run(
+        [str(bin_dir / "nvml-mock-engine"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert staged.returncode == 0, staged.stderr
+    listed = subprocess.run(
+        ["env", "-i", str(overlay / "bin" / "nvidia-smi"), "-L"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert listed.stdout.count("NVIDIA H100") == 2, listed.stdout
 
 
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
