@@ -7,7 +7,7 @@ One base class, so a caller can catch everything this package raises on purpose:
     │   └── ProfileError   an unknown profile name, or a profile file that does not validate
     ├── StageError         the overlay could not be laid out (exit 1); names the path
     ├── CtlUsageError      nvml-mock-ctl: a verb was given arguments it cannot use (exit 2)
-    ├── ImexError          (in ``imex.errors``) bad input to the IMEX work-alike (exit 1)
+    ├── ImexError          (in ``nvml_mock_imex.errors``) bad input to the IMEX work-alike (exit 1)
     │   ├── ImexConfigError  its config file: unreadable, a bad key or value
     │   ├── NodeListError    its node list: unreadable, malformed, duplicate entries
     │   └── FrameError       a peer's frame is not one JSON object (that connection closes)
@@ -24,9 +24,10 @@ here): ``LiveLayerError`` (the live layer cannot be opened or written, exit 1; n
 and its ``LiveValueError`` (a live value is refused before anything is written, exit 3; names
 the key and the value). The front doors catch them beside :class:`NvmlEngineError`.
 
-The ``nvidia-smi`` work-alike (``nvml_mock_smi``) is a program of its own inside the
-package and draws its own small tree in ``smi._errors`` (its errors end in the real tool's
-exit codes, not these).
+The ``nvidia-smi`` work-alike (``nvml_mock_smi``, a package of its own) draws its own small
+tree in ``nvml_mock_smi._errors`` (its errors end in the real tool's exit codes, not these).
+``StageError`` and ``HookError`` are raised by nvml-mock-node, whose commands this package's
+command line runs and reports.
 
 Config errors are fatal and never retried: the same input fails the same way. Stage errors
 may be transient (a full disk, a permission) and are worth a retry once the cause is fixed.
