@@ -30,6 +30,8 @@ from nvml_mock_protocol import names
 NODE_SETUP = REPO_ROOT / "deploy" / "image" / "node_setup.py"
 ENGINE_SRC = REPO_ROOT / "packages" / "nvml-engine" / "src"
 CHECK_FABRIC_SRC = REPO_ROOT / "packages" / "check-fabric" / "src"
+NODE = ("node", "smi", "imex")
+"""nvml-mock-node, whose commands stage, and the packages of the tools it stages."""
 
 STAND_IN_ENGINE = textwrap.dedent(
     """
@@ -410,8 +412,10 @@ def engine_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_with_the_real_engine(
     env: dict[str, str], tmp_path: Path, engine_src: Path, count: str, expected: int
 ) -> None:
-    env["PYTHONPATH"] = os.pathsep.join([str(engine_src), str(CHECK_FABRIC_SRC), *sys.path])
-    env["NVML_MOCK_STAGE_COMMAND"] = f"{sys.executable} -m nvml_mock_engine"
+    # the engine's command with the node's commands, every package from its source tree
+    sources = [engine_src, CHECK_FABRIC_SRC, *(REPO_ROOT / "packages" / p / "src" for p in NODE)]
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, sources), *sys.path])
+    env["NVML_MOCK_STAGE_COMMAND"] = f"{sys.executable} -m nvml_mock_node"
     env["NVML_MOCK_NODE_LABELS"] = ""
     env["NVML_MOCK_OVERLAY_MOUNT_PATH"] = str(tmp_path / "overlay")
     # As the chart sets it by default: "" means the profile's own count (4 for gb200).
