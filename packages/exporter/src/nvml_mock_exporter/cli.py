@@ -103,7 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("cannot start: NVML: %s (is libnvidia-ml.so.1 on the library path?)", exc)
         return EXIT_CONFIG
     try:
-        server = MetricsServer((settings.host, settings.port), collector)
+        server = MetricsServer(
+            (settings.host, settings.port),
+            collector,
+            max_connections=settings.max_connections,
+            header_timeout=settings.request_timeout,
+        )
     except OSError as exc:
         logger.error(
             "cannot start: cannot listen on %s:%d: %s", settings.host, settings.port, exc.strerror
@@ -116,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def stop(signum: int, frame: FrameType | None) -> None:
         if not stopping.is_set():
             stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
+            server.shutdown()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
@@ -129,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra={"gpus": len(collector.gpus), "port": port},
     )
     try:
-        server.serve_forever(poll_interval=0.2)
+        server.serve_forever()
     except Exception:
         logger.exception("the exporter failed")
         return EXIT_FAILURE

@@ -39,6 +39,8 @@ ENV_NVML_TIMEOUT: Final = "NVML_MOCK_EXPORTER_NVML_TIMEOUT"
 ENV_XID_WINDOW: Final = "NVML_MOCK_EXPORTER_XID_COUNT_WINDOW_SIZE"
 ENV_HOSTNAME_LABEL: Final = "NVML_MOCK_EXPORTER_HOSTNAME_LABEL"
 ENV_KUBERNETES: Final = "NVML_MOCK_EXPORTER_KUBERNETES"
+ENV_MAX_CONNECTIONS: Final = "NVML_MOCK_EXPORTER_MAX_CONNECTIONS"
+ENV_REQUEST_TIMEOUT: Final = "NVML_MOCK_EXPORTER_REQUEST_TIMEOUT"
 HOSTNAME_LABELS: Final = ("hostname", "Hostname", "none")
 """``hostname`` (dcgm-exporter since the 2026 rename), ``Hostname`` (before it), or none."""
 
@@ -68,6 +70,10 @@ class Settings:
     live_file: Path | None = None
     """The live layer holding the allocation records; None: beside ``MOCK_NVML_CONFIG``, else
     the overlay's."""
+    max_connections: int = 256
+    """Connections open at once; past it the one waiting longest for a request is closed."""
+    request_timeout: float = 10.0
+    """Seconds a request's head may take to arrive, and an answer may stand without progress."""
     log_format: str = "text"
     """``text`` or ``json``."""
     log_level: str = "info"
@@ -180,6 +186,27 @@ OPTIONS: Final[tuple[s.Option, ...]] = (
         "the live layer holding the allocation records",
         metavar="PATH",
         default_doc="beside `MOCK_NVML_CONFIG`, else the overlay's",
+    ),
+    s.Option(
+        "max_connections",
+        "--max-connections",
+        ENV_MAX_CONNECTIONS,
+        s.int_range(1, 4096),
+        "connections open at once",
+        metavar="N",
+        doc="connections open at once; past it, the connection that has waited longest for "
+        "a request is closed (a scraper sending its request at once always gets in)",
+    ),
+    s.Option(
+        "request_timeout",
+        "--request-timeout",
+        ENV_REQUEST_TIMEOUT,
+        s.seconds(600),
+        "seconds a request head may take to arrive",
+        metavar="S",
+        doc="seconds a request's line and headers may take to arrive (from the connection or "
+        "the last answer), and an answer may stand without the client reading; past it the "
+        "connection is closed",
     ),
     *LOG_OPTIONS,
 )
