@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Exporter, Node, parse
+from conftest import Exporter, Node, get, parse
 from facts import FIXTURES
 from nvml_mock_exporter.counters import CountersFile, parse_counters
 from nvml_mock_exporter.errors import CountersFileError
@@ -130,3 +130,53 @@ def test_a_bad_file_at_start_stops_the_exporter_naming_the_line(node: Node, tmp_
     )
     assert proc.returncode == 3
     assert f"{path} line 2: unknown field 'DCGM_FI_DEV_GPU_TEMPS'" in proc.stderr
+
+
+def test_a_cell_past_the_csv_limit_stops_the_start_naming_the_line(
+    node: Node, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "counters.csv"
+    path.write_text(SMALL + "DCGM_FI_DEV_SM_CLOCK, gauge, " + "h" * (129 * 1024) + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvml_mock_exporter", "--collectors", str(path), "--port", "0"],
+        env=node.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert f"{path} line 6: not a CSV line (field larger than field limit" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr) < 2000
+
+
+def test_a_fifo_in_the_files_place_does_not_stop_the_collections(
+    node: Node, run_exporter: Callable[..., Exporter], tmp_path: Path
+) -> None:
+    path = tmp_path / "counters.csv"
+    path.write_text(SMALL)
+    exporter = run_exporter("--collectors", str(path), "--nvml-timeout", "1")
+    parse(exporter.wait_for(lambda t: "DCGM_FI_DEV_POWER_USAGE" in t))
+    fifo = tmp_path / "swap.fifo"
+    os.mkfifo(fifo)
+    os.replace(fifo, path)  # nobody ever writes to it
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        refused = [r for r in exporter.logs() if "counters file refused" in r["msg"]]
+        if refused:
+            break
+        time.sleep(0.05)
+    assert refused and "not a regular file" in refused[0]["msg"], exporter.log.read_text()
+    # collections go on: /health stays ok past three intervals plus the NVML timeout
+    time.sleep(2.5)
+    status, why = get(exporter.url + "/health")
+    assert (status, why.strip()) == (200, "ok")
+    replacement = tmp_path / "good.csv"
+    replacement.write_text("DCGM_FI_DEV_MEM_CLOCK, gauge, Memory clock frequency (in MHz).\n")
+    os.replace(replacement, path)
+    exposition = parse(exporter.wait_for(lambda t: "DCGM_FI_DEV_GPU_TEMP" not in t))
+    assert set(exposition.types) == {"DCGM_FI_DEV_MEM_CLOCK"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import logging
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ __all__ = ["Counter", "CountersFile", "default_counters", "parse_counters", "rea
 
 logger = logging.getLogger(__name__)
 _MAX_BYTES = 1 << 20
+_SHOWN = 200
+"""Characters of a refused line quoted in its error (a 128 KiB cell is not logged whole)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +56,15 @@ def parse_counters(lines: Iterable[str], source: str = "<counters>") -> tuple[Co
             continue
 
         def bad(why: str, number: int = number, raw: str = raw) -> CountersFileError:
-            return CountersFileError(f"{source} line {number}: {why}: {raw.strip()!r}")
+            shown = raw.strip()
+            if len(shown) > _SHOWN:
+                shown = shown[:_SHOWN] + f"… ({len(shown)} characters)"
+            return CountersFileError(f"{source} line {number}: {why}: {shown!r}")
 
-        cells = next(csv.reader([text], skipinitialspace=True))
+        try:
+            cells = next(csv.reader([text], skipinitialspace=True))
+        except csv.Error as exc:  # a cell past the csv module's field limit (128 KiB)
+            raise bad(f"not a CSV line ({exc})") from None
         if len(cells) != 3:
             raise bad(f"expected 3 comma-separated fields (name, type, help), got {len(cells)}")
         name, kind, help_text = (cell.strip() for cell in cells)
@@ -78,10 +87,20 @@ def parse_counters(lines: Iterable[str], source: str = "<counters>") -> tuple[Co
 def read_counters(path: Path) -> tuple[Counter, ...]:
     """Read and parse a counters file; :class:`CountersFileError` says why it cannot be used."""
     try:
-        with path.open("rb") as handle:
+        # O_NONBLOCK: a FIFO put in the file's place must not hold the collections in open()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise CountersFileError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CountersFileError(f"{path}: not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
             data = handle.read(_MAX_BYTES + 1)
     except OSError as exc:
         raise CountersFileError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if len(data) > _MAX_BYTES:
         raise CountersFileError(f"{path}: larger than {_MAX_BYTES} bytes")
     try:
