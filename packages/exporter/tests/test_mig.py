@@ -7,7 +7,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 
-from conftest import Exporter, Node, parse
+from conftest import Exporter, Node, get, parse
 
 MAKE_INSTANCES = textwrap.dedent(
     """
@@ -60,3 +60,48 @@ def test_gpu_instances_get_their_own_series(
     assert not exposition.of("DCGM_FI_DEV_GPU_UTIL", gpu="0")
     assert exposition.of("DCGM_FI_DEV_GPU_UTIL", gpu="1")
     assert not exposition.of("DCGM_FI_DEV_GPU_TEMP", gpu="1")[0].labels.get("GPU_I_ID")
+
+
+MIG_MODE_ONLY = textwrap.dedent(
+    """
+    import pynvml
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    pynvml.nvmlDeviceSetMigMode(h, pynvml.NVML_DEVICE_MIG_ENABLE)
+    print(pynvml.nvmlDeviceGetMigMode(h)[0])
+    """
+)
+
+
+def test_a_gpu_in_mig_mode_without_instances_keeps_its_series_xids_and_health(
+    node: Node, run_exporter: Callable[..., Exporter]
+) -> None:
+    made = subprocess.run(
+        [sys.executable, "-c", MIG_MODE_ONLY],
+        env=node.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert made.stdout.split() == ["1"]
+    exporter = run_exporter()
+    exposition = parse(exporter.wait_for(lambda t: 'DCGM_FI_DEV_GPU_TEMP{gpu="7"' in t))
+    temp = exposition.of("DCGM_FI_DEV_GPU_TEMP", gpu="0")
+    assert len(temp) == 1 and "GPU_I_ID" not in temp[0].labels
+    assert exposition.of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="ALL")[0].value == 0
+    node.ctl("fail", "ecc-uncorrectable", "-i", "0")
+    text = exporter.wait_for(
+        lambda t: bool(parse(t).of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="MEM"))
+        and parse(t).of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="MEM")[0].value == 20
+        and parse(t).of("DCGM_FI_DEV_XID_ERRORS", gpu="0")[0].value != 0
+    )
+    exposition = parse(text)
+    assert exposition.of("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", gpu="0")[0].value > 0
+    assert exposition.of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="ALL")[0].value == 20
+    assert {s.labels["xid"] for s in exposition.of("DCGM_EXP_XID_ERRORS_COUNT", gpu="0")} >= {
+        "94"
+    }
+    status, why = get(exporter.url + "/health")
+    assert status == 200  # the exporter itself is well: a liveness probe must not restart it
+    assert "GPU 0 fails health: MEM DCGM_FR_VOLATILE_DBE_DETECTED" in why, why

@@ -33,6 +33,8 @@ from nvml_mock_exporter.xid import XidWatcher
 __all__ = ["Collector", "Labels"]
 
 logger = logging.getLogger(__name__)
+_FAIL = 20
+"""DCGM's health result ``DCGM_HEALTH_RESULT_FAIL``: what ``/health`` names a GPU for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,7 @@ class Collector:
         self._busy: tuple[int, int, float] | None = None  # generation, GPU index, since
         self._stuck: set[int] = set()
         self._lost: set[int] = set()
+        self._failing: dict[int, str] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.collections = 0
@@ -101,10 +104,14 @@ class Collector:
         limit = 3 * self.interval + self.nvml_timeout
         if age > limit:
             return False, f"the last collection finished {age:.1f}s ago (limit {limit:.1f}s)"
+        notes = []
         if self._stuck:
             stuck = ", ".join(str(g) for g in sorted(self._stuck))
-            return True, f"ok; NVML calls stuck on GPU {stuck}, left out"
-        return True, "ok"
+            notes.append(f"NVML calls stuck on GPU {stuck}, left out")
+        with self._lock:
+            failing = dict(self._failing)
+        notes += [f"GPU {gpu} fails health: {why}" for gpu, why in sorted(failing.items())]
+        return True, "; ".join(["ok", *notes])
 
     @property
     def stuck(self) -> frozenset[int]:
@@ -121,6 +128,7 @@ class Collector:
         counts = self.xids.all_counts()
         want_health = any(c.name == HEALTH for c in counters)
         rows: list[Row] = []
+        failing: dict[int, str] = {}
         for gpu in self.gpus:
             if gpu.index in self._stuck:
                 continue
@@ -149,6 +157,13 @@ class Collector:
                     if entity.gi_id is not None
                     else whole.get(gpu.uuid, [])
                 )
+                found = self._health(values, xid_counts, lost) if want_health else {}
+                if found.get("ALL", (0, ""))[0] >= _FAIL:
+                    failing[gpu.index] = ", ".join(
+                        f"{watch} {code}"
+                        for watch, (level, code) in found.items()
+                        if level >= _FAIL and watch != "ALL"
+                    )
                 rows.append(
                     Row(
                         entity=entity,
@@ -156,10 +171,13 @@ class Collector:
                         lost=lost,
                         xid=xid,
                         xid_counts=xid_counts,
-                        health=self._health(values, xid_counts, lost) if want_health else {},
+                        health=found,
                         pods=pods,
                     )
                 )
+        with self._lock:
+            if generation is None or generation == self._generation:
+                self._failing = failing
         return render(
             counters,
             rows,

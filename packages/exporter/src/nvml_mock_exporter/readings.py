@@ -195,7 +195,8 @@ def discover() -> list[Gpu]:
 
 
 def entities_of(gpu: Gpu) -> list[Entity]:
-    """The GPU itself, or in MIG mode one entity per GPU instance (by its first MIG device)."""
+    """The GPU itself, or in MIG mode one entity per GPU instance (by its first MIG device);
+    a GPU in MIG mode without any instance is the GPU itself."""
     try:
         current, _ = pynvml.nvmlDeviceGetMigMode(gpu.handle)
     except pynvml.NVMLError as exc:
@@ -218,6 +219,10 @@ def entities_of(gpu: Gpu) -> list[Entity]:
         if head.endswith("c") and rest:
             profile = rest
         found.setdefault(gi, Entity(gpu, gi, profile, mig))
+    if not found:
+        # MIG mode with no GPU instance yet: the GPU itself is still there to report (its
+        # temperature, ECC, Xids and health), as dcgm-exporter reports it
+        return [Entity(gpu)]
     return [found[gi] for gi in sorted(found)]
 
 
