@@ -33,7 +33,7 @@ def _status(pid: int) -> dict[str, str]:
 
 
 def _kib(value: str) -> int:
-    return int(value.split()[0]) * 1024
+    return int(value.split(maxsplit=1)[0]) * 1024
 
 
 @pytest.fixture

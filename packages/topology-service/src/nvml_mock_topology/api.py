@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Annotated, Any, Final
@@ -330,6 +331,28 @@ _ERROR_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
 }
 
 
+logger = logging.getLogger(__name__)
+
+_STOP_WAIT_SECONDS: Final = 5.0
+"""How long the shutdown waits for the file followers to end once cancelled: a backstop, so
+that a follower that does not end (a check stuck where cancellation cannot reach) never holds
+the process past its grace time."""
+
+
+async def _stop_tasks(*tasks: asyncio.Task[None] | None) -> None:
+    running = [t for t in tasks if t is not None]
+    for task in running:
+        task.cancel()
+    if not running:
+        return
+    _, pending = await asyncio.wait(running, timeout=_STOP_WAIT_SECONDS)
+    for task in pending:
+        logger.error("the %s follower did not end when cancelled; left behind", task.get_name())
+    for task in running:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            logger.error("the %s follower had failed: %s", task.get_name(), task.exception())
+
+
 def create_app(
     store: TopologyStore,
     follower: TopologyFile | None = None,
@@ -367,14 +390,7 @@ def create_app(
         try:
             yield
         finally:
-            if scenario_task is not None:
-                scenario_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await scenario_task
-            if follower_task is not None:
-                follower_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await follower_task
+            await _stop_tasks(scenario_task, follower_task)
 
     app = FastAPI(
         title="nvml-mock topology service",

@@ -311,24 +311,40 @@ async def follow(
     the scenario file are followed by this one loop.
     """
     loop = asyncio.get_running_loop()
-    nudged = asyncio.Event()
+    nudged = False
+    waiter: asyncio.Future[None] | None = None
+
+    def nudge() -> None:
+        nonlocal nudged
+        nudged = True
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     notifier = DirectoryNotifier.open(path.parent)
     if notifier is not None:
 
         def on_event() -> None:
             notifier.drain()
-            nudged.set()
+            nudge()
 
         loop.add_reader(notifier.fd, on_event)
     try:
         while True:
-            try:
-                await asyncio.wait_for(nudged.wait(), poll_interval)
+            # A plain future and a timer, not ``asyncio.wait_for(event.wait(), ...)``: on
+            # Python 3.11 wait_for drops a cancellation that lands as the wait completes,
+            # and the follower then outlived the service's shutdown.
+            if not nudged:
+                waiter = loop.create_future()
+                timer = loop.call_later(poll_interval, _resolve, waiter)
+                try:
+                    await waiter
+                finally:
+                    timer.cancel()
+                    waiter = None
+            if nudged:
                 # A burst of events (a symlink swap is several) settles first.
                 await asyncio.sleep(_SETTLE_SECONDS)
-            except TimeoutError:
-                pass
-            nudged.clear()
+            nudged = False
             try:
                 await check()
             except Exception as exc:
@@ -337,6 +353,11 @@ async def follow(
         if notifier is not None:
             loop.remove_reader(notifier.fd)
             notifier.close()
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 _SETTLE_SECONDS = 0.02
