@@ -92,16 +92,17 @@ def test_a_gpu_in_mig_mode_without_instances_keeps_its_series_xids_and_health(
     assert exposition.of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="ALL")[0].value == 0
     node.ctl("fail", "ecc-uncorrectable", "-i", "0")
     text = exporter.wait_for(
-        lambda t: bool(parse(t).of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="MEM"))
-        and parse(t).of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="MEM")[0].value == 20
-        and parse(t).of("DCGM_FI_DEV_XID_ERRORS", gpu="0")[0].value != 0
+        lambda t: (
+            bool(parse(t).of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="MEM"))
+            and parse(t).of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="MEM")[0].value
+            == 20
+            and parse(t).of("DCGM_FI_DEV_XID_ERRORS", gpu="0")[0].value != 0
+        )
     )
     exposition = parse(text)
     assert exposition.of("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", gpu="0")[0].value > 0
     assert exposition.of("DCGM_EXP_GPU_HEALTH_STATUS", gpu="0", health_watch="ALL")[0].value == 20
-    assert {s.labels["xid"] for s in exposition.of("DCGM_EXP_XID_ERRORS_COUNT", gpu="0")} >= {
-        "94"
-    }
+    assert {s.labels["xid"] for s in exposition.of("DCGM_EXP_XID_ERRORS_COUNT", gpu="0")} >= {"94"}
     status, why = get(exporter.url + "/health")
     assert status == 200  # the exporter itself is well: a liveness probe must not restart it
     assert "GPU 0 fails health: MEM DCGM_FR_VOLATILE_DBE_DETECTED" in why, why

@@ -113,3 +113,66 @@ def test_good_input_reaches_the_server_and_its_error_is_named(
     assert code == EXIT_FAILURE
     assert seen and seen[0].startswith("PATCH /apis/kwok.x-k8s.io/v1alpha1/stages/")
     assert "HTTP 500" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--cpu", "abc"], "--cpu 'abc': not a Kubernetes quantity"),
+        (["--cpu", "0"], "--cpu '0': must be more than 0"),
+        (["--memory", "1Zi"], "--memory '1Zi': not a Kubernetes quantity"),
+        (["--pods", "1e3"], "--pods '1e3': must be a whole number of pods"),
+        (["--arch", "a b"], "--arch 'a b': not a label value"),
+        (["--slices-after-ready", "-1"], "--slices-after-ready -1.0: must be from 0"),
+        (["--slices-after-ready", "nan"], "--slices-after-ready nan: must be from 0"),
+        (["--slices-after-ready", "inf"], "--slices-after-ready inf: must be from 0"),
+        (["--workers", "0"], "--workers 0: must be from 1 to 256"),
+        (["--workers", "-1"], "--workers -1: must be from 1 to 256"),
+        (["--context", "nope"], "has no context named 'nope'"),
+    ],
+)
+def test_a_bad_flag_is_refused_naming_it_before_any_request(
+    server: tuple[Path, list[str]],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    argv: list[str],
+    message: str,
+) -> None:
+    kubeconfig, seen = server
+    doc = _plan(tmp_path, 18)
+    code = main(["apply", "--topology", str(doc), "--kubeconfig", str(kubeconfig), *argv])
+    assert code == EXIT_CONFIG, caplog.text
+    assert message in caplog.text
+    assert "Traceback" not in caplog.text
+    assert seen == []
+
+
+def test_a_node_name_too_long_for_its_hostname_label_makes_no_request(
+    server: tuple[Path, list[str]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kubeconfig, seen = server
+    name = "n" * 250
+    doc = tmp_path / "long.yaml"
+    doc.write_text(
+        "version: 1\ndomains:\n  - name: d\n    uuid: 00000000-0000-0000-0000-0000000000ab\n"
+        f"    cliques:\n      - id: 0\n        nodes: [{name}]\n",
+        encoding="utf-8",
+    )
+    code = main(["apply", "--topology", str(doc), "--kubeconfig", str(kubeconfig)])
+    assert code == EXIT_CONFIG, caplog.text
+    assert "a node name of 250 characters; at most 63" in caplog.text
+    assert seen == []
+    code = main(["apply", "--nodes", "2", "--prefix", "p" * 70, "--kubeconfig", str(kubeconfig)])
+    assert code == EXIT_CONFIG
+    assert "--prefix 'ppp" in caplog.text
+    assert seen == []
+
+
+def test_plan_refuses_a_node_count_past_its_cap_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "plan.yaml"
+    code = main(["plan", "--nodes", "100000000", "-o", str(out)])
+    assert code == EXIT_CONFIG
+    assert "--nodes 100000000: must be from 1 to 100,000 nodes" in caplog.text
+    assert not out.exists()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -25,6 +26,7 @@ import yaml
 from nvml_mock_protocol.logs import configure_logging
 from nvml_mock_protocol.topology import TopologyError, read_topology_file
 
+from nvml_mock_kwok import inputs
 from nvml_mock_kwok._version import __version__
 from nvml_mock_kwok.errors import KwokError, PlanError, TruthError
 from nvml_mock_kwok.fleet import (
@@ -208,12 +210,23 @@ def build_fleet(args: argparse.Namespace) -> tuple[Fleet, dict[str, Truth], Node
         truths[variant] = load_truth(variant, root)
     for truth in truths.values():
         truth.strategy(args.mig_strategy)
+    options = NodeOptions(
+        strategy=args.mig_strategy,
+        cpu=inputs.check_quantity("--cpu", args.cpu),
+        memory=inputs.check_quantity("--memory", args.memory),
+        pods=inputs.check_pods(args.pods),
+        arch=inputs.check_label_value("--arch", args.arch),
+        taint=args.taint,
+    )
+    if args.nodes is not None:
+        inputs.check_node_count("--nodes", args.nodes)
     if args.topology is not None:
         document = read_topology_file(args.topology)
         count = args.nodes
     else:
         if args.nodes is None:
             raise PlanError("give --topology or --nodes")
+        inputs.check_node_name("--prefix", f"{args.prefix}{args.nodes - 1:05d}")
         document = plan_document(
             args.nodes,
             clique_size=args.clique_size,
@@ -231,14 +244,14 @@ def build_fleet(args: argparse.Namespace) -> tuple[Fleet, dict[str, Truth], Node
         max_clique_gpus=args.max_clique_gpus,
         only=args.only,
     )
-    options = NodeOptions(
-        strategy=args.mig_strategy,
-        cpu=args.cpu,
-        memory=args.memory,
-        pods=args.pods,
-        arch=args.arch,
-        taint=args.taint,
-    )
+    if len(fleet.nodes) > inputs.MAX_NODES:
+        raise PlanError(
+            f"--topology {str(args.topology)!r}: {len(fleet.nodes):,} nodes; at most "
+            f"{inputs.MAX_NODES:,} (give --nodes to take its first ones)"
+        )
+    flag = "--prefix" if args.topology is None else f"--topology {str(args.topology)!r} node"
+    for node in fleet.nodes:
+        inputs.check_node_name(flag, node.name)
     return fleet, truths, options
 
 
@@ -313,7 +326,20 @@ def _record(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_run_flags(args: argparse.Namespace) -> None:
+    """The flags of a run against a cluster, checked before the kubeconfig is even read."""
+    if getattr(args, "workers", None) is not None:
+        inputs.check_workers(args.workers)
+    if getattr(args, "slices_after_ready", None) is not None:
+        inputs.check_seconds("--slices-after-ready", args.slices_after_ready)
+    if getattr(args, "interval", None) is not None and not (
+        math.isfinite(args.interval) and 0 < args.interval <= 3600
+    ):
+        raise PlanError(f"--interval {args.interval!r}: must be more than 0 and at most 3600")
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    _check_run_flags(args)
     if args.verb == "versions":
         return _versions(args)
     if args.verb == "record":

@@ -22,7 +22,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import yaml
 
-from nvml_mock_kwok.errors import KwokError
+from nvml_mock_kwok.errors import KwokError, PlanError
 
 __all__ = ["FIELD_MANAGER", "ApiError", "Kube", "load_kubeconfig"]
 
@@ -62,16 +62,16 @@ def load_kubeconfig(path: Path, context: str | None = None) -> Credentials:
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise KwokError(f"cannot read kubeconfig {path}: {exc}") from exc
+        raise PlanError(f"cannot read kubeconfig {path}: {exc}") from exc
     if not isinstance(config, dict):
-        raise KwokError(f"kubeconfig {path} is not a mapping")
+        raise PlanError(f"kubeconfig {path} is not a mapping")
     name = context or config.get("current-context")
 
     def named(kind: str, wanted: object) -> dict[str, Any]:
         for item in config.get(kind) or ():
             if isinstance(item, dict) and item.get("name") == wanted:
                 return dict(item.get(kind[:-1]) or {})
-        raise KwokError(f"kubeconfig {path} has no {kind[:-1]} named {wanted!r}")
+        raise PlanError(f"kubeconfig {path} has no {kind[:-1]} named {wanted!r}")
 
     ctx = named("contexts", name)
     cluster = named("clusters", ctx.get("cluster"))
