@@ -31,6 +31,8 @@ readonly METRICS_XID=43
 readonly METRICS_HOT=80
 readonly METRICS_ALERT="GPUXidError"
 METRICS_WAIT_SECONDS="${METRICS_WAIT_SECONDS:-120}"
+# How many times a `kubectl exec` of the metrics act is tried before the demo gives up.
+EXEC_ATTEMPTS="${EXEC_ATTEMPTS:-5}"
 readonly KNOWN_PROFILES="a100 h100 h200 b200 gb200 gb300 l40s t4"
 readonly FABRIC_PROFILES="gb200 gb300"
 readonly WAIT_TIMEOUT="180s"
@@ -507,10 +509,17 @@ prom_query() {
 }
 
 # prom_wait EXPR WHAT: wait (METRICS_WAIT_SECONDS) until EXPR has a result; die naming WHAT.
+# A failed query (the API server refusing an exec once, the pod restarting) is one more try,
+# not the end of the demo.
 prom_wait() {
   local expr="$1" what="$2" answer tries
   for ((tries = 0; tries * 2 < METRICS_WAIT_SECONDS; tries++)); do
-    answer="$(prom_query "${expr}")"
+    if ! answer="$(prom_query "${expr}")"; then
+      printf '    (the query failed; asking again)\n' >&3
+      answer=""
+      sleep 2
+      continue
+    fi
     [[ "${DRY_RUN}" == true ]] && return 0
     if [[ "${answer}" == *'"result":[{'* ]]; then
       printf '    %s: %s\n' "${what}" "${answer:0:200}" >&3
@@ -519,6 +528,22 @@ prom_wait() {
     sleep 2
   done
   die "${what}: Prometheus never answered ${expr} (last: ${answer})"
+}
+
+# retrying CMD...: run CMD, again up to EXEC_ATTEMPTS times in all (2 s apart) when it fails:
+# for a `kubectl exec` that the API server or kubelet may refuse once under load.
+retrying() {
+  local attempt
+  for ((attempt = 1; ; attempt++)); do
+    if "$@"; then
+      return 0
+    fi
+    if ((attempt >= EXEC_ATTEMPTS)); then
+      die "failed ${EXEC_ATTEMPTS} times: $*"
+    fi
+    printf '    (failed, attempt %d of %d; again in 2 s)\n' "${attempt}" "${EXEC_ATTEMPTS}" >&3
+    sleep 2
+  done
 }
 
 # The metrics act: a thermal fault and an Xid on one worker's GPU 0 reach Prometheus through
@@ -536,14 +561,14 @@ act_gpu_metrics() {
     stager="stager-on-${METRICS_NODE}"
   fi
   [[ -n "${stager}" ]] || die "no staging pod on ${METRICS_NODE}"
-  kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
+  retrying kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
     nvml-mock-ctl fail thermal -i 0
-  kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
+  retrying kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- \
     nvml-mock-ctl xid "${METRICS_XID}" -i 0
   prom_wait "DCGM_FI_DEV_GPU_TEMP{kubernetes_node=\"${METRICS_NODE}\",gpu=\"0\"} > ${METRICS_HOT}" "the hot GPU in Prometheus"
   prom_wait "DCGM_FI_DEV_XID_ERRORS{kubernetes_node=\"${METRICS_NODE}\",gpu=\"0\"} == ${METRICS_XID}" "the Xid in Prometheus"
   prom_wait "ALERTS{alertname=\"${METRICS_ALERT}\",alertstate=\"firing\",kubernetes_node=\"${METRICS_NODE}\"}" "alert ${METRICS_ALERT} firing"
-  kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- nvml-mock-ctl reset -i 0
+  retrying kc --namespace "${NVML_MOCK_NAMESPACE}" exec "${stager}" -c stage -- nvml-mock-ctl reset -i 0
 }
 
 main() {

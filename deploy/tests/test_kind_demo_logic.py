@@ -71,11 +71,23 @@ if args[:2] == ["get", "daemonset"]:
 if args[:2] == ["get", "pods"] and "app.kubernetes.io/name=nvml-mock" in args:
     node = args[args.index("--field-selector") + 1].split("=")[1]
     out("nvml-mock-stage-" + node)
+def flaky(kind):
+    # the first FAKE_<KIND>_FAILS calls of this kind fail as a refused exec does
+    fails = int(env("FAKE_" + kind + "_FAILS", "0"))
+    counter = os.environ["FAKE_LOG"] + "." + kind
+    seen = int(open(counter).read()) if os.path.exists(counter) else 0
+    open(counter, "w").write(str(seen + 1))
+    if seen < fails:
+        sys.stderr.write("error: unable to upgrade connection: container not found\\n")
+        sys.exit(1)
 if args[:2] == ["exec", "deployment/demo-prometheus"]:
+    flaky("PROM")
     query = args[-1]
     empty = any(word and word in query for word in env("FAKE_PROM_EMPTY", "").split(","))
     out('{"status":"success","data":{"result":[' + ("" if empty else '{"value":[1,"1"]}') + "]}}")
 if args[:1] == ["exec"] and args[1].startswith("nvml-mock-stage-"):
+    if "nvml-mock-ctl" in args:
+        flaky("CTL")
     sys.exit(0)
 if args[:2] == ["get", "pods"] and "app.kubernetes.io/component=staging" in args:
     node = args[args.index("--field-selector") + 1].split(",")[0].split("=")[1]
@@ -309,6 +321,25 @@ def test_the_metrics_act_waits_for_the_alert_and_fails_naming_it(
     result, _ = run(fake_tools, FAKE_PROM_EMPTY="ALERTS", METRICS_WAIT_SECONDS="2")
     assert result.returncode != 0
     assert "alert GPUXidError firing: Prometheus never answered" in result.stderr
+
+
+def test_the_metrics_act_retries_a_refused_exec(fake_tools: dict[str, str]) -> None:
+    """A reused cluster under load refuses an exec now and then: the demo asks again."""
+    result, calls = run(fake_tools, FAKE_PROM_FAILS="2", FAKE_CTL_FAILS="1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    ctl = [c[c.index("--") + 1 : c.index("--") + 3] for c in calls if "nvml-mock-ctl" in c]
+    assert ctl == [
+        ["nvml-mock-ctl", "fail"],
+        ["nvml-mock-ctl", "fail"],
+        ["nvml-mock-ctl", "xid"],
+        ["nvml-mock-ctl", "reset"],
+    ]
+    assert "(the query failed; asking again)" in result.stdout
+    assert "(failed, attempt 1 of 5; again in 2 s)" in result.stdout
+    # past the attempts, it stops naming the command
+    result, _ = run(fake_tools, FAKE_CTL_FAILS="9", EXEC_ATTEMPTS="2")
+    assert result.returncode != 0
+    assert "failed 2 times:" in result.stderr and "nvml-mock-ctl fail thermal" in result.stderr
 
 
 def test_without_a_compute_domain_no_fabric_check(fake_tools: dict[str, str]) -> None:

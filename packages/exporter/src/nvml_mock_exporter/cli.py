@@ -30,6 +30,7 @@ from nvml_mock_exporter.counters import CountersFile
 from nvml_mock_exporter.errors import ArgumentsError, ConfigError, CountersFileError
 from nvml_mock_exporter.pods import PodRecords, loaded_library
 from nvml_mock_exporter.readings import discover, driver_version
+from nvml_mock_exporter.restage import StateFile
 from nvml_mock_exporter.server import MetricsServer
 from nvml_mock_exporter.settings import Settings, live_file_of, parse_settings
 from nvml_mock_exporter.xid import XidWatcher
@@ -59,8 +60,8 @@ def build(settings: Settings) -> tuple[Collector, XidWatcher, PodRecords | None]
         nvml_version = ""
     xids = XidWatcher(gpus, settings.xid_window_ms / 1000)
     pods = None
+    state = os.environ.get("MOCK_NVML_CONFIG", "").strip()
     if settings.kubernetes:
-        state = os.environ.get("MOCK_NVML_CONFIG", "").strip()
         pods = PodRecords(
             live_file_of(settings, os.environ), loaded_library(), Path(state) if state else None
         )
@@ -79,6 +80,7 @@ def build(settings: Settings) -> tuple[Collector, XidWatcher, PodRecords | None]
         ),
         interval=settings.collect_interval,
         nvml_timeout=settings.nvml_timeout,
+        state=StateFile(Path(state)) if state else None,
     )
     return collector, xids, pods
 
@@ -141,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         server.server_close()
         collector.stop()
-        xids.stop()
+        collector.xids.stop()
         if pods is not None:
             pods.close()
     logger.info("stopped")

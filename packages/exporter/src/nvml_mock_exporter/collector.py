@@ -15,6 +15,8 @@ read again. ``/health`` turns 503 when no collection finished for three interval
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -26,13 +28,28 @@ import pynvml
 from nvml_mock_exporter.counters import CountersFile
 from nvml_mock_exporter.health import health
 from nvml_mock_exporter.pods import PodRecords
-from nvml_mock_exporter.readings import Entity, Gpu, GpuLost, Reader, entities_of
+from nvml_mock_exporter.readings import (
+    Entity,
+    Gpu,
+    GpuLost,
+    Reader,
+    discover,
+    driver_version,
+    entities_of,
+)
 from nvml_mock_exporter.render import HEALTH, Row, render
+from nvml_mock_exporter.restage import StateFile
 from nvml_mock_exporter.xid import XidWatcher
 
 __all__ = ["Collector", "Labels"]
 
 logger = logging.getLogger(__name__)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 _FAIL = 20
 """DCGM's health result ``DCGM_HEALTH_RESULT_FAIL``: what ``/health`` names a GPU for."""
 
@@ -62,6 +79,7 @@ class Collector:
         interval: float,
         nvml_timeout: float,
         clock: Callable[[], float] = time.monotonic,
+        state: StateFile | None = None,
     ) -> None:
         self.gpus = list(gpus)
         self.counters = counters
@@ -72,6 +90,9 @@ class Collector:
         self.interval = interval
         self.nvml_timeout = nvml_timeout
         self._clock = clock
+        self.state = state
+        self._nvml_problem: str | None = None
+        self.restages = 0
         self._lock = threading.Lock()
         self._text = b""
         self._finished: float | None = None
@@ -98,6 +119,9 @@ class Collector:
 
     def healthy(self) -> tuple[bool, str]:
         """Whether collections are coming in; the reason when not."""
+        problem = self._nvml_problem
+        if problem is not None:
+            return False, problem
         age = self.age()
         if age is None:
             return False, "no collection has finished yet"
@@ -224,6 +248,54 @@ class Collector:
             self._finished = self._clock()
             self.collections += 1
 
+    # --- a re-staged node ---------------------------------------------------------------------
+
+    def _restage(self) -> None:
+        """Read the GPUs again from the node's new state: NVML shut down and initialised
+        again, the GPUs found again, a new Xid watch on them. Until that succeeds nothing is
+        published and ``/health`` says why (retried at every interval)."""
+        assert self.state is not None
+        signature = self.state.settled(self._stop.wait)
+        if signature is None:
+            return
+        logger.info("the node's GPU state changed (%s): reading the GPUs again", self.state.path)
+        self.xids.stop()
+        self.reader.reset()
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+        try:
+            pynvml.nvmlInit()
+            gpus = discover()
+            driver = driver_version()
+            try:
+                nvml = _text(pynvml.nvmlSystemGetNVMLVersion())
+            except pynvml.NVMLError:
+                nvml = ""
+        except pynvml.NVMLError as exc:
+            problem = f"NVML cannot read the re-staged node ({exc}); retrying"
+            if problem != self._nvml_problem:
+                logger.error("%s", problem)
+            with self._lock:
+                self._nvml_problem = problem
+            return
+        self.state.accept(signature)
+        xids = XidWatcher(gpus, self.xids.window_s)
+        xids.start()
+        with self._lock:
+            self.gpus = gpus
+            self.xids = xids
+            self.labels = dataclasses.replace(self.labels, driver=driver, nvml_version=nvml)
+            self._stuck.clear()
+            self._lost.clear()
+            self._failing = {}
+            self._nvml_problem = None
+            self.restages += 1
+        logger.info(
+            "serving %d GPUs of the re-staged node",
+            len(gpus),
+            extra={"gpus": len(gpus), "uuids": [g.uuid for g in gpus]},
+        )
+
     # --- the loop and its watchdog -------------------------------------------------------
 
     def start(self) -> None:
@@ -248,7 +320,9 @@ class Collector:
         while not self._stop.is_set():
             started = self._clock()
             try:
-                text = self.collect(generation)
+                if self.state is not None and self.state.changed():
+                    self._restage()
+                text = None if self._nvml_problem is not None else self.collect(generation)
             except Exception:
                 logger.exception("a collection failed; the last one keeps serving")
                 text = None

@@ -427,6 +427,14 @@ class Reader:
             if metric.nvmlReturn == pynvml.NVML_SUCCESS:
                 out[name] = metric.value * GPM_METRICS[name][1]
 
+    def reset(self) -> None:
+        """Drop every GPM sample and field batch (NVML is about to be initialised again:
+        the handles they were made for are gone)."""
+        for gpm in self._gpm.values():
+            gpm.free()
+        self._gpm.clear()
+        self._batches.clear()
+
     def forget(self, gpu_index: int) -> None:
         """Drop a GPU's GPM samples (it was lost: its next sample starts afresh)."""
         for key in [k for k in self._gpm if k[0] == gpu_index]:
