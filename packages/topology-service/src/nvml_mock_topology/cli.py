@@ -30,6 +30,7 @@ from nvml_mock_live.scenarios import ScenarioError, read_scenarios_file
 from nvml_mock_protocol.logs import configure_logging
 from nvml_mock_protocol.topology import TopologyError, read_topology_file
 
+from nvml_mock_topology import allocator
 from nvml_mock_topology._logging import uvicorn_log_config
 from nvml_mock_topology.api import create_app
 from nvml_mock_topology.connection import MAX_HEAD_BYTES, protocol_class
@@ -241,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"nvml-mock-topology-service: bad configuration: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     configure_logging(settings.log_level, settings.log_format)
+    allocator.tune()
     try:
         store, follower = open_topology(settings)
         scenarios, scenario_follower = open_scenarios(settings, store)

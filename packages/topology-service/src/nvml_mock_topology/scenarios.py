@@ -53,6 +53,7 @@ from nvml_mock_live.scenarios import (
 )
 from nvml_mock_protocol.topology import TopologyDocument
 
+from nvml_mock_topology import allocator
 from nvml_mock_topology.errors import ProblemError
 from nvml_mock_topology.snapshot import Answer, next_revision
 from nvml_mock_topology.source import (
@@ -280,6 +281,29 @@ def build_scenario_snapshot(
     return snapshot, changed if isinstance(changed, frozenset) else frozenset(changed)
 
 
+def _reuse_unchanged(served: ScenarioDocument, new: ScenarioDocument) -> ScenarioDocument:
+    """``new`` with each scenario equal to a served one replaced by the served object.
+
+    An edit of one scenario of forty then costs one scenario's memory, not forty: the new
+    file's copies of the others (their names, their selector's index, their picked set)
+    are dropped at once instead of living beside the served ones until the swap. A 20,000-
+    name scenario is 3 MB of names and index.
+    """
+    before = served.by_name()
+    scenarios = []
+    reused = 0
+    for scenario in new.scenarios:
+        old = before.get(scenario.name)
+        if old is not None and old == scenario:
+            scenarios.append(old)
+            reused += 1
+        else:
+            scenarios.append(scenario)
+    if not reused:
+        return new
+    return new.model_copy(update={"scenarios": tuple(scenarios)})
+
+
 def _fresh_entries(
     picked: Mapping[str, frozenset[str]], versions: Mapping[str, Version], revision: int
 ) -> dict[str, _Entry]:
@@ -397,7 +421,7 @@ class ScenarioStore:
         """Build (on any thread) what follows the served snapshot; None when nothing changes."""
         base = self._snapshot
         topology = self.topology.snapshot
-        document = base.document if document is None else document
+        document = base.document if document is None else _reuse_unchanged(base.document, document)
         if document == base.document and topology.revision == base.topology_revision:
             return None
         snapshot, changed = build_scenario_snapshot(
@@ -685,6 +709,9 @@ class ScenarioFile(FollowedFile[ScenarioStore]):
         published = self.store.commit(prepared)
         if published and document is not None:
             self.reloads += 1
+        # the snapshot served before is referenced by nothing else now: its memory goes back
+        del prepared, document
+        allocator.give_back()
         return published
 
     def _refuse(self, message: str) -> None:

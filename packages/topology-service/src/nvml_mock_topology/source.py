@@ -45,6 +45,7 @@ from nvml_mock_protocol.topology import (
     read_topology_file,
 )
 
+from nvml_mock_topology import allocator
 from nvml_mock_topology.store import TopologyStore
 
 __all__ = [
@@ -264,6 +265,8 @@ class TopologyFile(FollowedFile[TopologyStore]):
             self._refuse(describe_failure(self.path, exc))
             return False
         changed = self.store.commit(prepared)
+        del prepared  # the snapshot served before goes with it: give its memory back
+        allocator.give_back()
         if not changed:
             logger.info(
                 "topology file changed but its document did not", extra={"path": str(self.path)}
