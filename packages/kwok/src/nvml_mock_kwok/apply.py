@@ -14,6 +14,7 @@ from nvml_mock_kwok.fleet import FakeNode
 from nvml_mock_kwok.kube import Kube, object_path
 from nvml_mock_kwok.objects import (
     FAKE_LABEL,
+    KWOK_ANNOTATION,
     NodeOptions,
     node_object,
     slice_objects,
@@ -43,10 +44,64 @@ class ApplyResult:
     """Objects (Nodes and slices) this run made; the rest existed and were converged."""
 
 
-def _apply_node(kube: Kube, truth: Truth, node: FakeNode, options: NodeOptions) -> tuple[str, bool]:
+def holds(existing: Any, wanted: Any) -> bool:
+    """Whether ``existing`` already says everything ``wanted`` says: every key of a mapping
+    (recursively), lists item by item, scalars equal. What the API server or another
+    controller added beside it (defaults, KWOK's conditions) does not count."""
+    if isinstance(wanted, dict):
+        return isinstance(existing, dict) and all(
+            key in existing and holds(existing[key], value) for key, value in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return (
+            isinstance(existing, list)
+            and len(existing) == len(wanted)
+            and all(holds(e, w) for e, w in zip(existing, wanted, strict=True))
+        )
+    return bool(existing == wanted)
+
+
+def _label_domains(labels: dict[str, str]) -> set[str]:
+    return {key.split("/", 1)[0] + "/" for key in labels if "/" in key}
+
+
+def node_holds(existing: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether an existing Node is the one ``wanted`` describes, so that applying it again
+    would change nothing: its labels, annotations, spec and status hold ``wanted``'s, and
+    under every label prefix ``wanted`` uses (``nvidia.com/``: GFD's) it has no label more,
+    so that a label a re-run no longer makes is still removed by the apply."""
+    meta, want_meta = existing.get("metadata") or {}, wanted["metadata"]
+    labels, want_labels = meta.get("labels") or {}, want_meta.get("labels") or {}
+    domains = _label_domains(want_labels)
+    extra = [k for k in labels if k not in want_labels and k.split("/", 1)[0] + "/" in domains]
+    spec = existing.get("spec") or {}
+    # ``--taint`` dropped: the fake taint must go, which only the apply does
+    taint_left = not wanted["spec"].get("taints") and any(
+        taint.get("key") == KWOK_ANNOTATION for taint in spec.get("taints") or ()
+    )
+    return (
+        not extra
+        and holds(labels, want_labels)
+        and holds(meta.get("annotations") or {}, want_meta.get("annotations") or {})
+        and holds(spec, wanted["spec"])
+        and not taint_left
+        and holds(existing.get("status") or {}, wanted["status"])
+    )
+
+
+def _apply_node(
+    kube: Kube,
+    truth: Truth,
+    node: FakeNode,
+    options: NodeOptions,
+    existing: dict[str, Any] | None,
+) -> tuple[str, bool]:
     """The Node in one request when it is new (an apply that makes a Node keeps its status);
-    an existing one gets its status through the ``status`` subresource as well."""
+    an existing one gets its status through the ``status`` subresource as well, and one
+    that already is what this run would make is left alone: a re-run writes nothing."""
     obj = node_object(truth, node, options)
+    if existing is not None and node_holds(existing, obj):
+        return str(existing["metadata"]["uid"]), False
     path = object_path(obj)
     created, made = kube.apply_new(path, obj)
     if not created:
@@ -63,17 +118,38 @@ def _apply_node(kube: Kube, truth: Truth, node: FakeNode, options: NodeOptions) 
     return str(made["metadata"]["uid"]), created
 
 
-def _apply_slice(kube: Kube, item: dict[str, Any]) -> bool:
+def _apply_slice(kube: Kube, item: dict[str, Any], existing: dict[str, Any] | None) -> bool:
     """A slice by a plain create, half the API server's work of an apply; one that exists
-    is applied (the same field manager, so a re-run converges on the recorded devices)."""
+    and already holds the recorded devices is left alone (a re-run writes nothing), one that
+    differs is applied (the same field manager, so a re-run converges on them)."""
     path = object_path(item)
-    if kube.create(path.rsplit("/", 1)[0], item) is not None:
+    if existing is None and kube.create(path.rsplit("/", 1)[0], item) is not None:
         return True
+    if existing is not None and _slice_holds(existing, item):
+        return False
     kube.apply(path, item)
     return False
 
 
+def _slice_holds(existing: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    meta, want_meta = existing.get("metadata") or {}, wanted["metadata"]
+    return (
+        holds(meta.get("labels") or {}, want_meta.get("labels") or {})
+        and holds(meta.get("ownerReferences") or [], want_meta.get("ownerReferences") or [])
+        and holds(existing.get("spec") or {}, wanted["spec"])
+    )
+
+
+def _existing(kube: Kube, path: str) -> dict[str, dict[str, Any]]:
+    """The fake objects of a collection already there, by name (one paginated list)."""
+    return {
+        item["metadata"]["name"]: item for item in kube.list(path, selector=f"{FAKE_LABEL}=true")
+    }
+
+
 _TABLE: Final = "application/json;as=Table;v=v1;g=meta.k8s.io"
+_NODES: Final = "/api/v1/nodes"
+_SLICES: Final = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 def ready_nodes(kube: Kube) -> set[str]:
@@ -142,8 +218,20 @@ def apply_fleet(
     stages = stage_objects() if with_stages else []
     for stage in stages:
         kube.apply(object_path(stage), stage)
+    # What is there already, read once: a re-run of the same fleet then sends no write at
+    # all (each object is compared, not applied again), so no resourceVersion moves and no
+    # watcher (KWOK, the scheduler, the DRA driver) is woken for nothing.
+    nodes_there = _existing(kube, _NODES)
+    slices_there = _existing(kube, _SLICES) if nodes_there else {}
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        made = list(pool.map(lambda pair: _apply_node(kube, pair[1], pair[0], options), nodes))
+        made = list(
+            pool.map(
+                lambda pair: _apply_node(
+                    kube, pair[1], pair[0], options, nodes_there.get(pair[0].name)
+                ),
+                nodes,
+            )
+        )
         nodes_seconds = time.monotonic() - start
         ready_seconds = None
         if slices_after_ready > 0:
@@ -163,7 +251,12 @@ def apply_fleet(
             for (node, truth), (uid, _) in zip(nodes, made, strict=True)
             for item in slice_objects(truth, node, owner_uid=uid)
         ]
-        slices_made = list(pool.map(lambda item: _apply_slice(kube, item), items))
+        slices_made = list(
+            pool.map(
+                lambda item: _apply_slice(kube, item, slices_there.get(item["metadata"]["name"])),
+                items,
+            )
+        )
     return ApplyResult(
         nodes=len(nodes),
         slices=len(items),
