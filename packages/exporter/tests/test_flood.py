@@ -141,3 +141,45 @@ def test_a_request_head_without_end_is_closed_at_the_timeout(
     with socket.create_connection(("127.0.0.1", exporter.port), timeout=10) as big:
         big.sendall(b"GET /metrics HTTP/1.1\r\n" + b"X-Pad: " + b"a" * 9000)
         assert big.recv(100).startswith(b"HTTP/1.1 400 ")
+
+
+def _read_all(sock: socket.socket, *, pause: float = 0.0) -> bytes:
+    chunks = []
+    while True:
+        data = sock.recv(4096)
+        if not data:
+            return b"".join(chunks)
+        chunks.append(data)
+        if pause:
+            time.sleep(pause)
+
+
+def test_a_slow_reader_and_a_half_closed_client_get_the_whole_answer(
+    tmp_path: Path, run_exporter: Callable[..., Exporter]
+) -> None:
+    """The bounds cut off clients that make no progress, never an answer still being read:
+    a 64-GPU node's text to a client reading 4 KiB at a time with `Connection: close`, and to
+    one that half-closes after its request (as `nc` does)."""
+    from conftest import render_node
+
+    big = render_node(tmp_path / "big", count=64)
+    exporter = run_exporter(on=big)
+    exporter.wait_for(lambda t: 'DCGM_FI_DEV_GPU_TEMP{gpu="63"' in t)
+    for request, half_close, pause in (
+        (b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", False, 0.002),
+        (b"GET /metrics HTTP/1.0\r\n\r\n", True, 0.0),
+    ):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(30)
+        sock.connect(("127.0.0.1", exporter.port))
+        sock.sendall(request)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        answer = _read_all(sock, pause=pause)
+        sock.close()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        length = int(next(h for h in head.split(b"\r\n") if h.startswith(b"Content-Length:"))[15:])
+        assert length > 300_000
+        assert len(body) == length
+        assert parse(body.decode()).of("DCGM_FI_DEV_GPU_TEMP", gpu="63")

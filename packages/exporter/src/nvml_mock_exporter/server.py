@@ -54,6 +54,7 @@ class _Connection(asyncio.Protocol):
         self.head = bytearray()
         self.deadline = time.monotonic() + server.header_timeout
         self.writing = False
+        self.ended = False
         self.can_write = asyncio.Event()
         self.can_write.set()
         self.peer = "?"
@@ -95,7 +96,11 @@ class _Connection(asyncio.Protocol):
         self._next_request()
 
     def eof_received(self) -> bool | None:
-        return False  # closes the transport once anything being written is done
+        # a client that half-closes after its request (``nc``) still gets the whole answer
+        self.ended = True
+        if not self.writing:
+            self.finish()
+        return True
 
     # --- requests ------------------------------------------------------------------------
 
@@ -138,8 +143,8 @@ class _Connection(asyncio.Protocol):
                 for start in range(0, len(view), _CHUNK):
                     await self._write(view[start : start + _CHUNK])
             logger.debug("%s %s %s %d", self.peer, method, target, status)
-            if close:
-                self.close()
+            if close or self.ended:
+                self.finish()
                 return
         except ConnectionError as exc:
             logger.debug("%s: dropped while answering: %s", self.peer, exc)
@@ -160,7 +165,13 @@ class _Connection(asyncio.Protocol):
             raise ConnectionResetError("closed")
         transport.write(data)
 
+    def finish(self) -> None:
+        """Close once what was written has gone out (the end of an answer)."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
     def close(self) -> None:
+        """Close at once, dropping anything unsent (a timeout, the cap, a dead client)."""
         if self.transport is not None and not self.transport.is_closing():
             self.transport.abort()
 
