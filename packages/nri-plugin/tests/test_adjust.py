@@ -11,15 +11,16 @@ from nvml_mock_nri.adjust import (
     Policy,
     SkipReason,
     decide,
-    has_gpu_devices,
     merge_env,
     parse_env,
     plan_devices,
     skip_reason,
 )
 from nvml_mock_nri.devices import DeviceNode, DeviceScan
+from nvml_mock_nri.selection import Selection, select
 from nvml_mock_nri.settings import load_settings
 from nvml_mock_protocol.hostgpu import HostDriver
+from nvml_mock_protocol.nri import api_pb2 as api
 
 IDENTITY = FabricIdentity("dom-a", "0b1c2d3e-0000-4000-8000-000000000001", 7)
 
@@ -134,7 +135,15 @@ def test_custom_mount_path_moves_every_path() -> None:
     ],
 )
 def test_gpu_device_detection(paths: list[str], cdi: list[str], expected: bool) -> None:
-    assert has_gpu_devices(paths, cdi) is expected
+    assert given(tuple(paths), tuple(cdi)).nvidia_devices is expected
+
+
+def given(paths: tuple[str, ...], cdi: tuple[str, ...]) -> Selection:
+    """What a container with these device paths and CDI devices was given."""
+    made = api.Container(CDI_devices=[api.CDIDevice(name=n) for n in cdi])
+    for path in paths:
+        made.linux.devices.add(path=path, type="c", major=195, minor=0)
+    return select(made)
 
 
 NODE = DeviceNode("/dev/nvidia0", 195, 0, 0o666, 0, 0)
@@ -158,8 +167,7 @@ def _plan(
         rules,
         decision,
         namespace=namespace,
-        device_paths=paths,
-        cdi_devices=cdi,
+        selection=given(paths, cdi),
         host_driver=lambda: driver,
         cdi_spec_exists=lambda _: spec,
         scan=lambda _: DeviceScan([NODE]),

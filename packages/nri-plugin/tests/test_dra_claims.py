@@ -18,7 +18,7 @@ from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import parse_spec
 from nvml_mock_live import Allocation, LiveLayer
 from nvml_mock_node.stage import StageOptions, stage
-from nvml_mock_nri import dra
+from nvml_mock_nri import selection as dra
 from nvml_mock_protocol import names
 from nvml_mock_protocol.mig_caps import MigCap, minor_of
 from nvml_mock_protocol.nri import api_pb2 as api
@@ -296,12 +296,13 @@ async def test_unknown_claims_are_let_through_with_allow(
 
 def test_names_of_other_vendors_are_not_dra_claims() -> None:
     made = container(cdi=["nvidia.com/gpu=0", "vendor.example/dev=x", f"{dra.GPU_CLAIM_KIND}"])
-    assert dra.dra_devices(made) == ([], [])
+    assert (dra.select(made).claims, dra.select(made).unresolved) == ((), ())
     annotated = container()
     annotated.annotations["cdi.k8s.io/claim"] = f"{dra.GPU_CLAIM_KIND}={CLAIM}-gpu-vfio-0"
-    (vfio,), bad = dra.dra_devices(annotated)
-    assert (vfio.kind, vfio.number, bad) == (dra.DraKind.VFIO, 0, [])
-    assert dra.gpu_tokens(annotated).tokens == ()
+    read = dra.select(annotated)
+    (vfio,), bad = read.claims, read.unresolved
+    assert (vfio.kind, vfio.number, bad) == (dra.DraKind.VFIO, 0, ())
+    assert read.visible.tokens == ()
 
 
 SURFACES = {names.ANNOTATION_DRIVER_SURFACES: "true"}

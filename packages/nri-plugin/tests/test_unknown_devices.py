@@ -16,6 +16,7 @@ from nvml_mock_live import read_board
 from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_nri import unknown_devices
 from nvml_mock_nri.errors import ConfigError, UnknownDeviceError
+from nvml_mock_nri.selection import select
 from nvml_mock_nri.settings import load_settings
 from nvml_mock_protocol import names
 from nvml_mock_protocol.logs import configure_logging
@@ -112,11 +113,11 @@ def test_a_restaged_node_is_read_again(overlay: Path) -> None:
     """The node's GPUs follow the state file: a re-stage with eight GPUs makes 7 valid."""
     gpus = unknown_devices.NodeGpus(overlay / "config" / "state.nvmlmock")
     with pytest.raises(UnknownDeviceError):
-        unknown_devices.check(asking("7"), gpus)
+        unknown_devices.refuse(select(asking("7")), gpus)
     stage(
         overlay, resolve_config(profile="h100", node="node-a", count=8), StageOptions(runtime=False)
     )
-    unknown_devices.check(asking("7"), gpus)
+    unknown_devices.refuse(select(asking("7")), gpus)
 
 
 def test_with_the_live_file_held_the_stat_waits_for_a_retirement_or_the_recheck(

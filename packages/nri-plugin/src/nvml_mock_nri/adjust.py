@@ -24,8 +24,12 @@ Env rules, all in :func:`merge_env`:
   the plugin sets none, so a pod never sees half its own identity and half the
   node's.
 * ``NVIDIA_VISIBLE_DEVICES`` is set to the GPUs a container was given by CDI names or
-  device nodes (:func:`nvml_mock_nri.visible.visible_env`), so NVML inside shows exactly
-  those; never when the container sets it itself.
+  device nodes (:meth:`nvml_mock_nri.selection.Selection.env_value`), so NVML inside shows
+  exactly those; never when the container sets it itself.
+
+What the container was given is read once, by :mod:`nvml_mock_nri.selection`; the rules
+here read that value (:func:`plan` is the one entry of CreateContainer), never the
+container's devices or CDI names themselves.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from nvml_mock_protocol import names
 from nvml_mock_protocol.hostgpu import HostDriver
 
 from nvml_mock_nri.devices import DeviceNode, DeviceScan
+from nvml_mock_nri.selection import Selection
 from nvml_mock_nri.settings import Settings, normalize_path
 
 DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -46,9 +51,6 @@ DEFAULT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 
 MOUNT_TYPE: Final = "bind"
 MOUNT_OPTIONS: Final = ("rbind", "ro", "nosuid", "nodev")
-
-GPU_DEVICE_PREFIX: Final = "/dev/nvidia"
-GPU_CDI_PREFIX: Final = "nvidia.com/"
 
 
 class DeviceRefusal(enum.Enum):
@@ -161,6 +163,10 @@ class Decision:
     """Things the operator should hear about (logged at WARNING by the caller)."""
     notes: list[str] = field(default_factory=list)
     """Decisions worth a line at INFO (e.g. devices suppressed for a device plugin)."""
+    wants_devices: bool = False
+    """The pod opted in to device nodes (whatever came of it)."""
+    wants_imex_channels: bool = False
+    """The pod opted in to IMEX channels (whatever came of it)."""
 
 
 def skip_reason(
@@ -249,13 +255,6 @@ def merge_env(
     return ordered
 
 
-def has_gpu_devices(device_paths: Iterable[str], cdi_devices: Iterable[str]) -> bool:
-    """Whether a device plugin (or CDI) already gave this container NVIDIA devices."""
-    return any(p.startswith(GPU_DEVICE_PREFIX) for p in device_paths) or any(
-        n.startswith(GPU_CDI_PREFIX) for n in cdi_devices
-    )
-
-
 def wants_devices(policy: Policy, pod_annotations: Mapping[str, str]) -> bool:
     """Whether the pod opted in to device nodes."""
     return pod_annotations.get(policy.device_annotation, "").strip().lower() == "true"
@@ -295,8 +294,7 @@ def plan_devices(
     decision: Decision,
     *,
     namespace: str,
-    device_paths: Sequence[str],
-    cdi_devices: Sequence[str],
+    selection: Selection,
     host_driver: Callable[[], HostDriver],
     cdi_spec_exists: Callable[[str], bool],
     scan: Callable[[str], DeviceScan],
@@ -309,7 +307,7 @@ def plan_devices(
     on a node with a real NVIDIA driver, where the mock's device numbers name the
     real GPUs: the annotation is pod-authored, so it must not open the hardware.
     """
-    if has_gpu_devices(device_paths, cdi_devices):
+    if selection.nvidia_devices:
         decision.devices_suppressed = True
         decision.notes.append(
             "container already has NVIDIA devices from a device plugin or CDI; "
@@ -339,7 +337,7 @@ def plan_imex_channels(
     decision: Decision,
     *,
     namespace: str,
-    device_paths: Sequence[str],
+    selection: Selection,
     host_driver: Callable[[], HostDriver],
     scan: Callable[[str], DeviceScan],
 ) -> None:
@@ -363,7 +361,7 @@ def plan_imex_channels(
         return
     result = scan(policy.imex_host_path)
     decision.warnings.extend(result.problems)
-    present = set(device_paths)
+    present = selection.device_paths
     for node in result.nodes:
         if node.path in present:
             decision.notes.append(
@@ -388,3 +386,56 @@ def decide(
     if reason is not None:
         return Decision(skip=reason)
     return Decision(mount=policy.mount, env=merge_env(policy, env, identity, visible))
+
+
+def plan(
+    policy: Policy,
+    selection: Selection,
+    *,
+    namespace: str,
+    pod_annotations: Mapping[str, str],
+    env: Sequence[str],
+    mount_destinations: Iterable[str],
+    identity: FabricIdentity | None,
+    host_driver: Callable[[], HostDriver],
+    cdi_spec_exists: Callable[[str], bool],
+    scan: Callable[[str], DeviceScan],
+    scan_channels: Callable[[str], DeviceScan],
+) -> Decision:
+    """The whole decision for one container given *selection*: skip, mount and env
+    (:func:`decide`), then the device nodes and IMEX channels the pod opted in to
+    (:func:`plan_devices`, :func:`plan_imex_channels`). The one call CreateContainer makes
+    here."""
+    decision = decide(
+        policy,
+        namespace=namespace,
+        pod_annotations=pod_annotations,
+        env=env,
+        mount_destinations=mount_destinations,
+        identity=identity,
+        visible=selection.env_value(),
+    )
+    if decision.skip is not None:
+        return decision
+    decision.wants_devices = wants_devices(policy, pod_annotations)
+    decision.wants_imex_channels = wants_imex_channels(policy, pod_annotations)
+    if decision.wants_devices:
+        plan_devices(
+            policy,
+            decision,
+            namespace=namespace,
+            selection=selection,
+            host_driver=host_driver,
+            cdi_spec_exists=cdi_spec_exists,
+            scan=scan,
+        )
+    if decision.wants_imex_channels:
+        plan_imex_channels(
+            policy,
+            decision,
+            namespace=namespace,
+            selection=selection,
+            host_driver=host_driver,
+            scan=scan_channels,
+        )
+    return decision

@@ -1,14 +1,32 @@
 """Allocation records: which running container holds which GPUs, in the node's live layer.
 
-While a container that was given GPUs runs (a device plugin's or DRA driver's CDI names,
-``/dev/nvidiaN`` nodes, or its own ``NVIDIA_VISIBLE_DEVICES``: :func:`visible_gpus`), the
-live layer holds a record of it: host PID, pod, namespace, container name, the GPUs, the
-memory it uses on each (annotation ``nvml-mock.nvidia.com/gpu-memory``, else
-``--gpu-memory-share`` of the GPU) and its utilization pattern (annotation
-``nvml-mock.nvidia.com/gpu-utilization``). Every NVML client on the node then sees a compute
-process, used memory and utilization on those GPUs. The record goes when the container
-stops or is removed; Synchronize (at every (re)connection) replaces every record by the
-runtime's running containers, so a plugin restart leaves nothing behind and loses nothing.
+While a container that holds GPUs runs, the live layer holds a record of it: host PID, pod,
+namespace, container name, the GPUs, the memory it uses on each (annotation
+``nvml-mock.nvidia.com/gpu-memory``, else ``--gpu-memory-share`` of the GPU) and its
+utilization pattern (annotation ``nvml-mock.nvidia.com/gpu-utilization``). Every NVML client
+on the node then sees a compute process, used memory and utilization on those GPUs. The
+record goes when the container stops or is removed; Synchronize (at every (re)connection)
+replaces every record by the runtime's running containers, so a plugin restart leaves
+nothing behind and loses nothing.
+
+What a container may record (:class:`~nvml_mock_nri.selection.Selection` says what it was
+given and named):
+
+- **Given**: the GPUs and MIG devices whose device nodes the runtime gave it (``/dev/nvidiaN``;
+  for a MIG device also its GPU and compute instance capability nodes), as far as its names
+  (own ``NVIDIA_VISIBLE_DEVICES``, CDI names, DRA claims) select them, or all of them when it
+  has nodes and no names. A pod with the device opt-in gets every mock node from this
+  plugin, so for it only the names in its CDI devices (which the runtime resolved and a pod
+  spec cannot write) count as given.
+- **Declared**: what its names select beyond that (a device plugin's ``envvar`` strategy,
+  or the pod's own word). A declared GPU is recorded only while no other container was
+  *given* it (or a MIG device of it): declarations never touch a claimed GPU. A container
+  given a GPU later takes it out of the earlier declarations (their records are rewritten
+  without it, or removed).
+- At most :data:`RECORDS_PER_POD` records per pod.
+
+So a pod without a claim changes nothing NVML or the exporter shows for a claimed GPU, and
+one pod adds at most :data:`RECORDS_PER_POD` processes (and exporter series per GPU).
 
 A container without an allocation (the ambient, all-GPUs case) records nothing, and neither
 does one whose only GPU device nodes are those this plugin added on the device opt-in (node
@@ -49,24 +67,20 @@ from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri.adjust import Policy, skip_reason, wants_devices
-from nvml_mock_nri.dra import MigSource
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.metrics import Metrics
+from nvml_mock_nri.selection import MigSource, Selection, Visibility, VisibleSource, select
 from nvml_mock_nri.settings import Settings
-from nvml_mock_nri.visible import (
-    Visibility,
-    VisibleSelection,
-    VisibleSource,
-    may_hold_gpus,
-    visible_gpus,
-)
 
-__all__ = ["STARTING_MAX", "AllocationRecorder"]
+__all__ = ["RECORDS_PER_POD", "STARTING_MAX", "AllocationRecorder"]
 
 logger = logging.getLogger(__name__)
 
 STARTING_MAX = 4096
 """Containers started (StartContainer) and not yet post-started that are remembered."""
+RECORDS_PER_POD = 16
+"""Records one pod may hold at once (its containers); more are logged and not recorded, so
+one pod adds at most this many processes to every NVML client and the exporter."""
 
 
 class AllocationRecorder:
@@ -84,11 +98,15 @@ class AllocationRecorder:
         self._live: LiveLayer | None = None
         self._board: list[BoardGpu] = []
         self._problem: str | None = None
-        self._recorded: set[str] | None = None
-        """Ids of the containers whose record this process wrote or Synchronize found; None
-        until a Synchronize succeeded (a record of an earlier plugin may exist). A stop of a
-        container not in it writes nothing, so StopContainer then RemoveContainer cost one
-        pass over the records, not two, and a container without GPUs none."""
+        self._kept: dict[str, _Kept] = {}
+        """The records this process wrote or Synchronize found, by container id: what each
+        was given (the claims declarations keep off) and declared (what a later claim takes
+        away), and its pod (the per-pod limit)."""
+        self._synced = False
+        """Whether a Synchronize succeeded: before it, a record of an earlier plugin may exist
+        that :attr:`_kept` does not know. After it, a stop of a container not kept writes
+        nothing, so StopContainer then RemoveContainer cost one pass over the records, not
+        two, and a container without GPUs none."""
         self._starting: dict[str, _Derived | None] = {}
         """What StartContainer derived, by container id (None: it holds no GPU), until its
         PostStartContainer writes it with the PID, or its stop drops it."""
@@ -157,33 +175,92 @@ class AllocationRecorder:
     def allocation(
         self, policy: Policy, pod: api_pb2.PodSandbox, container: api_pb2.Container
     ) -> Allocation | None:
-        """The record for a running *container*, or None when it holds no GPU (or gets no
-        overlay). Annotation values that cannot be used are logged and replaced by the
-        defaults; they never keep the record from being written."""
+        """The record for a running *container* as things stand, or None when it holds
+        nothing (see the module docstring). Annotation values that cannot be used are logged
+        and replaced by the defaults; they never keep the record from being written."""
         selection = _held(policy, pod, container, self.mig_devices)
-        return None if selection is None else self._allocation(selection, pod, container)
+        if selection is None:
+            return None
+        derived = self._derive(selection, _opted_in(policy, pod), pod, container)
+        return None if derived is None else derived.alloc
 
-    def _allocation(
-        self, selection: VisibleSelection, pod: api_pb2.PodSandbox, container: api_pb2.Container
-    ) -> Allocation | None:
+    def _claimed(self, besides: str) -> set[int]:
+        """The GPUs other containers than *besides* were given (whole or a MIG device)."""
+        claimed: set[int] = set()
+        for cid, kept in self._kept.items():
+            if cid != besides:
+                claimed.update(kept.derived.given)
+        return claimed
+
+    def _derive(
+        self,
+        selection: Selection,
+        opted_in: bool,
+        pod: api_pb2.PodSandbox,
+        container: api_pb2.Container,
+    ) -> _Derived | None:
         board = self._board
-        mig: tuple[MigDevice, ...] = ()
-        if selection.kind is Visibility.ALL:
-            gpus = tuple(g.index for g in board)
+        visible = selection.visible
+        tokens = visible.tokens
+        wanted = [*tokens, *selection.runtime_tokens] if opted_in else list(tokens)
+        # MIG entries resolve through the node's MIG layout as it is now, at start
+        devices = mig_devices(self._open(), board) if any(map(is_mig_token, wanted)) else []
+        whole: list[int]
+        mig: list[MigDevice]
+        if visible.kind is Visibility.ALL:
+            whole, mig = [g.index for g in board], []
         else:
-            # MIG entries resolve through the node's MIG layout as it is now, at start
-            devices = (
-                mig_devices(self._open(), board)
-                if any(is_mig_token(t) for t in selection.tokens)
-                else []
-            )
-            gpus, mig, unknown = resolve_holdings(selection.tokens, board, devices)
-            if unknown:
-                logger.warning(
-                    "allocation names no GPU of this node: %s",
-                    ", ".join(unknown),
+            whole, mig = _resolve(tokens, board, devices, pod, container)
+        if opted_in:
+            # every mock node is this plugin's: only the runtime's own CDI names are given
+            g_whole, g_mig = _resolve(selection.runtime_tokens, board, devices, pod, container)
+            given_whole = [g for g in g_whole if selection.gives_gpu(g)]
+            given_mig = [d for d in g_mig if selection.gives_mig(d)]
+        else:
+            given_whole = [g for g in whole if selection.gives_gpu(g)]
+            given_mig = [d for d in mig if selection.gives_mig(d)]
+        declared_whole: list[int] = []
+        declared_mig: list[MigDevice] = []
+        if selection.named:
+            declared_whole = [g for g in whole if g not in given_whole]
+            declared_mig = [d for d in mig if d not in given_mig]
+        if declared_whole or declared_mig:
+            claimed = self._claimed(container.id)
+            kept_whole = [g for g in declared_whole if g not in claimed]
+            kept_mig = [d for d in declared_mig if d.gpu not in claimed]
+            if (kept_whole, kept_mig) != (declared_whole, declared_mig):
+                self.metrics.allocations_limited.inc()
+                logger.info(
+                    "not recorded on GPUs %s: named without being given, and another "
+                    "container was given them",
+                    ",".join(map(str, sorted(claimed))),
                     extra=_context(pod, container),
                 )
+            declared_whole, declared_mig = kept_whole, kept_mig
+        alloc = self._allocation(
+            (*given_whole, *declared_whole), (*given_mig, *declared_mig), pod, container
+        )
+        if alloc is None:
+            return None
+        return _Derived(
+            alloc,
+            pack(alloc, len(board)),
+            self._live,
+            tuple(given_whole),
+            tuple(given_mig),
+            tuple(declared_whole),
+            tuple(declared_mig),
+        )
+
+    def _allocation(
+        self,
+        whole: tuple[int, ...],
+        held_mig: tuple[MigDevice, ...],
+        pod: api_pb2.PodSandbox,
+        container: api_pb2.Container,
+    ) -> Allocation | None:
+        """The record of a container holding GPUs *whole* and MIG devices *held_mig*."""
+        gpus, mig = _holding(whole, held_mig)
         if not gpus:
             return None
         annotations: Mapping[str, str] = pod.annotations
@@ -270,10 +347,9 @@ class AllocationRecorder:
             if selection is None:
                 self._starting[container.id] = None
                 return
-            live = self._open()
-            alloc = self._allocation(selection, pod, container)
-            self._starting[container.id] = (
-                None if alloc is None else _Derived(alloc, pack(alloc, live.gpu_count), live)
+            self._open()
+            self._starting[container.id] = self._derive(
+                selection, _opted_in(policy, pod), pod, container
             )
         except LiveLayerError as exc:
             self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
@@ -289,25 +365,40 @@ class AllocationRecorder:
             if known and early is None:
                 return  # StartContainer found it holds no GPU
             live = self._open()
-            if early is not None and early.live is live:
+            if (
+                early is not None
+                and early.live is live
+                and not (early.declared_gpus & self._claimed(container.id))
+            ):
                 # only the PID and the start time are new since StartContainer
-                alloc = early.alloc
                 started = container.started_at // 1_000_000 if container.started_at > 0 else 0
-                record = with_process(early.record, container.pid, started or alloc.start_time_ms)
-            else:  # no StartContainer seen, or a re-stage since: derived now
+                when = started or early.alloc.start_time_ms
+                record = with_process(early.record, container.pid, when)
+                alloc = dataclasses.replace(early.alloc, pid=container.pid, start_time_ms=when)
+                derived = dataclasses.replace(early, alloc=alloc, record=record)
+            else:  # no StartContainer seen, a re-stage or a new claim since: derived now
                 selection = _held(policy, pod, container, self.mig_devices)
                 if selection is None:
                     return
-                derived = self._allocation(selection, pod, container)
-                if derived is None:
+                fresh = self._derive(selection, _opted_in(policy, pod), pod, container)
+                if fresh is None:
                     return
-                alloc, record = derived, pack(derived, live.gpu_count)
+                derived, alloc, record = fresh, fresh.alloc, fresh.record
+            if not self._room(pod.id, container.id):
+                self.metrics.allocations_limited.inc()
+                logger.warning(
+                    "not recorded: the pod already holds %d records (the most one pod may)",
+                    RECORDS_PER_POD,
+                    extra=_context(pod, container),
+                )
+                return
             live.put_record(record)
+            self._kept[container.id] = _Kept(pod.id, derived)
+            if derived.given:
+                self._release(live, derived.given, container.id)
         except LiveLayerError as exc:
             self._failed(f"container {pod.namespace}/{pod.name}/{container.name}", exc)
             return
-        if self._recorded is not None:
-            self._recorded.add(container.id)
         self.metrics.allocations_recorded.inc()
         self._ok()
         if logger.isEnabledFor(logging.DEBUG):  # its arguments cost even when not logged
@@ -319,21 +410,67 @@ class AllocationRecorder:
                 extra=_context(pod, container),
             )
 
+    def _room(self, pod_id: str, container_id: str) -> bool:
+        """Whether the pod may hold one more record (a rewrite of its own always may)."""
+        if container_id in self._kept:
+            return True
+        held = sum(1 for k in self._kept.values() if k.pod_id == pod_id)
+        return held < RECORDS_PER_POD
+
+    def _release(self, live: LiveLayer, given: frozenset[int], owner: str) -> None:
+        """Container *owner* was given *given*: earlier declarations on those GPUs lose them
+        (their records are rewritten without them, or removed)."""
+        for cid, kept in list(self._kept.items()):
+            was = kept.derived
+            if cid == owner or not (was.declared_gpus & given):
+                continue
+            self.metrics.allocations_limited.inc()
+            declared_whole = tuple(g for g in was.declared_whole if g not in given)
+            declared_mig = tuple(d for d in was.declared_mig if d.gpu not in given)
+            gpus, mig = _holding(
+                (*was.given_whole, *declared_whole), (*was.given_mig, *declared_mig)
+            )
+            if not gpus:
+                live.remove(cid)
+                del self._kept[cid]
+                logger.info(
+                    "record of container %s removed: another container was given the GPUs "
+                    "it only named",
+                    cid,
+                )
+                continue
+            alloc = dataclasses.replace(
+                was.alloc,
+                gpus=gpus,
+                mig=tuple((d.gpu, d.gpu_instance, d.compute_instance) for d in mig),
+            )
+            record = pack(alloc, live.gpu_count)
+            live.put_record(record)
+            self._kept[cid] = _Kept(
+                kept.pod_id,
+                dataclasses.replace(
+                    was,
+                    alloc=alloc,
+                    record=record,
+                    declared_whole=declared_whole,
+                    declared_mig=declared_mig,
+                ),
+            )
+
     def stopped(self, container: api_pb2.Container) -> None:
         """StopContainer / RemoveContainer: the container holds nothing any more."""
         self._starting.pop(container.id, None)
-        if self._recorded is not None:
-            if container.id not in self._recorded:
+        if self._synced:
+            if container.id not in self._kept:
                 return  # not recorded (or already removed at its StopContainer)
-        elif not may_hold_gpus(container) or not visible_gpus(container).allocated:
-            return  # never recorded (without the ids of a Synchronize: judged by the container)
+        elif not select(container).may_hold:
+            return  # never recorded (without a Synchronize: judged by the container)
         try:
             removed = self._open().remove(container.id)
         except LiveLayerError as exc:
             self._failed(f"container {container.id}", exc)
             return
-        if self._recorded is not None:
-            self._recorded.discard(container.id)
+        self._kept.pop(container.id, None)
         self._ok()
         if removed:
             self.metrics.allocations_removed.inc()
@@ -344,47 +481,94 @@ class AllocationRecorder:
         pods: Iterable[api_pb2.PodSandbox],
         containers: Iterable[api_pb2.Container],
     ) -> int:
-        """Synchronize: the records become exactly the running containers' allocations.
-        Returns how many were recorded."""
+        """Synchronize: the records become exactly the running containers' allocations
+        (given ones first, so that declarations keep off them; at most
+        :data:`RECORDS_PER_POD` per pod). Returns how many were recorded."""
         by_id = {p.id: p for p in pods}
-        running = [
-            (by_id[c.pod_sandbox_id], c)
-            for c in containers
-            if c.state == api_pb2.CONTAINER_RUNNING
-            and c.pod_sandbox_id in by_id
-            and self.holds_gpus(policy, by_id[c.pod_sandbox_id], c)
-        ]
+        running: list[tuple[api_pb2.PodSandbox, api_pb2.Container, Selection]] = []
+        for c in containers:
+            if c.state != api_pb2.CONTAINER_RUNNING or c.pod_sandbox_id not in by_id:
+                continue
+            selection = _held(policy, by_id[c.pod_sandbox_id], c, self.mig_devices)
+            if selection is not None:
+                running.append((by_id[c.pod_sandbox_id], c, selection))
         if not running and self._live is None and not self.live_path.exists():
-            self._recorded = set()
+            self._kept = {}
+            self._synced = True
             return 0  # nothing to record and nothing recorded: no live layer needed
         try:
+            self._open()
+            self._kept = {}
+            derived: list[tuple[api_pb2.PodSandbox, _Derived]] = []
+            # the given first: the claims every declaration is judged against
+            for pod, container, selection in running:
+                found = self._derive(selection, _opted_in(policy, pod), pod, container)
+                if found is not None and found.given and self._room(pod.id, container.id):
+                    derived.append((pod, found))
+                    self._kept[container.id] = _Kept(pod.id, found)
+            for pod, container, selection in running:
+                if container.id in self._kept:
+                    continue
+                found = self._derive(selection, _opted_in(policy, pod), pod, container)
+                if found is not None and self._room(pod.id, container.id):
+                    derived.append((pod, found))
+                    self._kept[container.id] = _Kept(pod.id, found)
             live = self._open()
-            wanted: list[Allocation] = []
-            for pod, container in running:
-                alloc = self.allocation(policy, pod, container)
-                if alloc is not None:
-                    wanted.append(alloc)
-            live.replace_all(wanted)
+            live.replace_all(d.alloc for _, d in derived)
         except LiveLayerError as exc:
+            self._kept = {}
             self._failed("synchronize", exc)
             return 0
         # the records are now exactly these: a later stop of any other container (and the
         # RemoveContainer after a StopContainer) has nothing to remove
-        self._recorded = {a.container_id for a in wanted}
+        self._synced = True
         self._starting.clear()
         self._ok()
-        return len(wanted)
+        return len(derived)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Derived:
-    """A container's record as StartContainer derived it: the allocation, its packed record
-    (PostStartContainer adds the PID) and the live file it was packed for (a re-stage in
-    between makes PostStartContainer derive it again, for the new GPUs)."""
+    """A container's record as derived: the allocation, its packed record (PostStartContainer
+    adds the PID), the live file it was packed for (a re-stage in between makes
+    PostStartContainer derive it again, for the new GPUs), and what it holds because it was
+    given it, and only because it named it."""
 
     alloc: Allocation
     record: bytes
-    live: LiveLayer
+    live: LiveLayer | None
+    given_whole: tuple[int, ...]
+    given_mig: tuple[MigDevice, ...]
+    declared_whole: tuple[int, ...]
+    declared_mig: tuple[MigDevice, ...]
+
+    @property
+    def given(self) -> frozenset[int]:
+        """The GPUs it was given, whole or a MIG device of them: its claims."""
+        return frozenset((*self.given_whole, *(d.gpu for d in self.given_mig)))
+
+    @property
+    def declared_gpus(self) -> frozenset[int]:
+        """The GPUs it holds (whole or a MIG device of them) by declaration alone."""
+        return frozenset((*self.declared_whole, *(d.gpu for d in self.declared_mig)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Kept:
+    """One record written: its pod, and what it was derived from (with the PID)."""
+
+    pod_id: str
+    derived: _Derived
+
+
+def _holding(
+    whole: Iterable[int], held_mig: Iterable[MigDevice]
+) -> tuple[tuple[int, ...], tuple[MigDevice, ...]]:
+    """A record's GPUs (whole ones, then MIG parents, once each) and MIG devices (those of
+    GPUs not held whole)."""
+    whole_ = tuple(dict.fromkeys(whole))
+    mig = tuple(d for d in dict.fromkeys(held_mig) if d.gpu not in whole_)
+    return tuple(dict.fromkeys((*whole_, *(d.gpu for d in mig)))), mig
 
 
 def _held(
@@ -392,30 +576,49 @@ def _held(
     pod: api_pb2.PodSandbox,
     container: api_pb2.Container,
     mig: MigSource | None = None,
-) -> VisibleSelection | None:
-    """What *container* holds, or None when it holds no GPU or gets no overlay."""
-    if not may_hold_gpus(container):
+) -> Selection | None:
+    """What *container* was given and named, or None when it names no GPU, gets no
+    overlay, or its only GPU nodes are the mock's own (the device opt-in)."""
+    selection = select(container, mig)
+    if not selection.may_hold:
         return None
     if skip_reason(policy, pod.namespace, pod.annotations, ()) is not None:
         return None
-    selection = visible_gpus(container, mig)
-    if not selection.allocated or selection.kind is Visibility.NONE:
-        return None
-    if selection.source is VisibleSource.DEVICE_NODES and _mocks_own_devices(policy, pod):
+    if selection.visible.source is VisibleSource.DEVICE_NODES and _opted_in(policy, pod):
         return None
     return selection
 
 
-def _mocks_own_devices(policy: Policy, pod: api_pb2.PodSandbox) -> bool:
-    """Whether a container's GPU device nodes are the ones this plugin adds on the device
+def _resolve(
+    tokens: Iterable[str],
+    board: list[BoardGpu],
+    devices: list[MigDevice],
+    pod: api_pb2.PodSandbox,
+    container: api_pb2.Container,
+) -> tuple[list[int], list[MigDevice]]:
+    """The whole GPUs and the MIG devices *tokens* name (unknown ones are a warning)."""
+    listed = list(tokens)
+    if not listed:
+        return [], []
+    gpus, mig, unknown = resolve_holdings(listed, board, devices)
+    if unknown:
+        logger.warning(
+            "allocation names no GPU of this node: %s",
+            ", ".join(unknown),
+            extra=_context(pod, container),
+        )
+    parents = {d.gpu for d in mig}
+    return [g for g in gpus if g not in parents], list(mig)
+
+
+def _opted_in(policy: Policy, pod: api_pb2.PodSandbox) -> bool:
+    """Whether a container's GPU device nodes may be the ones this plugin adds on the device
     opt-in (the pod asked, in an allowed namespace), not a device plugin's allocation.
 
     Node software runs that way (NVIDIA's device plugin, GPU feature discovery, the DRA
     driver's kubelet plugins): it opens every GPU and holds none, and on a real node no
-    NVML client lists it as a compute process. On a real node with the chart, NVIDIA's
-    device plugin once showed on every GPU with half its memory. A pod that opts in and is
-    also given device nodes by a device plugin's device-list strategy records nothing
-    either: its env (the default strategy) or CDI names are what count."""
+    NVML client lists it as a compute process. Such a pod's nodes prove nothing, so only
+    the names in its CDI devices count as given."""
     return pod.namespace in policy.device_namespaces and wants_devices(policy, pod.annotations)
 
 

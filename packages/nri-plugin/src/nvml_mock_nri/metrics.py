@@ -214,6 +214,13 @@ class Metrics:
             "was missing, unusable or full); the container was not affected.",
             registry=self.registry,
         )
+        self.allocations_limited = Counter(
+            f"{PREFIX}_allocations_limited",
+            "Containers recorded with less than they named, or not at all: GPUs they declared "
+            "without being given them that another container was given, or a pod past its "
+            "record limit.",
+            registry=self.registry,
+        )
         self.unknown_devices_refused = Counter(
             f"{PREFIX}_unknown_devices_refused",
             "Containers whose creation failed because their own NVIDIA_VISIBLE_DEVICES names a "

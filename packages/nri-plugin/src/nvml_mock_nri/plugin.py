@@ -47,26 +47,17 @@ from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri import devices as devices_mod
 from nvml_mock_nri import unknown_devices
-from nvml_mock_nri.adjust import (
-    Decision,
-    FabricIdentity,
-    Policy,
-    decide,
-    plan_devices,
-    plan_imex_channels,
-    wants_devices,
-    wants_imex_channels,
-)
+from nvml_mock_nri.adjust import Decision, FabricIdentity, Policy, plan
 from nvml_mock_nri.allocations import AllocationRecorder
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.errors import UnknownDeviceError
 from nvml_mock_nri.health import PluginState
 from nvml_mock_nri.identity import IdentityCache, Status
 from nvml_mock_nri.metrics import Metrics
-from nvml_mock_nri.replies import ReplyCache, common_key
+from nvml_mock_nri.replies import CACHE_ENTRIES, ReplyCache, common_key
+from nvml_mock_nri.selection import select
 from nvml_mock_nri.settings import Settings, apply_runtime_config
-from nvml_mock_nri.surfaces import add_hooks, plan_surfaces, wants_surfaces
-from nvml_mock_nri.visible import visible_env
+from nvml_mock_nri.surfaces import HOOK_TIMEOUT_S, SurfacesHook, plan_surfaces
 
 __all__ = ["EVENT_MASK", "Injector"]
 
@@ -364,7 +355,10 @@ class Injector:
         response, plain = self._create_container(pod, container, identity)
         reply = response.SerializeToString()
         if key is not None and plain:
-            self.replies.put(key, reply)
+            replies = self.replies
+            if len(replies) >= CACHE_ENTRIES:
+                replies.clear()  # a node rarely has so many: start again
+            replies[key] = reply
         return reply
 
     def _board_revision(self) -> object:
@@ -382,14 +376,21 @@ class Injector:
         """The full rules; also whether the answer is a plain injection (no skip, no
         opt-in, nothing logged), which :attr:`replies` may keep."""
         policy = self.policy
-        decision = decide(
+        host_driver = _once(self.check_host_driver)
+        # what the container was given, read once; every step below reads only this value
+        selection = select(container, self.recorder.mig_devices)
+        decision = plan(
             policy,
+            selection,
             namespace=pod.namespace,
             pod_annotations=pod.annotations,
             env=container.env,
             mount_destinations=[m.destination for m in container.mounts],
             identity=identity,
-            visible=visible_env(container, self.recorder.mig_devices),
+            host_driver=host_driver,
+            cdi_spec_exists=self._cdi_spec_exists,
+            scan=self._scan,
+            scan_channels=self._scan_channels,
         )
         if decision.skip is not None:
             self.metrics.skip(decision.skip)
@@ -400,50 +401,28 @@ class Injector:
             )
             return api_pb2.CreateContainerResponse(), False
         if self.settings.unknown_visible_devices == unknown_devices.FAIL:
-            unknown_devices.check(container, self._node_gpus)
-            unknown_devices.check_claims(container, self._node_gpus, self.recorder.mig_devices)
-        wants_gpus = wants_devices(policy, pod.annotations)
-        wants_channels = wants_imex_channels(policy, pod.annotations)
-        host_driver = _once(self.check_host_driver)
-        if wants_gpus or wants_channels:
-            device_paths = [d.path for d in container.linux.devices]
-            if wants_gpus:
-                plan_devices(
-                    policy,
-                    decision,
-                    namespace=pod.namespace,
-                    device_paths=device_paths,
-                    cdi_devices=[d.name for d in container.CDI_devices],
-                    host_driver=host_driver,
-                    cdi_spec_exists=self._cdi_spec_exists,
-                    scan=self._scan,
-                )
-                self._count_devices(decision)
-            if wants_channels:
-                plan_imex_channels(
-                    policy,
-                    decision,
-                    namespace=pod.namespace,
-                    device_paths=device_paths,
-                    host_driver=host_driver,
-                    scan=self._scan_channels,
-                )
-                self._count_imex_channels(decision)
-        hook = None
-        if wants_surfaces(pod.annotations):
-            hook = plan_surfaces(
-                policy,
-                decision,
-                namespace=pod.namespace,
-                host_driver=host_driver,
-                env=container.env,
-            )
+            unknown_devices.refuse(selection, self._node_gpus)
+        if decision.wants_devices:
+            self._count_devices(decision)
+        if decision.wants_imex_channels:
+            self._count_imex_channels(decision)
+        hook = plan_surfaces(
+            policy,
+            decision,
+            namespace=pod.namespace,
+            pod_annotations=pod.annotations,
+            host_driver=host_driver,
+            selection=selection,
+        )
         self._report(decision, pod, container)
         self.metrics.create.injections += 1
-        response = _response(decision)
-        add_hooks(response, hook)
+        response = _response(decision, hook)
         plain = not (
-            wants_gpus or wants_channels or hook is not None or decision.warnings or decision.notes
+            decision.wants_devices
+            or decision.wants_imex_channels
+            or hook is not None
+            or decision.warnings
+            or decision.notes
         )
         return response, plain
 
@@ -503,7 +482,7 @@ def _once(check: Callable[[], HostDriver]) -> Callable[[], HostDriver]:
     return cached
 
 
-def _response(decision: Decision) -> api_pb2.CreateContainerResponse:
+def _response(decision: Decision, hook: SurfacesHook | None) -> api_pb2.CreateContainerResponse:
     response = api_pb2.CreateContainerResponse()
     adjust = response.adjust
     mount = decision.mount
@@ -527,4 +506,7 @@ def _response(decision: Decision) -> api_pb2.CreateContainerResponse:
         device.gid.value = node.gid
     for name in decision.cdi_devices:
         adjust.CDI_devices.add(name=name)
+    if hook is not None:
+        added = adjust.hooks.create_container.add(path=hook.path, args=hook.args)
+        added.timeout.value = HOOK_TIMEOUT_S
     return response

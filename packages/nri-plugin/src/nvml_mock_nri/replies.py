@@ -31,8 +31,8 @@ from nvml_mock_protocol import names
 from nvml_mock_protocol.nri import api_pb2
 
 from nvml_mock_nri.adjust import Policy
+from nvml_mock_nri.selection import CDI_ANNOTATION_PREFIX
 from nvml_mock_nri.settings import normalize_path
-from nvml_mock_nri.visible import CDI_ANNOTATION_PREFIX
 
 __all__ = ["DECIDING_ENV_KEYS", "ReplyCache", "common_key"]
 

@@ -18,17 +18,17 @@ plugin; nothing else about the container changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from nvml_mock_protocol import names
 from nvml_mock_protocol.hostgpu import HostDriver
-from nvml_mock_protocol.nri import api_pb2
 
-from nvml_mock_nri.adjust import Decision, DeviceRefusal, Policy, parse_env
+from nvml_mock_nri.adjust import Decision, DeviceRefusal, Policy
+from nvml_mock_nri.selection import Selection
 
-__all__ = ["SurfacesHook", "add_hooks", "plan_surfaces", "wants_surfaces"]
+__all__ = ["HOOK_TIMEOUT_S", "SurfacesHook", "plan_surfaces", "wants_surfaces"]
 
 HOOK_TIMEOUT_S: Final = 10
 """The runtime kills a hook that runs longer (the hook binds a few dozen mounts)."""
@@ -59,18 +59,22 @@ def plan_surfaces(
     decision: Decision,
     *,
     namespace: str,
+    pod_annotations: Mapping[str, str],
     host_driver: Callable[[], HostDriver],
-    env: Sequence[str] = (),
+    selection: Selection,
 ) -> SurfacesHook | None:
-    """The hook for an opted-in container, or None with the refusal in *decision*'s
-    warnings (a refused namespace costs no I/O, as for devices).
+    """The hook for a container of a pod that opted in, or None: not opted in, or refused
+    with the refusal in *decision*'s warnings (a refused namespace costs no I/O, as for
+    devices).
 
-    A container granted the hook whose ``NVIDIA_VISIBLE_DEVICES`` (its own *env*, or what
+    A container granted the hook whose ``NVIDIA_VISIBLE_DEVICES`` (its own, or what
     *decision* sets) is the toolkit's ``void`` also gets ``MOCK_NVML_VISIBLE_DEVICES=all``:
     node software keeps ``void`` so the toolkit leaves it alone (NVIDIA's DRA driver chart
     does, in its GPU kubelet plugin) and sees every GPU through real NVML, which never reads
     the variable; the mock library reads its own twin first. A value the pod set for the
     twin is kept."""
+    if not wants_surfaces(pod_annotations):
+        return None
     if namespace not in policy.device_namespaces:
         decision.surfaces_refused = DeviceRefusal.NAMESPACE_NOT_ALLOWED
         decision.warnings.append(
@@ -90,26 +94,11 @@ def plan_surfaces(
     root = policy.mount.source
     hook = SurfacesHook(path=f"{root}/{names.OVERLAY_BIN_DIR}/{names.SURFACES_HOOK}", root=root)
     decision.notes.append(f"driver surfaces: createContainer hook {hook.path}")
-    own = parse_env(env)
-    visible = dict(decision.env).get(
-        names.ENV_NVIDIA_VISIBLE_DEVICES, own.get(names.ENV_NVIDIA_VISIBLE_DEVICES)
-    )
-    if (
-        visible is not None
-        and visible.strip().lower() == VOID
-        and names.ENV_MOCK_NVML_VISIBLE_DEVICES not in own
-    ):
+    visible = dict(decision.env).get(names.ENV_NVIDIA_VISIBLE_DEVICES, selection.own_env)
+    if visible is not None and visible.strip().lower() == VOID and not selection.own_twin:
         decision.env.append((names.ENV_MOCK_NVML_VISIBLE_DEVICES, "all"))
         decision.notes.append(
             f"driver surfaces: {names.ENV_NVIDIA_VISIBLE_DEVICES}=void kept for the toolkit; "
             f"{names.ENV_MOCK_NVML_VISIBLE_DEVICES}=all shows the node's GPUs, as real NVML does"
         )
     return hook
-
-
-def add_hooks(response: api_pb2.CreateContainerResponse, hook: SurfacesHook | None) -> None:
-    """Add *hook* to the adjustment of *response* as a ``createContainer`` hook."""
-    if hook is None:
-        return
-    added = response.adjust.hooks.create_container.add(path=hook.path, args=hook.args)
-    added.timeout.value = HOOK_TIMEOUT_S

@@ -9,16 +9,15 @@ the workload never starts. Without this rule the mock container would start and 
 plugin answers CreateContainer with that error (``--unknown-visible-devices fail``, the
 default), or leaves the refusal to ``nvmlInit`` (``allow``).
 
-The DRA driver's own CDI names (``k8s.gpu.nvidia.com/claim=…``) are checked by
-:func:`check_claims`: the runtime resolved them against specs the driver wrote from what it
-saw, and a name that names nothing of the staged node fails the same way. Otherwise only the
-container's own variable is checked: CDI names (``nvidia.com/gpu=…``) are resolved by
-the runtime against the CDI specs before the plugin sees the container, and an unresolvable one
-already fails there (``unresolvable CDI devices``). MIG entries (``MIG-<uuid>`` and
-``<gpu>:<mig>``) are left to the library, which resolves them against the node's live MIG
-layout at ``nvmlInit`` and refuses one that names no MIG device with the same words. The
-node's GPUs come from the staged state file, re-read only when it changes; without a
-readable state nothing is refused (the library still is).
+The DRA driver's own CDI names (``k8s.gpu.nvidia.com/claim=…``) are checked too: the runtime
+resolved them against specs the driver wrote from what it saw, and a name that names nothing of
+the staged node fails the same way. Otherwise only the container's own variable is checked: CDI
+names (``nvidia.com/gpu=…``) are resolved by the runtime against the CDI specs before the plugin
+sees the container, and an unresolvable one already fails there (``unresolvable CDI devices``).
+MIG entries (``MIG-<uuid>`` and ``<gpu>:<mig>``) are left to the library, which resolves them
+against the node's live MIG layout at ``nvmlInit`` and refuses one that names no MIG device with
+the same words. The node's GPUs come from the staged state file, re-read only when it changes;
+without a readable state nothing is refused (the library still is).
 """
 
 from __future__ import annotations
@@ -33,17 +32,17 @@ from typing import Final
 from nvml_mock_live import BoardGpu, LiveLayerError, read_board, resolve_gpus
 from nvml_mock_protocol.logs import printable
 
-from nvml_mock_nri import dra
 from nvml_mock_nri.errors import UnknownDeviceError
-from nvml_mock_nri.visible import (
-    Container,
+from nvml_mock_nri.selection import (
+    DraKind,
+    Selection,
     Visibility,
     VisibleSource,
     is_mig_entry,
-    visible_gpus,
+    unresolvable_message,
 )
 
-__all__ = ["FAIL", "MODES", "NodeGpus", "check", "check_claims", "toolkit_message"]
+__all__ = ["FAIL", "MODES", "NodeGpus", "refuse", "toolkit_message"]
 
 logger = logging.getLogger(__name__)
 
@@ -114,36 +113,31 @@ class NodeGpus:
         return self._key
 
 
-def check(container: Container, gpus: NodeGpus) -> None:
-    """Raise :class:`UnknownDeviceError` (the toolkit's message, the first unknown entry)
-    when the container's own ``NVIDIA_VISIBLE_DEVICES`` names a GPU the node lacks."""
-    selection = visible_gpus(container)
-    if selection.source is not VisibleSource.ENV or selection.kind is not Visibility.LIST:
-        return
-    tokens = [t for t in selection.tokens if not is_mig_entry(t)]
-    if not tokens:
-        return
-    board = gpus.get()
-    if board is None:
-        return
-    _, unknown = resolve_gpus(tokens, board)
-    if unknown:
-        raise UnknownDeviceError(unknown[0], toolkit_message(unknown[0]))
-
-
-def check_claims(container: Container, gpus: NodeGpus, mig: dra.MigSource | None) -> None:
-    """Raise :class:`UnknownDeviceError` (the runtime's words for an unresolvable CDI name,
-    the first such name) when a DRA driver CDI name of the container names nothing of this
-    node: a GPU minor past its GPUs, a MIG claim without a live MIG device it was given the
-    capabilities of, a malformed name of the DRA driver's kinds. Judged only with a readable
-    staged state, as :func:`check`."""
-    found, bad = dra.dra_devices(container)
-    if not found and not bad:
+def refuse(selection: Selection, gpus: NodeGpus) -> None:
+    """Raise :class:`UnknownDeviceError` when *selection* names something the node lacks:
+    an entry of the container's own ``NVIDIA_VISIBLE_DEVICES`` (the toolkit's message, the
+    first unknown entry), or a DRA driver CDI name that names nothing of this node (the
+    runtime's words for an unresolvable CDI name): a GPU minor past its GPUs, a MIG claim
+    without a live MIG device it was given the capabilities of, a malformed name. Judged
+    only with a readable staged state (one stat, the state re-read when it changed)."""
+    visible = selection.visible
+    if visible.source is VisibleSource.ENV and visible.kind is Visibility.LIST:
+        tokens = [t for t in visible.tokens if not is_mig_entry(t)]
+        if tokens:
+            board = gpus.get()
+            if board is not None:
+                _, unknown = resolve_gpus(tokens, board)
+                if unknown:
+                    raise UnknownDeviceError(unknown[0], toolkit_message(unknown[0]))
+    if not selection.claims and not selection.unresolved:
         return
     board = gpus.get()
     if board is None:
         return
-    claims = dra.gpu_tokens(container, mig, len(board))
-    if claims.unresolved:
-        name = claims.unresolved[0]
-        raise UnknownDeviceError(name, dra.unresolvable_message(name))
+    count = len(board)
+    for claim in selection.claims:
+        if claim.kind is DraKind.GPU and claim.number >= count:
+            raise UnknownDeviceError(claim.qualified, unresolvable_message(claim.qualified))
+    if selection.unresolved:
+        name = selection.unresolved[0]
+        raise UnknownDeviceError(name, unresolvable_message(name))

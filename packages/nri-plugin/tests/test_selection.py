@@ -1,22 +1,22 @@
-"""NVIDIA_VISIBLE_DEVICES from a container's allocation: CDI GPU names and GPU device nodes.
-
-The rule end to end through the runtime test double over a real unix socket, and
-:func:`visible_gpus` (the selection the allocation records reuse) on its own.
+"""What a container was given (:mod:`nvml_mock_nri.selection`): NVIDIA_VISIBLE_DEVICES from
+its CDI GPU names and GPU device nodes, end to end through the runtime test double over a
+real unix socket, and :func:`select` (the one value the adjustment, the refusals and the
+allocation records read) on its own.
 """
 
 from __future__ import annotations
 
 import pytest
 from conftest import Start, container, pod
-from nvml_mock_nri.visible import (
+from nvml_mock_nri.selection import (
     AMBIENT,
+    EMPTY,
     Visibility,
     VisibleSelection,
     VisibleSource,
     is_mig_entry,
-    may_hold_gpus,
     parse_visible_devices,
-    visible_gpus,
+    select,
 )
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
@@ -163,13 +163,13 @@ def test_value_forms(value: str, selection: VisibleSelection) -> None:
 
 
 def test_selection_says_where_it_came_from() -> None:
-    assert visible_gpus(container()) is AMBIENT
+    assert select(container()).visible is AMBIENT
     assert not AMBIENT.allocated
-    by_env = visible_gpus(container(env=["NVIDIA_VISIBLE_DEVICES=none"]))
+    by_env = select(container(env=["NVIDIA_VISIBLE_DEVICES=none"])).visible
     assert (by_env.kind, by_env.allocated, by_env.env_value()) == (Visibility.NONE, True, "none")
-    by_cdi = visible_gpus(container(cdi=["nvidia.com/gpu=0"], devices=["/dev/nvidia5"]))
+    by_cdi = select(container(cdi=["nvidia.com/gpu=0"], devices=["/dev/nvidia5"])).visible
     assert (by_cdi.source, by_cdi.tokens) == (VisibleSource.CDI, ("0",))
-    by_nodes = visible_gpus(container(devices=["/dev/nvidia07"]))
+    by_nodes = select(container(devices=["/dev/nvidia07"])).visible
     assert (by_nodes.source, by_nodes.tokens) == (VisibleSource.DEVICE_NODES, ("7",))
 
 
@@ -208,7 +208,7 @@ def test_mig_entries_are_told_from_gpus(token: str, mig: bool) -> None:
         ([], [], [], {"io.kubernetes.cri.sandbox-id": "abc"}),
     ],
 )
-def test_the_cheap_test_never_misses_a_container_that_holds_gpus(
+def test_a_container_given_nothing_is_read_as_empty_at_once(
     env: list[str], devices: list[str], cdi: list[str], annotations: dict[str, str]
 ) -> None:
     made = api.Container(env=env, CDI_devices=[api.CDIDevice(name=n) for n in cdi])
@@ -216,7 +216,8 @@ def test_the_cheap_test_never_misses_a_container_that_holds_gpus(
         made.linux.devices.add(path=path, type="c", major=195, minor=0)
     for key, value in annotations.items():
         made.annotations[key] = value
-    if not may_hold_gpus(made):
-        assert not visible_gpus(made).allocated
+    selection = select(made)
+    if selection is EMPTY:
+        assert not selection.visible.allocated and not selection.may_hold
     else:
         assert env or devices or cdi or any(k.startswith("cdi.k8s.io/") for k in annotations)
