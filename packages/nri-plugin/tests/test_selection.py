@@ -6,8 +6,14 @@ allocation records read) on its own.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from types import FrameType
+
 import pytest
 from conftest import Start, container, pod
+from nvml_mock_nri.devices import DeviceScan
+from nvml_mock_nri.plugin import Injector
 from nvml_mock_nri.selection import (
     AMBIENT,
     EMPTY,
@@ -18,6 +24,8 @@ from nvml_mock_nri.selection import (
     parse_visible_devices,
     select,
 )
+from nvml_mock_nri.settings import load_settings
+from nvml_mock_protocol.hostgpu import HostDriver
 from nvml_mock_protocol.nri import api_pb2 as api
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 
@@ -221,3 +229,118 @@ def test_a_container_given_nothing_is_read_as_empty_at_once(
         assert not selection.visible.allocated and not selection.may_hold
     else:
         assert env or devices or cdi or any(k.startswith("cdi.k8s.io/") for k in annotations)
+
+
+ORCHESTRATOR = {
+    Injector.answer_create.__code__,
+    Injector._answer.__code__,
+    Injector._create_container.__code__,
+}
+"""The plugin's CreateContainer steps; what they call is the order the module docstring of
+:mod:`nvml_mock_nri.selection` documents."""
+BOOKKEEPING = {"nvml_mock_nri.health", "nvml_mock_nri.metrics"}
+"""The probes' in-flight table and the counters, kept around every call."""
+CLAIM = "k8s.gpu.nvidia.com/claim=0c6f5f2e-3f7d-4d2a-9b1e-5a0c1d2e3f40-gpu-2"
+
+
+def traced(
+    injector: Injector, sandbox: api.PodSandbox, made: api.Container
+) -> tuple[list[str], dict[str, int]]:
+    """Answer CreateContainer under a profiler: the package modules the plugin's steps call,
+    in order, how often each package module was entered from another (nested calls
+    included), and (as ``select``) how often the container was read."""
+    steps: list[str] = []
+    entries: dict[str, int] = {}
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        caller = frame.f_back
+        if not module.startswith("nvml_mock_nri.") or caller is None:
+            return
+        if caller.f_globals.get("__name__") != module:
+            entries[module] = entries.get(module, 0) + 1
+        if frame.f_code is select.__code__:
+            entries["select"] = entries.get("select", 0) + 1
+        if (
+            caller.f_code in ORCHESTRATOR
+            and module not in BOOKKEEPING
+            and module != "nvml_mock_nri.plugin"
+        ):
+            steps.append(module.rsplit(".", 1)[1])
+
+    sys.setprofile(profile)
+    try:
+        injector.answer_create(sandbox, made)
+    finally:
+        sys.setprofile(None)
+    return steps, entries
+
+
+@pytest.mark.parametrize(
+    ("annotations", "env", "devices", "cdi", "expected"),
+    [
+        # a DRA claim, every opt-in: the full path
+        (
+            {
+                "nvml-mock.nvidia.com/devices": "true",
+                "nvml-mock.nvidia.com/imex-channels": "true",
+                "nvml-mock.nvidia.com/driver-surfaces": "true",
+            },
+            ["NVIDIA_VISIBLE_DEVICES=void"],
+            ["/dev/nvidiactl", "/dev/nvidia2"],
+            [CLAIM],
+            ["replies", "selection", "adjust", "unknown_devices", "surfaces"],
+        ),
+        # its own NVIDIA_VISIBLE_DEVICES: a kept answer's key, not found, then the full path
+        (
+            {},
+            ["NVIDIA_VISIBLE_DEVICES=0"],
+            [],
+            [],
+            ["replies", "selection", "adjust", "unknown_devices", "surfaces"],
+        ),
+        # MIG capability nodes and a device plugin's CDI name
+        (
+            {},
+            [],
+            ["/dev/nvidia1", "/dev/nvidia-caps/nvidia-cap30", "/dev/nvidia-caps/nvidia-cap31"],
+            ["nvidia.com/gpu=1"],
+            ["replies", "selection", "adjust", "unknown_devices", "surfaces"],
+        ),
+    ],
+)
+def test_create_container_visits_each_module_once(
+    annotations: dict[str, str],
+    env: list[str],
+    devices: list[str],
+    cdi: list[str],
+    expected: list[str],
+    short_tmp: Path,
+) -> None:
+    settings = load_settings(
+        [
+            "--health-addr",
+            "",
+            "--device-namespaces",
+            "default",
+            "--overlay-host-path",
+            str(short_tmp / "none"),
+        ],
+        {},
+    )
+    injector = Injector(
+        settings,
+        host_driver=HostDriver,
+        scan=lambda _: DeviceScan(),
+        scan_channels=lambda _: DeviceScan(),
+        cdi_spec_exists=lambda _: False,
+    )
+    made = container(env=["PATH=/usr/bin:/bin", *env], devices=devices, cdi=cdi)
+    steps, entries = traced(injector, pod(annotations=annotations), made)
+    assert steps == expected
+    assert len(steps) == len(set(steps))
+    # what the container was given is read once; later steps read the value it made
+    assert entries["select"] == 1
+    assert not any(m.endswith((".visible", ".dra")) for m in entries)

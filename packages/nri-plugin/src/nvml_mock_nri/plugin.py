@@ -2,7 +2,12 @@
 
 :class:`Injector` turns a CreateContainerRequest into a ContainerAdjustment with
 the rules of :mod:`nvml_mock_nri.adjust`, keeps the probe state and metrics, and
-logs one line per skipped container. It knows nothing about sockets; the
+logs one line per skipped container. Its steps call each module once, in this order: the
+kept answers (:mod:`~nvml_mock_nri.replies`), what the container was given, read once into
+one value (:mod:`~nvml_mock_nri.selection`), the adjustment (:mod:`~nvml_mock_nri.adjust`),
+the refusal (:mod:`~nvml_mock_nri.unknown_devices`), the driver-surfaces hook
+(:mod:`~nvml_mock_nri.surfaces`); ``tests/test_selection.py`` traces it.
+It knows nothing about sockets; the
 connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
 
 Every call runs on the NRI connection's own thread (the stub calls plain methods there),
