@@ -291,7 +291,7 @@ def traced(
             ["NVIDIA_VISIBLE_DEVICES=void"],
             ["/dev/nvidiactl", "/dev/nvidia2"],
             [CLAIM],
-            ["replies", "selection", "adjust", "unknown_devices", "surfaces"],
+            ["replies", "selection", "adjust", "unknown_devices", "surfaces", "cuda_runtime"],
         ),
         # its own NVIDIA_VISIBLE_DEVICES: a kept answer's key, not found, then the full path
         (
@@ -299,7 +299,7 @@ def traced(
             ["NVIDIA_VISIBLE_DEVICES=0"],
             [],
             [],
-            ["replies", "selection", "adjust", "unknown_devices", "surfaces"],
+            ["replies", "selection", "adjust", "unknown_devices", "surfaces", "cuda_runtime"],
         ),
         # MIG capability nodes and a device plugin's CDI name
         (
@@ -307,7 +307,7 @@ def traced(
             [],
             ["/dev/nvidia1", "/dev/nvidia-caps/nvidia-cap30", "/dev/nvidia-caps/nvidia-cap31"],
             ["nvidia.com/gpu=1"],
-            ["replies", "selection", "adjust", "unknown_devices", "surfaces"],
+            ["replies", "selection", "adjust", "unknown_devices", "surfaces", "cuda_runtime"],
         ),
     ],
 )

@@ -6,7 +6,8 @@ logs one line per skipped container. Its steps call each module once, in this or
 kept answers (:mod:`~nvml_mock_nri.replies`), what the container was given, read once into
 one value (:mod:`~nvml_mock_nri.selection`), the adjustment (:mod:`~nvml_mock_nri.adjust`),
 the refusal (:mod:`~nvml_mock_nri.unknown_devices`), the driver-surfaces hook
-(:mod:`~nvml_mock_nri.surfaces`); ``tests/test_selection.py`` traces it.
+(:mod:`~nvml_mock_nri.surfaces`), the CUDA runtime opt-in (:mod:`~nvml_mock_nri.cuda_runtime`);
+``tests/test_selection.py`` traces it.
 It knows nothing about sockets; the
 connection to the runtime is :mod:`nvml_mock_nri.service`'s job.
 
@@ -42,6 +43,7 @@ GPU the node lacks, with the NVIDIA container toolkit's message, as a real node 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Final
@@ -54,6 +56,7 @@ from nvml_mock_nri import devices as devices_mod
 from nvml_mock_nri import unknown_devices
 from nvml_mock_nri.adjust import Decision, FabricIdentity, Policy, plan
 from nvml_mock_nri.allocations import AllocationRecorder
+from nvml_mock_nri.cuda_runtime import plan_cuda_runtime
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.errors import UnknownDeviceError
 from nvml_mock_nri.health import PluginState
@@ -93,6 +96,7 @@ class Injector:
         identity: IdentityCache | None = None,
         scan: Callable[[str], DeviceScan] = devices_mod.scan_device_nodes,
         cdi_spec_exists: Callable[[str], bool] = devices_mod.cdi_spec_exists,
+        file_exists: Callable[[str], bool] = os.path.isfile,
         host_driver: Callable[[], HostDriver] | None = None,
         scan_channels: Callable[[str], DeviceScan] = devices_mod.scan_imex_channels,
         recorder: AllocationRecorder | None = None,
@@ -109,6 +113,7 @@ class Injector:
         self._scan = scan
         self._scan_channels = scan_channels
         self._cdi_spec_exists = cdi_spec_exists
+        self._file_exists = file_exists
         self._detect_driver = host_driver or (
             lambda: hostgpu.detect(settings.host_proc_root, settings.host_sys_root)
         )
@@ -418,6 +423,13 @@ class Injector:
             pod_annotations=pod.annotations,
             host_driver=host_driver,
             selection=selection,
+        )
+        plan_cuda_runtime(
+            policy,
+            decision,
+            pod_annotations=pod.annotations,
+            selection=selection,
+            exists=self._file_exists,
         )
         self._report(decision, pod, container)
         self.metrics.create.injections += 1

@@ -1,7 +1,7 @@
 """The encoded CreateContainer answers of the common case, kept by what decides them.
 
-Most containers of a node ask for nothing but the overlay: no device, IMEX channel or
-driver-surface opt-in, no CDI devices, no ``cdi.k8s.io/*`` annotations, no
+Most containers of a node ask for nothing but the overlay: no device, IMEX channel,
+driver-surface or CUDA runtime opt-in, no CDI devices, no ``cdi.k8s.io/*`` annotations, no
 ``/dev/nvidia*`` device nodes, not skipped. For them the answer (the mount and the env
 entries of :func:`nvml_mock_nri.adjust.merge_env`) is a function of a few inputs only:
 
@@ -51,6 +51,7 @@ CACHE_ENTRIES: Final = 1024
 """Distinct answers kept; past it the cache starts again (a node rarely has so many)."""
 _GPU_NODE_PREFIX: Final = "/dev/nvidia"
 _SURFACES: Final = names.ANNOTATION_DRIVER_SURFACES
+_CUDA_RUNTIME: Final = names.ANNOTATION_CUDA_RUNTIME
 _VISIBLE_PREFIX: Final = f"{names.ENV_NVIDIA_VISIBLE_DEVICES}="
 
 
@@ -67,6 +68,8 @@ def _annotations_decide(policy: Policy, annotations: Mapping[str, str]) -> bool:
     """Whether the pod's annotations opt it out of the overlay or in to anything more."""
     if annotations.get(policy.opt_out_annotation, "").strip().lower() == "false":
         return True  # a skip: logged and counted on the full path
+    if _CUDA_RUNTIME in annotations:
+        return True  # a preload, or a warning about the value: the full path
     return any(
         _opted_in(annotations.get(key, ""))
         for key in (policy.device_annotation, policy.imex_annotation, _SURFACES)

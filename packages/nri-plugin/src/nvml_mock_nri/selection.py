@@ -13,7 +13,8 @@ traces it):
 2. :mod:`~nvml_mock_nri.selection` — this module: the :class:`Selection`;
 3. :mod:`~nvml_mock_nri.adjust` — skip, mount, env, device nodes and IMEX channels;
 4. :mod:`~nvml_mock_nri.unknown_devices` — the refusal of a GPU the node lacks;
-5. :mod:`~nvml_mock_nri.surfaces` — the driver-surfaces hook.
+5. :mod:`~nvml_mock_nri.surfaces` — the driver-surfaces hook;
+6. :mod:`~nvml_mock_nri.cuda_runtime` — the CUDA runtime work-alike's preload.
 
 The shapes, and what each means (on a real node the NVIDIA container toolkit narrows NVML
 inside a container to what it was allocated):
@@ -102,6 +103,7 @@ _CHANNEL: Final = re.compile(rf"(?P<uid>{_UID})-channel-(?P<id>[0-9]+)")
 _DAEMON: Final = re.compile(rf"(?P<uid>{_UID})-daemon-(?P<id>[0-9]+)")
 _VISIBLE: Final = names.ENV_NVIDIA_VISIBLE_DEVICES + "="
 _TWIN: Final = names.ENV_MOCK_NVML_VISIBLE_DEVICES + "="
+_PRELOAD: Final = names.ENV_LD_PRELOAD + "="
 
 MigSource = Callable[[], Sequence[MigDevice]]
 """The node's MIG devices now; called only for a container that has MIG claims or MIG
@@ -285,6 +287,9 @@ class Selection:
     """The container's own ``NVIDIA_VISIBLE_DEVICES`` (the first entry, as getenv)."""
     own_twin: bool = False
     """Whether the container sets the library's twin ``MOCK_NVML_VISIBLE_DEVICES`` itself."""
+    own_preload: str | None = None
+    """The container's own ``LD_PRELOAD`` (where the CUDA runtime opt-in puts the overlay's
+    runtime work-alikes in front)."""
     device_paths: frozenset[str] = frozenset()
     """Every device path in the request (the runtime's, a device plugin's, earlier plugins')."""
     gpu_nodes: frozenset[int] = frozenset()
@@ -347,11 +352,15 @@ def select(container: Container, mig: MigSource | None = None) -> Selection:
     when the container has either); without it they name no device."""
     own_env: str | None = None
     own_twin = False
+    own_preload: str | None = None
     for entry in container.env:
-        if own_env is None and entry.startswith(_VISIBLE):
-            own_env = entry[len(_VISIBLE) :]
+        if entry.startswith(_VISIBLE):
+            if own_env is None:
+                own_env = entry[len(_VISIBLE) :]
         elif entry.startswith(_TWIN):
             own_twin = True
+        elif own_preload is None and entry.startswith(_PRELOAD):
+            own_preload = entry[len(_PRELOAD) :]
     device_names = [d.name.strip() for d in container.CDI_devices]
     annotated: list[str] = []
     for key, value in container.annotations.items():
@@ -359,7 +368,9 @@ def select(container: Container, mig: MigSource | None = None) -> Selection:
             annotated.extend(part.strip() for part in value.split(","))
     paths = [d.path for d in container.linux.devices]
     if own_env is None and not device_names and not annotated and not paths:
-        return Selection(own_twin=own_twin) if own_twin else EMPTY
+        if own_twin or own_preload is not None:
+            return Selection(own_twin=own_twin, own_preload=own_preload)
+        return EMPTY
 
     gpu_nodes: list[int] = []
     gi_caps: set[tuple[int, int]] = set()
@@ -454,6 +465,7 @@ def select(container: Container, mig: MigSource | None = None) -> Selection:
         visible=visible,
         own_env=own_env,
         own_twin=own_twin,
+        own_preload=own_preload,
         device_paths=frozenset(paths),
         gpu_nodes=frozenset(gpu_nodes),
         mig_caps=frozenset((c.gpu, c.gpu_instance, c.compute_instance or 0) for c in caps),

@@ -58,6 +58,8 @@ ENV_FABRIC_CLIQUE_ID: Final = "MOCK_FABRIC_CLIQUE_ID"
 ENV_FABRIC_DOMAIN: Final = "MOCK_FABRIC_DOMAIN"
 FABRIC_ENV_VARS: Final = (ENV_FABRIC_CLUSTER_UUID, ENV_FABRIC_CLIQUE_ID, ENV_FABRIC_DOMAIN)
 ENV_NVIDIA_VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
+ENV_LD_PRELOAD: Final = "LD_PRELOAD"
+"""Set only for pods annotated :data:`ANNOTATION_CUDA_RUNTIME` (the NRI plugin)."""
 """The GPUs NVML enumerates in a container (the NVIDIA container toolkit's variable): the
 library reads it at init; the NRI plugin sets it from a container's CDI GPUs or GPU nodes."""
 ENV_MOCK_NVML_VISIBLE_DEVICES: Final = "MOCK_NVML_VISIBLE_DEVICES"
@@ -94,6 +96,15 @@ ANNOTATION_GPU_MEMORY: Final = "nvml-mock.nvidia.com/gpu-memory"
 ANNOTATION_GPU_UTILIZATION: Final = "nvml-mock.nvidia.com/gpu-utilization"
 """Utilization pattern of a pod's container on its GPUs (``60``, ``steady 60``, ``busy``,
 ``burst 80 period=10s``, ``sine``)."""
+ANNOTATION_CUDA_RUNTIME: Final = "nvml-mock.nvidia.com/cuda-runtime"
+"""``"true"`` (case-insensitive) preloads the overlay's CUDA runtime work-alikes
+(:data:`CUDA_RUNTIME_PRELOADS`) into the pod's containers; never without it."""
+CUDA_RUNTIME_PRELOADS: Final = (
+    "lib/cuda-runtime/libcudart.so.13",
+    "lib/cuda-runtime/libcudart.so.12",
+)
+"""The CUDA runtime work-alikes, relative to the overlay, in preload order: one per CUDA
+major that PyTorch wheels load (by their sonames, which a preloaded library satisfies)."""
 ENV_GPU_MEMORY_SHARE: Final = "NVML_MOCK_GPU_MEMORY_SHARE"
 """The NRI plugin's default share of a GPU's memory a container uses without the annotation."""
 
