@@ -368,7 +368,7 @@ class AllocationRecorder:
             if (
                 early is not None
                 and early.live is live
-                and not (early.declared_gpus & self._claimed(container.id))
+                and not (early.declared_gpus and early.declared_gpus & self._claimed(container.id))
             ):
                 # only the PID and the start time are new since StartContainer
                 started = container.started_at // 1_000_000 if container.started_at > 0 else 0
@@ -499,18 +499,25 @@ class AllocationRecorder:
         try:
             self._open()
             self._kept = {}
-            derived: list[tuple[api_pb2.PodSandbox, _Derived]] = []
-            # the given first: the claims every declaration is judged against
+            # first what each was given: the claims every declaration is judged against
             for pod, container, selection in running:
                 found = self._derive(selection, _opted_in(policy, pod), pod, container)
                 if found is not None and found.given and self._room(pod.id, container.id):
-                    derived.append((pod, found))
                     self._kept[container.id] = _Kept(pod.id, found)
+            # then every record, its declarations kept off the others' claims
+            claimants = set(self._kept)
+            derived: list[tuple[api_pb2.PodSandbox, _Derived]] = []
             for pod, container, selection in running:
-                if container.id in self._kept:
+                if (
+                    container.id in self._kept
+                    and not self._kept[container.id].derived.declared_gpus
+                ):
+                    derived.append((pod, self._kept[container.id].derived))
+                    continue
+                if container.id not in claimants and not self._room(pod.id, container.id):
                     continue
                 found = self._derive(selection, _opted_in(policy, pod), pod, container)
-                if found is not None and self._room(pod.id, container.id):
+                if found is not None:
                     derived.append((pod, found))
                     self._kept[container.id] = _Kept(pod.id, found)
             live = self._open()
