@@ -230,7 +230,7 @@ def merge_env(
     """The env entries to emit: changed keys in the container's order, then new keys.
 
     ``visible`` is the ``NVIDIA_VISIBLE_DEVICES`` the container's allocation asks for
-    (:func:`nvml_mock_nri.visible.visible_env`); None sets nothing.
+    (:meth:`nvml_mock_nri.selection.Selection.env_value`); None sets nothing.
     """
     current = parse_env(existing)
     changed: dict[str, str] = {}
