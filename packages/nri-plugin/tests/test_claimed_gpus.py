@@ -166,10 +166,11 @@ async def test_pods_without_the_claim_change_nothing_on_claimed_gpus(
     gpu_claim = f"{GPU_CLAIM_KIND}={CLAIM}-gpu-2"
     mig_claim = f"{GPU_CLAIM_KIND}={MIG_CLAIM}-gpu-1-mig-3g40gb-9-4"
 
-    # an attacker that comes first declares GPU 2 while no one holds it
+    # attackers that come first declare GPU 2 (and 3) while no one holds them
     early = pod("early", namespace="tenant", annotations=GREEDY)
     await run_container(runtime, early, of(early, "main", env="2"), 9000)
-    assert [r.gpus for r in records(overlay)] == [(2,)]
+    await run_container(runtime, early, of(early, "wide", env="3,2"), 9001)
+    assert sorted(r.gpus for r in records(overlay)) == [(2,), (2, 3)]
 
     # the victims, given GPU 2 and the 3g.40gb of GPU 1 by the DRA driver
     train = pod("train", annotations={names.ANNOTATION_GPU_MEMORY: "20Gi"})
@@ -192,9 +193,10 @@ async def test_pods_without_the_claim_change_nothing_on_claimed_gpus(
         ),
         4200,
     )
-    # the early declaration lost GPU 2 the moment the claim was recorded
+    # the early declarations lost GPU 2 the moment the claim was recorded: one went, the
+    # other keeps GPU 3 only
     held = {r.pid: (r.gpus, r.mig) for r in records(overlay)}
-    assert held == {4100: ((2,), ()), 4200: ((1,), ((1, gi, ci),))}
+    assert held == {9001: ((3,), ()), 4100: ((2,), ()), 4200: ((1,), ((1, gi, ci),))}
     victims = nvml(overlay)
     assert [p[:2] for p in victims["2"]["procs"]] == [[4100, 20 * GiB]]  # type: ignore[union-attr]
     assert victims["2"]["used"] == before["2"]["used"] + 20 * GiB  # type: ignore[operator]
@@ -242,7 +244,7 @@ async def test_pods_without_the_claim_change_nothing_on_claimed_gpus(
     assert victim_part(after, str(mig_uuid)) == victim_part(victims, str(mig_uuid))
     # no record but the victims' holds GPU 2 or GPU 1 (what the exporter labels with pods)
     for record in records(overlay):
-        if record.pid not in (4100, 4200):
+        if record.pid not in (4100, 4200):  # the victims
             assert not {1, 2} & set(record.gpus), record
     assert await plugin.metric("nvml_mock_nri_allocations_limited_total") >= 1
 

@@ -228,12 +228,14 @@ class AllocationRecorder:
             claimed = self._claimed(container.id)
             kept_whole = [g for g in declared_whole if g not in claimed]
             kept_mig = [d for d in declared_mig if d.gpu not in claimed]
-            if (kept_whole, kept_mig) != (declared_whole, declared_mig):
+            lost = {g for g in declared_whole if g in claimed}
+            lost.update(d.gpu for d in declared_mig if d.gpu in claimed)
+            if lost:
                 self.metrics.allocations_limited.inc()
                 logger.info(
-                    "not recorded on GPUs %s: named without being given, and another "
-                    "container was given them",
-                    ",".join(map(str, sorted(claimed))),
+                    "not recorded on GPU %s: named without being given, and another "
+                    "container was given it",
+                    ",".join(map(str, sorted(lost))),
                     extra=_context(pod, container),
                 )
             declared_whole, declared_mig = kept_whole, kept_mig
