@@ -23,8 +23,8 @@ import pytest
 from conftest import Start, container, pod, run_container, settled
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.mig_layout import parse_spec
-from nvml_mock_engine.stage import StageOptions, stage
 from nvml_mock_live import Allocation, LiveLayer
+from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_nri.allocations import RECORDS_PER_POD
 from nvml_mock_nri.selection import GPU_CLAIM_KIND
 from nvml_mock_protocol import names
