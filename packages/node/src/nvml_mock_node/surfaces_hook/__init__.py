@@ -22,6 +22,13 @@ the bundle's ``config.json`` names the root either way) and makes, read-only:
 ``/sys/devices``, ``/sys/module``, ``/sys/kernel/iommu_groups``
     grafted: the kernel's entries bound back, the driver root's added beside them.
 
+Everything is mounted by file descriptor (:mod:`.fdmount`): each path of the container's is
+opened once below its root, refusing symlinks, and only that descriptor is used, so a
+racing process that swaps a directory for a symlink to a host path gets a refusal, never a
+host path in the container; what shows at the path after mounting is compared with what was
+checked, and a mismatch is taken down again. Every mount is read-only, no set-uid, no
+devices, all the way down: a volume mounted below a bound directory turns read-only with it.
+
 What cannot be reached is said on stderr and skipped: a kernel without ``/proc/modules``
 or ``/proc/driver`` offers nothing to bind over, and nothing can be created inside
 procfs. The hook never fails the container: an error is reported and the container starts
@@ -32,8 +39,10 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import json
 import os
+import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,17 +50,11 @@ from pathlib import Path
 from typing import Final
 
 from nvml_mock_engine.errors import HookError
+from nvml_mock_node.surfaces_hook import fdmount
+from nvml_mock_node.surfaces_hook.fdmount import FdMountError, opened
 
 __all__ = ["HookError", "Outcome", "apply", "main", "rootfs_of"]
 
-MS_RDONLY: Final = 0x1
-MS_NOSUID: Final = 0x2
-MS_NODEV: Final = 0x4
-MS_NOEXEC: Final = 0x8
-MS_REMOUNT: Final = 0x20
-MS_BIND: Final = 0x1000
-MS_REC: Final = 0x4000
-_RO_BIND: Final = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
 PROG: Final = "nvml-mock-surfaces-hook"
 GRAFTS: Final = ("sys/devices", "sys/module", "sys/kernel/iommu_groups")
 """Directories that get the driver root's entries beside the kernel's own (and, last,
@@ -61,6 +64,8 @@ STATUS_FILE: Final = "nvml-mock-surfaces"
 not reach, one line each (a runtime shows a hook's stderr only when the hook fails)."""
 REPLACED: Final = ("proc/devices", "proc/modules", "sys/bus/pci")
 """Files and directories the driver root's copy replaces."""
+_PATH_FLAGS: Final = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+_MNT_DETACH: Final = 2
 
 
 @dataclass(slots=True)
@@ -69,30 +74,6 @@ class Outcome:
 
     made: list[str] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)
-
-
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _mount(
-    source: str, target: str, fstype: str | None, flags: int, data: str | None = None
-) -> None:
-    rc = _libc().mount(
-        source.encode(),
-        target.encode(),
-        fstype.encode() if fstype else None,
-        ctypes.c_ulong(flags),
-        data.encode() if data else None,
-    )
-    if rc != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
-
-
-def _bind_ro(source: str, target: str) -> None:
-    _mount(source, target, None, MS_BIND | MS_REC)
-    _mount("none", target, None, _RO_BIND)
 
 
 def rootfs_of(state: dict[str, object]) -> Path:
@@ -109,68 +90,169 @@ def rootfs_of(state: dict[str, object]) -> Path:
     return path if path.is_absolute() else Path(bundle) / path
 
 
+def _detach(tree: int) -> None:
+    """Take the attached mount *tree* down again (lazily: nothing in it is in use yet)."""
+    ctypes.CDLL(None, use_errno=True).umount2(fdmount.fd_path(tree).encode(), _MNT_DETACH)
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "refused: a symlink on the way"
+    return f"refused: {exc.strerror or exc}"
+
+
+def _target(root: int, relative: str, outcome: Outcome, missing: str, *, directory: bool) -> int:
+    """The descriptor of the container's */relative*, or -1 with the reason recorded."""
+    try:
+        return fdmount.resolve(root, relative, directory=directory)
+    except OSError as exc:
+        why = missing if exc.errno == errno.ENOENT else _why(exc)
+        outcome.unreachable.append(f"/{relative} ({why})")
+        return -1
+
+
+def _bind(source: int, target: int) -> int:
+    """A read-only copy of the tree at *source* attached onto *target*; its descriptor."""
+    tree = fdmount.clone_tree(source)
+    try:
+        fdmount.set_read_only(tree)
+        fdmount.attach(tree, target)
+    except BaseException:
+        os.close(tree)
+        raise
+    return tree
+
+
+def _entry(directory: int, name: str, tmpfs: int) -> int | None:
+    """Make *name* of *directory* in *tmpfs*: a copy of a symlink (None), else an empty
+    directory or file to bind onto; then the descriptor of the source to bind."""
+    source = os.open(name, _PATH_FLAGS, dir_fd=directory)
+    mode = os.fstat(source).st_mode
+    if stat.S_ISLNK(mode):
+        os.close(source)
+        os.symlink(os.readlink(name, dir_fd=directory), name, dir_fd=tmpfs)
+        return None
+    if stat.S_ISDIR(mode):
+        os.mkdir(name, 0o755, dir_fd=tmpfs)
+    else:
+        os.close(
+            os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o444, dir_fd=tmpfs)
+        )
+    return source
+
+
+def _fill(tmpfs: int, sources: list[tuple[str, int]], relative: str, outcome: Outcome) -> None:
+    """Bind each source onto its place in the attached *tmpfs*, checking what shows there."""
+    for name, source in sources:
+        try:
+            place = os.open(name, _PATH_FLAGS, dir_fd=tmpfs)
+            with opened(place), opened(_bind(source, place)) as tree:
+                shown = os.open(name, _PATH_FLAGS, dir_fd=tmpfs)
+                with opened(shown):
+                    if not fdmount.same_object(shown, source):
+                        _detach(tree)
+                        raise FdMountError(errno.EXDEV, "not what was checked")
+        except OSError as exc:
+            outcome.unreachable.append(f"/{relative}/{name} ({_why(exc)})")
+
+
 def _graft(
-    rootfs: Path, relative: str, source: Path, outcome: Outcome, *, status: bool = False
+    root: int, relative: str, source: Path, outcome: Outcome, *, status: bool = False
 ) -> None:
     """A tmpfs at *relative* holding the kernel's entries (bound back) and *source*'s; with
     *status*, also the :data:`STATUS_FILE` of *outcome*."""
-    target = rootfs / relative
-    if not target.is_dir():
-        outcome.unreachable.append(f"/{relative} (the container has none to graft onto)")
+    target = _target(
+        root, relative, outcome, "the container has none to graft onto", directory=True
+    )
+    if target < 0:
         return
-    ours = sorted(os.listdir(source))
-    original = os.open(target, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        theirs = [n for n in sorted(os.listdir(f"/proc/self/fd/{original}")) if n not in ours]
-        _mount("tmpfs", str(target), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755")
-        for name in theirs:
-            _place(f"/proc/self/fd/{original}/{name}", target / name)
-        for name in ours:
-            _place(str(source / name), target / name)
-        outcome.made.append(f"/{relative}")
-        if status:
-            (target / STATUS_FILE).write_text(_status(outcome), encoding="utf-8")
-        _mount("none", str(target), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    finally:
-        os.close(original)
+    sources: list[tuple[str, int]] = []
+    with opened(target), opened(fdmount.new_tmpfs()) as tmpfs:
+        try:
+            ours = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            theirs = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=target)
+            with opened(ours), opened(theirs):
+                names = sorted(os.listdir(ours))
+                for directory, listed in (
+                    (theirs, [n for n in sorted(os.listdir(theirs)) if n not in names]),
+                    (ours, names),
+                ):
+                    for name in listed:
+                        try:
+                            made = _entry(directory, name, tmpfs)
+                        except OSError as exc:
+                            outcome.unreachable.append(f"/{relative}/{name} ({_why(exc)})")
+                            continue
+                        if made is not None:
+                            sources.append((name, made))
+            outcome.made.append(f"/{relative}")
+            if status:
+                _write_status(tmpfs, outcome)
+            fdmount.attach(tmpfs, target)
+            _fill(tmpfs, sources, relative, outcome)
+            fdmount.set_read_only(tmpfs)
+            again = fdmount.resolve(root, relative, directory=True)
+            with opened(again):
+                if not fdmount.same_object(again, tmpfs):
+                    _detach(tmpfs)
+                    raise FdMountError(errno.EXDEV, "not what was checked")
+        except OSError as exc:
+            if outcome.made and outcome.made[-1] == f"/{relative}":
+                outcome.made.pop()
+            outcome.unreachable.append(f"/{relative} ({_why(exc)})")
+        finally:
+            for _, fd in sources:
+                os.close(fd)
 
 
-def _status(outcome: Outcome) -> str:
+def _write_status(tmpfs: int, outcome: Outcome) -> None:
     lines = [f"made {path}" for path in outcome.made]
     lines += [f"not reached {path}" for path in outcome.unreachable]
-    return "".join(f"{line}\n" for line in lines)
+    fd = os.open(
+        STATUS_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_CLOEXEC, 0o444, dir_fd=tmpfs
+    )
+    with open(fd, "w", encoding="utf-8") as file:
+        file.write("".join(f"{line}\n" for line in lines))
 
 
-def _place(source: str, target: Path) -> None:
-    """Bind *source* at *target* (made first: a directory, a file, or a copy of a link)."""
-    if os.path.islink(source):
-        target.symlink_to(os.readlink(source))
+def _replace(root: int, relative: str, source: Path, outcome: Outcome) -> None:
+    """The driver root's *source* bound over the container's */relative*."""
+    target = _target(
+        root, relative, outcome, "this kernel offers none to bind over", directory=False
+    )
+    if target < 0:
         return
-    if os.path.isdir(source):
-        target.mkdir()
-    else:
-        target.touch()
-    _bind_ro(source, str(target))
+    try:
+        with (
+            opened(target),
+            opened(os.open(source, _PATH_FLAGS)) as ours,
+            opened(_bind(ours, target)) as tree,
+            opened(fdmount.resolve(root, relative)) as again,
+        ):
+            if not fdmount.same_object(again, ours):
+                _detach(tree)
+                raise FdMountError(errno.EXDEV, "not what was checked")
+        outcome.made.append(f"/{relative}")
+    except OSError as exc:
+        outcome.unreachable.append(f"/{relative} ({_why(exc)})")
 
 
 def apply(rootfs: Path, driver_root: Path) -> Outcome:
     """Show *rootfs* the kernel surfaces of *driver_root*; see the module's docstring."""
+    if not fdmount.available():
+        raise HookError("this kernel has no mount_setattr (Linux 5.12 or later): nothing mounted")
     outcome = Outcome()
-    for relative in GRAFTS:
-        source = driver_root / relative
-        if source.is_dir():
-            _graft(rootfs, relative, source, outcome)
-    for relative in REPLACED:
-        source, target = driver_root / relative, rootfs / relative
-        if not source.exists():
-            continue
-        if not target.exists():
-            outcome.unreachable.append(f"/{relative} (this kernel offers none to bind over)")
-            continue
-        _bind_ro(str(source), str(target))
-        outcome.made.append(f"/{relative}")
-    if (driver_root / "proc" / "driver").is_dir():
-        _graft(rootfs, "proc/driver", driver_root / "proc" / "driver", outcome, status=True)
+    with opened(os.open(rootfs, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) as root:
+        for relative in GRAFTS:
+            source = driver_root / relative
+            if source.is_dir():
+                _graft(root, relative, source, outcome)
+        for relative in REPLACED:
+            source = driver_root / relative
+            if source.exists():
+                _replace(root, relative, source, outcome)
+        if (driver_root / "proc" / "driver").is_dir():
+            _graft(root, "proc/driver", driver_root / "proc" / "driver", outcome, status=True)
     return outcome
 
 
