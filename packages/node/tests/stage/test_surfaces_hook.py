@@ -9,15 +9,18 @@ and in ``/proc/driver/nvml-mock-surfaces``, and the container starts all the sam
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_node.stage import StageOptions, stage
+from nvml_mock_node.surfaces_hook import fdmount
 from nvml_mock_protocol import names
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="running containers needs root")
@@ -50,7 +53,15 @@ def overlay(tmp_path_factory: pytest.TempPathFactory, library: Path) -> Path:
     return root
 
 
-def _bundle(tmp_path: Path, overlay: Path, runtime: str, *, user: int) -> Path:
+def _bundle(
+    tmp_path: Path,
+    overlay: Path,
+    runtime: str,
+    *,
+    user: int,
+    script: str = SCRIPT,
+    volumes: dict[str, Path] | None = None,
+) -> Path:
     if BUSYBOX is None:
         pytest.skip(
             "needs a static busybox for the container's root (apt-get install busybox-static)"
@@ -60,15 +71,24 @@ def _bundle(tmp_path: Path, overlay: Path, runtime: str, *, user: int) -> Path:
     for name in ("bin", "proc", "sys", "dev", "tmp"):
         (rootfs / name).mkdir(parents=True)
     shutil.copy(BUSYBOX, rootfs / "bin" / "busybox")
-    for tool in ("sh", "cat", "ls", "readlink", "id", "echo"):
+    for tool in ("sh", "cat", "ls", "readlink", "id", "echo", "touch"):
         (rootfs / "bin" / tool).symlink_to("busybox")
     subprocess.run([runtime, "spec"], cwd=bundle, check=True)
     config = json.loads((bundle / "config.json").read_text())
-    config["process"].update(terminal=False, args=["sh", "-c", SCRIPT])
+    config["process"].update(terminal=False, args=["sh", "-c", script])
     config["process"]["user"] = {"uid": user, "gid": user}
     config["root"]["readonly"] = True
     config["linux"]["namespaces"] = [{"type": t} for t in ("pid", "ipc", "uts", "mount")]
     config["linux"].pop("resources", None)
+    for destination, source in (volumes or {}).items():
+        config["mounts"].append(
+            {
+                "destination": destination,
+                "type": "bind",
+                "source": str(source),
+                "options": ["rbind", "rw"],
+            }
+        )
     hook = overlay / names.OVERLAY_BIN_DIR / names.SURFACES_HOOK
     config["hooks"] = {
         "createContainer": [
@@ -206,3 +226,170 @@ def test_the_driver_roots_nvidia_smi_works_from_the_root_alone(
         "GPU 0: NVIDIA H100 80GB HBM3",
         "GPU 1: NVIDIA H100 80GB HBM3",
     ]
+
+
+# -- attacks -------------------------------------------------------------------
+
+HOOK_PLACES = (
+    "/sys/devices",
+    "/sys/module",
+    "/sys/kernel/iommu_groups",
+    "/proc/devices",
+    "/proc/modules",
+    "/sys/bus/pci",
+    "/proc/driver",
+)
+"""Where the hook mounts: what it mounts there, and every mount below, must be read-only."""
+RACE_RUNS = int(os.environ.get("NVML_MOCK_HOOK_RACE_RUNS", "3"))
+"""Containers started against the racing sibling; ``NVML_MOCK_HOOK_RACE_RUNS=200`` for the
+release check (its result is in the README)."""
+RACER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+pairs = [(a.encode(), (a + ".swap").encode()) for a in sys.argv[1:]]
+swaps = 0
+stop = time.monotonic() + 3600
+while not os.path.exists(sys.argv[1] + ".stop") and time.monotonic() < stop:
+    for a, b in pairs:
+        if libc.renameat2(-100, a, -100, b, 2) == 0:  # RENAME_EXCHANGE
+            swaps += 1
+print(swaps)
+"""
+"""The sibling: swaps each entry between a directory and a symlink to a host directory, as
+fast as it can (``renameat2(RENAME_EXCHANGE)``), until told to stop."""
+RACE_SCRIPT = (
+    "for p in /sys/devices/x /sys/bus/pci /sys/kernel/iommu_groups; do "
+    "cat $p/secret; ls $p; touch $p/probe; done 2>&1; touch /sys/devices/probe 2>&1; "
+    "echo =; cat /proc/self/mountinfo"
+)
+
+
+def _mountinfo_writable(mountinfo: str) -> list[str]:
+    """Mount points at or below a hook place whose mount is not read-only; at a place, only
+    the topmost mount counts (the ones below it are covered)."""
+    top: dict[str, str] = {}
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        point, options = fields[4], fields[5].split(",")
+        if any(point == p or point.startswith(p + "/") for p in HOOK_PLACES):
+            top[point] = "ro" if "ro" in options else "rw"
+    return sorted(point for point, mode in top.items() if mode != "ro")
+
+
+def _volume(root: Path, entry: str, canary: Path) -> Path:
+    """A pod volume holding *entry*, a directory, and *entry*.swap, a symlink to *canary*."""
+    root.mkdir()
+    (root / entry).mkdir()
+    (root / entry / "inside").write_text("the pod's own\n")
+    (root / f"{entry}.swap").symlink_to(canary)
+    return root
+
+
+@ROOT_ONLY
+def test_a_racing_sibling_never_gets_a_host_path_into_the_container(
+    tmp_path: Path, overlay: Path
+) -> None:
+    """Volumes at the hook's places (``/sys/devices``, ``/sys/bus``, ``/sys/kernel``) whose
+    entries a sibling keeps swapping between a directory and a symlink to a host directory
+    while the hook runs: in no run does the container read the host directory, nor see it
+    mounted, nor find anything the hook mounted writable."""
+    if shutil.which("runc") is None:
+        pytest.skip("needs runc (apt-get install runc)")
+    secret = f"host secret {os.getpid()}-{id(tmp_path)}"
+    canary = tmp_path / "host-etc"
+    canary.mkdir()
+    (canary / "secret").write_text(secret + "\n")
+    volumes = {
+        "/sys/devices": _volume(tmp_path / "vol-devices", "x", canary),
+        "/sys/bus": _volume(tmp_path / "vol-bus", "pci", canary),
+        "/sys/kernel": _volume(tmp_path / "vol-kernel", "iommu_groups", canary),
+    }
+    bundle = _bundle(tmp_path, overlay, "runc", user=0, script=RACE_SCRIPT, volumes=volumes)
+    entries = [
+        str(volumes["/sys/devices"] / "x"),
+        str(volumes["/sys/bus"] / "pci"),
+        str(volumes["/sys/kernel"] / "iommu_groups"),
+    ]
+    racer = subprocess.Popen(
+        [sys.executable, "-c", RACER, *entries], stdout=subprocess.PIPE, text=True
+    )
+    failures: list[str] = []
+    try:
+        for run in range(RACE_RUNS):
+            done = _run("runc", bundle, tmp_path)
+            assert done.returncode == 0, done.stderr
+            seen, mountinfo = done.stdout.split("=\n", 1)
+            if secret in done.stdout:
+                failures.append(f"run {run}: the host file was read: {seen!r}")
+            if str(canary) in mountinfo:
+                failures.append(f"run {run}: the host directory is mounted")
+            writable = _mountinfo_writable(mountinfo)
+            if writable:
+                failures.append(f"run {run}: writable below the hook's places: {writable}")
+            if "Read-only file system" not in seen:
+                failures.append(f"run {run}: a write was not refused: {seen!r}")
+    finally:
+        Path(entries[0] + ".stop").touch()
+        swaps = int(racer.communicate(timeout=60)[0] or 0)
+    assert failures == []
+    assert swaps > RACE_RUNS  # the sibling really raced
+    # the pod's volumes are its own to write where the hook refused; the host's never
+    assert sorted(p.name for p in canary.iterdir()) == ["secret"]
+
+
+@ROOT_ONLY
+def test_a_writable_volume_below_a_graft_turns_read_only(tmp_path: Path, overlay: Path) -> None:
+    """A pod volume at ``/sys/devices`` with a second, writable one mounted two levels below
+    it: the hook binds the first's entry back into its graft with everything below, and
+    read-only reaches the second too (a non-recursive remount left it writable)."""
+    if shutil.which("runc") is None:
+        pytest.skip("needs runc (apt-get install runc)")
+    outer, inner = tmp_path / "vol-devices", tmp_path / "vol-inner"
+    (outer / "sub" / "deep").mkdir(parents=True)
+    inner.mkdir()
+    (inner / "kept").write_text("the pod's own\n")
+    script = (
+        "cat /sys/devices/sub/deep/kept; touch /sys/devices/sub/deep/pwned 2>&1; "
+        "echo =; cat /proc/self/mountinfo"
+    )
+    bundle = _bundle(
+        tmp_path,
+        overlay,
+        "runc",
+        user=0,
+        script=script,
+        volumes={"/sys/devices": outer, "/sys/devices/sub/deep": inner},
+    )
+    done = _run("runc", bundle, tmp_path)
+    assert done.returncode == 0, done.stderr
+    seen, mountinfo = done.stdout.split("=\n", 1)
+    assert seen.startswith("the pod's own\n")
+    assert "Read-only file system" in seen
+    assert not (inner / "pwned").exists()
+    assert _mountinfo_writable(mountinfo) == []
+    assert any(line.split()[4] == "/sys/devices/sub/deep" for line in mountinfo.splitlines())
+
+
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "walk"])
+def test_resolve_never_leaves_the_root_nor_follows_a_symlink(tmp_path: Path, openat2: bool) -> None:
+    """The hook's path resolution, with ``openat2`` and with the walk kernels without it
+    take: a symlink anywhere on the way is refused, ``..`` stays below the root."""
+    root = tmp_path / "root"
+    (root / "sys" / "devices").mkdir(parents=True)
+    (root / "etc").symlink_to("/etc")
+    (root / "sys" / "link").symlink_to("devices")
+    with fdmount.opened(os.open(root, os.O_PATH | os.O_DIRECTORY)) as fd:
+        with fdmount.opened(
+            fdmount.resolve(fd, "sys/devices", directory=True, openat2=openat2)
+        ) as found:
+            assert fdmount.same_object(found, os.open(root / "sys" / "devices", os.O_PATH))
+        for relative in ("etc/shadow", "etc", "sys/link", "sys/link/x"):
+            with pytest.raises(OSError) as refused:
+                fdmount.resolve(fd, relative, openat2=openat2)
+            assert refused.value.errno == errno.ELOOP, relative
+        with pytest.raises(OSError) as climbed:
+            fdmount.resolve(fd, "../root/sys", openat2=openat2)
+        if openat2:  # in-root: ".." at the root stays there, and root/root/sys is not
+            assert climbed.value.errno == errno.ENOENT
+        else:
+            assert climbed.value.errno == errno.EXDEV

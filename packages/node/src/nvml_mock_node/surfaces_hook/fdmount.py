@@ -187,7 +187,12 @@ def resolve(root: int, relative: str, *, directory: bool = False, openat2: bool 
     ``openat2`` (tests). Raises :class:`FdMountError` (an ``OSError``)."""
     flags = os.O_PATH | os.O_CLOEXEC | os.O_NOFOLLOW | (os.O_DIRECTORY if directory else 0)
     fd = _openat2(root, relative, flags) if openat2 else None
-    return _walk(root, relative, flags) if fd is None else fd
+    if fd is None:
+        return _walk(root, relative, flags)
+    if stat.S_ISLNK(os.fstat(fd).st_mode):  # O_PATH | O_NOFOLLOW opens a last symlink
+        os.close(fd)
+        raise FdMountError(errno.ELOOP, f"{relative}: a symlink")
+    return fd
 
 
 def same_object(fd: int, other: int) -> bool:
