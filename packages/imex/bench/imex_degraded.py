@@ -1,7 +1,7 @@
 """How long a lost IMEX peer takes to show: four work-alike daemons of one config on
 loopback addresses; per round one peer is killed (SIGKILL) or stopped (SIGSTOP, a
-partition) and node 0's command service is polled until it answers DEGRADED, then the peer
-comes back and the time to READY is measured too. The baseline, measured in the same run, is
+partition) and node 0's command service is polled until its domain state is DEGRADED, then
+the peer comes back and the time to UP is measured too. The baseline, measured in the same run, is
 one status round trip of the command service (the polling's resolution).
 
     python packages/imex/bench/imex_degraded.py [ROUNDS]
@@ -41,7 +41,7 @@ def status(address: str, port: int) -> str:
             if not chunk:
                 break
             data += chunk
-    return str(json.loads(data)["status"]["state"])
+    return str(json.loads(data)["status"]["domain"])
 
 
 def until(address: str, port: int, want: str, limit: float = 30.0) -> float:
@@ -90,8 +90,8 @@ def main() -> int:
     procs = []
     for i in range(4):
         procs.append(start())
-        until(addresses[i], cmd, "INITIALIZING" if i < 3 else "READY")
-    until(addresses[0], cmd, "READY")
+        until(addresses[i], cmd, "DEGRADED" if i < 3 else "UP")
+    until(addresses[0], cmd, "UP")
     baseline = []
     for _ in range(200):
         t = time.perf_counter()
@@ -105,12 +105,12 @@ def main() -> int:
             killed.append(until(addresses[0], cmd, "DEGRADED"))
             t = time.perf_counter()
             procs[3] = start()
-            until(addresses[0], cmd, "READY")
+            until(addresses[0], cmd, "UP")
             back.append(time.perf_counter() - t)
             procs[2].send_signal(signal.SIGSTOP)
             stopped.append(until(addresses[0], cmd, "DEGRADED"))
             procs[2].send_signal(signal.SIGCONT)
-            until(addresses[0], cmd, "READY")
+            until(addresses[0], cmd, "UP")
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGCONT)
@@ -121,7 +121,7 @@ def main() -> int:
         ("baseline: one status round trip", baseline),
         ("killed peer -> DEGRADED", killed),
         ("stopped peer -> DEGRADED", stopped),
-        ("restarted peer -> READY (incl. start-up)", back),
+        ("restarted peer -> UP (incl. start-up)", back),
     ]:
         print(
             f"{name:<42} p50 {statistics.median(values) * 1000:8.1f} ms"

@@ -11,11 +11,13 @@ are checked as NVIDIA's file describes them (ports 0..65535, paths of at most 25
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from nvml_mock_imex.errors import ImexConfigError
+from nvml_mock_imex.textfile import read_small
 
 __all__ = [
     "DEFAULT_CMD_PORT",
@@ -76,6 +78,9 @@ _USED: Final = frozenset(
     }
 )
 QUORUM_MODES: Final = ("NONE", "RECOVERY")
+_INTEGER: Final = re.compile(r"-?[0-9]+")
+"""A config integer: plain ASCII digits, a minus sign where the range allows one; no ``+``,
+no ``_`` separators, no other scripts' digits (all of which Python's ``int`` would take)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +104,9 @@ class ImexConfig:
 
 
 def _int(path: str, line: int, key: str, value: str, *, low: int, high: int) -> int:
-    try:
-        number = int(value, 10)
-    except ValueError:
-        raise ImexConfigError(
-            f"{path}:{line}: {key}={value!r} is not an integer ({low}..{high})"
-        ) from None
+    if not _INTEGER.fullmatch(value):
+        raise ImexConfigError(f"{path}:{line}: {key}={value!r} is not an integer ({low}..{high})")
+    number = int(value)
     if not low <= number <= high:
         raise ImexConfigError(f"{path}:{line}: {key}={value} is out of range ({low}..{high})")
     return number
@@ -194,7 +196,7 @@ def parse_config(text: str, path: str = "<config>") -> ImexConfig:
 def load_config(path: str | Path) -> ImexConfig:
     """The config file at *path*. Raises :class:`ImexConfigError` naming it."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_small(path)
+    except (OSError, ValueError) as exc:
         raise ImexConfigError(f"cannot read the IMEX config file {path}: {exc}") from None
     return parse_config(text, str(path))

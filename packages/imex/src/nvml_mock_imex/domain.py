@@ -8,8 +8,12 @@ Pure bookkeeping (no sockets, no clock of its own), so the rules are tested on t
   not count, nor does one that does not resolve (``I``);
 - the domain is ``UP`` when every counted peer is connected, else ``DEGRADED`` (this node
   itself is always up: a daemon that is not answers no status at all);
-- this node answers ``READY`` while its domain is up (with ``IMEX_WAIT_FOR_QUORUM=NONE``:
-  as soon as it runs), ``INITIALIZING`` until it first was, ``DEGRADED`` after a loss.
+- this node's own state (``nvidia-imex-ctl -q``) is its daemon's, never the domain's, as
+  NVIDIA's daemon answers it: ``INITIALIZING`` until it serves, ``READY`` from then on
+  whatever its peers do, ``SHUTTING_DOWN`` once it is told to stop. NVIDIA's compute-domain
+  daemon uses ``-q`` as its readiness check ("the local IMEX daemon is ready, not the entire
+  domain"), so a lost peer makes no survivor unready; the loss shows in the node status and
+  the domain state.
 """
 
 from __future__ import annotations
@@ -40,10 +44,10 @@ class DomainView:
     me: int
     nodes: list[NodeEntry]
     version: str
-    quorum: str = "RECOVERY"
     grace: int = -1
     links: dict[int, Link] = field(default_factory=dict)
-    was_up: bool = False
+    phase: str = st.INITIALIZING
+    """This daemon's own state, set by the daemon as it starts and stops."""
 
     def __post_init__(self) -> None:
         self.reset(self.nodes)
@@ -84,13 +88,6 @@ class DomainView:
         up = [i for i in peers if self.links[i].code == st.CONNECTED]
         return st.UP if len(up) == len(peers) else st.DEGRADED
 
-    def state(self) -> str:
-        domain = self.domain()
-        if domain == st.UP or self.quorum == "NONE":
-            self.was_up = True
-            return st.READY
-        return st.DEGRADED if self.was_up else st.INITIALIZING
-
     def my_row(self) -> tuple[str, ...]:
         row: list[str] = []
         for node in self.nodes:
@@ -102,7 +99,6 @@ class DomainView:
         return tuple(row)
 
     def status(self, clique: str | None) -> st.DomainStatus:
-        state = self.state()
         rows: list[tuple[str, ...]] = []
         shown: list[st.NodeStatus] = []
         width = len(self.nodes)
@@ -126,7 +122,7 @@ class DomainView:
             )
         return st.DomainStatus(
             me=self.me,
-            state=state,
+            state=self.phase,
             domain=self.domain(),
             version=self.version,
             clique=clique,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from nvml_mock_imex.errors import NodeListError
+from nvml_mock_imex.textfile import read_small
 
 __all__ = ["NodeEntry", "load_nodes", "parse_nodes"]
 
@@ -85,7 +86,7 @@ def parse_nodes(text: str, path: str = "<node list>") -> list[NodeEntry]:
 def load_nodes(path: str | Path) -> list[NodeEntry]:
     """The node list at *path*. Raises :class:`NodeListError` naming it."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_small(path)
+    except (OSError, ValueError) as exc:
         raise NodeListError(f"cannot read the IMEX node list {path}: {exc}") from None
     return parse_nodes(text, str(path))

@@ -16,12 +16,20 @@ from typing import Final
 
 __all__ = [
     "CONNECTED",
+    "CONNECTION_NAMES",
+    "DAEMON_STATES",
+    "DEGRADED",
     "DISCONNECTED",
+    "INITIALIZING",
     "INVALID",
     "LEGEND",
     "MISMATCH",
     "NEVER",
+    "READY",
     "RECOVERING",
+    "SHUTTING_DOWN",
+    "UNAVAILABLE",
+    "UP",
     "VERSION_MISMATCH",
     "DomainStatus",
     "NodeStatus",
@@ -52,10 +60,31 @@ LEGEND: Final = (
 """NVIDIA's legend, word for word (its spelling included)."""
 
 READY: Final = "READY"
+"""``-q``: the daemon serves (and a node's ``status`` in ``-N``: that node's daemon is up)."""
 UNAVAILABLE: Final = "UNAVAILABLE"
+"""``-q``: no daemon answers this node's command service; a node's ``status`` in ``-N``: no
+connection to that node's daemon now."""
 INITIALIZING: Final = "INITIALIZING"
+"""``-q``: the daemon runs but does not serve yet."""
+SHUTTING_DOWN: Final = "SHUTTING_DOWN"
+"""``-q``: the daemon was told to stop and is closing its connections."""
+DAEMON_STATES: Final = (INITIALIZING, READY, SHUTTING_DOWN, UNAVAILABLE)
+"""The answers of ``-q`` the work-alike gives, named as NVIDIA's daemon names them (it has
+more: ``STARTING_AUTH_SERVER`` with GSSAPI, ``WAITING_FOR_RECOVERY`` after an unclean stop
+with importers left, ``INIT_GPU``; none of those applies to a mock node)."""
 DEGRADED: Final = "DEGRADED"
 UP: Final = "UP"
+CONNECTION_NAMES: Final = {
+    INVALID: "INVALID",
+    NEVER: "NEVER_CONNECTED",
+    RECOVERING: "RECOVERING",
+    DISCONNECTED: "DISCONNECTED",
+    VERSION_MISMATCH: "VERSION_MISMATCH",
+    MISMATCH: "NODE_MAP_MISMATCH",
+    CONNECTED: "CONNECTED",
+}
+"""A connection's ``status`` in ``-N -j``. NVIDIA's published sample shows ``CONNECTED``;
+the others are the legend's words in the same form."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +107,8 @@ class DomainStatus:
 
     me: int
     state: str
-    """This node's answer to ``-q``: ``READY``, ``INITIALIZING`` (its domain never came up)
-    or ``DEGRADED`` (it came up and a peer was lost since)."""
+    """This node's answer to ``-q``: its daemon's own state (:data:`DAEMON_STATES`), never
+    the domain's."""
     domain: str
     """``UP`` (every counted node connected) or ``DEGRADED``."""
     version: str
@@ -167,21 +196,31 @@ def render_text(status: DomainStatus) -> str:
 
 
 def render_json(status: DomainStatus) -> str:
-    """``nvidia-imex-ctl -N -j``: the text layout's facts as one JSON object."""
+    """``nvidia-imex-ctl -N -j`` in the layout of NVIDIA's published sample: ``nodes`` by
+    index (``status``, ``host``, ``connections`` by index with ``host``, ``status`` and
+    ``changed``, ``changed``, ``version``, ``hostName``), ``timestamp``, and the domain state
+    as the last ``status`` (DCGM reads it as the last ``"status":`` of the text). ``changed``
+    is always true: a one-shot query has nothing earlier to compare with."""
     body = {
-        "timestamp": timestamp(status.when),
         "nodes": {
             str(n.index): {
-                "host": n.host,
                 "status": n.status,
-                "version": n.version,
+                "host": n.host,
                 "connections": {
-                    str(other.index): code
+                    str(other.index): {
+                        "host": other.host,
+                        "status": CONNECTION_NAMES.get(code, code),
+                        "changed": True,
+                    }
                     for other, code in zip(status.nodes, status.matrix[n.index], strict=True)
                 },
+                "changed": True,
+                "version": n.version,
+                "hostName": "",
             }
             for n in status.nodes
         },
-        "domainState": status.domain,
+        "timestamp": timestamp(status.when),
+        "status": status.domain,
     }
     return json.dumps(body, indent=2) + "\n"

@@ -38,7 +38,9 @@ async def read(reader: asyncio.StreamReader, timeout: float) -> dict[str, object
         raise FrameError(f"a frame longer than {MAX_LINE} bytes") from None
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # a frame nested deeper than the parser recurses ("[[[[..." well under MAX_LINE)
+        # is as bad as one that is not JSON: the same one connection is closed
         raise FrameError("a frame that is not JSON") from None
     if not isinstance(data, dict):
         raise FrameError("a frame that is not a JSON object")

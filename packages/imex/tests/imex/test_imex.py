@@ -1,7 +1,8 @@
 """The IMEX daemon work-alike as real processes on loopback addresses: four daemons of one
-config reach READY, a killed or stopped peer makes the others degraded and READY again when
-it returns, a node of another clique is not counted, a rebind in the topology service moves a
-daemon, and bad input is refused with a clear error, never a hang."""
+config reach READY, a killed or stopped peer shows in the others' node status and domain
+state (their own ``-q`` stays READY) and recovers when it returns, a node of another clique
+is not counted, a rebind in the topology service moves a daemon, a peer speaking garbage is
+dropped, and bad input is refused with a clear error, never a hang."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nvml_mock_imex import status as st
@@ -119,11 +122,15 @@ class Domain:
     def answers(self, index: int) -> bool:
         return self.ctl(index, "-q").returncode == 0
 
-    def status(self, index: int) -> dict[str, object]:
+    def status(self, index: int) -> dict[str, Any]:
         done = self.ctl(index, "-N", "-j")
         assert done.returncode == 0, done.stderr
-        body: dict[str, object] = json.loads(done.stdout)
+        body: dict[str, Any] = json.loads(done.stdout)
         return body
+
+    def link(self, index: int, to: int) -> str:
+        """Node *index*'s connection to node *to*, as its ``-N -j`` names it."""
+        return str(self.status(index)["nodes"][str(index)]["connections"][str(to)]["status"])
 
     def kill(self, index: int, signum: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(index)
@@ -171,7 +178,8 @@ def all_ready(domain: Domain, indices: list[int]) -> bool:
 def test_four_daemons_of_one_config_reach_ready(domain: Domain) -> None:
     for i in range(4):
         domain.start(i)
-    eventually(lambda: all_ready(domain, [0, 1, 2, 3]), what="all READY")
+    eventually(lambda: domain_up(domain, [0, 1, 2, 3]), what="all UP")
+    assert all_ready(domain, [0, 1, 2, 3])
     text = domain.ctl(2, "-N").stdout
     assert text.startswith(st.LEGEND)
     lines = text.splitlines()
@@ -182,43 +190,73 @@ def test_four_daemons_of_one_config_reach_ready(domain: Domain) -> None:
     assert "       3        C   C   C   C" in lines
     assert lines[-1] == "Domain State: UP"
     body = domain.status(0)
-    assert body["domainState"] == "UP"
+    assert body["status"] == "UP"
+    assert list(body) == ["nodes", "timestamp", "status"]  # NVIDIA's published layout
     nodes = body["nodes"]
-    assert isinstance(nodes, dict) and [n["host"] for n in nodes.values()] == domain.addresses
-    assert {c for n in nodes.values() for c in n["connections"].values()} == {"C"}
+    assert [n["host"] for n in nodes.values()] == domain.addresses
+    assert nodes["1"]["connections"]["2"] == {
+        "host": domain.addresses[2],
+        "status": "CONNECTED",
+        "changed": True,
+    }
+    assert {c["status"] for n in nodes.values() for c in n["connections"].values()} == {"CONNECTED"}
 
 
-def test_a_killed_peer_degrades_the_others_and_its_return_heals_them(domain: Domain) -> None:
+def lost(domain: Domain, index: int, node: int) -> bool:
+    """Whether *index*'s ``-N -j`` shows *node* lost and its domain degraded."""
+    body = domain.status(index)
+    return (
+        body["status"] == "DEGRADED"
+        and body["nodes"][str(node)]["status"] == "UNAVAILABLE"
+        and body["nodes"][str(index)]["connections"][str(node)]["status"] != "CONNECTED"
+    )
+
+
+def domain_up(domain: Domain, indices: list[int]) -> bool:
+    return all(domain.status(i)["status"] == "UP" for i in indices)
+
+
+def test_a_killed_peer_shows_in_the_node_status_and_the_survivors_stay_ready(
+    domain: Domain,
+) -> None:
+    """NVIDIA's compute-domain daemon's readiness check (``nvidia-imex-ctl -c CFG -q`` ==
+    ``READY``) stays true on the three survivors; their ``-N`` shows the lost node."""
     for i in range(4):
         domain.start(i)
-    eventually(lambda: all_ready(domain, [0, 1, 2, 3]), what="all READY")
+    eventually(lambda: domain_up(domain, [0, 1, 2, 3]), what="the domain UP")
     domain.kill(3)
     eventually(
-        lambda: all(domain.state(i) == st.DEGRADED for i in range(3)),
+        lambda: all(lost(domain, i, 3) for i in range(3)),
         within=DEGRADED_WITHIN,
-        what="the others DEGRADED",
+        what="the survivors show node 3 lost",
     )
-    body = domain.status(1)
-    assert body["domainState"] == "DEGRADED"
-    nodes = body["nodes"]
-    assert isinstance(nodes, dict)
-    assert nodes["3"]["status"] == "UNAVAILABLE"
-    assert nodes["1"]["connections"]["3"] == "R"  # recovering: NVIDIA's grace time is forever
-    assert domain.ctl(3, "-q").returncode == 1  # its own ctl finds no daemon
+    for i in range(3):
+        done = domain.ctl(i, "-q")
+        assert (done.returncode, done.stdout) == (0, "READY\n")  # the probe's exact check
+    assert domain.link(1, 3) == "RECOVERING"  # NVIDIA's grace time is forever by default
+    text = domain.ctl(1, "-N").stdout
+    assert f"Node #3   - {domain.addresses[3]:<15} - UNAVAILABLE" in text
+    assert "       1        C   C   C   R" in text.splitlines()
+    assert text.splitlines()[-1] == "Domain State: DEGRADED"
+    dead = domain.ctl(3, "-q")  # its own ctl finds no daemon
+    assert (dead.returncode, dead.stdout) == (1, "UNAVAILABLE\n")
+    assert "unable to connect to the IMEX daemon" in dead.stderr
     domain.start(3)
-    eventually(lambda: all_ready(domain, [0, 1, 2, 3]), what="READY again")
+    eventually(lambda: domain_up(domain, [0, 1, 2, 3]), what="the domain UP again")
+    assert all_ready(domain, [0, 1, 2, 3])
 
 
 def test_a_stopped_peer_is_a_partition(domain: Domain) -> None:
     for i in range(4):
         domain.start(i)
-    eventually(lambda: all_ready(domain, [0, 1, 2, 3]), what="all READY")
+    eventually(lambda: domain_up(domain, [0, 1, 2, 3]), what="all UP")
     domain.procs[2].send_signal(signal.SIGSTOP)
     try:
-        eventually(lambda: domain.state(0) == st.DEGRADED, within=DEGRADED_WITHIN, what="DEGRADED")
+        eventually(lambda: lost(domain, 0, 2), within=DEGRADED_WITHIN, what="node 2 lost")
+        assert domain.state(0) == st.READY
     finally:
         domain.procs[2].send_signal(signal.SIGCONT)
-    eventually(lambda: all_ready(domain, [0, 1, 2, 3]), what="READY again")
+    eventually(lambda: domain_up(domain, [0, 1, 2, 3]), what="UP again")
 
 
 def test_a_node_of_another_clique_is_not_counted(domain: Domain) -> None:
@@ -228,17 +266,18 @@ def test_a_node_of_another_clique_is_not_counted(domain: Domain) -> None:
     for i in range(3):
         domain.start(i, env_a)
     domain.start(3, env_b)
-    eventually(lambda: all_ready(domain, [0, 1, 2]), what="clique 1 READY")
+    eventually(lambda: domain_up(domain, [0, 1, 2]), what="clique 1 UP")
+    eventually(lambda: domain_up(domain, [0, 1, 2]), what="clique 1 UP")
     body = domain.status(0)
     nodes = body["nodes"]
-    assert isinstance(nodes, dict)
-    assert body["domainState"] == "UP"
+    assert body["status"] == "UP"
     assert nodes["3"]["status"] == "UNAVAILABLE"
-    assert nodes["0"]["connections"]["3"] == "!M!"
+    assert domain.link(0, 3) == "NODE_MAP_MISMATCH"
+    assert "       0        C   C   C   !M!" in domain.ctl(0, "-N").stdout.splitlines()
     assert "clique" in domain.log(0) and "not part of the domain" in domain.log(0)
     domain.kill(3)  # not counted, so its loss changes nothing
     time.sleep(1.5)
-    assert all_ready(domain, [0, 1, 2])
+    assert domain_up(domain, [0, 1, 2])
 
 
 def test_a_rebind_moves_the_daemon_to_its_new_clique(domain: Domain) -> None:
@@ -254,18 +293,12 @@ def test_a_rebind_moves_the_daemon_to_its_new_clique(domain: Domain) -> None:
     with ThreadedServer(create_app(store, max_watch_seconds=5)) as service:
         for i in range(4):
             domain.start(i, {"NVML_MOCK_TOPOLOGY_URL": service.url, "NODE_NAME": f"n{i}"})
-        eventually(lambda: all_ready(domain, [0, 1, 2]), what="clique 1 READY")
-        assert domain.status(0)["nodes"]["3"]["connections"]["3"] == "I"  # type: ignore[index]
+        eventually(lambda: domain_up(domain, [0, 1, 2]), what="clique 1 UP")
+        assert domain.link(3, 3) == "CONNECTED"
         service.call(store.replace, parse_topology(doc(True)))
-        eventually(
-            lambda: domain.status(0)["nodes"]["0"]["connections"]["2"] == "!M!",  # type: ignore[index]
-            what="node 2 left clique 1",
-        )
-        eventually(
-            lambda: domain.status(3)["nodes"]["3"]["connections"]["2"] == "C",  # type: ignore[index]
-            what="node 2 joined clique 2",
-        )
-        assert all_ready(domain, [0, 1, 2, 3])
+        eventually(lambda: domain.link(0, 2) == "NODE_MAP_MISMATCH", what="node 2 left clique 1")
+        eventually(lambda: domain.link(3, 2) == "CONNECTED", what="node 2 joined clique 2")
+        assert domain_up(domain, [0, 1, 2, 3])
 
 
 def test_a_peer_of_another_node_list_is_refused_as_unknown(domain: Domain) -> None:
@@ -278,7 +311,7 @@ def test_a_peer_of_another_node_list_is_refused_as_unknown(domain: Domain) -> No
     stranger.start(1)
     try:
         eventually(lambda: "unknown peer" in domain.log(0), what="the stranger refused")
-        assert stranger.status(1)["nodes"]["1"]["connections"]["0"] == "!M!"  # type: ignore[index]
+        assert stranger.link(1, 0) == "NODE_MAP_MISMATCH"
     finally:
         stranger.stop_all()
 
@@ -288,11 +321,110 @@ def test_a_broken_frame_closes_one_connection_only(domain: Domain) -> None:
     domain.write()
     domain.start(0)
     domain.start(1)
-    eventually(lambda: all_ready(domain, [0, 1]), what="two READY")
+    eventually(lambda: domain_up(domain, [0, 1]), what="two UP")
     with socket.create_connection((domain.addresses[0], domain.port), timeout=5) as sock:
         sock.sendall(b"\x00garbage that is not json\n")
         assert sock.recv(100) == b""  # closed
-    assert all_ready(domain, [0, 1])
+    assert domain_up(domain, [0, 1])
+
+
+NESTED = b"[" * 60_000 + b"\n"
+"""A frame under the 64 KiB line limit nested deeper than any JSON parser recurses."""
+LOST_WITHIN = 10.0
+"""The bound for a peer that sends a bad frame or dies to show as not connected."""
+
+
+def _lines(sock: socket.socket) -> Iterator[dict[str, Any]]:
+    buffer = b""
+    while True:
+        while b"\n" not in buffer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        yield json.loads(line)
+
+
+def _raw_peer(listener: socket.socket, go_bad: threading.Event, bad: bytes) -> None:
+    """Node 1 played over a raw socket: answers node 0's hello and pings properly until
+    *go_bad*, then answers the next ping with *bad* and dies (closes everything)."""
+    conn, _ = listener.accept()
+    with conn:
+        frames = _lines(conn)
+        hello = next(frames)
+        answer = {
+            "t": "hello",
+            "index": 1,
+            "host": hello["nodes"][1],
+            "nodes": hello["nodes"],
+            "clique": hello["clique"],
+            "version": hello["version"],
+        }
+        conn.sendall(json.dumps(answer).encode() + b"\n")
+        for frame in frames:
+            if go_bad.is_set():
+                conn.sendall(bad)
+                break
+            assert frame["t"] == "ping"
+            conn.sendall(b'{"t":"pong","row":["C","C"],"clique":null}\n')
+    listener.close()
+
+
+@pytest.mark.parametrize("bad", [NESTED, b"\x00garbage\n", b'{"t":"pong","row":' + NESTED])
+def test_a_peer_that_answers_a_ping_with_a_bad_frame_and_dies_is_lost(
+    domain: Domain, bad: bytes
+) -> None:
+    """A raw-socket peer that is connected, then answers a ping with ``[[[[...`` (or other
+    garbage) and dies: node 0 shows it not connected within 10 s, its domain DEGRADED, its
+    own ``-q`` READY, and it ends cleanly on SIGTERM."""
+    domain.addresses = domain.addresses[:2]
+    domain.write()
+    listener = socket.create_server((domain.addresses[1], domain.port))
+    go_bad = threading.Event()
+    peer = threading.Thread(target=_raw_peer, args=(listener, go_bad, bad), daemon=True)
+    peer.start()
+    domain.start(0)
+    eventually(lambda: domain_up(domain, [0]), what="the raw peer connected")
+    go_bad.set()
+    eventually(lambda: lost(domain, 0, 1), within=LOST_WITHIN, what="the raw peer lost")
+    peer.join(timeout=10)
+    time.sleep(1.0)  # it stays lost: nothing answers there any more
+    assert lost(domain, 0, 1)
+    assert domain.state(0) == st.READY
+    proc = domain.procs.pop(0)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    log = domain.log(0)
+    assert "Traceback" not in log and "IMEX daemon work-alike stopped" in log
+    assert "node #1" in log
+
+
+def test_a_peer_that_pings_with_a_bad_frame_is_closed(domain: Domain) -> None:
+    """The other way round: a raw socket says hello as node 1, then pings with ``[[[[...``:
+    that one connection is closed, logged without a traceback, and the daemon serves on."""
+    domain.addresses = domain.addresses[:2]
+    domain.write()
+    domain.start(0)
+    with socket.create_connection((domain.addresses[0], domain.port), timeout=5) as sock:
+        hello = {
+            "t": "hello",
+            "index": 1,
+            "host": domain.addresses[1],
+            "nodes": domain.addresses,
+            "clique": None,
+            "version": "N/A",
+        }
+        sock.sendall(json.dumps(hello).encode() + b"\n")
+        assert next(_lines(sock))["t"] == "hello"
+        sock.sendall(NESTED)
+        assert sock.recv(100) == b""  # closed
+    assert domain.state(0) == st.READY
+    eventually(lambda: "closing a peer connection" in domain.log(0), what="logged")
+    proc = domain.procs.pop(0)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    assert "Traceback" not in domain.log(0)
 
 
 def test_sigusr1_rereads_the_node_list(domain: Domain) -> None:
@@ -300,17 +432,16 @@ def test_sigusr1_rereads_the_node_list(domain: Domain) -> None:
     domain.write()
     domain.start(0)
     domain.start(1)
-    eventually(lambda: all_ready(domain, [0, 1]), what="two READY")
+    eventually(lambda: domain_up(domain, [0, 1]), what="two UP")
     domain.addresses = [*domain.addresses, domain.addresses[0].rsplit(".", 1)[0] + ".3"]
     domain.nodes.write_text("".join(f"{a}\n" for a in domain.addresses))
     for proc in domain.procs.values():
         proc.send_signal(signal.SIGUSR1)
-    eventually(
-        lambda: domain.state(0) == st.INITIALIZING or domain.state(0) == st.DEGRADED,
-        what="the new node is waited for",
-    )
+    eventually(lambda: domain.status(0)["status"] == "DEGRADED", what="node 2 is waited for")
+    assert domain.link(0, 2) == "NEVER_CONNECTED"
+    assert all_ready(domain, [0, 1])
     domain.start(2)
-    eventually(lambda: all_ready(domain, [0, 1, 2]), what="three READY")
+    eventually(lambda: domain_up(domain, [0, 1, 2]), what="three UP")
 
 
 # -- bad input -----------------------------------------------------------------

@@ -3,10 +3,13 @@
 Asks the local IMEX daemon through its command service (``IMEX_CMD_*`` of the config file,
 or ``-i``/``-p``/``-u``) and prints:
 
-- ``-q``: this node's state, one word: ``READY`` while its daemon runs and every peer of its
-  domain answers (what the DRA driver's compute-domain daemon probes for), else
-  ``INITIALIZING`` or ``DEGRADED``;
-- ``-N``: the node status in NVIDIA's layout; with ``-j`` as JSON.
+- ``-q``: the local daemon's own state, one word, as NVIDIA's daemon answers it:
+  ``INITIALIZING`` while it starts, ``READY`` while it serves (whatever its peers do: this
+  is what NVIDIA's compute-domain daemon probes for, "the local IMEX daemon, not the entire
+  domain"), ``SHUTTING_DOWN`` while it stops, and ``UNAVAILABLE`` when no daemon answers
+  (the reason on stderr, exit 1);
+- ``-N``: the node status in NVIDIA's layout (each node's status, the connection matrix,
+  the domain state: a lost peer shows here); with ``-j`` as JSON.
 
 Exit codes: 0 the daemon answered; 1 it could not be reached (refused, timed out after
 :data:`TIMEOUT` seconds: never a hang), answered garbage, or the config cannot be used;
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import socket
 import sys
 from collections.abc import Sequence
@@ -47,9 +51,16 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("-N", action="store_true", help="print the status of every node")
     parser.add_argument("-j", action="store_true", help="with -N: print JSON")
     parser.add_argument("-i", "--ip", default="", help="command service address")
-    parser.add_argument("-p", "--port", type=int, default=None, help="command service port")
+    parser.add_argument("-p", "--port", type=_port, default=None, help="command service port")
     parser.add_argument("-u", "--unix", default="", help="command service unix socket")
     return parser
+
+
+def _port(value: str) -> int:
+    """A port: plain ASCII digits, 1..65535 (``int`` alone takes ``+4``, ``5_000``)."""
+    if not re.fullmatch(r"[0-9]{1,5}", value) or not 1 <= int(value) <= 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port (1..65535)")
+    return int(value)
 
 
 def _target(args: argparse.Namespace) -> tuple[str, object]:
@@ -116,7 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         kind, where = _target(args)
         status = _ask(kind, where)
-    except (ImexError, _UnreachableError) as exc:
+    except ImexError as exc:
+        print(f"nvidia-imex-ctl: {exc}", file=sys.stderr)
+        return 1
+    except _UnreachableError as exc:
+        if args.q:
+            print(st.UNAVAILABLE)
         print(f"nvidia-imex-ctl: {exc}", file=sys.stderr)
         return 1
     if args.q:

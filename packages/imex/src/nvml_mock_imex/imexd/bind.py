@@ -4,7 +4,9 @@
 list). Left empty, as NVIDIA's daemon does, the node is found from the node list: the first
 entry that resolves to an address this host can listen on at ``SERVER_PORT``. Several
 daemons on one host (loopback addresses, one shared config) thereby take one entry each, in
-the order they start.
+the order they start. Two entries that resolve to the address this daemon takes (``localhost``
+and ``127.0.0.1``) are refused: peers are told apart by address, and the daemon would dial
+itself as the other node.
 """
 
 from __future__ import annotations
@@ -77,6 +79,14 @@ def bind_node(config: ImexConfig, nodes: list[NodeEntry]) -> Bound:
                 ) from None
             tried.append(f"{address}: {exc.strerror}")
             continue
+        twins = [n for n, a in resolved if a == address and n.index != node.index]
+        if twins:
+            sock.close()
+            raise ImexConfigError(
+                f"{config.node_config_file}: node #{node.index} ({node.name}) and node "
+                f"#{twins[0].index} ({twins[0].name}) are both {address}, this node's "
+                "address: a daemon cannot be two nodes of its list"
+            )
         return Bound(node.index, address, sock)
     detail = "; ".join(tried) if tried else "no entry resolves to an address"
     raise ImexConfigError(

@@ -7,6 +7,11 @@ the peer's ``hello`` answer until a ``pong`` is missing for
 half second. Names that do not resolve are looked up again every two seconds and on
 ``SIGUSR1``, which also re-reads the node list (as the DRA driver's daemon expects when its
 DNS name mapping changes).
+
+Nothing a peer sends can stop a link: a bad frame of any kind closes that one connection and
+the peer shows as not connected until it answers properly again. A node of the list whose
+name resolves to this daemon's own address is never dialled (it would be this daemon,
+refusing itself); it stays ``N`` and keeps the domain ``DEGRADED``, and is logged.
 """
 
 from __future__ import annotations
@@ -51,13 +56,14 @@ class Daemon:
         self.config = config
         self.bound = bound
         self.clique = clique
-        self.view = DomainView(
-            bound.me, nodes, version, config.wait_for_quorum, config.disconnected_grace
-        )
+        self.view = DomainView(bound.me, nodes, version, config.disconnected_grace)
         self._links: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
         self._addresses: dict[int, str | None] = {}
         self._servers: list[asyncio.base_events.Server] = []
+        self._reloading = asyncio.Lock()
+        self._reloads: set[asyncio.Task[None]] = set()
+        self._self_named: set[int] = set()
 
     # -- life cycle ----------------------------------------------------------
 
@@ -65,7 +71,7 @@ class Daemon:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stop.set)
-        loop.add_signal_handler(signal.SIGUSR1, lambda: asyncio.ensure_future(self.reload()))
+        loop.add_signal_handler(signal.SIGUSR1, self._on_sigusr1)
         self._servers.append(
             await asyncio.start_server(self._peer, sock=self.bound.sock, limit=wire.MAX_LINE)
         )
@@ -75,6 +81,7 @@ class Daemon:
             )
         await self._start_links()
         ager = asyncio.ensure_future(self._age())
+        self.view.phase = st.READY
         me = self.view.nodes[self.bound.me]
         logger.info(
             "IMEX daemon work-alike running: node #%d (%s) on %s:%d, %d node(s) in %s, clique %s",
@@ -87,7 +94,11 @@ class Daemon:
             self.clique.current or "none",
         )
         await self._stop.wait()
+        self.view.phase = st.SHUTTING_DOWN
         ager.cancel()
+        for task in self._reloads:
+            task.cancel()
+        await asyncio.gather(ager, *self._reloads, return_exceptions=True)
         await self._stop_links()
         for server in self._servers:
             server.close()
@@ -95,8 +106,19 @@ class Daemon:
         logger.info("IMEX daemon work-alike stopped")
         return 0
 
+    def _on_sigusr1(self) -> None:
+        task = asyncio.ensure_future(self.reload())
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
+
     async def reload(self) -> None:
-        """``SIGUSR1``: re-read the node list and reconnect (this node keeps its place)."""
+        """``SIGUSR1``: re-read the node list and reconnect (this node keeps its place).
+        One at a time; the file is read without blocking (a FIFO there is refused, not
+        waited on) and bounded, so the daemon keeps answering throughout."""
+        async with self._reloading:
+            await self._reload()
+
+    async def _reload(self) -> None:
         try:
             nodes = load_nodes(self.config.node_config_file)
         except ImexError as exc:
@@ -125,9 +147,7 @@ class Daemon:
     async def _stop_links(self) -> None:
         for task in self._links:
             task.cancel()
-        for task in self._links:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.gather(*self._links, return_exceptions=True)
         self._links = []
 
     async def _age(self) -> None:
@@ -156,12 +176,29 @@ class Daemon:
         self._addresses[node.index] = address
         return address
 
+    def _is_me(self, node: NodeEntry, address: str) -> bool:
+        """Whether *node* resolves to this daemon's own address (logged once)."""
+        if address != self.bound.address:
+            self._self_named.discard(node.index)
+            return False
+        if node.index not in self._self_named:
+            self._self_named.add(node.index)
+            logger.error(
+                "node #%d (%s) resolves to this node's own address %s: not dialled "
+                "(a daemon cannot be two nodes of %s)",
+                node.index,
+                node.name,
+                address,
+                self.config.node_config_file,
+            )
+        return True
+
     async def _link(self, node: NodeEntry) -> None:
         link = self.view.links[node.index]
         while True:
             address = await self._address(node)
             link.resolved = address is not None
-            if address is None:
+            if address is None or self._is_me(node, address):
                 await asyncio.sleep(RESOLVE_EVERY)
                 continue
             opened: asyncio.StreamWriter | None = None
@@ -196,6 +233,16 @@ class Daemon:
                         node.name,
                         exc or type(exc).__name__,
                     )
+                self.view.lost(node.index)
+            except Exception as exc:
+                # whatever a peer sent, the link lives on and shows the peer as lost
+                logger.warning(
+                    "node #%d (%s): connection closed: %s: %s",
+                    node.index,
+                    node.name,
+                    type(exc).__name__,
+                    exc,
+                )
                 self.view.lost(node.index)
             finally:
                 if opened is not None:
@@ -279,7 +326,9 @@ class Daemon:
             )
             if hello.get("t") != "hello" or not known:
                 reason = (
-                    f"unknown peer {host!r} (node #{index}): not in the node list "
+                    f"peer {host!r} claims to be this node (#{index})"
+                    if index == self.bound.me
+                    else f"unknown peer {host!r} (node #{index}): not in the node list "
                     f"{self.config.node_config_file}"
                 )
                 logger.warning("refusing a connection from %s: %s", peer, reason)
@@ -301,6 +350,11 @@ class Daemon:
             return
         except FrameError as exc:
             logger.warning("closing a peer connection from %s: %s", peer, exc)
+        except Exception as exc:
+            # one connection, never the daemon
+            logger.warning(
+                "closing a peer connection from %s: %s: %s", peer, type(exc).__name__, exc
+            )
         finally:
             writer.close()
 
