@@ -244,6 +244,11 @@ def test_a_killed_peer_shows_in_the_node_status_and_the_survivors_stay_ready(
     domain.start(3)
     eventually(lambda: domain_up(domain, [0, 1, 2, 3]), what="the domain UP again")
     assert all_ready(domain, [0, 1, 2, 3])
+    for i in range(4):  # connected to each other, each ends cleanly on SIGTERM
+        proc = domain.procs.pop(i)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert "Traceback" not in domain.log(i)
 
 
 def test_a_stopped_peer_is_a_partition(domain: Domain) -> None:
@@ -520,6 +525,11 @@ def test_bind_interface_ip_must_be_a_node(domain: Domain) -> None:
         ("just words\n", "is not a KEY=VALUE line"),
         ("LOG_LEVEL=1\nLOG_LEVEL=2\n", "LOG_LEVEL is set twice (first on line 1)"),
         ("IMEX_CMD_ENABLED=1\n", "IMEX_CMD_ENABLED=1 needs IMEX_CMD_PORT"),
+        ("SERVER_PORT=5_6000\n", "SERVER_PORT='5_6000' is not an integer (1..65535)"),
+        ("SERVER_PORT=+4\n", "SERVER_PORT='+4' is not an integer (1..65535)"),
+        ("IMEX_CMD_PORT=\u0665\u0660\u0660\u0660\u0665\n", "IMEX_CMD_PORT='\u0665\u0660"),
+        ("LOG_LEVEL=\uff14\n", "LOG_LEVEL='\uff14' is not an integer (0..4)"),
+        ("IMEX_NODE_DISCONNECTED_GRACE_TIME=-0x1\n", "is not an integer (-1..2147483647)"),
     ],
 )
 def test_bad_config_is_refused_naming_the_line(text: str, message: str) -> None:
@@ -637,3 +647,79 @@ def test_the_driver_roots_tools_are_the_work_alikes(domain: Domain, tmp_path: Pa
         proc.terminate()
         proc.wait(timeout=10)
         log.close()
+
+
+def test_the_grace_time_takes_a_minus_sign() -> None:
+    config = parse_config("IMEX_NODE_DISCONNECTED_GRACE_TIME=-1\nSERVER_PORT=050000\n")
+    assert (config.disconnected_grace, config.server_port) == (-1, 50000)
+
+
+def test_ctl_refuses_a_port_that_is_not_plain_digits(domain: Domain) -> None:
+    for port in ("5_0005", "+50005", "\u0665\u0660\u0660\u0660\u0665", "70000"):
+        done = domain.ctl(0, "-p", port, "-q")
+        assert done.returncode == 2
+        assert f"{port!r} is not a port (1..65535)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("which", "path", "message"),
+    [
+        ("IMEX_NODE_CONFIG_FILE", "/dev/zero", "it is a character device, not a regular file"),
+        ("IMEX_NODE_CONFIG_FILE", "big", "it is larger than 1048576 bytes"),
+        ("config", "/dev/zero", "it is a character device, not a regular file"),
+    ],
+)
+def test_a_node_list_or_config_that_is_no_small_file_is_refused(
+    domain: Domain, which: str, path: str, message: str
+) -> None:
+    """``/dev/zero`` (read without bound it was a MemoryError) or a file over 1 MiB."""
+    if path == "big":
+        big = domain.root / "big"
+        big.write_text("10.0.0.1\n" + "#" * 1024 * 1024 + "\n")
+        path = str(big)
+    config = domain.config
+    if which == "config":
+        config = Path(path)
+        what = "IMEX config file"
+    else:
+        domain.write(IMEX_NODE_CONFIG_FILE=path)
+        what = "IMEX node list"
+    done = run_daemon(config)
+    assert done.returncode == 1
+    assert f"nvidia-imex: cannot read the {what} {path}: {message}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_sigusr1_with_a_fifo_for_a_node_list_keeps_serving(domain: Domain) -> None:
+    """A FIFO put in the node list's place and SIGUSR1: the daemon refuses it at once (no
+    writer is waited for), keeps its list and its peers, answers ``nvidia-imex-ctl`` and
+    ends on SIGTERM."""
+    domain.addresses = domain.addresses[:2]
+    domain.write()
+    domain.start(0)
+    domain.start(1)
+    eventually(lambda: domain_up(domain, [0, 1]), what="two UP")
+    domain.nodes.unlink()
+    os.mkfifo(domain.nodes)
+    domain.procs[0].send_signal(signal.SIGUSR1)
+    eventually(lambda: "SIGUSR1: keeping the node list" in domain.log(0), what="refused")
+    assert f"{domain.nodes}: it is a FIFO, not a regular file" in domain.log(0)
+    assert domain_up(domain, [0, 1]) and all_ready(domain, [0, 1])
+    proc = domain.procs.pop(0)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    assert "Traceback" not in domain.log(0)
+
+
+def test_two_entries_for_this_nodes_address_are_refused(domain: Domain) -> None:
+    """``localhost`` and ``127.0.0.1``: one daemon would be both nodes, dial itself and
+    refuse itself while its domain showed UP. It is refused at start, naming both."""
+    if not _port_free(["127.0.0.1"], domain.port):
+        pytest.skip("the port is taken on 127.0.0.1")
+    domain.nodes.write_text("localhost\n127.0.0.1\n")
+    done = run_daemon(domain.config)
+    assert done.returncode == 1
+    assert (
+        f"{domain.nodes}: node #0 (localhost) and node #1 (127.0.0.1) are both 127.0.0.1, "
+        "this node's address: a daemon cannot be two nodes of its list"
+    ) in done.stderr

@@ -314,6 +314,17 @@ class Daemon:
     # -- incoming ------------------------------------------------------------
 
     async def _peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # a handler still running at shutdown is cancelled; it must still end normally, as
+        # Python 3.11's stream server reads a cancelled handler's exception() and logs that
+        # as a traceback
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._serve_peer(reader, writer)
+
+    async def _command(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._serve_command(reader, writer)
+
+    async def _serve_peer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         try:
             hello = await wire.read(reader, wire.PEER_TIMEOUT * 2)
@@ -358,7 +369,9 @@ class Daemon:
         finally:
             writer.close()
 
-    async def _command(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_command(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         try:
             request = await wire.read(reader, 2.0)
             if request.get("t") != "status":
