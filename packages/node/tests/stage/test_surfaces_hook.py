@@ -331,7 +331,11 @@ def test_a_racing_sibling_never_gets_a_host_path_into_the_container(
     finally:
         Path(entries[0] + ".stop").touch()
         swaps = int(racer.communicate(timeout=60)[0] or 0)
-    assert failures == []
+    failed_runs = len({failure.split(":", 1)[0] for failure in failures})
+    read = sum("the host file was read" in failure for failure in failures)
+    assert not failures, (
+        f"{failed_runs} of {RACE_RUNS} runs failed, {read} read the host file: {failures[:4]}"
+    )
     assert swaps > RACE_RUNS  # the sibling really raced
     # the pod's volumes are its own to write where the hook refused; the host's never
     assert sorted(p.name for p in canary.iterdir()) == ["secret"]
