@@ -98,16 +98,20 @@ def _imex_rows(stdout: str) -> list[list[str]]:
 
 
 def test_imex_act_two_daemons_ready_then_degraded(tmp_path: Path) -> None:
-    """Two IMEX daemons (the driver root's nvidia-imex) on two simulated nodes reach READY;
-    the second is killed and the first reports its domain degraded."""
+    """Two IMEX daemons (the driver root's nvidia-imex) on two simulated nodes reach READY,
+    their domain UP; the second is killed and the first reports its domain degraded while its
+    own daemon stays READY (``-q`` is the daemon's readiness, not the domain's)."""
     done = _run(tmp_path, GPU_PROFILE="gb200", GPU_COUNT="2")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     rows = _imex_rows(done.stdout)
     up = [row for row in rows if row[:2] == ["imex:", "up"]]
-    assert len(up) == 2 and {row[-2] for row in up} == {"READY"}
+    assert len(up) == 2 and {row[-2] for row in up} == {"READY/UP"}
     assert len({row[3] for row in up}) == 2  # two nodes, two addresses
     killed = [row for row in rows if row[:3] == ["imex:", "peer", "killed"]]
-    assert [row[-2:] for row in killed] == [["DEGRADED", "PASS"], ["UNREACHABLE", "KILLED"]]
+    assert [row[-2:] for row in killed] == [
+        ["READY/DEGRADED", "PASS"],
+        ["UNREACHABLE", "KILLED"],
+    ]
     assert "Domain State: DEGRADED" in done.stdout
 
 

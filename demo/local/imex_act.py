@@ -2,10 +2,11 @@
 runs as ``nvidia-imex`` from the driver root) on two simulated nodes, each on a loopback
 address of its own, with one config file and node list, as the DRA driver writes them.
 
-Both reach READY (``nvidia-imex-ctl -q``, the compute-domain daemon's probe); the second
-node's daemon is killed and the first reports its domain degraded (``-q`` no longer READY,
-``-N`` says ``Domain State: DEGRADED``). Each daemon takes its clique from the topology
-service, as a real one takes it from its node's GPUs.
+Both reach READY (``nvidia-imex-ctl -q``, the compute-domain daemon's probe of its own
+daemon) and their domain UP (``-N``); the second node's daemon is killed and the first reports
+its domain degraded (``-N`` says ``Domain State: DEGRADED``) while its own ``-q`` stays
+READY, as on a real node. Each daemon takes its clique from the topology service, as a real
+one takes it from its node's GPUs.
 """
 
 from __future__ import annotations
@@ -122,6 +123,12 @@ async def run_imex_act(
         rc, out = await _ctl([*ctl, "-c", str(config), "-i", addresses[i], "-q"])
         return out.strip() if rc == 0 else "UNREACHABLE"
 
+    async def node_status(i: int) -> tuple[str, str]:
+        """Node *i*'s ``-N`` and the domain state it ends with."""
+        _, text = await _ctl([*ctl, "-c", str(config), "-i", addresses[i], "-N"])
+        domain = next((ln for ln in text.splitlines() if ln.startswith("Domain State:")), "")
+        return text, domain.removeprefix("Domain State: ")
+
     try:
         for i, name in enumerate(node_names[:2]):
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NODE_NAME": name}
@@ -138,40 +145,54 @@ async def run_imex_act(
             while await state(i) == "UNREACHABLE" and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
         deadline = time.monotonic() + 20
-        states = ["", ""]
+        states, domains = ["", ""], ["", ""]
         while time.monotonic() < deadline:
             states = [await state(0), await state(1)]
-            if states == ["READY", "READY"]:
+            domains = [(await node_status(0))[1], (await node_status(1))[1]]
+            if states == ["READY", "READY"] and domains == ["UP", "UP"]:
                 break
             await asyncio.sleep(0.2)
         for i, name in enumerate(node_names[:2]):
-            ok = check(states[i] == "READY", f"{name}: nvidia-imex-ctl -q prints READY")
-            rows.append(
-                ImexRow("imex: up", name, addresses[i], states[i], "PASS" if ok else "FAIL")
+            ok = check(
+                states[i] == "READY" and domains[i] == "UP",
+                f"{name}: nvidia-imex-ctl -q prints READY, -N says Domain State: UP",
             )
-        say(f"  both daemons READY: {states}")
+            rows.append(
+                ImexRow(
+                    "imex: up",
+                    name,
+                    addresses[i],
+                    f"{states[i]}/{domains[i]}",
+                    "PASS" if ok else "FAIL",
+                )
+            )
+        say(f"  both daemons READY, their domain UP: {states} {domains}")
         victim = procs[1]
         say(f"  killing the IMEX daemon of {node_names[1]} ({addresses[1]})")
         victim.send_signal(signal.SIGKILL)
         await victim.wait()
         killed = time.monotonic()
-        seen = ""
+        text, domain = "", ""
         while time.monotonic() - killed < DEGRADED_WITHIN:
-            seen = await state(0)
-            if seen == "DEGRADED":
+            text, domain = await node_status(0)
+            if domain == "DEGRADED":
                 break
             await asyncio.sleep(0.1)
         took = time.monotonic() - killed
-        _, text = await _ctl([*ctl, "-c", str(config), "-i", addresses[0], "-N"])
-        domain = next((ln for ln in text.splitlines() if ln.startswith("Domain State:")), "")
+        seen = await state(0)
         ok = check(
-            seen == "DEGRADED" and domain == "Domain State: DEGRADED",
-            f"{node_names[0]}: degraded {took:.1f}s after its peer was killed ({seen}, {domain})",
+            seen == "READY" and domain == "DEGRADED",
+            f"{node_names[0]}: domain degraded {took:.1f}s after its peer was killed, its own "
+            f"daemon still {seen}",
         )
         say("  " + "\n  ".join(text.rstrip().splitlines()[-6:]))
         rows.append(
             ImexRow(
-                "imex: peer killed", node_names[0], addresses[0], seen, "PASS" if ok else "FAIL"
+                "imex: peer killed",
+                node_names[0],
+                addresses[0],
+                f"{seen}/{domain}",
+                "PASS" if ok else "FAIL",
             )
         )
         rows.append(
@@ -186,8 +207,8 @@ async def run_imex_act(
 
 
 def imex_table(rows: Sequence[ImexRow], say: Callable[[str], None]) -> None:
-    """The IMEX summary: ACT, NODE, ADDRESS, STATE, VERDICT."""
-    table = [("ACT", "NODE", "ADDRESS", "STATE", "VERDICT")]
+    """The IMEX summary: ACT, NODE, ADDRESS, STATE (``-q`` / the domain state), VERDICT."""
+    table = [("ACT", "NODE", "ADDRESS", "-q/DOMAIN", "VERDICT")]
     table += [(r.act, r.node, r.address, r.state, r.verdict) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     for row in table:

@@ -4,7 +4,8 @@ assertions against answers a stand-in kubectl gives (a healthy cluster and broke
 The act installs NVIDIA's DRA driver with ``deploy/dra-driver/dra-driver-values.yaml``
 (rendered against NVIDIA's chart in ``test_dra_driver_values``), makes a ComputeDomain
 across the workers, runs ``check-fabric --imex`` in a workload with its channel claim, kills
-one node's IMEX daemon and waits for its clique peer to say DEGRADED, and checks that a pod
+one node's IMEX daemon and waits for its clique peer's domain state to say DEGRADED while the
+peer's own ``-q`` stays READY, and checks that a pod
 with a GPU claim lists exactly the allocated GPU.
 """
 
@@ -131,10 +132,17 @@ kq() {{
         (( n > ${{#STATES[@]}} )) && n=${{#STATES[@]}}
         echo "${{STATES[n-1]}}"
       fi ;;
+    *"-N"*)
+      if [[ "$*" == *" d2 "* ]]; then
+        n=$(( $(cat "${{NCOUNTER}}") + 1 )); echo "${{n}}" > "${{NCOUNTER}}"
+        (( n > ${{#DOMAINS[@]}} )) && n=${{#DOMAINS[@]}}
+        printf 'Nodes:\n\nDomain State: %s\n' "${{DOMAINS[n-1]}}"
+      fi ;;
     *) ;;
   esac
 }}
 COUNTER="$(mktemp)"; echo 0 > "${{COUNTER}}"
+NCOUNTER="$(mktemp)"; echo 0 > "${{NCOUNTER}}"
 source "{act}"
 """
 
@@ -162,11 +170,17 @@ def test_the_gpu_claim_must_show_exactly_the_allocated_gpu() -> None:
     assert done.returncode == 1 and "does not see gpu-1 (GPU-aaaa) as GPU 0" in done.stderr
 
 
-def test_the_peer_must_degrade_after_the_kill() -> None:
-    ok = _act("CD_UID=x; assert_imex_degrades", PRE="STATES=(READY READY DEGRADED)\n")
+def test_the_peers_domain_must_degrade_and_the_peer_stay_ready_after_the_kill() -> None:
+    """``-q`` is the daemon's own readiness (NVIDIA's compute-domain daemon's probe): the
+    survivor stays READY; its node status says the domain is DEGRADED."""
+    act = "CD_UID=x; assert_imex_degrades"
+    ok = _act(act, PRE="STATES=(READY READY)\nDOMAINS=(UP UP DEGRADED)\n")
     assert ok.returncode == 0, ok.stderr
-    stuck = _act("CD_UID=x; assert_imex_degrades", PRE="STATES=(READY READY)\n")
+    stuck = _act(act, PRE="STATES=(READY READY)\nDOMAINS=(UP)\n")
     assert stuck.returncode == 1
-    assert "d2 on w2 still reports READY after its peer d1 was killed" in stuck.stderr
-    early = _act("CD_UID=x; assert_imex_degrades", PRE="STATES=(INITIALIZING)\n")
+    assert "d2 on w2 still reports Domain State: UP after its peer d1 was killed" in stuck.stderr
+    unready = _act(act, PRE="STATES=(READY DEGRADED)\nDOMAINS=(DEGRADED)\n")
+    assert unready.returncode == 1
+    assert "d2 on w2 is no longer READY after its peer was killed: DEGRADED" in unready.stderr
+    early = _act(act, PRE="STATES=(INITIALIZING)\nDOMAINS=(UP)\n")
     assert early.returncode == 1 and "is not READY before the kill" in early.stderr
