@@ -95,6 +95,8 @@ class ImexConfig:
     server_port: int = DEFAULT_SERVER_PORT
     node_config_file: str = DEFAULT_NODE_CONFIG_FILE
     wait_for_quorum: str = "RECOVERY"
+    """Checked and kept; it changes nothing: NVIDIA's daemon waits for a quorum only after an
+    unclean stop that left importers, which a mock node never has."""
     cmd_enabled: bool = False
     cmd_bind_ip: str = ""
     cmd_port: int | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -723,3 +724,43 @@ def test_two_entries_for_this_nodes_address_are_refused(domain: Domain) -> None:
         f"{domain.nodes}: node #0 (localhost) and node #1 (127.0.0.1) are both 127.0.0.1, "
         "this node's address: a daemon cannot be two nodes of its list"
     ) in done.stderr
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare to give the daemon an /etc/hosts of its own",
+)
+def test_a_name_that_comes_to_resolve_to_this_node_is_not_dialled(domain: Domain) -> None:
+    """A node name that resolves only later, to this daemon's own address (an /etc/hosts
+    entry added while it runs, as the DRA driver maps its daemons' names): the daemon does
+    not dial itself (it refused itself as an unknown peer and showed the domain UP), logs
+    it, and shows the node never connected and the domain DEGRADED."""
+    if not _port_free(["127.0.0.1"], domain.port) or not _port_free(["127.0.0.1"], domain.cmd_port):
+        pytest.skip("the ports are taken on 127.0.0.1")
+    hosts = domain.root / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    domain.addresses = ["127.0.0.1", "imex-twin-of-this-node"]
+    domain.write()
+    log = (domain.root / "d0.log").open("a")
+    command = (
+        f"mount --bind {hosts} /etc/hosts && exec {sys.executable} -m nvml_mock_engine.imexd "
+        f"-c {domain.config}"
+    )
+    domain.procs[0] = subprocess.Popen(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", command],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    log.close()
+    eventually(lambda: domain.answers(0), what="the daemon answers")
+    assert domain.link(0, 1) == "INVALID"  # the name does not resolve yet
+    with hosts.open("a") as file:  # in place: the daemon's /etc/hosts is this very file
+        file.write("127.0.0.1 imex-twin-of-this-node\n")
+    eventually(lambda: "resolves to this node's own address" in domain.log(0), what="logged")
+    time.sleep(1.0)
+    body = domain.status(0)
+    assert body["status"] == "DEGRADED"
+    assert domain.link(0, 1) == "NEVER_CONNECTED"
+    assert "claims to be this node" not in domain.log(0)
+    assert domain.state(0) == st.READY
