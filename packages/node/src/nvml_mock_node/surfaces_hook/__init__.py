@@ -186,10 +186,10 @@ def _graft(
                         if made is not None:
                             sources.append((name, made))
             outcome.made.append(f"/{relative}")
-            if status:
-                _write_status(tmpfs, outcome)
             fdmount.attach(tmpfs, target)
             _fill(tmpfs, sources, relative, outcome)
+            if status:  # by descriptor too, before the tree turns read-only
+                _write_status(tmpfs, outcome)
             fdmount.set_read_only(tmpfs)
             again = fdmount.resolve(root, relative, directory=True)
             with opened(again):
