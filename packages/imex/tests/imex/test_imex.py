@@ -743,7 +743,7 @@ def test_a_name_that_comes_to_resolve_to_this_node_is_not_dialled(domain: Domain
     domain.write()
     log = (domain.root / "d0.log").open("a")
     command = (
-        f"mount --bind {hosts} /etc/hosts && exec {sys.executable} -m nvml_mock_engine.imexd "
+        f"mount --bind {hosts} /etc/hosts && exec {sys.executable} -m nvml_mock_imex.imexd "
         f"-c {domain.config}"
     )
     domain.procs[0] = subprocess.Popen(

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Final
 
 from nvml_mock_engine.errors import HookError
+
 from nvml_mock_node.surfaces_hook import fdmount
 from nvml_mock_node.surfaces_hook.fdmount import FdMountError, opened
 
