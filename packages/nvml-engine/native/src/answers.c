@@ -95,6 +95,9 @@ const struct mock_answer *mock_answer_fill(const struct nvmlDevice_st *d)
     if (seq & 1u) {
         return NULL; /* mid-write, or left so by a dead writer: every call reads for itself */
     }
+    if (mock_live_is_set(rec, LIVE_SLOT_gpu_lost)) {
+        return NULL; /* a current answer vouches for "not lost": every call checks for itself */
+    }
     unsigned int flags = 0;
     if (!armed(rec, LIVE_SLOT_memory_used_bytes)) {
         a->mem_used = mock_memory_used_bytes(d);
@@ -102,9 +105,14 @@ const struct mock_answer *mock_answer_fill(const struct nvmlDevice_st *d)
     }
     if (mock_mig_on(d)) {
         flags |= ANSWER_UTIL | ANSWER_MIG_ON;
-    } else if (!armed(rec, LIVE_SLOT_util_gpu_pct) && !armed(rec, LIVE_SLOT_util_mem_pct) &&
-               mock_utilization_now(d, &a->util_gpu, &a->util_mem)) {
+    } else if (!armed(rec, LIVE_SLOT_util_gpu_pct) && !armed(rec, LIVE_SLOT_util_mem_pct)) {
+        /* the quantum is read before the value: one computed later belongs to a later one */
+        uint64_t q = mock_tele_quantum();
         flags |= ANSWER_UTIL;
+        if (!mock_utilization_now(d, &a->util_gpu, &a->util_mem)) {
+            flags |= ANSWER_UTIL_TIMED;
+            a->util_quantum = q;
+        }
     }
     if ((flags & ANSWER_MEMORY) != 0 && keep_procs(d, a)) {
         flags |= ANSWER_PROCS; /* (each entry is cut to the memory_used_bytes left: not armed) */
@@ -115,4 +123,29 @@ const struct mock_answer *mock_answer_fill(const struct nvmlDevice_st *d)
     a->flags = flags;
     a->live = rec;
     return a;
+}
+
+struct mock_answer_rc mock_answer_checked(const struct nvmlDevice_st *d)
+{
+    nvmlReturn_t rc = mock_live_guard(d);
+    if (rc != NVML_SUCCESS) {
+        return (struct mock_answer_rc){NULL, rc};
+    }
+    if (mock_lost(d)) {
+        return (struct mock_answer_rc){NULL, NVML_ERROR_GPU_IS_LOST};
+    }
+    return (struct mock_answer_rc){mock_answer_fill(d), NVML_SUCCESS};
+}
+
+void mock_answer_util_now(const struct mock_answer *kept, const struct nvmlDevice_st *d, unsigned int *gpu,
+                          unsigned int *mem)
+{
+    struct mock_answer *a = (struct mock_answer *)(uintptr_t)kept; /* the thread's own copy */
+    uint64_t q = mock_tele_quantum();
+    if (q != a->util_quantum) {
+        mock_utilization_now(d, &a->util_gpu, &a->util_mem);
+        a->util_quantum = q;
+    }
+    *gpu = a->util_gpu;
+    *mem = a->util_mem;
 }

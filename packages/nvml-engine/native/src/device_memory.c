@@ -35,14 +35,21 @@ uint64_t mock_memory_used_bytes(const struct nvmlDevice_st *d)
     return used > room ? room : used;
 }
 
-/* The same from the thread's answers where they are current (answers.h). */
-static inline uint64_t used_bytes(const struct nvmlDevice_st *d)
+/* The board's used memory, without a live layer. */
+static inline uint64_t board_used_bytes(const struct nvmlDevice_st *d)
 {
-    const struct mock_answer *a = mock_answer(d);
+    uint64_t room = d->s.memory_total_bytes - d->s.memory_reserved_bytes;
+    return d->s.memory_used_bytes > room ? room : d->s.memory_used_bytes;
+}
+
+/* The same from the thread's answers `a` where they are current (answers.h); the board's
+ * value without a live layer. */
+static inline uint64_t used_bytes(const struct nvmlDevice_st *d, const struct mock_answer *a)
+{
     if (__builtin_expect(a != NULL && (a->flags & ANSWER_MEMORY) != 0, 1)) {
         return a->mem_used;
     }
-    return mock_memory_used_bytes(d);
+    return d->live == NULL ? board_used_bytes(d) : mock_memory_used_bytes(d);
 }
 
 /* What the records holding MIG device `mig` use on it, never more than its memory. */
@@ -52,56 +59,104 @@ static uint64_t mig_used_bytes(const struct mock_mig_view *mig, uint64_t total)
     return used > total ? total : used;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+/* A MIG device's memory: its GPU instance's. Out of the GPU path's line (noinline), so a GPU's
+ * call carries none of it. */
+static __attribute__((noinline)) nvmlReturn_t mig_memory(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     struct mock_mig_view mig;
     nvmlReturn_t mig_rc;
-    if (mock_mig_device(device, &mig, &mig_rc)) { /* a MIG device: its GPU instance's memory */
-        REQUIRE_ARG(memory);
-        if (mig_rc == NVML_SUCCESS) {
-            memory->total = mig.memory_mib << 20;
-            memory->used = mig_used_bytes(&mig, memory->total);
-            memory->free = memory->total - memory->used;
-        }
-        return mig_rc;
-    }
-    GET_DEVICE(device, d);
+    mock_mig_device(device, &mig, &mig_rc);
     REQUIRE_ARG(memory);
-    uint64_t used = used_bytes(d) + d->s.memory_reserved_bytes;
+    if (mig_rc == NVML_SUCCESS) {
+        memory->total = mig.memory_mib << 20;
+        memory->used = mig_used_bytes(&mig, memory->total);
+        memory->free = memory->total - memory->used;
+    }
+    return mig_rc;
+}
+
+static __attribute__((noinline)) nvmlReturn_t mig_memory_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    struct mock_mig_view mig;
+    nvmlReturn_t mig_rc;
+    mock_mig_device(device, &mig, &mig_rc);
+    REQUIRE_ARG(memory);
+    if (memory->version != nvmlMemory_v2) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    if (mig_rc == NVML_SUCCESS) {
+        memory->total = mig.memory_mib << 20;
+        memory->reserved = 0;
+        memory->used = mig_used_bytes(&mig, memory->total);
+        memory->free = memory->total - memory->used;
+    }
+    return mig_rc;
+}
+
+/* The full paths: every error, MIG devices, and answers computed when none are kept. */
+static __attribute__((noinline)) nvmlReturn_t memory_full(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    if (mock_mig_handle(device)) { /* a MIG device: its GPU instance's memory */
+        return mig_memory(device, memory);
+    }
+    GET_DEVICE_ANSWERS(device, d, a);
+    REQUIRE_ARG(memory);
+    uint64_t used = used_bytes(d, a) + d->s.memory_reserved_bytes;
     memory->total = d->s.memory_total_bytes;
     memory->used = used;
     memory->free = d->s.memory_total_bytes - used;
     return NVML_SUCCESS;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+static __attribute__((noinline)) nvmlReturn_t memory_v2_full(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    struct mock_mig_view mig;
-    nvmlReturn_t mig_rc;
-    if (mock_mig_device(device, &mig, &mig_rc)) {
-        REQUIRE_ARG(memory);
-        if (memory->version != nvmlMemory_v2) {
-            return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-        }
-        if (mig_rc == NVML_SUCCESS) {
-            memory->total = mig.memory_mib << 20;
-            memory->reserved = 0;
-            memory->used = mig_used_bytes(&mig, memory->total);
-            memory->free = memory->total - memory->used;
-        }
-        return mig_rc;
+    if (mock_mig_handle(device)) {
+        return mig_memory_v2(device, memory);
     }
-    GET_DEVICE(device, d);
+    GET_DEVICE_ANSWERS(device, d, a);
     REQUIRE_ARG(memory);
     if (memory->version != nvmlMemory_v2) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     }
     memory->total = d->s.memory_total_bytes;
     memory->reserved = d->s.memory_reserved_bytes;
-    uint64_t used = used_bytes(d);
+    uint64_t used = used_bytes(d, a);
     memory->used = used;
     memory->free = d->s.memory_total_bytes - used - d->s.memory_reserved_bytes;
     return NVML_SUCCESS;
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    const struct nvmlDevice_st *d;
+    const struct mock_answer *a;
+    if (__builtin_expect(mock_fast_device(device, &d, &a) && memory != NULL &&
+                             (a == NULL || (a->flags & ANSWER_MEMORY) != 0),
+                         1)) {
+        uint64_t used = (a != NULL ? a->mem_used : board_used_bytes(d)) + d->s.memory_reserved_bytes;
+        memory->total = d->s.memory_total_bytes;
+        memory->used = used;
+        memory->free = d->s.memory_total_bytes - used;
+        return NVML_SUCCESS;
+    }
+    return memory_full(device, memory);
+}
+
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    const struct nvmlDevice_st *d;
+    const struct mock_answer *a;
+    if (__builtin_expect(mock_fast_device(device, &d, &a) && memory != NULL && memory->version == nvmlMemory_v2 &&
+                             (a == NULL || (a->flags & ANSWER_MEMORY) != 0),
+                         1)) {
+        uint64_t used = a != NULL ? a->mem_used : board_used_bytes(d);
+        memory->total = d->s.memory_total_bytes;
+        memory->reserved = d->s.memory_reserved_bytes;
+        memory->used = used;
+        memory->free = d->s.memory_total_bytes - used - d->s.memory_reserved_bytes;
+        return NVML_SUCCESS;
+    }
+    return memory_v2_full(device, memory);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t *bar1Memory)
@@ -158,26 +213,32 @@ static void list_one(const struct mock_proc *p, void *arg)
     f->n++;
 }
 
+/* The kept list `a` (NULL: no live layer, so no process) in NVML's two-call protocol. */
 static inline __attribute__((always_inline)) nvmlReturn_t
-process_list(const struct nvmlDevice_st *d, unsigned int *count, void *infos,
+kept_list(const struct mock_answer *a, unsigned int *count, void *infos,
+          void (*fill)(void *infos, unsigned int i, const struct mock_proc *p))
+{
+    unsigned int n = a != NULL ? a->nprocs : 0;
+    unsigned int cap = *count;
+    *count = n;
+    if (n > 0 && (infos == NULL || n > cap)) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        fill(infos, i, &a->procs[i]);
+    }
+    return NVML_SUCCESS;
+}
+
+static inline __attribute__((always_inline)) nvmlReturn_t
+process_list(const struct nvmlDevice_st *d, const struct mock_answer *a, unsigned int *count, void *infos,
              void (*fill)(void *infos, unsigned int i, const struct mock_proc *p))
 {
-    const struct mock_answer *a = mock_answer(d);
     if (__builtin_expect(a != NULL && (a->flags & ANSWER_PROCS) != 0, 1)) {
-        /* the thread's copy of the list, current (answers.h) */
-        unsigned int n = a->nprocs;
-        unsigned int cap = *count;
-        *count = n;
-        if (n > 0 && (infos == NULL || n > cap)) {
-            return NVML_ERROR_INSUFFICIENT_SIZE;
-        }
-        for (unsigned int i = 0; i < n; i++) {
-            fill(infos, i, &a->procs[i]);
-        }
-        return NVML_SUCCESS;
+        return kept_list(a, count, infos, fill); /* the thread's copy of the list, current (answers.h) */
     }
     struct list_fill f = {infos, *count, 0, fill};
-    if (mock_procs_any()) {
+    if (d->live != NULL && mock_procs_any()) { /* (without a live layer, no record holds it) */
         mock_procs_each(d, list_one, &f);
     }
     unsigned int n = f.n;
@@ -225,12 +286,25 @@ static nvmlReturn_t empty_process_list(nvmlDevice_t device, unsigned int *infoCo
     return NVML_SUCCESS;
 }
 
-#define COMPUTE_LIST(fn, type, filler)                                                    \
-    MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *infoCount, type *infos) \
-    {                                                                                     \
-        GET_DEVICE(device, d);                                                            \
-        REQUIRE_ARG(infoCount);                                                           \
-        return process_list(d, infoCount, infos, filler);                                 \
+/* The kept list's fast path (mock_fast_device), else the full one (process_list_full). */
+#define COMPUTE_LIST(fn, type, filler)                                                      \
+    static __attribute__((noinline)) nvmlReturn_t fn##_full(nvmlDevice_t device, unsigned int *infoCount, \
+                                                            type *infos)                    \
+    {                                                                                       \
+        GET_DEVICE_ANSWERS(device, d, a);                                                   \
+        REQUIRE_ARG(infoCount);                                                             \
+        return process_list(d, a, infoCount, infos, filler);                                \
+    }                                                                                       \
+    MOCK_EXPORT nvmlReturn_t fn(nvmlDevice_t device, unsigned int *infoCount, type *infos)   \
+    {                                                                                       \
+        const struct nvmlDevice_st *d;                                                      \
+        const struct mock_answer *a;                                                        \
+        if (__builtin_expect(mock_fast_device(device, &d, &a) && infoCount != NULL &&        \
+                                 (a == NULL || (a->flags & ANSWER_PROCS) != 0),             \
+                             1)) {                                                          \
+            return kept_list(a, infoCount, infos, filler);                                  \
+        }                                                                                   \
+        return fn##_full(device, infoCount, infos);                                         \
     }
 
 #define PROCESS_LIST(fn, type)                                                            \
@@ -254,7 +328,7 @@ PROCESS_LIST(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t)
 /* Compute mode (and "all") lists the records; graphics and MPS modes list none. */
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, nvmlProcessDetailList_t *plist)
 {
-    GET_DEVICE(device, d);
+    GET_DEVICE_ANSWERS(device, d, a);
     REQUIRE_ARG(plist);
     if (plist->version != nvmlProcessDetailList_v1) {
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
@@ -266,7 +340,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t devi
         plist->numProcArrayEntries = 0;
         return NVML_SUCCESS;
     }
-    return process_list(d, &plist->numProcArrayEntries, plist->procArray, fill_detail);
+    return process_list(d, a, &plist->numProcArrayEntries, plist->procArray, fill_detail);
 }
 
 /* Process utilization samples, filled straight into the caller's buffer (see list_one). */

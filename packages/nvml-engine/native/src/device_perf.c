@@ -453,9 +453,9 @@ int mock_utilization_now(const struct nvmlDevice_st *d, unsigned int *gpu, unsig
     }
     /* processes from the live layer's records: their sum (capped at 100) where it is above
      * what the GPU itself reports */
-    int patterned = 0;
-    unsigned int procs = mock_procs_util(d, &patterned);
-    still &= !patterned;
+    int moving = 0;
+    unsigned int procs = mock_procs_util(d, &moving);
+    still &= !moving;
     if (procs > *gpu) {
         *gpu = procs;
     }
@@ -465,17 +465,25 @@ int mock_utilization_now(const struct nvmlDevice_st *d, unsigned int *gpu, unsig
     return still;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+static __attribute__((noinline)) nvmlReturn_t utilization_full(nvmlDevice_t device, nvmlUtilization_t *utilization)
 {
-    GET_DEVICE(device, d);
+    GET_DEVICE_ANSWERS(device, d, a);
     REQUIRE_ARG(utilization);
-    const struct mock_answer *a = mock_answer(d);
-    if (__builtin_expect(a != NULL && (a->flags & ANSWER_UTIL) != 0, 1)) {
+    if (a != NULL && (a->flags & ANSWER_UTIL) != 0) {
         if (a->flags & ANSWER_MIG_ON) {
             return NVML_ERROR_NOT_SUPPORTED; /* no whole-GPU utilization in MIG mode */
         }
-        utilization->gpu = a->util_gpu;
-        utilization->memory = a->util_mem;
+        if (a->flags & ANSWER_UTIL_TIMED) {
+            mock_answer_util_now(a, d, &utilization->gpu, &utilization->memory);
+        } else {
+            utilization->gpu = a->util_gpu;
+            utilization->memory = a->util_mem;
+        }
+        return NVML_SUCCESS;
+    }
+    if (d->live == NULL) { /* the board alone: no MIG mode, pattern or record without it */
+        utilization->gpu = d->s.util_gpu_pct;
+        utilization->memory = d->s.util_mem_pct;
         return NVML_SUCCESS;
     }
     if (mock_mig_on(d)) {
@@ -483,6 +491,27 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
     }
     mock_utilization_now(d, &utilization->gpu, &utilization->memory);
     return NVML_SUCCESS;
+}
+
+/* The fast path (answers.h): the board's rates, or the thread's kept ones when they are a
+ * plain value; anything else (MIG mode, a moving pattern, an error) takes the full path. */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+    const struct nvmlDevice_st *d;
+    const struct mock_answer *a;
+    if (__builtin_expect(mock_fast_device(device, &d, &a) && utilization != NULL, 1)) {
+        if (a == NULL) {
+            utilization->gpu = d->s.util_gpu_pct;
+            utilization->memory = d->s.util_mem_pct;
+            return NVML_SUCCESS;
+        }
+        if ((a->flags & (ANSWER_UTIL | ANSWER_MIG_ON | ANSWER_UTIL_TIMED)) == ANSWER_UTIL) {
+            utilization->gpu = a->util_gpu;
+            utilization->memory = a->util_mem;
+            return NVML_SUCCESS;
+        }
+    }
+    return utilization_full(device, utilization);
 }
 
 #define SAMPLING_PERIOD_US 167000 /* the engines' sampling window on current boards */

@@ -25,11 +25,13 @@
 
 #include "mock.h"
 
-#define LIVE_MAPS 16
-
 /* Mappings are never unmapped: a thread may still read a record of a previous init cycle
- * while another re-initialises. A re-init of the same file reuses its mapping, so only
- * distinct files (at most LIVE_MAPS, then the oldest is reused) cost address space. */
+ * while another re-initialises. A re-init of the same file reuses its mapping, and a distinct
+ * file takes a new one until LIVE_MAPS are made; from then on each new file is mapped over the
+ * oldest mapping's address (MAP_FIXED: a late reader of that cycle reads the new file's
+ * records, never unmapped memory). So the library holds at most LIVE_MAPS mappings, at
+ * LIVE_MAPS addresses, and the SIGBUS guard watches each of them (live_guard.c), however
+ * often the file is replaced. */
 struct live_map {
     void *base;
     dev_t dev;
@@ -37,6 +39,7 @@ struct live_map {
 };
 static struct live_map maps[LIVE_MAPS];
 static unsigned int maps_used;
+static unsigned int maps_oldest; /* the slot the next new file takes once all are used */
 
 /* The file bound at the last attach, for mock_live_repair: its path, its mapping and the
  * board UUIDs its records must carry. maps, maps_used and these are guarded by bind_lock
@@ -175,6 +178,19 @@ uint32_t mock_live_arm_of(const unsigned char *rec)
     return (uint32_t)trigger_value(rec, LIVE_SLOT_fault_trigger_arm, UINT32_MAX);
 }
 
+/* Forget the trigger state of every record of the mapping at `base` (it now maps another
+ * file). Under bind_lock, at init: no call of this process reads a record meanwhile. */
+static void triggers_forget(const void *base)
+{
+    uintptr_t lo = (uintptr_t)base;
+    for (unsigned int i = 0; i < TRIGGER_ENTRIES; i++) {
+        uintptr_t rec = (uintptr_t)atomic_load_explicit(&triggers[i].rec, memory_order_acquire);
+        if (rec >= lo && rec - lo < (uintptr_t)LIVE_TOTAL_BYTES) {
+            atomic_store_explicit(&triggers[i].rec, NULL, memory_order_release);
+        }
+    }
+}
+
 static uint32_t rd32(const unsigned char *base, unsigned int off)
 {
     uint32_t v;
@@ -228,11 +244,24 @@ static void *map_file(int fd, const struct stat *st)
             return again == MAP_FAILED ? NULL : again;
         }
     }
+    if (maps_used == LIVE_MAPS) { /* every slot used: the oldest address takes the new file */
+        struct live_map *slot = &maps[maps_oldest];
+        void *again = mmap(slot->base, (size_t)LIVE_TOTAL_BYTES, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+        if (again == MAP_FAILED) {
+            return NULL;
+        }
+        maps_oldest = (maps_oldest + 1u) % LIVE_MAPS;
+        slot->dev = st->st_dev;
+        slot->ino = st->st_ino;
+        triggers_forget(slot->base); /* another file's records: no trigger state carries over */
+        mock_live_guard_watch(slot->base);
+        return slot->base;
+    }
     void *base = mmap(NULL, (size_t)LIVE_TOTAL_BYTES, PROT_READ, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         return NULL;
     }
-    struct live_map *slot = &maps[maps_used < LIVE_MAPS ? maps_used++ : (unsigned int)(st->st_ino % LIVE_MAPS)];
+    struct live_map *slot = &maps[maps_used++];
     slot->base = base;
     slot->dev = st->st_dev;
     slot->ino = st->st_ino;

@@ -140,8 +140,12 @@ static inline int mock_live_header_ok(const unsigned char *h)
  * (NVML_ERROR_UNKNOWN) otherwise. Any thread may call it. */
 int mock_live_repair(void);
 
+/* The most live mappings a process holds (live.c): each new file past them is mapped over the
+ * oldest one's address, so the guard's LIVE_MAPS watched ranges cover every mapping. */
+#define LIVE_MAPS 16u
+
 /* Watch the live mapping at `base` (LIVE_TOTAL_BYTES): installs the SIGBUS handler once per
- * process (live_guard.c). */
+ * process (live_guard.c). Watching an address already watched is a no-op. */
 void mock_live_guard_watch(const void *base);
 
 /* How many times the handler replaced a mapping by zeros (in this process). */

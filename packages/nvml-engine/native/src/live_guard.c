@@ -22,6 +22,7 @@
  */
 #define _GNU_SOURCE
 #include "live.h"
+#include "mock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -31,7 +32,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define GUARD_RANGES 16u
+/* One range per mapping the library may hold (live.c maps at most LIVE_MAPS addresses). */
+#define GUARD_RANGES LIVE_MAPS
 
 static _Atomic(uintptr_t) watched[GUARD_RANGES];
 static struct sigaction previous;
@@ -80,6 +82,9 @@ static void on_sigbus(int sig, siginfo_t *info, void *ctx)
                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
                 if (zeros != MAP_FAILED) {
                     atomic_fetch_add_explicit(&replaced, 1u, memory_order_relaxed);
+                    /* what every thread derived from the mapping is stale: the kept answers
+                     * (answers.h) no longer vouch for it, and the next call takes the guard */
+                    atomic_fetch_add_explicit(&mock_live_epoch, 1u, memory_order_release);
                     errno = saved;
                     return;
                 }

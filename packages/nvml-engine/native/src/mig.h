@@ -50,6 +50,13 @@ static inline int mock_mig_device(nvmlDevice_t device, struct mock_mig_view *vie
     return mock_mig_device_at(device, view, rc);
 }
 
+/* Whether `device` is in the MIG device handle table (stale or not): the one compare of
+ * mock_mig_device, for a call that hands MIG devices to a function of their own. */
+static inline int mock_mig_handle(nvmlDevice_t device)
+{
+    return (uintptr_t)device - (uintptr_t)mock_mig_devs < sizeof(mock_mig_devs);
+}
+
 /* The UUID ("MIG-...") of MIG device (gi, ci) of the GPU whose UUID is `gpu_uuid`: stable for
  * the instance ids, so a container can be given one by name (NVIDIA_VISIBLE_DEVICES). */
 void mock_mig_uuid(const char *gpu_uuid, unsigned int gi, unsigned int ci, char *out, size_t cap);

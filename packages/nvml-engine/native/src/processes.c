@@ -524,19 +524,19 @@ unsigned int mock_proc_mem_util(unsigned int u)
 
 struct util_sum {
     unsigned int sum;
-    int patterned;
+    int moving;
 };
 
 static void add_util(const struct mock_proc *p, void *arg)
 {
     struct util_sum *u = arg;
-    u->patterned |= p->pattern != 0;
+    u->moving |= p->pattern != 0 && mock_tele_pattern_moves(p->pattern, p->start_ms);
     if (u->sum < 100u) {
         u->sum += mock_proc_util(p);
     }
 }
 
-unsigned int mock_procs_util(const struct nvmlDevice_st *d, int *patterned)
+unsigned int mock_procs_util(const struct nvmlDevice_st *d, int *moving)
 {
     struct util_sum u = {0, 0};
     const struct gpu_index *g = gpu_index_of(d);
@@ -545,8 +545,8 @@ unsigned int mock_procs_util(const struct nvmlDevice_st *d, int *patterned)
             mock_procs_each(d, add_util, &u);
         }
     } /* else no entry with a pattern: nothing to compute */
-    if (patterned != NULL) {
-        *patterned = u.patterned;
+    if (moving != NULL) {
+        *moving = u.moving;
     }
     return u.sum > 100u ? 100u : u.sum;
 }

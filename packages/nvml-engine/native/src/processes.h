@@ -63,9 +63,10 @@ unsigned int mock_proc_util(const struct mock_proc *p);
 /* A process's memory (framebuffer) utilization for SM utilization `u`, as a pattern's. */
 unsigned int mock_proc_mem_util(unsigned int u);
 
-/* The records' utilization of `d`: the sum over its processes, capped at 100. *patterned
- * (unless NULL) says whether any of them has a pattern (the sum then moves with time). */
-unsigned int mock_procs_util(const struct nvmlDevice_st *d, int *patterned);
+/* The records' utilization of `d`: the sum over its processes, capped at 100. *moving
+ * (unless NULL) says whether any of them has a pattern that moves with time (any but a steady
+ * one that has started), so that the sum does. */
+unsigned int mock_procs_util(const struct nvmlDevice_st *d, int *moving);
 
 /* The current quantum's start, in microseconds (the samples' time stamps). */
 uint64_t mock_procs_now_us(void);

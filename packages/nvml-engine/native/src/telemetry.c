@@ -527,11 +527,9 @@ uint64_t mock_telemetry_value(const struct nvmlDevice_st *d, enum mock_tele_fiel
 
 /* ---- a process's pattern (processes.c) ---- */
 
-unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint64_t period_ms, uint64_t seed,
-                                    uint64_t epoch_ms)
+/* A process's pattern start as the quantum clock sees it, at the current quantum `now_ms`. */
+static uint64_t pattern_start_ms(uint64_t epoch_ms, uint64_t now_ms)
 {
-    uint64_t q = now_quantum();
-    uint64_t now_ms = q * TELE_QUANTUM_MS;
     /* the epoch's own quantum already runs the pattern: a process shows its load from the
      * first call after it started, not one quantum later */
     epoch_ms = epoch_ms / TELE_QUANTUM_MS * TELE_QUANTUM_MS;
@@ -540,12 +538,38 @@ unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint6
     if (epoch_ms == now_ms + TELE_QUANTUM_MS) {
         epoch_ms = now_ms;
     }
+    return epoch_ms;
+}
+
+unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint64_t period_ms, uint64_t seed,
+                                    uint64_t epoch_ms)
+{
+    uint64_t q = now_quantum();
+    uint64_t now_ms = q * TELE_QUANTUM_MS;
+    epoch_ms = pattern_start_ms(epoch_ms, now_ms);
     if (kind == PATTERN_NONE || kind > PATTERN_LAST || now_ms < epoch_ms) {
         return 0;
     }
     struct pattern p = {kind, level > 100 ? 100 : level, period_ms, seed};
     pattern_defaults(&p);
     return pattern_util(&p, now_ms - epoch_ms, q);
+}
+
+int mock_tele_pattern_moves(unsigned int kind, uint64_t epoch_ms)
+{
+    if (kind == PATTERN_NONE || kind > PATTERN_LAST) {
+        return 0; /* 0, always */
+    }
+    if (kind != PATTERN_STEADY) {
+        return 1;
+    }
+    uint64_t now_ms = now_quantum() * TELE_QUANTUM_MS;
+    return now_ms < pattern_start_ms(epoch_ms, now_ms); /* 0 until it starts, its level from then on */
+}
+
+uint64_t mock_tele_quantum(void)
+{
+    return now_quantum();
 }
 
 unsigned int mock_tele_mem_util(unsigned int u)

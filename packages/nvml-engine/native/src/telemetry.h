@@ -68,6 +68,14 @@ void mock_telemetry_values(const struct nvmlDevice_st *d, unsigned int n, const 
 unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint64_t period_ms, uint64_t seed,
                                     uint64_t epoch_ms);
 
+/* Whether a process's pattern (kind, start) moves with time from now on: 0 for none and for
+ * a steady one that has started (its level from here on, whatever the quantum), 1 otherwise. */
+int mock_tele_pattern_moves(unsigned int kind, uint64_t epoch_ms);
+
+/* The current quantum of the telemetry clock (MOCK_NVML_NOW_MS pins it): every value a pattern
+ * computes is the same within one. */
+uint64_t mock_tele_quantum(void);
+
 /* Memory utilization under SM utilization `u`, as a pattern computes it. */
 unsigned int mock_tele_mem_util(unsigned int u);
 
