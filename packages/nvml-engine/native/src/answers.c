@@ -85,7 +85,7 @@ const struct mock_answer *mock_answer_fill(const struct nvmlDevice_st *d)
         return NULL;
     }
     struct mock_answer *a = &t->gpu[d->board];
-    a->live = NULL;
+    a->epoch = 0; /* none kept while they are computed */
     /* The key is read before the values: a write that lands while they are computed moves
      * it after these loads, so the next call computes again. */
     const unsigned char *h = rec - LIVE_RECORDS_OFFSET - (size_t)d->board * LIVE_RECORD_BYTES;
@@ -119,9 +119,8 @@ const struct mock_answer *mock_answer_fill(const struct nvmlDevice_st *d)
     }
     a->seq = seq;
     a->generation = gen;
-    a->epoch = epoch;
     a->flags = flags;
-    a->live = rec;
+    a->epoch = epoch;
     return a;
 }
 

@@ -3,8 +3,8 @@
  * written: used memory (live value plus the allocation records), whole-GPU utilization (MIG
  * mode included) and the GPU's process list. Each thread keeps,
  * by board GPU, the answers as last computed and the key they were computed under: the GPU
- * record, its sequence counter, the header's write generation and the init cycle. A call
- * whose key still holds (four loads and compares) answers from the copy; any write moves the
+ * record's sequence counter, the header's write generation and the init cycle. A call
+ * whose key still holds (three loads and compares) answers from the copy; any write moves the
  * generation (or, for a repair of a record a writer left mid-write, the record's counter),
  * and the next call of each thread computes the answers again through the sequence-locked
  * reads, with their writer-died budget. The process list is kept as handed out (each entry
@@ -14,7 +14,7 @@
  * mapping is intact (the SIGBUS guard moves the init cycle's epoch when it replaces a mapping,
  * and a file overwritten in place moves the generation or the counter) and the GPU is not lost
  * (nothing is kept while gpu_lost is set in any form, and setting it is a write). So a call
- * that finds its answer current pays the handle check and the key's four loads and compares,
+ * that finds its answer current pays the handle check and the key's three loads and compares,
  * and nothing else.
  *
  * Utilization that moves with time is kept per quantum of the telemetry clock (telemetry.h):
@@ -36,10 +36,11 @@
 #define ANSWER_UTIL_TIMED 16u /* with ANSWER_UTIL: the utilization holds in quantum util_quantum only */
 
 struct mock_answer {
-    const unsigned char *live; /* the GPU record the answers belong to; NULL: none kept */
-    uint64_t seq;              /* its sequence counter then (even) */
+    uint64_t seq;              /* the GPU record's sequence counter then (even) */
     uint64_t generation;       /* the header's write generation then */
-    unsigned int epoch;        /* the init cycle (mock_live_epoch) then */
+    unsigned int epoch;        /* the init cycle (mock_live_epoch) then; 0: none kept (every
+                                * init that binds a live record moves it to 1 or more, and
+                                * within one cycle each board GPU has one record) */
     unsigned int flags;        /* ANSWER_*: which answers are kept */
     uint64_t mem_used;
     unsigned int util_gpu;
@@ -55,7 +56,7 @@ struct mock_answers {
 };
 
 /* This thread's answers (NULL until its first call on a GPU with a live record). */
-extern __thread struct mock_answers *mock_thread_answers __attribute__((tls_model("initial-exec")));
+extern MOCK_HIDDEN __thread struct mock_answers *mock_thread_answers __attribute__((tls_model("initial-exec")));
 
 /* Compute and keep the answers of `d` (the slow path of mock_answer); NULL when none can be
  * kept (the record is mid-write, or the thread has no memory for its copy). */
@@ -80,8 +81,7 @@ static inline __attribute__((always_inline)) const struct mock_answer *mock_answ
         const unsigned char *h = rec - LIVE_RECORDS_OFFSET - (size_t)d->board * LIVE_RECORD_BYTES;
         /* acquire loads, in this order: the epoch is read after the mapping's words, so a
          * SIGBUS taken on them (the guard moves the epoch) is seen by this very call */
-        if (a->live == rec &&
-            a->seq == __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_RECORD_SEQ), __ATOMIC_ACQUIRE) &&
+        if (a->seq == __atomic_load_n((const uint64_t *)(const void *)(rec + LIVE_RECORD_SEQ), __ATOMIC_ACQUIRE) &&
             a->generation ==
                 __atomic_load_n((const uint64_t *)(const void *)(h + LIVE_HDR_GENERATION), __ATOMIC_ACQUIRE) &&
             a->epoch == atomic_load_explicit(&mock_live_epoch, memory_order_acquire)) {

@@ -38,6 +38,7 @@
 struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
 struct state_system mock_system;
 unsigned int mock_device_count;
+size_t mock_devices_bytes;
 unsigned int mock_driver_branch;
 atomic_int mock_live;
 _Atomic(const unsigned char *) mock_live_header;
@@ -366,6 +367,7 @@ static void publish(const struct state *st, const struct visible_view *view)
                  d->s.pci.bus, d->s.pci.device, d->s.pci.function);
     }
     mock_device_count = view->count;
+    mock_devices_bytes = (size_t)view->count * sizeof(struct nvmlDevice_st);
 }
 
 /* Why the live layer was ignored at the last init ("" when it was not). */

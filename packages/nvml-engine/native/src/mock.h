@@ -19,6 +19,9 @@
 #include "state.h"
 
 #define MOCK_EXPORT __attribute__((visibility("default")))
+/* The library's own globals: declared hidden, so a call reaches them PC-relative, not through
+ * the GOT (one load each, not two). */
+#define MOCK_HIDDEN __attribute__((visibility("hidden")))
 
 /* The object an nvmlDevice_t points to. */
 struct nvmlDevice_st {
@@ -74,13 +77,15 @@ LIVE_ONLY_GPU_KEYS(MOCK_LIVE_ONLY_GETTER)
 #define MOCK_LIVE_ONLY_SLOT(key, slot, is_signed, lo, hi, dflt) LIVE_SLOT_##key = (slot),
 enum mock_live_slot { LIVE_GPU_KEYS(MOCK_LIVE_SLOT) LIVE_ONLY_GPU_KEYS(MOCK_LIVE_ONLY_SLOT) };
 
-extern struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
-extern struct state_system mock_system;
-extern unsigned int mock_device_count;
+extern MOCK_HIDDEN struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
+extern MOCK_HIDDEN struct state_system mock_system;
+extern MOCK_HIDDEN unsigned int mock_device_count;
+/* mock_device_count * sizeof(struct nvmlDevice_st): the handle check's bound, one compare. */
+extern MOCK_HIDDEN size_t mock_devices_bytes;
 /* The leading number of the state's driver_version (580 for "580.65.06"); 0 when it has none. */
-extern unsigned int mock_driver_branch;
+extern MOCK_HIDDEN unsigned int mock_driver_branch;
 /* Non-zero while at least one nvmlInit* is outstanding. */
-extern atomic_int mock_live;
+extern MOCK_HIDDEN atomic_int mock_live;
 
 static inline int mock_is_live(void)
 {
@@ -88,7 +93,7 @@ static inline int mock_is_live(void)
 }
 
 /* The live layer's header (its event ring) bound at the last init; NULL without one. */
-extern _Atomic(const unsigned char *) mock_live_header;
+extern MOCK_HIDDEN _Atomic(const unsigned char *) mock_live_header;
 
 /* The guard every device call passes (live_guard.c): a device with live records answers
  * NVML_ERROR_UNKNOWN, with the reason in nvmlErrorString, while the live file mapped for them
@@ -121,10 +126,8 @@ static inline nvmlReturn_t mock_device_any(nvmlDevice_t device, const struct nvm
     if (!mock_is_live()) {
         return NVML_ERROR_UNINITIALIZED;
     }
-    uintptr_t base = (uintptr_t)&mock_devices[0];
-    uintptr_t p = (uintptr_t)device;
-    if (p < base || p >= base + sizeof(mock_devices) || (p - base) % sizeof(struct nvmlDevice_st) != 0 ||
-        (p - base) / sizeof(struct nvmlDevice_st) >= mock_device_count) {
+    uintptr_t off = (uintptr_t)device - (uintptr_t)&mock_devices[0]; /* wraps for p < base */
+    if (off >= mock_devices_bytes || off % sizeof(struct nvmlDevice_st) != 0) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
     *out = (const struct nvmlDevice_st *)device;
@@ -194,9 +197,9 @@ static inline uint64_t mock_nvlink_errors(const struct nvmlDevice_st *d, unsigne
 /* Bumped by every init that (re)binds the live layer: what a reader derived from the file in
  * an earlier cycle (processes.c's per-thread record index) is stale once it moves, even where
  * the mapping, and so mock_live_header, is the same (a re-init over a rewritten file). */
-extern atomic_uint mock_live_epoch;
+extern MOCK_HIDDEN atomic_uint mock_live_epoch;
 /* That file's path ("" without one), for the writers in the library (MIG). */
-extern char mock_live_path[4096];
+extern MOCK_HIDDEN char mock_live_path[4096];
 
 /* Answer UNINITIALIZED unless an init is outstanding (entry points that take no device). */
 #define REQUIRE_LIVE()                           \
