@@ -55,6 +55,9 @@ CLIENT = textwrap.dedent(
     for line in sys.stdin:
         if line.strip() == "quit":
             break
+        if line.strip() == "reinit":  # the file was replaced: a client starting again maps it
+            pynvml.nvmlShutdown()
+            pynvml.nvmlInit()
         answer = dict(counts)
         try:
             answer["used"] = pynvml.nvmlDeviceGetMemoryInfo(handle).used
@@ -104,6 +107,14 @@ class Client:
     def probe(self) -> dict[str, Any]:
         assert self.proc.stdin is not None
         self.proc.stdin.write("probe\n")
+        self.proc.stdin.flush()
+        answer: dict[str, Any] = json.loads(self._line())
+        return answer
+
+    def reinit(self) -> dict[str, Any]:
+        """nvmlShutdown and nvmlInit again (mapping the live file at its path), then a probe."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("reinit\n")
         self.proc.stdin.flush()
         answer: dict[str, Any] = json.loads(self._line())
         return answer
@@ -180,6 +191,37 @@ def test_a_client_survives_truncation_cp_and_random_bytes(
     assert rc == 0, err
     assert "is usable again" in err  # said once per recovery on stderr, as init's reasons are
     assert err.count("not usable") <= 4
+
+
+def test_the_guard_covers_the_mapping_after_many_replacements(
+    live_state: Path, library_file: Path, clients: list[Client]
+) -> None:
+    """Each replacement (a re-stage writes a new file and renames it over the old one) and
+    re-init maps a new file; the library holds a bounded set of mappings, each watched by the
+    guard, so a truncation after 50 of them is still an error with its reason, not a SIGBUS."""
+    path = live_state.parent / live.LIVE_FILE_NAME
+    board = live.read_board(live_state)
+    client = Client(live_state, library_file)
+    clients.append(client)
+    board_used = client.probe()["used"]
+    inodes = set()
+    seen = []
+    for round_ in range(50):
+        live.create(path, board, library_path=library_file)
+        inodes.add(os.stat(path).st_ino)
+        with live.LiveLayer.open(path) as layer:
+            layer.set(0, {"memory_used_bytes": (round_ + 2) << 20})
+        seen.append(client.reinit()["used"])  # each new file's value, read through its mapping
+    assert [used - seen[0] for used in seen] == [round_ << 20 for round_ in range(50)]
+    assert len(inodes) > 16  # more distinct files than the library keeps mappings
+    os.truncate(path, 0)
+    code, text = client.probe()["memory_error"]
+    assert code == UNKNOWN and "not usable" in text and "truncated" in text, text
+    assert client.proc.poll() is None
+    live.create(path, board, library_path=library_file)  # a re-stage: the client is back
+    assert client.reinit()["used"] == board_used
+    rc, err = client.finish()
+    assert rc == 0, err
 
 
 def test_without_the_guard_a_truncation_kills(
