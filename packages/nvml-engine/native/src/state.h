@@ -96,7 +96,8 @@ struct state {
 };
 
 /*
- * Parse `len` bytes at `buf` into `out` (fully overwritten). Returns 0 on success; on
+ * Parse `len` bytes at `buf` into `out` (its system part and gpu[0..gpu_count) overwritten;
+ * the entries past gpu_count are left as they were and mean nothing). Returns 0 on success; on
  * failure returns -1 and writes a NUL-terminated message naming the line and key into
  * `err` (at most `errlen` bytes). Never reads outside [buf, buf+len), never allocates.
  */

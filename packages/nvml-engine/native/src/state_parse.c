@@ -813,6 +813,7 @@ static int parse_header(struct parser *p, const char *line, size_t n, struct sta
             return -1;
         }
         out->gpu_count++;
+        memset(&out->gpu[idx], 0, sizeof(out->gpu[idx]));
         open_section(sc, SEC_GPU, &out->gpu[idx], p->line_no, (int)idx);
         return 0;
     }
@@ -881,7 +882,11 @@ int state_parse(const char *buf, size_t len, struct state *out, char *err, size_
     int seen_system = 0;
 
     pthread_once(&sort_once, sort_tables);
-    memset(out, 0, sizeof(*out));
+    /* Only what the text fills: the system part here, each GPU's entry as its section opens.
+     * A whole struct state is 300 KiB, and clearing it all made a fresh process fault in every
+     * page of it at its first nvmlInit for the few GPUs a node has. */
+    memset(&out->system, 0, sizeof(out->system));
+    out->gpu_count = 0;
     memset(&sc, 0, sizeof(sc));
     if (err != NULL && errlen > 0) {
         err[0] = '\0';

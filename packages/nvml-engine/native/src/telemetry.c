@@ -30,7 +30,9 @@
 #define _GNU_SOURCE
 #include "telemetry.h"
 
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -51,6 +53,41 @@
 #define NVLINK_SHARE_PCT 30u
 #define NVLINK_RAW_NUM 9u /* raw = data * 9 / 8 (protocol overhead) */
 #define NVLINK_RAW_DEN 8u
+
+/*
+ * libm, loaded at the first pattern computed: a process that never meets a pattern (most
+ * NVML clients, and every one at start-up) does not load it, and dlopen of the library does
+ * not pull it in (libm.so.6 was a tenth of a fresh client's start). The functions are
+ * libm's own, so every value is what it was.
+ */
+static double (*m_sin)(double);
+static double (*m_cos)(double);
+static double (*m_exp)(double);
+static pthread_once_t libm_once = PTHREAD_ONCE_INIT;
+
+static void libm_load(void)
+{
+    void *m = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+    if (m != NULL) {
+        *(void **)&m_sin = dlsym(m, "sin");
+        *(void **)&m_cos = dlsym(m, "cos");
+        *(void **)&m_exp = dlsym(m, "exp");
+    }
+}
+
+/* Whether libm is there (always, with glibc); without it no pattern runs (the board answers). */
+static int libm_ready(void)
+{
+    pthread_once(&libm_once, libm_load);
+    return m_sin != NULL && m_cos != NULL && m_exp != NULL;
+}
+
+/* lround of a value >= 0 (below 2^63): v - (long)v is exact there, so the halfway test is. */
+static long round_half_up(double v)
+{
+    long r = (long)v;
+    return v - (double)r >= 0.5 ? r + 1 : r;
+}
 
 /* The patterns, numbered by keys.toml [vocabulary] patterns (live_layout.h); a new one is a
  * row there and its cases in pattern_util, pattern_filtered and pattern_integral2 here. */
@@ -195,7 +232,7 @@ static unsigned int pattern_util(const struct pattern *p, uint64_t t, uint64_t q
     }
     case PATTERN_SINE: {
         double phase = (double)(t % p->period_ms) / (double)p->period_ms;
-        return (unsigned int)lround((double)p->level * (1.0 - cos(2.0 * M_PI * phase)) / 2.0);
+        return (unsigned int)round_half_up((double)p->level * (1.0 - m_cos(2.0 * M_PI * phase)) / 2.0);
     }
     default: return 0;
     }
@@ -206,30 +243,30 @@ static unsigned int pattern_util(const struct pattern *p, uint64_t t, uint64_t q
 static double pattern_filtered(const struct pattern *p, uint64_t t, double tau)
 {
     double peak = (double)p->level / 100.0;
-    double decay = exp(-(double)t / tau);
+    double decay = m_exp(-(double)t / tau);
     switch (p->kind) {
     case PATTERN_STEADY: return peak * (1.0 - decay);
     case PATTERN_BUSY: return (double)BUSY_MEAN_PCT / 100.0 * (1.0 - decay);
     case PATTERN_BURST: {
         double period = (double)p->period_ms;
         double high = period * BURST_DUTY_PCT / 100.0;
-        double a = exp(-high / tau);
-        double b = exp(-(period - high) / tau);
+        double a = m_exp(-high / tau);
+        double b = m_exp(-(period - high) / tau);
         uint64_t n = t / p->period_ms;
         double r = (double)(t % p->period_ms);
         /* the level at each period's start: the periodic steady state, approached from 0 */
         double start_steady = b * (1.0 - a) / (1.0 - a * b);
-        double start = start_steady * (1.0 - exp(-(double)n * period / tau));
+        double start = start_steady * (1.0 - m_exp(-(double)n * period / tau));
         if (r < high) {
-            return peak * (1.0 + (start - 1.0) * exp(-r / tau));
+            return peak * (1.0 + (start - 1.0) * m_exp(-r / tau));
         }
-        return peak * (1.0 + (start - 1.0) * a) * exp(-(r - high) / tau);
+        return peak * (1.0 + (start - 1.0) * a) * m_exp(-(r - high) / tau);
     }
     case PATTERN_SINE: {
         double w = 2.0 * M_PI / (double)p->period_ms;
         double r = (double)(t % p->period_ms);
         double wt = w * tau;
-        double wave = (cos(w * r) + wt * sin(w * r) - decay) / (1.0 + wt * wt);
+        double wave = (m_cos(w * r) + wt * m_sin(w * r) - decay) / (1.0 + wt * wt);
         return peak / 2.0 * ((1.0 - decay) - wave);
     }
     default: return 0.0;
@@ -253,7 +290,7 @@ static uint64_t pattern_integral2(const struct pattern *p, uint64_t t)
          * closed form r - sin(w r) / w (non-negative and increasing in r) */
         uint64_t r = t % p->period_ms;
         double w = 2.0 * M_PI / (double)p->period_ms;
-        double part = (double)p->level * ((double)r - sin(w * (double)r) / w);
+        double part = (double)p->level * ((double)r - m_sin(w * (double)r) / w);
         uint64_t whole = (uint64_t)p->level * (t - r);
         return whole + (part > 0.0 ? (uint64_t)part : 0u);
     }
@@ -272,7 +309,7 @@ static unsigned int pcie_lane_mbps(uint64_t gen)
 static unsigned int lerp_u(unsigned int from, unsigned int to, double share)
 {
     double v = (double)from + ((double)to - (double)from) * share;
-    return v <= 0.0 ? 0u : (unsigned int)lround(v);
+    return v <= 0.0 ? 0u : (unsigned int)round_half_up(v);
 }
 
 /* `amount` * `num` / `den` without overflowing 64 bits in between. */
@@ -304,7 +341,7 @@ static void compute(const struct nvmlDevice_st *d, const struct snapshot *sn, ui
     uint64_t epoch = param(sn, IX_util_pattern_epoch_ms);
     struct pattern p = {(unsigned int)param(sn, IX_util_pattern), (unsigned int)param(sn, IX_util_pattern_level),
                         param(sn, IX_util_pattern_period_ms), param(sn, IX_util_pattern_seed) ^ uuid_hash(d)};
-    if (p.kind > PATTERN_LAST || now_ms < epoch) {
+    if (p.kind > PATTERN_LAST || now_ms < epoch || !libm_ready()) {
         p.kind = PATTERN_NONE;
     }
     pattern_defaults(&p);
@@ -547,7 +584,7 @@ unsigned int mock_tele_pattern_util(unsigned int kind, unsigned int level, uint6
     uint64_t q = now_quantum();
     uint64_t now_ms = q * TELE_QUANTUM_MS;
     epoch_ms = pattern_start_ms(epoch_ms, now_ms);
-    if (kind == PATTERN_NONE || kind > PATTERN_LAST || now_ms < epoch_ms) {
+    if (kind == PATTERN_NONE || kind > PATTERN_LAST || now_ms < epoch_ms || !libm_ready()) {
         return 0;
     }
     struct pattern p = {kind, level > 100 ? 100 : level, period_ms, seed};
