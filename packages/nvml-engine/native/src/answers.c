@@ -114,6 +114,10 @@ const struct mock_answer *mock_answer_fill(const struct nvmlDevice_st *d)
             a->util_quantum = q;
         }
     }
+    if (!mock_tele_on(d) && !armed(rec, LIVE_SLOT_temperature_c)) {
+        a->temp_c = live_temperature_c(d);
+        flags |= ANSWER_TEMP;
+    }
     if ((flags & ANSWER_MEMORY) != 0 && keep_procs(d, a)) {
         flags |= ANSWER_PROCS; /* (each entry is cut to the memory_used_bytes left: not armed) */
     }

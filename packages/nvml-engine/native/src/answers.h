@@ -1,7 +1,7 @@
 /*
  * Per-thread answers of the hot per-GPU queries whose value moves only when the live file is
  * written: used memory (live value plus the allocation records), whole-GPU utilization (MIG
- * mode included) and the GPU's process list. Each thread keeps,
+ * mode included), the GPU's process list and its temperature while no pattern moves it. Each thread keeps,
  * by board GPU, the answers as last computed and the key they were computed under: the GPU
  * record's sequence counter, the header's write generation and the init cycle. A call
  * whose key still holds (three loads and compares) answers from the copy; any write moves the
@@ -34,6 +34,7 @@
 #define ANSWER_MIG_ON 4u   /* MIG mode is current: no whole-GPU utilization */
 #define ANSWER_PROCS 8u    /* procs[0..nprocs) are the GPU's processes, as listed */
 #define ANSWER_UTIL_TIMED 16u /* with ANSWER_UTIL: the utilization holds in quantum util_quantum only */
+#define ANSWER_TEMP 32u    /* temp_c holds the GPU temperature (no pattern moves it) */
 
 struct mock_answer {
     uint64_t seq;              /* the GPU record's sequence counter then (even) */
@@ -46,6 +47,7 @@ struct mock_answer {
     unsigned int util_gpu;
     unsigned int util_mem;
     uint64_t util_quantum;     /* with ANSWER_UTIL_TIMED: the telemetry quantum it was computed in */
+    unsigned int temp_c;
     unsigned int nprocs;
     unsigned int procs_cap;     /* entries procs has room for */
     struct mock_proc *procs;    /* the thread's own array (NULL until a GPU holds any) */

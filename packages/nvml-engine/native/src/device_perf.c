@@ -302,8 +302,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device
     return NVML_SUCCESS;
 }
 
-MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
-                                                  unsigned int *temp)
+static __attribute__((noinline)) nvmlReturn_t temperature_full(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                                               unsigned int *temp)
 {
     GET_DEVICE(device, d);
     REQUIRE_ARG(temp);
@@ -312,6 +312,22 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTempe
     }
     *temp = tele_temperature_c(d);
     return NVML_SUCCESS;
+}
+
+/* The fast path (answers.h): the board's temperature, or the thread's kept one while no
+ * pattern moves it; anything else takes the full path. */
+MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                                  unsigned int *temp)
+{
+    const struct nvmlDevice_st *d;
+    const struct mock_answer *a;
+    if (__builtin_expect(mock_fast_device(device, &d, &a) && temp != NULL && sensorType == NVML_TEMPERATURE_GPU &&
+                             (a == NULL || (a->flags & ANSWER_TEMP) != 0),
+                         1)) {
+        *temp = a != NULL ? a->temp_c : d->s.temperature_c;
+        return NVML_SUCCESS;
+    }
+    return temperature_full(device, sensorType, temp);
 }
 
 MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temperature)
