@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 TOX    := $(VENV)/bin/tox
 
-.PHONY: test demo lint typecheck bootstrap clean dist
+.PHONY: test demo lint typecheck bootstrap clean dist bench
 
 $(TOX):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,21 @@ dist: $(TOX)
 	$(VENV)/bin/python -m pip install --quiet 'build>=1.2,<2'
 	$(VENV)/bin/python scripts/build_dists.py
 
+## make bench: the mock library at its floor, each case beside its same-run baseline
+## (packages/nvml-engine/bench/floor.py: per call with allocation records, the plain board
+## path beside the library from before the live layer, a fresh client's start, nvml-mock-ctl
+## beside python3 -c pass), compared with the figures the engine README records
+## (bench/floor_figures.json): exit 1 on a regression of more than 20 %. Its venv has every
+## package installed editable, as the README's try-it section does.
+BENCH_VENV := .venv-bench
+$(BENCH_VENV)/.installed: $(wildcard packages/*/pyproject.toml)
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet $(foreach p,$(dir $(wildcard packages/*/pyproject.toml)),-e $(p)) nvidia-ml-py nvidia-nvml-dev
+	touch $@
+
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python packages/nvml-engine/bench/floor.py --check packages/nvml-engine/bench/floor_figures.json
+
 lint: $(TOX)
 	$(TOX) run -e lint
 
@@ -40,4 +55,4 @@ typecheck: $(TOX)
 	$(TOX) run -e typecheck
 
 clean:
-	rm -rf $(VENV) .tox .demo dist
+	rm -rf $(VENV) $(BENCH_VENV) .tox .demo dist

@@ -20,9 +20,8 @@
  * records: for 0, 64 and 1,024 allocation records of 64 MiB each, 8 of them on board GPU 0 and
  * the rest spread over GPUs 1-6, without a utilization pattern and with `steady 1` (what the
  * NRI plugin writes for a pod annotated `gpu-utilization: "1"`): GetMemoryInfo_v2,
- * GetComputeRunningProcesses_v3 and GetUtilizationRates on the visible GPU 0, and the process
- * list of GPU 1 (through MOCK_NVML_VISIBLE_DEVICES it is not visible, so that row is left to
- * the 0-record case, where GPU 0 holds none). The records are written with the library's own
+ * GetComputeRunningProcesses_v3 and GetUtilizationRates on the visible GPU 0 (the process
+ * list of a GPU holding none is the 0-record case's). The records are written with the library's own
  * writer primitive into the live file MOCK_NVML_LIVE names, then NVML is initialised again.
  *
  * board: the same three calls and nvmlDeviceGetTemperature with nothing in the live layer (or
