@@ -39,7 +39,8 @@ uint64_t mock_memory_used_bytes(const struct nvmlDevice_st *d)
 static inline uint64_t board_used_bytes(const struct nvmlDevice_st *d)
 {
     uint64_t room = d->s.memory_total_bytes - d->s.memory_reserved_bytes;
-    return d->s.memory_used_bytes > room ? room : d->s.memory_used_bytes;
+    uint64_t used = live_memory_used_bytes(d); /* (the board's: no live layer) */
+    return used > room ? room : used;
 }
 
 /* The same from the thread's answers `a` where they are current (answers.h); the board's

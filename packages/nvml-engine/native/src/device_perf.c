@@ -324,7 +324,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTempe
     if (__builtin_expect(mock_fast_device(device, &d, &a) && temp != NULL && sensorType == NVML_TEMPERATURE_GPU &&
                              (a == NULL || (a->flags & ANSWER_TEMP) != 0),
                          1)) {
-        *temp = a != NULL ? a->temp_c : d->s.temperature_c;
+        *temp = a != NULL ? a->temp_c : live_temperature_c(d);
         return NVML_SUCCESS;
     }
     return temperature_full(device, sensorType, temp);
@@ -498,8 +498,8 @@ static __attribute__((noinline)) nvmlReturn_t utilization_full(nvmlDevice_t devi
         return NVML_SUCCESS;
     }
     if (d->live == NULL) { /* the board alone: no MIG mode, pattern or record without it */
-        utilization->gpu = d->s.util_gpu_pct;
-        utilization->memory = d->s.util_mem_pct;
+        utilization->gpu = live_util_gpu_pct(d);
+        utilization->memory = live_util_mem_pct(d);
         return NVML_SUCCESS;
     }
     if (mock_mig_on(d)) {
@@ -517,8 +517,8 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml
     const struct mock_answer *a;
     if (__builtin_expect(mock_fast_device(device, &d, &a) && utilization != NULL, 1)) {
         if (a == NULL) {
-            utilization->gpu = d->s.util_gpu_pct;
-            utilization->memory = d->s.util_mem_pct;
+            utilization->gpu = live_util_gpu_pct(d);
+            utilization->memory = live_util_mem_pct(d);
             return NVML_SUCCESS;
         }
         if ((a->flags & (ANSWER_UTIL | ANSWER_MIG_ON | ANSWER_UTIL_TIMED)) == ANSWER_UTIL) {
