@@ -290,6 +290,79 @@ def test_ctl_sends_an_xid_to_one_mig_device(pynvml: Any, node: Path, tmp_path: P
     assert half.returncode == 2 and "give both or neither" in half.stderr
 
 
+def mig_devices_as_the_dra_driver_reads_them(pynvml: Any) -> dict[tuple[str, int, int], str]:
+    """(parent UUID, GI id, CI id) -> MIG UUID, read as NVIDIA's DRA driver builds its health
+    map: each GPU's MIG handles by index, the ids from the handle, then ``GetInfo`` of the
+    GPU and compute instance those ids name; the parent from the MIG handle itself."""
+    found: dict[tuple[str, int, int], str] = {}
+    for index in range(pynvml.nvmlDeviceGetCount()):
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(index)
+        for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(gpu)):
+            try:
+                mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, slot)
+            except pynvml.NVMLError_NotFound:
+                continue
+            gi = pynvml.nvmlDeviceGetGpuInstanceById(gpu, pynvml.nvmlDeviceGetGpuInstanceId(mig))
+            ci = pynvml.nvmlGpuInstanceGetComputeInstanceById(
+                gi, pynvml.nvmlDeviceGetComputeInstanceId(mig)
+            )
+            parent = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig)
+            key = (
+                pynvml.nvmlDeviceGetUUID(parent),
+                pynvml.nvmlGpuInstanceGetInfo(gi).id,
+                pynvml.nvmlComputeInstanceGetInfo(ci).id,
+            )
+            found[key] = pynvml.nvmlDeviceGetUUID(mig)
+    return found
+
+
+def test_an_xid_event_names_exactly_one_mig_device_of_the_node(pynvml: Any, node: Path) -> None:
+    """NVIDIA's DRA driver (NVMLDeviceHealthCheck) registers one event set on every parent GPU
+    and taints the device its map holds at (the event device's UUID, gpuInstanceId,
+    computeInstanceId). On two GPUs with the same layout, hence the same instance ids, each
+    Xid sent to one MIG device must come back naming that device and no other: the event's
+    device is its own GPU, and its ids are those the instance's GetInfo answers."""
+    for index in (0, 1):
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(index)
+        pynvml.nvmlDeviceSetMigMode(gpu, pynvml.NVML_DEVICE_MIG_ENABLE)
+        one_1g(pynvml, gpu, 2)
+        half = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(
+            gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_2_SLICE
+        )
+        gi = pynvml.nvmlDeviceCreateGpuInstance(gpu, half.id)
+        ci_profile = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+            gi, pynvml.NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE, 0
+        )
+        pynvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_profile.id)
+    devices = mig_devices_as_the_dra_driver_reads_them(pynvml)
+    assert len(devices) == 6 and len(set(devices.values())) == 6
+    parents = [pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in (0, 1)]
+    events = pynvml.nvmlEventSetCreate()
+    for index in (0, 1):
+        gpu = pynvml.nvmlDeviceGetHandleByIndex(index)
+        pynvml.nvmlDeviceRegisterEvents(
+            gpu, XID & pynvml.nvmlDeviceGetSupportedEventTypes(gpu), events
+        )
+    try:
+        for parent, gi_id, ci_id in sorted(devices):
+            with live.LiveLayer.open(node) as layer:
+                layer.event(
+                    parents.index(parent), XID, 48, gpu_instance=gi_id, compute_instance=ci_id
+                )
+            got = pynvml.nvmlEventSetWait_v2(events, 1000)
+            named = (pynvml.nvmlDeviceGetUUID(got.device), got.gpuInstanceId, got.computeInstanceId)
+            assert named == (parent, gi_id, ci_id)
+            assert devices[named] == devices[(parent, gi_id, ci_id)]
+        # a whole-GPU Xid names no MIG device: the ids are NO_INSTANCE on the right parent
+        with live.LiveLayer.open(node) as layer:
+            layer.event(1, XID, 79)
+        got = pynvml.nvmlEventSetWait_v2(events, 1000)
+        named = (pynvml.nvmlDeviceGetUUID(got.device), got.gpuInstanceId, got.computeInstanceId)
+        assert named == (parents[1], NO_INSTANCE, NO_INSTANCE) and named not in devices
+    finally:
+        pynvml.nvmlEventSetFree(events)
+
+
 # --- item 6: the profile table of a MIG-capable GPU with MIG off ----------------------------
 
 
