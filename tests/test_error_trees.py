@@ -24,6 +24,7 @@ PACKAGES = {
     "check_fabric": ("check_fabric.errors", "CheckFabricError"),
     "nvml_mock_exporter": ("nvml_mock_exporter.errors", "ExporterError"),
     "nvml_mock_kwok": ("nvml_mock_kwok.errors", "KwokError"),
+    "nvml_mock_cuda": ("nvml_mock_cuda.errors", "CudaMockError"),
 }
 SAME_MEANING = {
     "ConfigError": "a setting or config value is invalid (exit 3), in every command",

@@ -24,6 +24,7 @@ SERVICES = {
     "check-fabric": "check_fabric",
     "exporter": "nvml_mock_exporter",
     "kwok": "nvml_mock_kwok",
+    "cuda": "nvml_mock_cuda",
 }
 
 

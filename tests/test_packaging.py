@@ -47,6 +47,7 @@ def test_every_package_is_found() -> None:
         "check-fabric",
         "exporter",
         "kwok",
+        "cuda",
     }
 
 
