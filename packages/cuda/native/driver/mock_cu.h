@@ -74,6 +74,60 @@ extern struct mock_nvml mock_nvml;
 extern struct mock_cu_device mock_cu_devices[MOCK_CU_MAX_DEVICES];
 extern unsigned int mock_cu_device_count;
 
+/* One lock for the driver's handle registries and allocation table (never held across a
+ * call into another library or into client code). */
+extern pthread_mutex_t mock_cu_lock;
+
+/* Handle kinds in the registry (handles.c): a handle is used only after the registry says it
+ * is live and of its kind, so a freed, foreign or forged one is refused without being read. */
+enum mock_cu_kind {
+    MOCK_KIND_CONTEXT = 1,
+    MOCK_KIND_STREAM,
+    MOCK_KIND_EVENT,
+    MOCK_KIND_MODULE,
+    MOCK_KIND_FUNCTION,
+    MOCK_KIND_LIBRARY,
+    MOCK_KIND_KERNEL,
+};
+int mock_cu_handle_add(const void *handle, enum mock_cu_kind kind);
+void mock_cu_handle_remove(const void *handle);
+int mock_cu_handle_is(const void *handle, enum mock_cu_kind kind);
+
+struct CUctx_st {
+    int device;
+    unsigned int flags;
+    int primary;
+    unsigned long long id;
+    CUresult sticky; /* a fault that ended this context (CUDA_SUCCESS while healthy) */
+};
+
+/* The calling thread's current context (NULL when none), and what a call that needs one
+ * answers: CUDA_SUCCESS with *ctx set, CUDA_ERROR_INVALID_CONTEXT without one, or the
+ * context's fault. Takes mock_cu_lock itself. */
+CUresult mock_cu_current(struct CUctx_st **ctx);
+
+/* Whether `ctx` is a live context (under mock_cu_lock). */
+int mock_cu_ctx_live(const struct CUctx_st *ctx);
+
+/* The fault check every call on a context's GPU makes: the context's sticky fault, or a new
+ * one from the live layer (which then sticks). */
+CUresult mock_cu_ctx_health(struct CUctx_st *ctx);
+
+/* Whether `stream` may be used now: 0 / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD, or a live
+ * stream (stream.c); the stream's context's fault, if any. */
+CUresult mock_cu_stream_check(CUstream stream);
+
+/* Free every allocation of `ctx` (its destruction, or a primary context's reset). */
+void mock_cu_mem_release_context(const struct CUctx_st *ctx);
+
+/* This process's use of device `dev`, published into the live layer as its compute process
+ * (publish.c); `used` is the bytes it holds there now. */
+void mock_cu_publish(int dev, unsigned long long used);
+
+/* Bytes of device `dev` this process holds that the live layer does not show (not published:
+ * the live file is read-only here, or there is none), so free memory can count them. */
+unsigned long long mock_cu_unpublished(int dev);
+
 /* CUDA_SUCCESS once cuInit succeeded; its sticky failure otherwise (CUDA_ERROR_NOT_INITIALIZED before). */
 CUresult mock_cu_init_state(void);
 
