@@ -124,9 +124,11 @@ F = d.CUdriverProcAddress_flags
 def ask(name, version, flags=F.CU_GET_PROC_ADDRESS_DEFAULT):
     # through ctypes: the status comes back with an error too
     fn, status = ctypes.c_void_p(), ctypes.c_int(-1)
-    err = lib.cuGetProcAddress_v2(name.encode(), ctypes.byref(fn), version, ctypes.c_uint64(int(flags)),
-                                  ctypes.byref(status))
-    return [d.CUresult(err).name, d.CUdriverProcAddressQueryResult(status.value).name, fn.value or 0]
+    err = lib.cuGetProcAddress_v2(
+        name.encode(), ctypes.byref(fn), version, ctypes.c_uint64(int(flags)), ctypes.byref(status)
+    )
+    found = d.CUdriverProcAddressQueryResult(status.value).name
+    return [d.CUresult(err).name, found, fn.value or 0]
 addr = lambda name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
 print(json.dumps({
     "alloc_new": ask("cuMemAlloc", 13000)[2] == addr("cuMemAlloc_v2"),
@@ -134,7 +136,8 @@ print(json.dumps({
     "ctx_12": ask("cuCtxCreate", 12000)[2] == addr("cuCtxCreate_v3"),
     "ptds": ask("cuMemcpyHtoD", 13000, F.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)[2]
         == addr("cuMemcpyHtoD_v2_ptds"),
-    "legacy": ask("cuMemcpyHtoD", 13000, F.CU_GET_PROC_ADDRESS_LEGACY_STREAM)[2] == addr("cuMemcpyHtoD_v2"),
+    "legacy": ask("cuMemcpyHtoD", 13000, F.CU_GET_PROC_ADDRESS_LEGACY_STREAM)[2]
+        == addr("cuMemcpyHtoD_v2"),
     "too_old": ask("cuMemAlloc", 1000)[:2],
     "unknown": ask("cuNoSuchFunction", 13000),
     "export_table": d.cuGetExportTable(d.CUuuid())[0].name,

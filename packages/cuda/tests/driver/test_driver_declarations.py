@@ -1,5 +1,6 @@
-"""The attributes NVML does not carry are declared once per profile: every engine profile has
-an entry under its own PCI device id, and the C header generated from the declaration is
+"""Facts the C driver takes from declarations, never written twice: the attributes NVML does
+not carry (declared once per profile, every engine profile under its own PCI device id) and
+the live file's process record layout (nvml_mock_live's); the headers generated from both are
 current."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from nvml_mock_engine.profiles import load_profile, profile_names
 
 PACKAGE = Path(__file__).resolve().parents[2]
@@ -23,9 +25,10 @@ def test_every_profile_is_declared_under_its_pci_device_id() -> None:
         assert spec["pci_device_id"] == board["pci_device_id"], name
 
 
-def test_the_generated_header_is_current() -> None:
+@pytest.mark.parametrize("script", ["gen_attributes.py", "gen_live.py"])
+def test_the_generated_headers_are_current(script: str) -> None:
     proc = subprocess.run(
-        [sys.executable, str(PACKAGE / "scripts" / "gen_attributes.py"), "--check"],
+        [sys.executable, str(PACKAGE / "scripts" / script), "--check"],
         capture_output=True,
         text=True,
         check=False,

@@ -223,7 +223,8 @@ print(json.dumps({
     "type": int(ok(d.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, int(a) + 100))),
     "host_type": int(ok(d.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, host))),
     "ordinal": ok(d.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a)),
-    "start": int(ok(d.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, int(a) + 100))) == int(a),
+    "start": int(ok(d.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, int(a) + 100)))
+        == int(a),
     "size": ok(d.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_RANGE_SIZE, int(a) + 100)),
     "range": [int(x) for x in ok(d.cuMemGetAddressRange(int(a) + 5))] == [int(a), 1 << 20],
     "elapsed": ok(d.cuEventElapsedTime(start, end)) >= 0,
