@@ -44,6 +44,8 @@ from typing import Final
 
 import nvml_mock_live as live
 import yaml
+from nvml_mock_cuda.errors import DriverNotBuiltError
+from nvml_mock_cuda.library import DRIVER_NAME, driver_path
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import ConfigError, LiveLayerError, StageError
@@ -194,6 +196,14 @@ def built_library() -> Path:
         raise StageError(str(exc)) from exc
 
 
+def built_cuda_driver() -> Path:
+    """nvml-mock-cuda's built ``libcuda.so.1``; ``StageError`` says how to build it if absent."""
+    try:
+        return driver_path()
+    except DriverNotBuiltError as exc:
+        raise StageError(str(exc)) from exc
+
+
 def proc_devices(imex_major: int) -> str:
     """The substitute ``/proc/devices`` text: the NVIDIA majors the staging uses, as Linux
     formats the file (``%3d name`` lines by major, a blank line, an empty block section)."""
@@ -267,6 +277,7 @@ def stage(
     library = options.library or built_library()
     if not library.is_file():
         raise StageError(f"library {library} does not exist")
+    cuda = built_cuda_driver()
     state = render(config)
     state_text = state.text()
     library_name = driver_root.library_file_name(config.driver_version)
@@ -298,6 +309,7 @@ def stage(
                 generation,
                 options=options,
                 library=library,
+                cuda=cuda,
                 state_text=state_text,
                 runtime=state_root / runtime_name if runtime_name else None,
             )
@@ -357,6 +369,7 @@ def stage(
                 surfaces,
                 usr=_usr_tree(
                     library,
+                    cuda,
                     library_name,
                     state_root / runtime_name if runtime_name else None,
                     options.mount_path,
@@ -681,6 +694,7 @@ def _populate(
     *,
     options: StageOptions,
     library: Path,
+    cuda: Path,
     state_text: str,
     runtime: Path | None,
 ) -> None:
@@ -689,6 +703,10 @@ def _populate(
     shutil.copy2(library, lib / names.LIBRARY_NAME)
     (lib / names.LIBRARY_NAME).chmod(0o755)
     (lib / "libnvidia-ml.so").symlink_to(names.LIBRARY_NAME)
+    # the CUDA driver beside it: it loads the NVML library from its own directory
+    shutil.copy2(cuda, lib / DRIVER_NAME)
+    (lib / DRIVER_NAME).chmod(0o755)
+    (lib / "libcuda.so").symlink_to(DRIVER_NAME)
     write_atomic(generation / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME, state_text.encode())
     # The live layer outlives generations (values survive a re-stage of the same GPUs): it
     # lives in the state root and each generation's config/ links to it.
@@ -711,9 +729,11 @@ def _populate(
         write_atomic(bin_dir / tool, script.encode(), mode=0o755)
 
 
-def _usr_tree(library: Path, library_name: str, runtime: Path | None, mount_path: str) -> FileTree:
-    """The driver root's ``usr/``: the library under its versioned name and the tools of
-    :data:`~nvml_mock_node.driver_root.DRIVER_TOOLS` (none without a runtime)."""
+def _usr_tree(
+    library: Path, cuda: Path, library_name: str, runtime: Path | None, mount_path: str
+) -> FileTree:
+    """The driver root's ``usr/``: the NVML and CUDA libraries under their versioned names, the
+    tools of :data:`~nvml_mock_node.driver_root.DRIVER_TOOLS` (none without a runtime)."""
     launchers: dict[str, str] = {}
     if runtime is not None:
         from nvml_mock_node.runtime import loader_name
@@ -723,7 +743,7 @@ def _usr_tree(library: Path, library_name: str, runtime: Path | None, mount_path
             tool: launcher_script(tool, module, loader=loader, mount_path=mount_path)
             for tool, module in driver_root.DRIVER_TOOLS.items()
         }
-    return driver_root.usr_tree(library.read_bytes(), library_name, launchers)
+    return driver_root.usr_tree(library.read_bytes(), library_name, launchers, cuda.read_bytes())
 
 
 def _sync_driver_root(

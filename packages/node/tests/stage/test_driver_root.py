@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from nvml_mock_cuda.library import driver_path
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.errors import ConfigError, ProfileError, StageError
 from nvml_mock_node.driver_root import library_file_name
@@ -71,6 +72,12 @@ def test_the_library_where_the_dra_driver_and_the_toolkit_search(
     assert Path(os.path.realpath(lib64 / "libnvidia-ml.so.1")) == versioned.resolve()
     assert ".nvml-mock" not in os.path.realpath(lib64 / "libnvidia-ml.so.1")
     assert (overlay / "usr" / "bin").is_dir()
+    # the CUDA driver beside it, under the same version (the toolkit's legacy mode looks for it)
+    cuda = lib64 / "libcuda.so.580.105.08"
+    assert cuda.is_file() and not cuda.is_symlink()
+    assert cuda.read_bytes() == driver_path().read_bytes()
+    assert os.readlink(lib64 / "libcuda.so.1") == cuda.name
+    assert os.readlink(lib64 / "libcuda.so") == "libcuda.so.1"
 
 
 def test_the_library_finds_its_state_from_the_driver_root(

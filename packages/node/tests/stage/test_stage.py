@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from nvml_mock_cuda.library import driver_path
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_engine.errors import StageError
 from nvml_mock_engine.render import render, render_text
@@ -36,6 +37,8 @@ def test_layout(tmp_path: Path, library: Path) -> None:
         assert os.readlink(overlay / entry) == f".nvml-mock/current/{entry}"
     assert (overlay / "lib" / "libnvidia-ml.so.1").read_bytes() == library.read_bytes()
     assert os.readlink(overlay / "lib" / "libnvidia-ml.so") == "libnvidia-ml.so.1"
+    assert (overlay / "lib" / "libcuda.so.1").read_bytes() == driver_path().read_bytes()
+    assert os.readlink(overlay / "lib" / "libcuda.so") == "libcuda.so.1"
     assert (overlay / "config" / "state.nvmlmock").read_text() == render_text(config)
     assert report.generation.parent == overlay / ".nvml-mock"
     assert not report.runtime_reused
