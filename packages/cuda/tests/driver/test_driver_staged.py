@@ -57,3 +57,34 @@ def test_a_staged_overlay_serves_cuda_and_smi_agrees(tmp_path: Path, cuda_driver
     assert shown is not None, smi.stdout
     version = identity["version"]
     assert (int(shown.group(1)), int(shown.group(2))) == (version // 1000, version % 1000 // 10)
+
+
+def test_mig_devices_are_cuda_devices(tmp_path: Path, cuda_driver: Any) -> None:
+    from driver_clients import NVML_IDENTITY
+    from nvml_mock_engine.mig_layout import parse_spec
+
+    config = resolve_config(profile="h100", count=2, node="n")
+    plan = parse_spec("all-balanced", config.profile.mig, config.count)
+    overlay = tmp_path / "overlay"
+    stage(overlay, config, StageOptions(runtime=False, mig=plan))
+    env = _env(overlay / "lib", NVML_MOCK_LOCK_DIR=str(tmp_path / "locks"))
+
+    def run(code: str, **extra: str) -> Any:
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    cuda, nvml = run(CUDA_IDENTITY), run(NVML_IDENTITY)
+    assert len(cuda["devices"]) == len(nvml["devices"]) == 8  # 4 MIG devices on each GPU
+    for got, want in zip(cuda["devices"], nvml["devices"], strict=True):
+        assert {k: got[k] for k in want} == want
+    assert "MIG" in cuda["devices"][0]["name"]
+    one = run(CUDA_IDENTITY, CUDA_VISIBLE_DEVICES="MIG-" + nvml["devices"][5]["uuid"])
+    assert [d["uuid"] for d in one["devices"]] == [nvml["devices"][5]["uuid"]]
