@@ -19,7 +19,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-LIBRARIES = "src/nvml_mock_cuda/_lib"
+LIBRARIES = "src/nvml_mock_cuda/_lib/*"
 
 
 class NativeLibraryHook(BuildHookInterface):  # type: ignore[type-arg]
