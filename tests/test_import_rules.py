@@ -56,8 +56,12 @@ DOMAIN_IMPORTS = {
             "nvml_mock_engine.render",
         }
     },
-    # and the engine's command line, which ``python -m nvml_mock_node`` runs with its commands
-    "node": {"nvml_mock_engine": ENGINE_DOMAIN | {"nvml_mock_engine.cli"}},
+    # and the engine's command line, which ``python -m nvml_mock_node`` runs with its commands;
+    # and where nvml-mock-cuda's built driver is, to stage it beside the NVML library
+    "node": {
+        "nvml_mock_engine": ENGINE_DOMAIN | {"nvml_mock_engine.cli"},
+        "nvml_mock_cuda": {"nvml_mock_cuda.library", "nvml_mock_cuda.errors"},
+    },
     "smi": {"nvml_mock_engine": ENGINE_DOMAIN},
     "imex": {"nvml_mock_engine": ENGINE_DOMAIN},
 }
