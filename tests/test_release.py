@@ -129,13 +129,14 @@ def test_the_wheels_install_into_a_fresh_venv_and_work(dists: Path, tmp_path: Pa
 def test_the_release_is_cut_from_the_changelog(package: Path) -> None:
     """The newest release section is dated and names the version the package carries, and
     its tag is ``<distribution>-vX.Y.Z`` (CONTRIBUTING.md, "Releasing"). A package not yet
-    released on its own (moved out of another) carries the version its first release takes,
-    0.1.0, and its changelog says where it came from."""
+    released on its own (moved out of another, or new) carries the version its first release
+    takes, 0.1.0, and its changelog says where it came from or that it is new."""
     changelog = (package / "CHANGELOG.md").read_text(encoding="utf-8")
     released = RELEASED.findall(changelog)
     source = (package / "src").glob("*/_version.py")
     if not released:
-        assert "Moved from nvml-mock-" in changelog, f"{package.name}: no released section"
+        origin = "Moved from nvml-mock-" in changelog or "A new distribution" in changelog
+        assert origin, f"{package.name}: no released section"
         assert '__version__ = "0.1.0"' in next(source).read_text(encoding="utf-8")
         return
     version, _date = released[0]

@@ -43,7 +43,7 @@ static int ready = -1; /* -1 not tried, 0 unavailable, 1 ready */
 static unsigned char *base;
 static char lock_path[PATH_MAX];
 static unsigned long long published[MOCK_CU_MAX_DEVICES];
-static int watcher_started;
+static unsigned int watcher_of; /* the PID whose watcher runs (a forked child needs its own) */
 static unsigned long long start_ms;
 
 static int (*proc_put)(void *, size_t, const unsigned char *, size_t);
@@ -286,7 +286,7 @@ static void start_watcher(unsigned int pid)
         return;
     }
     /* fds[1] stays open, unread and unwritten, for the rest of this process's life */
-    watcher_started = 1;
+    watcher_of = (unsigned int)getpid();
 }
 
 /* ---- publishing ------------------------------------------------------------------------ */
@@ -314,7 +314,7 @@ void mock_cu_publish(int dev, unsigned long long used)
         pthread_mutex_unlock(&publish_lock);
         return;
     }
-    if (now_used > 0 && !watcher_started) {
+    if (now_used > 0 && watcher_of != pid) {
         start_watcher(pid);
     }
     int lock = take_lock();
