@@ -211,3 +211,27 @@ print(json.dumps({"load": err.name, "get": err2.name, "missing": missing,
     else:
         assert result["launch"] == "CUDA_ERROR_NOT_SUPPORTED"
         assert "nvml-mock" in result["string"] and "no kernels" in result["string"]
+
+
+def test_nvml_finds_each_cuda_device_by_its_pci_bus_id(node: Any) -> None:
+    """PyTorch's out-of-memory message asks NVML for the GPU at CUDA's PCI bus id."""
+    result = node.run(
+        """
+import json
+import pynvml as n
+from cuda.bindings import driver as d
+d.cuInit(0)
+n.nvmlInit()
+pairs = []
+for i in range(d.cuDeviceGetCount()[1]):
+    dev = d.cuDeviceGet(i)[1]
+    bus = d.cuDeviceGetPCIBusId(16, dev)[1].split(b"\\0")[0].decode()
+    mine = bytes(d.cuDeviceGetUuid(dev)[1].bytes).hex()
+    theirs = n.nvmlDeviceGetUUID(n.nvmlDeviceGetHandleByPciBusId(bus))
+    pairs.append([mine, theirs.split("-", 1)[1].replace("-", "")])
+print(json.dumps(pairs))
+""",
+        CUDA_VISIBLE_DEVICES="3,1",
+    )
+    assert len(result) == 2
+    assert all(mine == theirs for mine, theirs in result)
