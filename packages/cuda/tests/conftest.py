@@ -25,9 +25,17 @@ PACKAGE = Path(__file__).resolve().parent.parent
 NATIVE = PACKAGE / "native"
 
 
+TEST_DRIVER = "NVML_MOCK_TEST_CUDA_DRIVER"
+"""A driver build to test instead of the package's (an ASan/UBSan build, say: then the
+client processes keep LD_PRELOAD, which loads the sanitizer's runtime first)."""
+
+
 @pytest.fixture(scope="session")
 def cuda_driver() -> Path:
     """The mock libcuda.so.1, (re)built from native/ with this interpreter's cuda.h."""
+    given = os.environ.get(TEST_DRIVER)
+    if given:
+        return Path(given)
     proc = subprocess.run(
         ["make", "-s", "-C", str(NATIVE), "driver", f"PYTHON={sys.executable}"],
         capture_output=True,
@@ -66,7 +74,8 @@ class Node:
             k: v
             for k, v in os.environ.items()
             if not k.startswith(("MOCK_", "NVML_MOCK_", "CUDA_"))
-            and k not in ("NVIDIA_VISIBLE_DEVICES", "LD_PRELOAD")
+            and k != "NVIDIA_VISIBLE_DEVICES"
+            and (k != "LD_PRELOAD" or TEST_DRIVER in os.environ)
         }
         env.update(
             LD_LIBRARY_PATH=f"{self.driver.parent}:{self.nvml.parent}",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from driver_clients import CUDA_IDENTITY
+from nvml_mock_cuda.library import driver_path
 from nvml_mock_engine.config import resolve_config
 from nvml_mock_node.stage import StageOptions, stage
 
@@ -31,7 +32,8 @@ def test_a_staged_overlay_serves_cuda_and_smi_agrees(tmp_path: Path, cuda_driver
     overlay = tmp_path / "overlay"
     stage(overlay, resolve_config(profile="a100", count=4, node="n"), StageOptions(runtime=False))
     lib = overlay / "lib"
-    assert (lib / "libcuda.so.1").read_bytes() == cuda_driver.read_bytes()
+    # the package's build is what stages (the fixture built it, or names a sanitizer build)
+    assert (lib / "libcuda.so.1").read_bytes() == driver_path().read_bytes()
     env = _env(lib, NVML_MOCK_LOCK_DIR=str(tmp_path / "locks"))
     proc = subprocess.run(
         [sys.executable, "-c", CUDA_IDENTITY],
