@@ -330,26 +330,26 @@ static cudaError_t refuse_kernel_query(const void *func, const char *what) {
     if (e == NULL)
         return rt_record(cudaErrorInvalidDeviceFunction);
     return rt_fail(cudaErrorNotSupported,
-                   "operation not supported: %s of kernel %s lives in its GPU code, which "
+                   "operation not supported: kernel %s: its %s come from its GPU code, which "
                    "nvml-mock's CUDA runtime does not load (no kernel runs on a mock GPU)",
-                   what, e->name);
+                   e->name, what);
 }
 
 RT_EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func) {
     if (attr == NULL)
         return rt_record(cudaErrorInvalidValue);
-    return refuse_kernel_query(func, "the attributes");
+    return refuse_kernel_query(func, "attributes");
 }
 
 RT_EXPORT cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr,
                                            int value) {
     (void)attr, (void)value;
-    return refuse_kernel_query(func, "the launch configuration");
+    return refuse_kernel_query(func, "launch settings");
 }
 
 RT_EXPORT cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig) {
     (void)cacheConfig;
-    return refuse_kernel_query(func, "the cache configuration");
+    return refuse_kernel_query(func, "cache settings");
 }
 
 RT_EXPORT cudaError_t cudaFuncGetName(const char **name, const void *func) {
@@ -365,7 +365,7 @@ RT_EXPORT cudaError_t cudaFuncGetName(const char **name, const void *func) {
 RT_EXPORT cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const void *symbolPtr) {
     if (functionPtr == NULL)
         return rt_record(cudaErrorInvalidValue);
-    return refuse_kernel_query(symbolPtr, "the driver function");
+    return refuse_kernel_query(symbolPtr, "driver function handles");
 }
 
 RT_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func,
@@ -374,7 +374,7 @@ RT_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBloc
     (void)blockSize, (void)dynamicSMemSize;
     if (numBlocks == NULL)
         return rt_record(cudaErrorInvalidValue);
-    return refuse_kernel_query(func, "the occupancy");
+    return refuse_kernel_query(func, "occupancy figures");
 }
 
 RT_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
@@ -382,7 +382,7 @@ RT_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     (void)blockSize, (void)dynamicSMemSize, (void)flags;
     if (numBlocks == NULL)
         return rt_record(cudaErrorInvalidValue);
-    return refuse_kernel_query(func, "the occupancy");
+    return refuse_kernel_query(func, "occupancy figures");
 }
 
 RT_EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize,
@@ -391,14 +391,14 @@ RT_EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicS
     (void)numBlocks, (void)blockSize;
     if (dynamicSmemSize == NULL)
         return rt_record(cudaErrorInvalidValue);
-    return refuse_kernel_query(func, "the shared memory available");
+    return refuse_kernel_query(func, "shared memory limits");
 }
 
 RT_EXPORT cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel,
                                                       enum cudaFuncAttribute attr, int value,
                                                       int device) {
     (void)attr, (void)value, (void)device;
-    return refuse_kernel_query(kernel, "the launch configuration");
+    return refuse_kernel_query(kernel, "launch settings");
 }
 
 /* Device variables: their storage and initial values are part of the GPU code image. */
