@@ -51,24 +51,24 @@ def test_an_allocation_is_listed_by_nvml_under_the_pid(
 ) -> None:
     """256 MiB held on GPU 1 shows in another process's NVML under the holder's PID, and is
     gone once the holder is killed (SIGKILL: no cleanup of its own runs)."""
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [str(rt_client[13]), "hold", "1", str(256 * MIB)],
         env=node.env(LD_PRELOAD=str(cuda_runtime / "libcudart.so.13")),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert json.loads(line) == {"pid": proc.pid, "ready": True}, line
-        listed = dict(map(tuple, _nvml_processes(node, 1)))
-        assert listed.get(proc.pid, 0) >= 256 * MIB, listed
-        assert proc.pid not in dict(map(tuple, _nvml_processes(node, 0)))
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert json.loads(line) == {"pid": proc.pid, "ready": True}, line
+            listed = dict(map(tuple, _nvml_processes(node, 1)))
+            assert listed.get(proc.pid, 0) >= 256 * MIB, listed
+            assert proc.pid not in dict(map(tuple, _nvml_processes(node, 0)))
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
     deadline = time.monotonic() + 10
     while proc.pid in dict(map(tuple, _nvml_processes(node, 1))):
         assert time.monotonic() < deadline, "the killed process is still listed"
