@@ -78,7 +78,7 @@ def observe(handshake: bool) -> dict[str, Any]:
             steps["across_gpus"] = {"device": str(c.device), "equal": torch.equal(c.cpu(), a)}
         r = torch.randint(0, 256, (3 * MIB + 7,), dtype=torch.uint8)
         steps["bytes_round_trip"] = torch.equal(r.cuda().cpu(), r)
-    except Exception as exc:  # noqa: BLE001 - recorded for the report
+    except Exception as exc:
         steps["copy_error"] = _error(exc)
     try:
         target = min(3, seen["count"] - 1)
@@ -89,14 +89,14 @@ def observe(handshake: bool) -> dict[str, Any]:
             "tensor": torch.empty(4, device="cuda").device.index,
         }
         torch.cuda.set_device(0)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         steps["set_device_error"] = _error(exc)
     try:
         x = torch.arange(8, dtype=torch.float32).cuda()  # a copy: no kernel yet
         y = x + 1
         torch.cuda.synchronize()
         steps["kernel"] = {"raised": None, "result": y.cpu().tolist()}
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         steps["kernel"] = {"raised": _error(exc)}
     try:
         free_before = torch.cuda.mem_get_info(0)[0]
@@ -109,12 +109,12 @@ def observe(handshake: bool) -> dict[str, Any]:
             steps["hold"]["nvml"] = json.loads(sys.stdin.readline())
         del held
         torch.cuda.empty_cache()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         steps["hold_error"] = _error(exc)
     try:
         torch.empty(1 << 50, dtype=torch.uint8, device="cuda:0")
         steps["oom"] = {"raised": None}
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         steps["oom"] = {"raised": _error(exc)}
     seen["steps"] = steps
     return seen
@@ -204,8 +204,8 @@ def run_torch(
     )
     assert proc.stdin is not None and proc.stdout is not None
     last = ""
-    for line in proc.stdout:
-        line = line.strip()
+    for raw in proc.stdout:
+        line = raw.strip()
         if line.startswith('{"holding"') and nvml_env is not None:
             pid = json.loads(line)["holding"]
             listed = dict(map(tuple, nvml_facts(nvml_env)["devices"][0]["processes"]))
