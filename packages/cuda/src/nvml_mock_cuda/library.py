@@ -1,4 +1,4 @@
-"""Where the mock ``libcuda.so.1`` lives inside this package.
+"""Where the mock ``libcuda.so.1`` and the CUDA runtime work-alikes live inside this package.
 
 The build hook compiles ``native/`` into ``_lib/`` next to this module, so a wheel and an
 editable install both carry the library at the same place. Staging needs its path to copy
@@ -10,12 +10,30 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from nvml_mock_cuda.errors import DriverNotBuiltError
+from nvml_mock_cuda.errors import DriverNotBuiltError, RuntimeNotBuiltError
 
-__all__ = ["DRIVER_NAME", "DriverNotBuiltError", "driver_file", "driver_path"]
+__all__ = [
+    "DRIVER_NAME",
+    "RUNTIME_DIR",
+    "RUNTIME_NAMES",
+    "DriverNotBuiltError",
+    "RuntimeNotBuiltError",
+    "driver_file",
+    "driver_path",
+    "runtime_paths",
+]
 
 DRIVER_NAME = "libcuda.so.1"
 """The driver's soname, as NVIDIA's runtimes and bindings dlopen it."""
+
+RUNTIME_DIR = "cuda-runtime"
+"""The directory of the runtime work-alikes, one level below ``libcuda.so.1`` in the package
+and in the overlay's ``lib/``: a work-alike that finds no driver on the library path loads
+``../libcuda.so.1`` from its own directory."""
+
+RUNTIME_NAMES = ("libcudart.so.13", "libcudart.so.12")
+"""The runtime work-alikes by soname, one per CUDA major PyTorch wheels load, in the order the
+NRI plugin preloads them."""
 
 
 def driver_file() -> str:
@@ -32,3 +50,17 @@ def driver_path() -> Path:
             "(reinstall nvml-mock-cuda, or run `make -C packages/cuda/native`)"
         )
     return path
+
+
+def runtime_paths() -> tuple[Path, ...]:
+    """The packaged runtime work-alikes (:data:`RUNTIME_NAMES`); :class:`RuntimeNotBuiltError`
+    names how to build them."""
+    directory = Path(driver_file()).parent / RUNTIME_DIR
+    paths = tuple(directory / name for name in RUNTIME_NAMES)
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise RuntimeNotBuiltError(
+            f"{directory}: the CUDA runtime work-alikes {', '.join(missing)} are not built "
+            "(reinstall nvml-mock-cuda, or run `make -C packages/cuda/native`)"
+        )
+    return paths

@@ -44,8 +44,8 @@ from typing import Final
 
 import nvml_mock_live as live
 import yaml
-from nvml_mock_cuda.errors import DriverNotBuiltError
-from nvml_mock_cuda.library import DRIVER_NAME, driver_path
+from nvml_mock_cuda.errors import DriverNotBuiltError, RuntimeNotBuiltError
+from nvml_mock_cuda.library import DRIVER_NAME, RUNTIME_DIR, driver_path, runtime_paths
 from nvml_mock_engine._files import write_atomic
 from nvml_mock_engine.config import EngineConfig
 from nvml_mock_engine.errors import ConfigError, LiveLayerError, StageError
@@ -204,6 +204,15 @@ def built_cuda_driver() -> Path:
         raise StageError(str(exc)) from exc
 
 
+def built_cuda_runtimes() -> tuple[Path, ...]:
+    """nvml-mock-cuda's built runtime work-alikes (``libcudart.so.13``, ``.12``); ``StageError``
+    says how to build them if absent."""
+    try:
+        return runtime_paths()
+    except RuntimeNotBuiltError as exc:
+        raise StageError(str(exc)) from exc
+
+
 def proc_devices(imex_major: int) -> str:
     """The substitute ``/proc/devices`` text: the NVIDIA majors the staging uses, as Linux
     formats the file (``%3d name`` lines by major, a blank line, an empty block section)."""
@@ -278,6 +287,7 @@ def stage(
     if not library.is_file():
         raise StageError(f"library {library} does not exist")
     cuda = built_cuda_driver()
+    cuda_runtimes = built_cuda_runtimes()
     state = render(config)
     state_text = state.text()
     library_name = driver_root.library_file_name(config.driver_version)
@@ -310,6 +320,7 @@ def stage(
                 options=options,
                 library=library,
                 cuda=cuda,
+                cuda_runtimes=cuda_runtimes,
                 state_text=state_text,
                 runtime=state_root / runtime_name if runtime_name else None,
             )
@@ -695,6 +706,7 @@ def _populate(
     options: StageOptions,
     library: Path,
     cuda: Path,
+    cuda_runtimes: tuple[Path, ...],
     state_text: str,
     runtime: Path | None,
 ) -> None:
@@ -707,6 +719,13 @@ def _populate(
     shutil.copy2(cuda, lib / DRIVER_NAME)
     (lib / DRIVER_NAME).chmod(0o755)
     (lib / "libcuda.so").symlink_to(DRIVER_NAME)
+    # the CUDA runtime work-alikes one level below: the NRI plugin preloads them into pods
+    # that ask (PyTorch binds its runtime by RPATH), and they load ../libcuda.so.1
+    runtimes = lib / RUNTIME_DIR
+    runtimes.mkdir()
+    for path in cuda_runtimes:
+        shutil.copy2(path, runtimes / path.name)
+        (runtimes / path.name).chmod(0o755)
     write_atomic(generation / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME, state_text.encode())
     # The live layer outlives generations (values survive a re-stage of the same GPUs): it
     # lives in the state root and each generation's config/ links to it.
