@@ -11,6 +11,7 @@
  *   rtclient launch            register a kernel and a device variable, launch, query
  *   rtclient badinput          calls with wrong arguments
  *   rtclient threads           one thread per device, each with its own current device
+ *   rtclient probe             use GPUs 0 and 1, print a line, wait for one, use them again
  *
  * Every command prints one JSON object on its last line.
  */
@@ -407,6 +408,39 @@ static int badinput(void) {
     return 0;
 }
 
+/* One allocation and a synchronize on `dev`: the calls a fault is seen through. */
+static void use(const char *key, int dev) {
+    void *d = NULL;
+    cudaError_t e = cudaSetDevice(dev);
+    if (e == cudaSuccess)
+        e = cudaMalloc(&d, 1 << 20);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (d != NULL)
+        cudaFree(d);
+    result(key, e);
+}
+
+static int probe(void) {
+    printf("{");
+    use("gpu0", 0);
+    printf(", ");
+    use("gpu1", 1);
+    printf("}\n");
+    fflush(stdout);
+    char line[16];
+    if (fgets(line, sizeof line, stdin) == NULL)
+        return 1;
+    printf("{");
+    use("gpu0", 0);
+    printf(", ");
+    use("gpu0_again", 0);
+    printf(", ");
+    use("gpu1", 1);
+    printf("}\n");
+    return 0;
+}
+
 struct worker {
     int device, seen;
     cudaError_t error;
@@ -468,7 +502,9 @@ int main(int argc, char **argv) {
         return badinput();
     if (argc >= 2 && strcmp(argv[1], "threads") == 0)
         return threads();
+    if (argc >= 2 && strcmp(argv[1], "probe") == 0)
+        return probe();
     fprintf(stderr, "usage: rtclient identity|memory DEV BYTES|hold DEV BYTES|oom DEV|launch|"
-                    "badinput|threads\n");
+                    "badinput|threads|probe\n");
     return 2;
 }

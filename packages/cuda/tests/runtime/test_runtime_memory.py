@@ -83,3 +83,39 @@ def test_out_of_memory_as_on_a_real_node(node: Any, run_client: Any, major: int)
     assert got["null"] is True
     assert got["last"]["code"] == 2 and got["cleared"]["code"] == 0
     assert got["after"]["code"] == 0, "a failed allocation must leave the device usable"
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("fallen-off-bus", "cudaErrorLaunchFailure"),
+        ("ecc-uncorrectable", "cudaErrorECCUncorrectable"),
+    ],
+)
+def test_a_fault_fails_the_next_runtime_call_on_its_gpu_only(
+    node: Any, rt_client: Any, cuda_runtime: Any, fault: str, error: str
+) -> None:
+    """The live layer's fault reaches a running program through the runtime, with the
+    driver's sentence; the other GPU keeps working."""
+    with subprocess.Popen(
+        [str(rt_client[13]), "probe"],
+        env=node.env(LD_PRELOAD=str(cuda_runtime / "libcudart.so.13")),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None and proc.stdin is not None
+            before = json.loads(proc.stdout.readline())
+            assert before["gpu0"]["code"] == before["gpu1"]["code"] == 0, before
+            node.ctl("fail", fault, "-i", "0")
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            after = json.loads(proc.stdout.readline())
+        finally:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert after["gpu0"]["name"] == after["gpu0_again"]["name"] == error
+    assert "(driver: " in after["gpu0"]["string"] and "nvml-mock" in after["gpu0"]["string"]
+    assert after["gpu1"]["code"] == 0
