@@ -71,9 +71,12 @@ cudaError_t rt_check(CUresult result) {
     if (rt_drv.cuGetErrorString != NULL && rt_drv.cuGetErrorString(result, &said) == CUDA_SUCCESS &&
         said != NULL) {
         const char *fixed = fixed_string(code);
-        if (fixed == NULL || strcmp(fixed, said) != 0)
-            return rt_fail(code, "%s (driver: %s)", fixed != NULL ? fixed : rt_error_name(code),
-                           said);
+        if (fixed != NULL && strcmp(fixed, said) == 0)
+            return rt_record(code);
+        /* a driver sentence that starts with the runtime's string extends it: give it whole */
+        if (fixed != NULL && strncmp(fixed, said, strlen(fixed)) == 0)
+            return rt_fail(code, "%s", said);
+        return rt_fail(code, "%s (driver: %s)", fixed != NULL ? fixed : rt_error_name(code), said);
     }
     return rt_record(code);
 }
