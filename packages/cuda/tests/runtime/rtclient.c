@@ -11,6 +11,7 @@
  *   rtclient launch            register a kernel and a device variable, launch, query
  *   rtclient badinput          calls with wrong arguments
  *   rtclient threads           one thread per device, each with its own current device
+ *   rtclient reset             cudaDeviceReset with an allocation outstanding
  *   rtclient probe             use GPUs 0 and 1, print a line, wait for one, use them again
  *
  * Every command prints one JSON object on its last line.
@@ -408,6 +409,29 @@ static int badinput(void) {
     return 0;
 }
 
+static int reset(void) {
+    CHECK(cudaSetDevice(1));
+    size_t free0, free1, free2, total;
+    CHECK(cudaMemGetInfo(&free0, &total));
+    void *d;
+    CHECK(cudaMalloc(&d, (size_t)64 << 20));
+    CHECK(cudaMemGetInfo(&free1, &total));
+    cudaError_t r = cudaDeviceReset();
+    CHECK(cudaMemGetInfo(&free2, &total));
+    int device = -1;
+    CHECK(cudaGetDevice(&device));
+    printf("{\"free_before\": %zu, \"free_allocated\": %zu, \"free_after_reset\": %zu, "
+           "\"device\": %d, ", free0, free1, free2, device);
+    result("reset", r);
+    printf(", ");
+    result("free_stale", cudaFree(d));
+    printf(", ");
+    void *again = NULL;
+    result("malloc_after", cudaMalloc(&again, 4096));
+    printf("}\n");
+    return 0;
+}
+
 /* One allocation and a synchronize on `dev`: the calls a fault is seen through. */
 static void use(const char *key, int dev) {
     void *d = NULL;
@@ -502,9 +526,11 @@ int main(int argc, char **argv) {
         return badinput();
     if (argc >= 2 && strcmp(argv[1], "threads") == 0)
         return threads();
+    if (argc >= 2 && strcmp(argv[1], "reset") == 0)
+        return reset();
     if (argc >= 2 && strcmp(argv[1], "probe") == 0)
         return probe();
     fprintf(stderr, "usage: rtclient identity|memory DEV BYTES|hold DEV BYTES|oom DEV|launch|"
-                    "badinput|threads|probe\n");
+                    "badinput|threads|reset|probe\n");
     return 2;
 }

@@ -43,3 +43,16 @@ def test_bad_input_gets_clear_errors(node: Any, run_client: Any, major: int) -> 
     assert got["unknown_code_string"] == "unrecognized error code"
     assert got["unknown_code_name"] == "unrecognized error code"
     assert got["last"]["code"] != 0
+
+
+@pytest.mark.parametrize("major", [13, 12])
+def test_a_reset_frees_the_device_and_stale_pointers_are_refused(
+    node: Any, run_client: Any, major: int
+) -> None:
+    got = run_client(node, major, "reset")
+    assert got.get("failed") is None, got
+    assert got["reset"]["code"] == 0 and got["device"] == 1
+    assert got["free_before"] - got["free_allocated"] >= 64 << 20
+    assert got["free_after_reset"] == got["free_before"]
+    assert got["free_stale"]["name"] == "cudaErrorInvalidValue"
+    assert got["malloc_after"]["code"] == 0
