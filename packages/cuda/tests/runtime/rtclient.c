@@ -12,6 +12,7 @@
  *   rtclient badinput          calls with wrong arguments
  *   rtclient threads           one thread per device, each with its own current device
  *   rtclient reset             cudaDeviceReset with an allocation outstanding
+ *   rtclient pool              stream-ordered allocation from the default pool
  *   rtclient probe             use GPUs 0 and 1, print a line, wait for one, use them again
  *
  * Every command prints one JSON object on its last line.
@@ -432,6 +433,51 @@ static int reset(void) {
     return 0;
 }
 
+static int pool(void) {
+    CHECK(cudaSetDevice(0));
+    cudaMemPool_t p0, p1, p;
+    CHECK(cudaDeviceGetDefaultMemPool(&p0, 0));
+    CHECK(cudaDeviceGetDefaultMemPool(&p1, 1));
+    CHECK(cudaDeviceGetMemPool(&p, 0));
+    unsigned long long threshold = 1 << 30, got = 0, used = 0, high = 0, after = 0, zero = 0;
+    CHECK(cudaMemPoolSetAttribute(p0, cudaMemPoolAttrReleaseThreshold, &threshold));
+    CHECK(cudaMemPoolGetAttribute(p0, cudaMemPoolAttrReleaseThreshold, &got));
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    void *a, *b;
+    CHECK(cudaMallocAsync(&a, 3 << 20, s));
+    CHECK(cudaMallocFromPoolAsync(&b, 1 << 20, p0, s));
+    CHECK(cudaMemPoolGetAttribute(p0, cudaMemPoolAttrUsedMemCurrent, &used));
+    unsigned char in[64], out[64];
+    memset(in, 0x3C, sizeof in);
+    CHECK(cudaMemcpyAsync(a, in, sizeof in, cudaMemcpyHostToDevice, s));
+    CHECK(cudaMemcpyAsync(out, a, sizeof out, cudaMemcpyDeviceToHost, s));
+    CHECK(cudaStreamSynchronize(s));
+    CHECK(cudaFreeAsync(a, s));
+    CHECK(cudaFreeAsync(b, s));
+    CHECK(cudaMemPoolGetAttribute(p0, cudaMemPoolAttrUsedMemHigh, &high));
+    CHECK(cudaMemPoolGetAttribute(p0, cudaMemPoolAttrUsedMemCurrent, &after));
+    CHECK(cudaMemPoolSetAttribute(p0, cudaMemPoolAttrUsedMemHigh, &zero));
+    unsigned long long high_reset = 1;
+    CHECK(cudaMemPoolGetAttribute(p0, cudaMemPoolAttrUsedMemHigh, &high_reset));
+    CHECK(cudaMemPoolTrimTo(p0, 0));
+    printf("{\"same\": %d, \"distinct\": %d, \"threshold\": %llu, \"used\": %llu, "
+           "\"high\": %llu, \"after\": %llu, \"high_reset\": %llu, \"copy\": %d, ",
+           p == p0, p0 != p1, (unsigned long long)got, (unsigned long long)used,
+           (unsigned long long)high, (unsigned long long)after, (unsigned long long)high_reset,
+           memcmp(in, out, sizeof in) == 0);
+    void *c;
+    result("other_device_pool", cudaMallocFromPoolAsync(&c, 4096, p1, s));
+    printf(", ");
+    unsigned long long bad = 5;
+    result("high_nonzero", cudaMemPoolSetAttribute(p0, cudaMemPoolAttrUsedMemHigh, &bad));
+    printf(", ");
+    result("foreign_pool", cudaMemPoolTrimTo((cudaMemPool_t)(void *)in, 0));
+    printf("}\n");
+    CHECK(cudaStreamDestroy(s));
+    return 0;
+}
+
 /* One allocation and a synchronize on `dev`: the calls a fault is seen through. */
 static void use(const char *key, int dev) {
     void *d = NULL;
@@ -528,9 +574,11 @@ int main(int argc, char **argv) {
         return threads();
     if (argc >= 2 && strcmp(argv[1], "reset") == 0)
         return reset();
+    if (argc >= 2 && strcmp(argv[1], "pool") == 0)
+        return pool();
     if (argc >= 2 && strcmp(argv[1], "probe") == 0)
         return probe();
     fprintf(stderr, "usage: rtclient identity|memory DEV BYTES|hold DEV BYTES|oom DEV|launch|"
-                    "badinput|threads|reset|probe\n");
+                    "badinput|threads|reset|pool|probe\n");
     return 2;
 }

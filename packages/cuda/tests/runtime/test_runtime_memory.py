@@ -119,3 +119,19 @@ def test_a_fault_fails_the_next_runtime_call_on_its_gpu_only(
     assert after["gpu0"]["name"] == after["gpu0_again"]["name"] == error
     assert "nvml-mock" in after["gpu0"]["string"], "the driver's sentence is passed on"
     assert after["gpu1"]["code"] == 0
+
+
+@pytest.mark.parametrize("major", [13, 12])
+def test_stream_ordered_allocation_from_the_default_pool(
+    node: Any, run_client: Any, major: int
+) -> None:
+    """The default pool counts what is allocated through it and keeps nothing back."""
+    got = run_client(node, major, "pool")
+    assert got.get("failed") is None, got
+    assert got["same"] == 1 and got["distinct"] == 1
+    assert got["threshold"] == 1 << 30
+    assert got["used"] == 4 * MIB and got["high"] == 4 * MIB and got["after"] == 0
+    assert got["high_reset"] == 0 and got["copy"] == 1
+    assert got["other_device_pool"]["name"] == "cudaErrorNotSupported"
+    assert got["high_nonzero"]["name"] == "cudaErrorInvalidValue"
+    assert got["foreign_pool"]["name"] == "cudaErrorInvalidValue"

@@ -75,18 +75,6 @@ RT_EXPORT cudaError_t cudaFree(void *devPtr) {
     return RT_DRV(cuMemFree, (CUdeviceptr)(uintptr_t)devPtr);
 }
 
-/* Stream-ordered allocation: the mock's streams have no pending work when a call returns,
- * so allocating "in stream order" is allocating now, and freeing likewise. */
-RT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream) {
-    (void)hStream;
-    return cudaMalloc(devPtr, size);
-}
-
-RT_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream) {
-    (void)hStream;
-    return cudaFree(devPtr);
-}
-
 RT_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags) {
     if (devPtr == NULL)
         return rt_record(cudaErrorInvalidValue);
@@ -341,5 +329,3 @@ RT_ALIAS(cudaMemset_ptds, cudaMemset)
 RT_ALIAS(cudaMemsetAsync_ptsz, cudaMemsetAsync)
 RT_ALIAS(cudaMemset2D_ptds, cudaMemset2D)
 RT_ALIAS(cudaMemset2DAsync_ptsz, cudaMemset2DAsync)
-RT_ALIAS(cudaMallocAsync_ptsz, cudaMallocAsync)
-RT_ALIAS(cudaFreeAsync_ptsz, cudaFreeAsync)
