@@ -94,3 +94,29 @@ def test_every_command_has_a_main_and_a_module_entry(package: Path) -> None:
         top = package / "src" / parts[0]
         mains = (top / "__main__.py", src / "__main__.py", src.parent / "__main__.py")
         assert any(m.is_file() for m in mains), command
+
+
+def _local_requirements(package: Path) -> set[str]:
+    """The folders of the siblings a package requires at run time."""
+    by_name = {_project(p)["project"]["name"]: p.name for p in PACKAGES}  # type: ignore[index]
+    deps = _project(package)["project"].get("dependencies", [])  # type: ignore[union-attr]
+    names = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0] for d in deps}
+    return {by_name[n] for n in names if n in by_name}
+
+
+def test_every_tox_env_installs_the_siblings_its_packages_need() -> None:
+    """An env that installs a package editable must install its siblings too: pip would
+    otherwise look for them on the package index, where they are not, and the env fails
+    before a test runs."""
+    tox = (ROOT / "tox.ini").read_text(encoding="utf-8")
+    missing: dict[str, list[str]] = {}
+    for section in re.split(r"(?m)^(?=\[)", tox):
+        env = re.match(r"\[testenv:([^\]]+)\]", section)
+        if not env:
+            continue
+        installed = set(re.findall(r"-e packages/([\w-]+)", section))
+        for folder in installed:
+            lacking = _local_requirements(ROOT / "packages" / folder) - installed
+            if lacking:
+                missing.setdefault(env.group(1), []).extend(sorted(lacking))
+    assert not missing, f"tox envs lack siblings their packages require: {missing}"
