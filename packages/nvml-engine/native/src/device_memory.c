@@ -8,8 +8,8 @@
  * records use on the GPU, capped at what the board leaves free. Process lists follow NVML's
  * two-call protocol and come from those records (processes.h): every record is a compute
  * process (type C) on the parent GPU, once per MIG device it holds there with that device's
- * instance ids, else once with both ids 0xFFFFFFFF (no instance); a MIG device's memory info
- * counts what its records use. Graphics and MPS lists stay empty.
+ * instance ids, else once with both ids 0xFFFFFFFF (no instance); a MIG device's handle lists
+ * the entries on that device, and its memory info counts what its records use. Graphics and MPS lists stay empty.
  * Confidential computing is off on every modelled board, so no memory is protected.
  */
 #include "answers.h"
@@ -287,11 +287,51 @@ static nvmlReturn_t empty_process_list(nvmlDevice_t device, unsigned int *infoCo
     return NVML_SUCCESS;
 }
 
-/* The kept list's fast path (mock_fast_device), else the full one (process_list_full). */
+/* A MIG device's list: the parent's entries on its own GPU and compute instance, with their
+ * ids, as the real driver lists on a MIG device handle what runs in that instance. */
+struct mig_list_fill {
+    struct list_fill f;
+    unsigned int gi, ci;
+};
+
+static void mig_list_one(const struct mock_proc *p, void *arg)
+{
+    struct mig_list_fill *m = arg;
+    if (p->gpu_instance == m->gi && p->compute_instance == m->ci) {
+        list_one(p, &m->f);
+    }
+}
+
+static nvmlReturn_t mig_process_list(const struct mock_mig_view *v, unsigned int *count, void *infos,
+                                     void (*fill)(void *infos, unsigned int i, const struct mock_proc *p))
+{
+    struct mig_list_fill m = {{infos, *count, 0, fill}, v->gi_id, v->ci_id};
+    if (mock_procs_any()) {
+        mock_procs_each(v->parent, mig_list_one, &m);
+    }
+    unsigned int n = m.f.n;
+    *count = n;
+    if (n > 0 && (infos == NULL || n > m.f.cap)) {
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    return NVML_SUCCESS;
+}
+
+/* The kept list's fast path (mock_fast_device, a GPU's handle), else the full one: a MIG
+ * device's list, or process_list. */
 #define COMPUTE_LIST(fn, type, filler)                                                      \
     static __attribute__((noinline)) nvmlReturn_t fn##_full(nvmlDevice_t device, unsigned int *infoCount, \
                                                             type *infos)                    \
     {                                                                                       \
+        struct mock_mig_view mig_;                                                          \
+        nvmlReturn_t mig_rc_;                                                               \
+        if (mock_mig_device(device, &mig_, &mig_rc_)) {                                     \
+            if (mig_rc_ != NVML_SUCCESS) {                                                  \
+                return mig_rc_;                                                             \
+            }                                                                               \
+            REQUIRE_ARG(infoCount);                                                         \
+            return mig_process_list(&mig_, infoCount, infos, filler);                       \
+        }                                                                                   \
         GET_DEVICE_ANSWERS(device, d, a);                                                   \
         REQUIRE_ARG(infoCount);                                                             \
         return process_list(d, a, infoCount, infos, filler);                                \

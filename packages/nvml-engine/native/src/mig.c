@@ -1254,6 +1254,37 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t d
     return create_gi(device, profileId, placement, gpuInstance);
 }
 
+/*
+ * Whether a process record holds a MIG device of GPU instance `gi` of `d` (compute instance
+ * `ci`, or any of them when ci is MOCK_PROC_NO_INSTANCE). The real driver refuses to destroy a
+ * compute or GPU instance a process runs on ("In use by another client"); mig-parted's
+ * re-partitioning and nvidia-smi mig -dci/-dgi then fail instead of pulling an instance out from
+ * under a workload. Records name instances as written, so one on an instance recreated since
+ * still holds it, as a process the driver never saw end would.
+ */
+struct holder {
+    unsigned int gi, ci;
+    int held;
+};
+
+static void holder_entry(const struct mock_proc *p, void *arg)
+{
+    struct holder *h = arg;
+    if (p->gpu_instance == h->gi && p->compute_instance != MOCK_PROC_NO_INSTANCE &&
+        (h->ci == MOCK_PROC_NO_INSTANCE || p->compute_instance == h->ci)) {
+        h->held = 1;
+    }
+}
+
+static int instance_held(const struct nvmlDevice_st *d, unsigned int gi, unsigned int ci)
+{
+    struct holder h = {gi, ci, 0};
+    if (mock_procs_any()) {
+        mock_procs_each(d, holder_entry, &h);
+    }
+    return h.held;
+}
+
 MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 {
     MIG_AT(a, get_gi(gpuInstance, &a));
@@ -1268,6 +1299,10 @@ MOCK_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
             txn_end(&t, 0);
             return NVML_ERROR_IN_USE; /* compute instances first */
         }
+    }
+    if (instance_held(a.d, now->id, MOCK_PROC_NO_INSTANCE)) {
+        txn_end(&t, 0);
+        return NVML_ERROR_IN_USE;
     }
     memset(now, 0, sizeof(*now));
     t.changed = 1;
@@ -1552,6 +1587,10 @@ MOCK_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t comput
     if (cnow == NULL) {
         txn_end(&t, 0);
         return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (instance_held(a.d, now->id, cid)) {
+        txn_end(&t, 0);
+        return NVML_ERROR_IN_USE;
     }
     memset(cnow, 0, sizeof(*cnow));
     t.changed = 1;

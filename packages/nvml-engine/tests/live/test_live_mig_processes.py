@@ -2,8 +2,9 @@
 
 A record names, per GPU it holds, the MIG devices (GPU / compute instance ids) it holds there;
 the process is listed on the parent GPU with those ids, and its memory counts on that MIG
-device and on the parent. The ids are the record's: destroying the instance later leaves the
-record, and the process stays listed with the ids it was given.
+device and on the parent. A process holds its MIG device as on a real driver: the compute and
+GPU instance it runs on cannot be destroyed (NVML_ERROR_IN_USE) until its record goes. The ids
+are the record's, listed as given even for an instance that no longer exists.
 """
 
 from __future__ import annotations
@@ -114,18 +115,94 @@ def test_the_memory_a_mig_device_shows_is_capped_at_its_size(pynvml: Any, node: 
     assert used(pynvml, first) == total
 
 
-def test_a_destroyed_instance_leaves_the_process_listed_with_the_ids_it_was_given(
+def test_a_record_naming_a_destroyed_instance_keeps_the_ids_it_was_given(
     pynvml: Any, node: Any
 ) -> None:
     gpu, records = node
     _, gi, ci = mig_device(pynvml, gpu, 1)
-    records.put(Allocation("c3", pid=99, gpus=(0,), used_memory_bytes=GiB, mig=((0, gi, ci),)))
     instance = pynvml.nvmlDeviceGetGpuInstanceById(gpu, gi)
     pynvml.nvmlComputeInstanceDestroy(pynvml.nvmlGpuInstanceGetComputeInstanceById(instance, ci))
     pynvml.nvmlGpuInstanceDestroy(instance)
+    records.put(Allocation("c3", pid=99, gpus=(0,), used_memory_bytes=GiB, mig=((0, gi, ci),)))
     assert pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0) is not None
     assert listed(pynvml, gpu) == [(99, GiB, gi, ci)]
     assert records.list()[0].mig == ((0, gi, ci),)
+
+
+def in_use(pynvml: Any, call: Any, *args: Any) -> None:
+    with pytest.raises(pynvml.NVMLError) as caught:
+        call(*args)
+    assert caught.value.value == pynvml.NVML_ERROR_IN_USE
+
+
+def test_an_instance_a_process_runs_on_cannot_be_destroyed_until_it_goes(
+    pynvml: Any, node: Any
+) -> None:
+    gpu, records = node
+    _, gi, ci = mig_device(pynvml, gpu, 1)
+    _, other_gi, other_ci = mig_device(pynvml, gpu, 0)
+    records.put(Allocation("c5", pid=77, gpus=(0,), used_memory_bytes=GiB, mig=((0, gi, ci),)))
+    instance = pynvml.nvmlDeviceGetGpuInstanceById(gpu, gi)
+    compute = pynvml.nvmlGpuInstanceGetComputeInstanceById(instance, ci)
+    in_use(pynvml, pynvml.nvmlComputeInstanceDestroy, compute)
+    in_use(pynvml, pynvml.nvmlGpuInstanceDestroy, instance)  # its compute instance is still there
+    assert mig_device(pynvml, gpu, 1)[1:] == (gi, ci)
+    # the idle instance beside it goes as before
+    idle = pynvml.nvmlDeviceGetGpuInstanceById(gpu, other_gi)
+    pynvml.nvmlComputeInstanceDestroy(pynvml.nvmlGpuInstanceGetComputeInstanceById(idle, other_ci))
+    pynvml.nvmlGpuInstanceDestroy(idle)
+    records.remove("c5")
+    pynvml.nvmlComputeInstanceDestroy(compute)
+    pynvml.nvmlGpuInstanceDestroy(instance)
+    with pytest.raises(pynvml.NVMLError_NotFound):
+        pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu, 0)
+
+
+def test_a_gpu_instance_a_record_names_is_held_with_no_compute_instance_left(
+    pynvml: Any, node: Any
+) -> None:
+    gpu, records = node
+    _, gi, ci = mig_device(pynvml, gpu, 0)
+    instance = pynvml.nvmlDeviceGetGpuInstanceById(gpu, gi)
+    pynvml.nvmlComputeInstanceDestroy(pynvml.nvmlGpuInstanceGetComputeInstanceById(instance, ci))
+    records.put(Allocation("c6", pid=78, gpus=(0,), mig=((0, gi, ci),)))
+    in_use(pynvml, pynvml.nvmlGpuInstanceDestroy, instance)
+    records.remove("c6")
+    pynvml.nvmlGpuInstanceDestroy(instance)
+
+
+def test_a_mig_device_handle_lists_the_processes_on_that_device_with_their_ids(
+    pynvml: Any, node: Any
+) -> None:
+    gpu, records = node
+    first, gi0, ci0 = mig_device(pynvml, gpu, 0)
+    second, gi1, ci1 = mig_device(pynvml, gpu, 1)
+    records.put(Allocation("a", pid=11, gpus=(0,), used_memory_bytes=GiB, mig=((0, gi0, ci0),)))
+    records.put(Allocation("b", pid=12, gpus=(0,), used_memory_bytes=2 * GiB, mig=((0, gi1, ci1),)))
+    assert listed(pynvml, first) == [(11, GiB, gi0, ci0)]
+    assert listed(pynvml, second) == [(12, 2 * GiB, gi1, ci1)]
+    assert [p.pid for p in pynvml.nvmlDeviceGetComputeRunningProcesses_v2(second)] == [12]
+    records.remove("a")
+    assert listed(pynvml, first) == []
+
+
+def test_the_work_alike_refuses_to_destroy_an_instance_in_use_as_nvidia_smi_does(
+    pynvml: Any, node: Any, library_file: Path
+) -> None:
+    gpu, records = node
+    _, gi, ci = mig_device(pynvml, gpu, 0)
+    records.put(Allocation("c7", pid=79, gpus=(0,), mig=((0, gi, ci),)))
+    rc, out = smi(library_file, "mig", "-i", "0", "-gi", str(gi), "-ci", str(ci), "-dci")
+    assert rc != 0
+    assert "Unable to destroy compute instance" in out
+    assert "In use by another client" in out
+    rc, out = smi(library_file, "mig", "-i", "0", "-gi", str(gi), "-dgi")
+    assert rc != 0
+    assert "In use by another client" in out
+    records.remove("c7")
+    rc, out = smi(library_file, "mig", "-i", "0", "-gi", str(gi), "-ci", str(ci), "-dci")
+    assert rc == 0, out
+    assert "Successfully destroyed compute instance" in out
 
 
 @pytest.mark.parametrize(
