@@ -203,6 +203,9 @@ class Demo:
         self.scenarios = self.work / "scenarios" / "scenarios.yaml"
         self.token = self.work / "scenarios" / "write-token"
         self.agents: list[Process] = []
+        self.surfaces_agent: Process | None = None
+        """The staged overlay's agent without a topology service: keeps its MIG-dependent
+        surfaces true for the whole run, as the staging DaemonSet's agent does on a node."""
         self.names = node_names(knobs.nodes)
         self.service: TopologyService | None = None
         self.nodes: list[Node] = []
@@ -307,6 +310,7 @@ class Demo:
         say(
             f"  staged {self.overlay} ({', '.join(sorted(p.name for p in self.overlay.iterdir()))})"
         )
+        await self.start_surfaces_agent()
         channels = self.overlay / names.OVERLAY_DEV_DIR / names.IMEX_CHANNELS_DIR
         self.imex = k.compute_domain and channels.is_dir() and any(channels.iterdir())
         if self.imex:
@@ -367,11 +371,29 @@ class Demo:
             )
             say(f"  {node.name}: plugin registered, /readyz 200 ({node.health_url})")
 
+    async def start_surfaces_agent(self) -> None:
+        """The overlay's node agent, started right after staging and without a topology
+        service: MIG layouts changed through NVML reach its capability files at once."""
+        port = free_port()
+        argv = [sys.executable, "-m", "nvml_mock_engine", "agent"]
+        argv += ["--overlay-path", str(self.overlay), "--probe-addr", f"127.0.0.1:{port}"]
+        self.surfaces_agent = await Process.start(
+            "agent", argv, self.work / "logs" / "surfaces-agent.log"
+        )
+        await wait_until(
+            "the overlay's agent to be ready",
+            lambda: http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200,
+            20,
+        )
+        say("  its node agent keeps the MIG-dependent surfaces true (no topology service needed)")
+
     async def teardown(self) -> None:
         for pid in self.workloads:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
         await asyncio.gather(*(agent.stop() for agent in self.agents), return_exceptions=True)
+        if self.surfaces_agent is not None:
+            await self.surfaces_agent.stop()
         await asyncio.gather(*(node.stop() for node in self.nodes), return_exceptions=True)
         if self.service is not None:
             await self.service.stop()

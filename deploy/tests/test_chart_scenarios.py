@@ -120,16 +120,36 @@ def test_an_existing_secret_is_used_and_none_is_made(render: RenderFn) -> None:
 
 
 def test_off_by_default_and_without_the_topology_service(render: RenderFn) -> None:
+    """Scenarios off: no ConfigMap, no token, and an agent that takes no scenario but still
+    keeps the node's MIG-dependent surfaces true (every staged node needs that)."""
     for given in ({}, {"scenarios": {"enabled": True, "items": ITEMS}}):
         rendered = render(given)
         assert ("ConfigMap", "nvml-mock-scenarios") not in rendered.objects
-        names = [
-            c["name"]
-            for c in rendered.get("DaemonSet", "nvml-mock")["spec"]["template"]["spec"][
-                "containers"
-            ]
-        ]
-        assert names == ["stage"]
+        daemonset = rendered.get("DaemonSet", "nvml-mock")
+        spec = daemonset["spec"]["template"]["spec"]
+        assert [c["name"] for c in spec["containers"]] == ["stage", "agent"]
+        agent = container(daemonset, "agent")
+        env = env_of(agent)
+        assert "NVML_MOCK_TOPOLOGY_URL" not in env and "NVML_MOCK_AGENT_TOKEN_FILE" not in env
+        assert env["NVML_MOCK_OVERLAY_HOST_PATH"] == "/var/lib/nvml-mock"
+        assert "/etc/nvml-mock/scenario-token" not in mounts_of(daemonset, agent)
+        assert "scenario-token" not in [v["name"] for v in spec["volumes"]]
+
+
+def test_the_agent_without_scenarios_starts_on_what_the_chart_renders(render: RenderFn) -> None:
+    sources = [str(REPO_ROOT / "packages" / p / "src") for p in ("nvml-engine", "node")]
+    sys.path[:0] = sources
+    try:
+        from nvml_mock_engine import cli
+        from nvml_mock_node.commands import AGENT
+    finally:
+        for source in sources:
+            sys.path.remove(source)
+    agent = container(render({}).get("DaemonSet", "nvml-mock"), "agent")
+    environ = {k: v for k, v in env_of(agent).items() if isinstance(v, str)}
+    settings = cli.parse_settings(agent["command"][1:] + agent["args"], environ, (AGENT,))
+    assert settings.topology_url == ""
+    assert str(settings.live_path) == "/var/lib/nvml-mock/config/live.nvmlmock"
 
 
 @pytest.mark.parametrize(

@@ -358,3 +358,18 @@ def race_frees(
         t.join(10)
         assert not t.is_alive(), "a call on a freed handle did not return"
     return answers
+
+
+def wait_for_line(log: Path, marker: str, process: subprocess.Popen[bytes]) -> str:
+    """The first line of *log* holding *marker*, read as *process* writes it; fails the test
+    when the process ends first or none comes within 60 s (a start, not a speed)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        found = [line for line in lines if marker in line]
+        if found:
+            return found[0]
+        if process.poll() is not None:
+            pytest.fail(f"the process ended ({process.returncode}) before {marker!r}:\n{lines}")
+        time.sleep(0.05)
+    pytest.fail(f"no line with {marker!r} in {log} within 60 s")

@@ -25,7 +25,10 @@ Events (Xids) cannot be unsent.
 
 On the same clock the agent keeps the driver root's MIG capability files
 (``proc/driver/nvidia/capabilities/gpu<N>/mig/``) true to the live MIG layout
-(:class:`~nvml_mock_node.driver_surfaces.MigFollower`), whoever changed it.
+(:class:`~nvml_mock_node.driver_surfaces.MigFollower`), whoever changed it. That is needed
+on every staged node, with or without a topology service, so without ``--topology-url`` the
+agent runs for it alone: no scenario is watched, applied, cleared or reported, and
+``/readyz`` answers 200 with ``"scenarios": "off"``.
 """
 
 from __future__ import annotations
@@ -564,15 +567,23 @@ class Agent:
             except Exception:
                 self._stop.wait(_RETRY)
 
+    @property
+    def scenarios_on(self) -> bool:
+        """Whether there is a topology service to take scenarios from."""
+        return bool(self.settings.topology_url)
+
     def run(self) -> None:
-        """Watch, apply, clear and report until :meth:`stop`."""
-        watcher = threading.Thread(target=self._watch_loop, name="scenario-watch", daemon=True)
-        watcher.start()
+        """Watch, apply, clear and report until :meth:`stop`; without a topology service,
+        only keep the surfaces true."""
+        if self.scenarios_on:
+            watcher = threading.Thread(target=self._watch_loop, name="scenario-watch", daemon=True)
+            watcher.start()
         while not self._stop.is_set():
             self.last_tick = time.monotonic()
             try:
-                self.step()
-                self.report()
+                if self.scenarios_on:
+                    self.step()
+                    self.report()
                 self._mig_files.poll()
             except Exception:
                 logger.exception("unexpected error in the agent's step; going on")
@@ -593,6 +604,8 @@ class Agent:
                 "scenarios": len(self.served.scenarios) if self.served else 0,
                 "applied": sorted(self.applied),
             }
+            if not self.scenarios_on:
+                return 200, {"status": "ready", **body, "scenarios": "off"}
             if self.connected:
                 return 200, {"status": "ready", **body}
             since = self.down_since_ms
@@ -750,12 +763,20 @@ def run_agent(settings: AgentSettings) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
-    logger.info(
-        "watching scenarios of node %s at %s",
-        settings.node,
-        settings.topology_url,
-        extra={"live": str(settings.live_path), "applied_file": str(settings.applied_path)},
-    )
+    where = {"live": str(settings.live_path), "applied_file": str(settings.applied_path)}
+    if settings.topology_url:
+        logger.info(
+            "watching scenarios of node %s at %s",
+            settings.node,
+            settings.topology_url,
+            extra=where,
+        )
+    else:
+        logger.info(
+            "keeping the surfaces of %s true to its live layer (no topology service: no scenarios)",
+            settings.live_path.parent.parent,
+            extra=where,
+        )
     try:
         agent.run()
     finally:

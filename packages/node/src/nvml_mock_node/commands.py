@@ -94,10 +94,8 @@ def _cmd_stage(settings: StageSettings) -> int:
 def _cmd_agent(settings: AgentSettings) -> int:
     from nvml_mock_node.agent import run_agent  # the other commands need none of it
 
-    if not settings.topology_url:
-        raise ConfigError("topology_url", "is required (--topology-url, NVML_MOCK_TOPOLOGY_URL)")
-    if not settings.node:
-        raise ConfigError("node", "is required (--node, NODE_NAME)")
+    if settings.topology_url and not settings.node:
+        raise ConfigError("node", "is required with a topology service (--node, NODE_NAME)")
     return run_agent(settings)
 
 
@@ -112,7 +110,7 @@ STAGE: Final = Command(
 )
 AGENT: Final = Command(
     "agent",
-    "apply this node's scenarios from the topology service in its live layer",
+    "keep the driver surfaces true; with a topology service, apply this node's scenarios",
     AgentSettings(),
     (*CTL_OPTIONS, *AGENT_OPTIONS),
     _cmd_agent,

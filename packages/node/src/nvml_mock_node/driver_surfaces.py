@@ -10,9 +10,9 @@ change. Staging renders them from the board and syncs them in place
 The MIG capability files (``capabilities/gpu<minor>/mig/gi<G>[/ci<C>]/access``) follow the
 live layer's MIG record: whoever changes the layout (``nvidia-smi mig``, mig-parted, the
 DRA driver, all through the library) writes only the live record, and
-:class:`MigFollower` in the node agent, which runs on every staged node, turns each change
-into files within one of its ticks. :func:`sync_mig` does one pass for any caller
-(staging, ``nvml-mock-engine surfaces``, tests).
+:class:`MigFollower` in the node agent (``nvml-mock-engine agent``, which runs on every
+staged node, with or without a topology service) turns each change into files within one of
+its ticks. :func:`sync_mig` does one pass for any caller (staging, the follower, tests).
 """
 
 from __future__ import annotations

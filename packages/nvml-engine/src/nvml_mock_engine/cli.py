@@ -39,9 +39,11 @@ from nvml_mock_engine.settings import (
     PROFILES_OPTIONS,
     RENDER_OPTIONS,
     CommandSettings,
+    CtlSettings,
     ProfilesSettings,
     RenderSettings,
     config_error,
+    located_by_flags,
 )
 
 __all__ = [
@@ -144,7 +146,9 @@ def _settings(
 ) -> CommandSettings:
     extra = {name: getattr(args, name) for name in command.positionals}
     options = (*LOG_OPTIONS, *command.options)
-    return s.resolve(type(command.defaults), options, args, environ, **extra)
+    settings = s.resolve(type(command.defaults), options, args, environ, **extra)
+    # the flag wins across the live layer's location options too (the node agent's)
+    return located_by_flags(settings, args) if isinstance(settings, CtlSettings) else settings
 
 
 def _parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:

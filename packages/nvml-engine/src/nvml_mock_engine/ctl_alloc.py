@@ -5,7 +5,10 @@ container: ``alloc`` puts one allocation record into the node's live layer (a pr
 its PID on the GPUs it holds, using memory and following a utilization pattern), ``release``
 removes it, and ``status`` lists every record. All of it goes through the allocation API of
 :class:`nvml_mock_live.LiveLayer` (the writer the plugin uses), so what a hand-made record
-shows through NVML is exactly what a container's would.
+shows through NVML is exactly what a container's would. ``--gpus`` takes what a container is
+given: whole GPUs, and MIG devices by ``MIG-<uuid>`` or ``<gpu>:<mig>`` (resolved against the
+node's MIG layout now, as the plugin resolves ``NVIDIA_VISIBLE_DEVICES``), so a test can put
+load on a GPU instance without a DRA claim.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from nvml_mock_live import (
     parse_memory,
     parse_utilization,
 )
+from nvml_mock_live.mig import is_mig_token, mig_devices, resolve_holdings
 
+from nvml_mock_engine import gpu_select
 from nvml_mock_engine.ctl_report import (
     allocation_rows,
     holding,
@@ -35,6 +40,7 @@ __all__ = [
     "allocation_rows",
     "find",
     "holding",
+    "holdings",
     "make",
     "print_allocations",
     "put",
@@ -44,6 +50,47 @@ __all__ = [
 ID_PREFIX: Final = "ctl-"
 """Ids ``alloc`` makes up when none is given: ``ctl-<pid>``, so the plugin's (runtime
 container ids) and hand-made ones never collide."""
+
+
+MigHolding = tuple[int, int, int]
+"""A MIG device a record holds: (board GPU, GPU instance id, compute instance id)."""
+
+
+def holdings(layer: LiveLayer, spec: str) -> tuple[list[int], tuple[MigHolding, ...]]:
+    """The board GPUs and MIG devices *spec* names: ``all``, or a comma-separated list of
+    indices, GPU UUIDs, ``MIG-<uuid>`` and ``<gpu>:<mig>``. A GPU named whole and through one
+    of its MIG devices is held whole. Raises :class:`LiveValueError` naming a part that is
+    nothing of this node."""
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    wanted = [p for p in parts if is_mig_token(p)]
+    if not wanted:
+        return gpu_select.select_gpus(layer.board, spec), ()
+    plain = [p for p in parts if not is_mig_token(p)]
+    whole = gpu_select.select_gpus(layer.board, ",".join(plain)) if plain else []
+    parents, held, unknown = resolve_holdings(wanted, layer.board, mig_devices(layer, layer.board))
+    if unknown:
+        raise LiveValueError(
+            "gpus",
+            unknown[0],
+            "is no MIG device of this node now (MIG-<uuid> or <gpu>:<mig>, as nvidia-smi -L "
+            "lists them)",
+        )
+    gpus = [*parents, *(g for g in whole if g not in parents)]
+    mig = tuple((d.gpu, d.gpu_instance, d.compute_instance) for d in held if d.gpu not in whole)
+    return gpus, mig
+
+
+def _text(flag: str, value: str | None) -> str:
+    """A name flag as the record stores it: text only. A command line that is not UTF-8
+    reaches Python as surrogate escapes, which no record can hold."""
+    if value is None:
+        return ""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise LiveValueError(flag, shown, "is not UTF-8 text") from None
+    return value
 
 
 def make(
@@ -56,6 +103,7 @@ def make(
     name: str | None,
     pod: str | None,
     namespace: str | None,
+    mig: Sequence[MigHolding] = (),
     now_ms: int | None = None,
 ) -> Allocation:
     """The allocation ``alloc`` records, from its flags as typed; every value is checked
@@ -72,14 +120,21 @@ def make(
             pattern, level, period, seed = parse_utilization(utilization)
         except ValueError as exc:
             raise LiveValueError("utilization", utilization, str(exc)) from None
+    texts = {
+        "id": _text("id", container_id),
+        "name": _text("name", name),
+        "pod": _text("pod", pod),
+        "namespace": _text("namespace", namespace),
+    }
     return Allocation(
-        container_id=container_id if container_id is not None else f"{ID_PREFIX}{int(pid)}",
+        container_id=texts["id"] if container_id is not None else f"{ID_PREFIX}{int(pid)}",
         pid=int(pid),
         gpus=tuple(gpus),
         used_memory_bytes=used,
-        pod=pod or "",
-        namespace=namespace or "",
-        container_name=name or "",
+        pod=texts["pod"],
+        namespace=texts["namespace"],
+        container_name=texts["name"],
+        mig=tuple(mig),
         util_pattern=pattern,
         util_level=level,
         util_period_ms=period,

@@ -52,6 +52,7 @@ from nvml_mock_engine.settings import (
     LOG_OPTIONS,
     CtlSettings,
     config_error,
+    located_by_flags,
 )
 from nvml_mock_engine.values import int_arg, links, milliwatts, names, yes_no
 
@@ -98,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        args.settings = s.resolve(CtlSettings, (*LOG_OPTIONS, *CTL_OPTIONS), args, os.environ)
+        args.settings = located_by_flags(
+            s.resolve(CtlSettings, (*LOG_OPTIONS, *CTL_OPTIONS), args, os.environ), args
+        )
     except s.SettingsError as exc:
         # Logging is not set up yet (its own settings may be what is wrong).
         print(f"nvml-mock-ctl: invalid configuration: {config_error(exc)}", file=sys.stderr)
@@ -546,9 +549,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_alloc(args: argparse.Namespace) -> int:
     with _open(args, writable=True) as layer:
-        gpus = select_gpus(layer, args.gpus)
+        gpus, mig = ctl_alloc.holdings(layer, args.gpus)
         alloc = ctl_alloc.make(
             gpus=gpus,
+            mig=mig,
             pid=args.pid,
             memory=args.memory,
             utilization=args.utilization,
@@ -558,9 +562,9 @@ def _cmd_alloc(args: argparse.Namespace) -> int:
             namespace=args.namespace,
         )
         ctl_alloc.put(layer, alloc)
-        held = ", ".join(f"{g} {layer.board[g].uuid}" for g in alloc.gpus)
+        held = ctl_report.held_text([gpu.uuid for gpu in layer.board], alloc)
         print(
-            f"allocation {alloc.container_id}: pid {alloc.pid} on GPU {held}; "
+            f"allocation {alloc.container_id}: pid {alloc.pid} on {held}; "
             f"{alloc.used_memory_bytes // (1 << 20)}MiB each, utilization "
             f"{ctl_report.utilization_text(alloc)}"
         )
@@ -762,7 +766,10 @@ def _parser() -> argparse.ArgumentParser:
     alloc = verbs.add_parser("alloc", help=alloc_help, description=alloc_help)
     s.add_options(alloc, (*LOG_OPTIONS, *CTL_OPTIONS), defaults, suppress=True)
     alloc.add_argument(
-        "--gpus", required=True, help="GPUs: indices and/or UUIDs, comma separated, or all"
+        "--gpus",
+        required=True,
+        help="GPUs and MIG devices: indices, UUIDs, MIG-<uuid>, <gpu>:<mig>, comma separated, "
+        "or all",
     )
     alloc.add_argument("--pid", required=True, help="the process id NVML lists (a host PID)")
     alloc.add_argument("--memory", help="memory used on each GPU: 20Gi, 512Mi, bytes (default 0)")

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMAND_OPTIONS", "ENV_KERNEL_LOG", "VERB_OPTIONS", "read_argv", "run"]
 
+_LOCATIONS: Final = ("overlay_path", "live_file", "state_file")
+"""``settings.LOCATION_FIELDS`` (a test holds them equal)."""
 ENV_KERNEL_LOG: Final = "NVML_MOCK_KERNEL_LOG"
 """``settings.ENV_KERNEL_LOG`` (a test holds them equal)."""
 COMMAND_OPTIONS: Final = (
@@ -138,11 +140,18 @@ def read_argv(argv: Sequence[str], environ: Mapping[str, str]) -> Request | None
     if verb is None or len(positionals) != _POSITIONALS[verb]:
         return None
     options: dict[str, str] = {}
+    # the flag wins across the three location options too (settings.located_by_flags)
+    located = any(f in after or f in before for f in _LOCATIONS)
     for field, _flag, env in COMMAND_OPTIONS:
         if field in after:
             options[field] = after[field]
         elif field in before:
             options[field] = before[field]
+        elif located and field in _LOCATIONS:
+            ignored = environ.get(env, "")
+            if ignored.strip() and not (_plain(ignored) and ignored.startswith("/")):
+                return None  # the full command line checks it (and refuses a bad one)
+            continue
         elif environ.get(env, "").strip():
             options[field] = environ[env]
     return Request(verb, options, verb_values, positionals)

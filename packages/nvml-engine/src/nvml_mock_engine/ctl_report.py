@@ -27,6 +27,7 @@ __all__ = [
     "describe",
     "event_text",
     "gpu_row",
+    "held_text",
     "holding",
     "print_allocations",
     "print_status",
@@ -206,6 +207,27 @@ def utilization_text(alloc: Allocation) -> str:
     return text
 
 
+def _gpus_text(alloc: Allocation) -> str:
+    """The devices a record holds, short: ``0`` for a whole GPU, ``0:gi7/ci0`` per MIG
+    device (``status``'s GPUS column)."""
+    parts: list[str] = []
+    for gpu in alloc.gpus:
+        mig = [f"{gpu}:gi{gi}/ci{ci}" for g, gi, ci in alloc.mig if g == gpu]
+        parts.extend(mig or [str(gpu)])
+    return ",".join(parts)
+
+
+def held_text(uuids: Sequence[str], alloc: Allocation) -> str:
+    """What ``alloc`` says a record holds: each whole GPU with its UUID, each MIG device with
+    its GPU and instance ids."""
+    parts: list[str] = []
+    for gpu in alloc.gpus:
+        uuid = uuids[gpu] if gpu < len(uuids) else "?"
+        mig = [f"GPU {gpu} {uuid} MIG GI {gi} CI {ci}" for g, gi, ci in alloc.mig if g == gpu]
+        parts.extend(mig or [f"GPU {gpu} {uuid}"])
+    return ", ".join(parts)
+
+
 def holding(records: Sequence[Allocation], gpus: Sequence[int]) -> list[Allocation]:
     """The records that hold any of *gpus*, in slot order."""
     return [a for a in records if set(a.gpus) & set(gpus)]
@@ -224,6 +246,7 @@ def allocation_rows(records: Sequence[Allocation], uuids: Sequence[str]) -> list
             "pid": alloc.pid,
             "gpus": list(alloc.gpus),
             "gpu_uuids": [uuids[g] if g < len(uuids) else None for g in alloc.gpus],
+            "mig": [list(held) for held in alloc.mig],
             "memory_bytes": alloc.used_memory_bytes,
             "utilization": utilization_text(alloc),
             "start_time_ms": alloc.start_time_ms,
@@ -244,7 +267,7 @@ def print_allocations(records: Sequence[Allocation]) -> None:
             alloc.pod or "-",
             alloc.namespace or "-",
             str(alloc.pid),
-            ",".join(str(g) for g in alloc.gpus),
+            _gpus_text(alloc),
             f"{alloc.used_memory_bytes // _MiB}MiB",
             utilization_text(alloc),
         )

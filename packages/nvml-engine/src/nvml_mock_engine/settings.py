@@ -12,11 +12,13 @@ from, so it reads like every other config error of the package.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from nvml_mock_live import locate
 from nvml_mock_protocol import names
@@ -50,6 +52,7 @@ __all__ = [
     "ENV_STATE_FILE",
     "IMEX_CHANNELS_DEFAULT",
     "IMEX_CHANNELS_MAX",
+    "LOCATION_FIELDS",
     "LOG_OPTIONS",
     "NODE_OPTIONS",
     "PROFILES_OPTIONS",
@@ -63,6 +66,7 @@ __all__ = [
     "RenderSettings",
     "StageSettings",
     "config_error",
+    "located_by_flags",
     "options_table",
 ]
 
@@ -384,6 +388,25 @@ class CtlSettings(CommandSettings):
         return self.state_file or self.live_path.parent / names.STATE_FILE_NAME
 
 
+LOCATION_FIELDS: Final = ("overlay_path", "live_file", "state_file")
+"""The options that say where a command's live layer is."""
+
+C = TypeVar("C", bound="CtlSettings")
+
+
+def located_by_flags(settings: C, args: argparse.Namespace) -> C:
+    """*settings* with the rule "the flag wins" kept across the three location options:
+    when any of them is given as a flag, a live or state file that only the environment
+    names is dropped, so ``--overlay-path OV`` works on OV even in a shell (or a pod) whose
+    ``MOCK_NVML_CONFIG`` names another node's state (it silently wrote the other one)."""
+    flagged = {f for f in LOCATION_FIELDS if getattr(args, f, None) is not None}
+    if not flagged:
+        return settings
+    live_file = settings.live_file if "live_file" in flagged else None
+    state_file = settings.state_file if "state_file" in flagged else None
+    return dataclasses.replace(settings, live_file=live_file, state_file=state_file)
+
+
 def _kernel_log(value: str) -> str:
     kind, target = parse_sink(value)
     return f"{kind}:{target}" if target else kind
@@ -475,9 +498,11 @@ class AgentSettings(CtlSettings):
     """``agent``: the node, the service it watches and where it writes (the live layer)."""
 
     topology_url: str = ""
-    """The topology service's base URL (required)."""
+    """The topology service's base URL; empty: no scenarios, the agent only keeps the
+    surfaces true."""
     node: str = ""
-    """This node's name (required; the downward API's ``spec.nodeName``)."""
+    """This node's name (the downward API's ``spec.nodeName``; required with a topology
+    service)."""
     node_labels: dict[str, str] | None = None
     """This node's labels, for scenario selectors with ``labels``."""
     token_file: Path | None = None
@@ -521,9 +546,9 @@ AGENT_OPTIONS: Final[tuple[s.Option, ...]] = (
         "--topology-url",
         ENV_TOPOLOGY_URL,
         s.url,
-        "the topology service's base URL",
+        "the topology service's base URL; without one no scenarios, only the surfaces kept true",
         metavar="URL",
-        default_doc="required",
+        default_doc="none",
     ),
     s.Option(
         "node",
@@ -531,7 +556,7 @@ AGENT_OPTIONS: Final[tuple[s.Option, ...]] = (
         names.ENV_NODE_NAME,
         s.name,
         "this node's name",
-        default_doc="required",
+        default_doc="required with --topology-url",
     ),
     s.Option(
         "node_labels",

@@ -598,6 +598,7 @@ def test_alloc_makes_gpus_busy_through_nvml_and_release_frees_them(
             "GPU-01000100-1111-2222-3333-000000000000",
             "GPU-01000100-1111-2222-3333-000000000001",
         ],
+        "mig": [],
         "memory_bytes": 20 * GiB,
         "utilization": "steady 60",
     }

@@ -403,6 +403,7 @@ def test_the_command_options_are_the_declared_ones() -> None:
     declared = [(o.field, o.flag, o.env) for o in (*settings.LOG_OPTIONS, *settings.CTL_OPTIONS)]
     assert list(ctl_quick.COMMAND_OPTIONS) == declared
     assert ctl_quick.ENV_KERNEL_LOG == settings.ENV_KERNEL_LOG
+    assert ctl_quick._LOCATIONS == settings.LOCATION_FIELDS
     assert not any(o.aliases for o in (*settings.LOG_OPTIONS, *settings.CTL_OPTIONS))
 
 
