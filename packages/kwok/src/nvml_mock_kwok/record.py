@@ -285,6 +285,9 @@ class _Session:
             ],
             [
                 str(self.rec.bin_dir / "gpu-feature-discovery"),
+                # the staged machine name (GFD's default is the host's /sys/class/dmi)
+                "--machine-type-file",
+                str(self.overlay / "sys" / "class" / "dmi" / "id" / "product_name"),
                 "--oneshot",
                 "--no-timestamp",
                 "--mig-strategy",

@@ -13,6 +13,7 @@ lays it out::
     sys/bus/pci/drivers/nvidia/0000:53:00.0 -> ../../../../devices/pci0000:50/...
     sys/kernel/iommu_groups/<n>/devices/0000:53:00.0 -> ../../../../devices/pci0000:50/...
     sys/module/nvidia/version
+    sys/class/dmi/id/product_name      (the machine, when the profile names one)
 
 Each GPU's root port sits on the bus of its root complex, the highest bus number below the
 GPU's (aligned down to a multiple of 16 where that is free) that no GPU of the same domain
@@ -28,7 +29,7 @@ from typing import Final
 from nvml_mock_node.file_tree import FileTree
 from nvml_mock_node.procfs import sysfs_bus_id
 
-__all__ = ["PciGpu", "link_speed", "root_ports", "sys_tree"]
+__all__ = ["DMI_PRODUCT_NAME", "PciGpu", "link_speed", "root_ports", "sys_tree"]
 
 NVIDIA_VENDOR: Final = 0x10DE
 ROOT_PORT_CLASS: Final = 0x060400
@@ -151,10 +152,19 @@ def _function(tree: FileTree, path: str, depth: int, values: dict[str, str]) -> 
     tree.link(f"{path}/subsystem", f"{up}bus/pci")
 
 
-def sys_tree(gpus: Sequence[PciGpu], driver_version: str) -> FileTree:
-    """The ``sys/`` tree for *gpus* (in minor-number order) and a driver of *driver_version*."""
+DMI_PRODUCT_NAME: Final = "class/dmi/id/product_name"
+"""Where the firmware's system product name is, under ``sys/``: GPU feature discovery reads
+it (``--machine-type-file``, default ``/sys/class/dmi/id/product_name``) for
+``nvidia.com/gpu.machine``."""
+
+
+def sys_tree(gpus: Sequence[PciGpu], driver_version: str, machine: str = "") -> FileTree:
+    """The ``sys/`` tree for *gpus* (in minor-number order) and a driver of *driver_version*,
+    on a node whose DMI product name is *machine* (none when empty)."""
     tree = FileTree()
     tree.add("module/nvidia/version", f"{driver_version}\n")
+    if machine:
+        tree.add(DMI_PRODUCT_NAME, f"{machine}\n")
     tree.mkdir("bus/pci/drivers/nvidia")
     for index, (gpu, (root, port)) in enumerate(zip(gpus, root_ports(gpus), strict=True)):
         name = sysfs_bus_id(gpu.bus_id)

@@ -554,7 +554,7 @@ def _surfaces(
         host_devices=host[0],
         host_modules=host[1],
     )
-    return proc, pci_sysfs.sys_tree(pci, config.driver_version)
+    return proc, pci_sysfs.sys_tree(pci, config.driver_version, config.profile.machine)
 
 
 def _devices_refused(driver: hostgpu.HostDriver | None) -> str | None:

@@ -348,3 +348,53 @@ def test_the_librarys_mount_path_default_is_the_protocols() -> None:
     init = (Path(__file__).parents[3] / "nvml-engine" / "native" / "src" / "init.c").read_text()
     assert f'#define OVERLAY_MOUNT_DEFAULT "{names.OVERLAY_MOUNT_PATH}"' in init
     assert f'#define ENV_OVERLAY_MOUNT "{names.ENV_OVERLAY_MOUNT_PATH}"' in init
+
+
+@pytest.mark.parametrize(
+    ("profile", "machine"),
+    [("h100", "DGX H100"), ("gb200", "DGX GB200"), ("a100", "DGXA100 920-23687-2530-000")],
+)
+def test_the_root_names_the_machine_where_gpu_feature_discovery_reads_it(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch, profile: str, machine: str
+) -> None:
+    fake_host(tmp_path, monkeypatch)
+    staged(tmp_path / "o", library, profile=profile, count=1, devices=False)
+    product = tmp_path / "o" / "sys" / "class" / "dmi" / "id" / "product_name"
+    assert product.read_text() == f"{machine}\n"
+    assert product.stat().st_mode & 0o777 == 0o444
+
+
+def test_every_packaged_profile_names_its_machine() -> None:
+    from nvml_mock_engine.profiles import load_profile, profile_names
+
+    machines = {name: load_profile(name).machine for name in profile_names()}
+    assert all(machines.values()), machines
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [('"DGX\\tH100"', "printable ASCII"), ('" DGX"', "no blank"), ("7", "printable"),
+     (f'"{"x" * 65}"', "at most 64")],
+)  # fmt: skip
+def test_a_bad_machine_name_is_refused_naming_the_key(tmp_path: Path, value: str, why: str) -> None:
+    source = Path(__file__).parents[2] / "src" / "nvml_mock_engine" / "profiles" / "t4.yaml"
+    text = source.read_text().replace("layout:\n", f"layout:\n  machine: {value}\n", 1)
+    text = text.replace('  machine: "g4dn.12xlarge"', "  # machine given above", 1)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(ProfileError, match=r"layout\.machine: ") as caught:
+        resolve_config(profile=str(bad), count=1, node="n")
+    assert why in str(caught.value)
+
+
+def test_a_profile_file_without_a_machine_stages_no_product_name(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_host(tmp_path, monkeypatch)
+    source = Path(__file__).parents[2] / "src" / "nvml_mock_engine" / "profiles" / "t4.yaml"
+    lines = [line for line in source.read_text().splitlines() if "machine:" not in line]
+    own = tmp_path / "own.yaml"
+    own.write_text("\n".join(lines) + "\n")
+    config = resolve_config(profile=str(own), count=1, node="n")
+    stage(tmp_path / "o", config, StageOptions(runtime=False, library=library, devices=False))
+    assert not (tmp_path / "o" / "sys" / "class").exists()

@@ -90,6 +90,7 @@ _LAYOUT_KEYS: Final = frozenset(
         "nvswitch_bus_ids",
         "rack_chassis",
         "pci_class",
+        "machine",
     }
 )
 PCI_CLASSES: Final[Mapping[int, str]] = MappingProxyType(
@@ -141,6 +142,11 @@ class Profile:
     pci_class: int = 0x030200
     """The GPU function's PCI class code (``layout.pci_class``, one of :data:`PCI_CLASSES`):
     what the staged PCI sysfs tree's ``class`` file holds."""
+    machine: str = ""
+    """The node's machine: its DMI product name (``layout.machine``), as the firmware of a
+    real system with this board reports it in ``/sys/class/dmi/id/product_name`` (GPU
+    feature discovery's ``nvidia.com/gpu.machine``). Empty: a profile file that names none,
+    and the staged root has no such file."""
 
 
 def profile_names() -> tuple[str, ...]:
@@ -225,6 +231,7 @@ class _Parser:
         if not isinstance(rack_chassis, bool):
             raise self.fail("layout.rack_chassis", f"must be true or false, got {rack_chassis!r}")
         pci_class = self.pci_class(layout.get("pci_class", "0x030200"))
+        machine = self.machine(layout.get("machine", ""))
         gpu = self.gpu(data.get("gpu"))
         if len(set(bus_ids)) != len(bus_ids):
             raise self.fail("layout.pci_bus_ids", "ids must be distinct")
@@ -249,7 +256,24 @@ class _Parser:
             gpu=MappingProxyType(gpu),
             mig=self.mig(data.get("mig"), gpu),
             pci_class=pci_class,
+            machine=machine,
         )
+
+    def machine(self, value: object) -> str:
+        """A DMI product name: printable ASCII, at most 64 bytes (SMBIOS strings are short
+        and the kernel shows them as they are), no leading or trailing blank."""
+        if (
+            not isinstance(value, str)
+            or len(value) > 64
+            or not all(" " <= c <= "~" for c in value)
+            or value != value.strip()
+        ):
+            raise self.fail(
+                "layout.machine",
+                f"must be printable ASCII of at most 64 characters, no blank at either end, "
+                f"got {value!r}",
+            )
+        return value
 
     def pci_class(self, value: object) -> int:
         known = ", ".join(f"0x{code:06x} ({mode})" for code, mode in PCI_CLASSES.items())
