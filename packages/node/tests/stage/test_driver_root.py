@@ -377,7 +377,7 @@ def test_every_packaged_profile_names_its_machine() -> None:
      (f'"{"x" * 65}"', "at most 64")],
 )  # fmt: skip
 def test_a_bad_machine_name_is_refused_naming_the_key(tmp_path: Path, value: str, why: str) -> None:
-    source = Path(__file__).parents[2] / "src" / "nvml_mock_engine" / "profiles" / "t4.yaml"
+    source = PROFILES / "t4.yaml"
     text = source.read_text().replace("layout:\n", f"layout:\n  machine: {value}\n", 1)
     text = text.replace('  machine: "g4dn.12xlarge"', "  # machine given above", 1)
     bad = tmp_path / "bad.yaml"
@@ -391,7 +391,7 @@ def test_a_profile_file_without_a_machine_stages_no_product_name(
     tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_host(tmp_path, monkeypatch)
-    source = Path(__file__).parents[2] / "src" / "nvml_mock_engine" / "profiles" / "t4.yaml"
+    source = PROFILES / "t4.yaml"
     lines = [line for line in source.read_text().splitlines() if "machine:" not in line]
     own = tmp_path / "own.yaml"
     own.write_text("\n".join(lines) + "\n")
