@@ -73,6 +73,7 @@ __all__ = [
     "launcher_script",
     "proc_devices",
     "stage",
+    "symlinked_root",
     "write_atomic",
 ]
 
@@ -375,6 +376,8 @@ def stage(
             cdi = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False)
             write_atomic(generation / names.OVERLAY_CDI_DIR / CDI_SPEC_NAME, cdi.encode())
             _check_tools(warnings)
+            if surfaces is not None:
+                warnings.extend(symlinked_root(directory, options.host_path))
             _sync_driver_root(
                 directory,
                 surfaces,
@@ -849,6 +852,31 @@ def _make_channels(channels: Path, major: int, count: int, warnings: list[str]) 
             )
             return 0
     return count
+
+
+def symlinked_root(directory: Path, host_path: str | None = None) -> list[str]:
+    """What is wrong with the driver root's path as users will give it: *directory*, and
+    *host_path* (where the host sees it) when it can be looked at here, must name the
+    directory itself, not a symlink to it or a path through one.
+
+    NVIDIA's DRA driver and nvidia-ctk (their container toolkit's library lookup) resolve every
+    library they find under the root to its real path, then strip the root *as given* from
+    it: through a symlink the prefix never matches, and the CDI spec they write silently
+    mounts no library. Staging works either way; the warning names the path to give."""
+    found: list[str] = []
+    for path in (str(directory), host_path):
+        if path is None or not os.path.isabs(path) or not os.path.isdir(path):
+            continue
+        real = os.path.realpath(path)
+        if real != os.path.normpath(path):
+            found.append(
+                f"the driver root {path} is reached through a symlink (the directory is "
+                f"{real}): give {real} as the driver root (the DRA driver's "
+                "nvidiaDriverRoot, nvidia-ctk's --driver-root); they resolve each library to "
+                "its real path and keep only those under the root as given, so through the "
+                "link they mount no library"
+            )
+    return found
 
 
 def _check_tools(warnings: list[str]) -> None:

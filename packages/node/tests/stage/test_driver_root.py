@@ -398,3 +398,32 @@ def test_a_profile_file_without_a_machine_stages_no_product_name(
     config = resolve_config(profile=str(own), count=1, node="n")
     stage(tmp_path / "o", config, StageOptions(runtime=False, library=library, devices=False))
     assert not (tmp_path / "o" / "sys" / "class").exists()
+
+
+def _toolkit_libraries(root: str) -> list[str]:
+    """The libraries a CDI spec would mount from *root*, found as NVIDIA's toolkit finds them
+    (its library lookup under the DRA driver and nvidia-ctk): each candidate resolved to its
+    real path, then kept, relative to the root, only when it starts with the root as given."""
+    found = sorted({os.path.realpath(p) for p in Path(root, "usr", "lib64").glob("*.so.*")})
+    return [p[len(root) :] for p in found if p.startswith(root + "/")]
+
+
+def test_a_symlinked_driver_root_is_warned_about_naming_the_real_one(
+    tmp_path: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_host(tmp_path, monkeypatch)
+    real = tmp_path / "real-overlay"
+    link = tmp_path / "overlay-link"
+    real.mkdir()
+    link.symlink_to(real)
+    report = staged(link, library, devices=False)
+    (warning,) = [w for w in report.warnings if "symlink" in w]
+    assert f"the driver root {link} is reached through a symlink" in warning
+    assert f"give {real} as the driver root" in warning
+    # why: through the link the toolkit's lookup keeps no library; from the real path it does
+    assert _toolkit_libraries(str(link)) == []
+    assert _toolkit_libraries(str(real)) == ["/usr/lib64/libnvidia-ml.so.580.105.08"]
+    # staged at the real path, or told where the host sees it through a link
+    assert not [w for w in staged(real, library, devices=False).warnings if "symlink" in w]
+    report = staged(real, library, devices=False, host_path=str(link))
+    assert [w for w in report.warnings if "symlink" in w] == [warning]
