@@ -404,7 +404,9 @@ def _toolkit_libraries(root: str) -> list[str]:
     """The libraries a CDI spec would mount from *root*, found as NVIDIA's toolkit finds them
     (its library lookup under the DRA driver and nvidia-ctk): each candidate resolved to its
     real path, then kept, relative to the root, only when it starts with the root as given."""
-    found = sorted({os.path.realpath(p) for p in Path(root, "usr", "lib64").glob("*.so.*")})
+    found = sorted(
+        {os.path.realpath(p) for p in Path(root, "usr", "lib64").glob("libnvidia-ml.so.*")}
+    )
     return [p[len(root) :] for p in found if p.startswith(root + "/")]
 
 
