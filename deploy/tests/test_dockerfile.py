@@ -285,3 +285,20 @@ def test_the_dockerfile_needs_no_external_frontend(path: Path) -> None:
                 leading.add(word.split("=", 1)[0])
             unknown = leading - _BUILTIN_FLAGS.get(op, set())
             assert not unknown, f"{op} {sorted(unknown)} in stage {stage.name}"
+
+
+@pytest.mark.parametrize("package", ["nvml-engine", "cuda"])
+def test_the_build_stage_installs_the_header_packages_each_library_needs(package: str) -> None:
+    """The build stage runs the packages' Makefiles before any wheel is built, so the
+    header distributions their build backends would install (NVIDIA's nvml.h, cuda.h, the
+    CUDA 12 runtime API and crt/ headers) must be installed by the stage itself: a missing
+    one fails the image build in make, as a CUDA 12 header once did."""
+    project = tomllib.loads((REPO_ROOT / "packages" / package / "pyproject.toml").read_text())
+    headers = [r for r in project["build-system"]["requires"] if r.startswith("nvidia-")]
+    installed = " ".join(
+        body
+        for body in " ".join(DOCKERFILE.read_text().splitlines()).split("RUN ")
+        if "pip install" in body
+    )
+    for requirement in headers:
+        assert f"'{requirement}'" in installed, f"the build stage does not install {requirement}"
