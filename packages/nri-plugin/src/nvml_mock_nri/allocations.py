@@ -72,7 +72,7 @@ from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.selection import MigSource, Selection, Visibility, VisibleSource, select
 from nvml_mock_nri.settings import Settings
 
-__all__ = ["RECORDS_PER_POD", "STARTING_MAX", "AllocationRecorder"]
+__all__ = ["RECORDS_PER_POD", "STARTING_MAX", "AllocationRecorder", "Grant"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +153,20 @@ class AllocationRecorder:
             self._live = None
 
     # -- what a container holds ----------------------------------------------
+
+    def grants(self) -> dict[str, Grant]:
+        """What each recorded container holds now, by container id: the GPUs and MIG devices
+        its CUDA processes may publish their use on (:mod:`nvml_mock_nri.cuda_publish`, from
+        its own thread: one copy of the records taken at once)."""
+        kept = list(self._kept.items())
+        grants: dict[str, Grant] = {}
+        for cid, k in kept:
+            alloc = k.derived.alloc
+            whole = frozenset(g for g in alloc.gpus if g not in {m[0] for m in alloc.mig})
+            grants[cid] = Grant(
+                cid, alloc.pid, alloc.pod, alloc.namespace, whole, frozenset(alloc.mig)
+            )
+        return grants
 
     def mig_devices(self) -> list[MigDevice]:
         """The node's MIG devices now (for DRA MIG claims and MIG capability device nodes);
@@ -560,6 +574,19 @@ class _Derived:
     def declared_gpus(self) -> frozenset[int]:
         """The GPUs it holds (whole or a MIG device of them) by declaration alone."""
         return frozenset((*self.declared_whole, *(d.gpu for d in self.declared_mig)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Grant:
+    """What one recorded container holds: its process (the runtime's PID), its pod, the GPUs
+    it holds whole and its MIG devices ``(gpu, gpu instance, compute instance)``."""
+
+    container_id: str
+    pid: int
+    pod: str
+    namespace: str
+    gpus: frozenset[int]
+    mig: frozenset[tuple[int, int, int]]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,0 +1,193 @@
+"""Publishing for CUDA processes in containers, through the real plugin's socket.
+
+The plugin runs for real against the runtime double; its socket is the overlay's
+``run/cuda.sock``. Clients are processes of their own: the real mock libcuda in a private
+mount namespace that sees the overlay read-only (as a container does), and raw socket
+clients for the hostile cases. NVML in yet another process reads the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import Start, allocated, pod, run_container
+from nvml_mock_live import read_board
+from nvml_mock_protocol import names
+from nvml_mock_protocol.nri.runtime import RuntimeDouble
+from test_allocations import nvml_view, overlay  # noqa: F401 - the fixture
+
+GiB = 1 << 30
+
+
+async def _until(check: object, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        if await asyncio.to_thread(check):  # type: ignore[arg-type]
+            return
+        assert loop.time() < deadline, "not reached in time"
+        await asyncio.sleep(0.1)
+
+
+def _end(client: subprocess.Popen[str]) -> None:
+    if client.poll() is None:
+        client.kill()
+    client.wait()
+    for pipe in (client.stdin, client.stdout, client.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def _procs(overlay: Path, gpu: int) -> list[list[int]]:
+    return nvml_view(overlay)[str(gpu)]["procs"]  # type: ignore[index, no-any-return]
+
+
+CUDA_CLIENT = textwrap.dedent(
+    """
+    import ctypes, errno, os, sys, time
+    live = sys.argv[1]
+    try:
+        open(live, "r+b")
+        print("writable", flush=True)
+    except OSError as exc:
+        print("live file:", errno.errorcode[exc.errno], flush=True)
+    sys.stdin.readline()  # the runtime has recorded this container
+    cu = ctypes.CDLL("libcuda.so.1")
+    assert cu.cuInit(0) == 0
+    dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_ulonglong()
+    assert cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cu.cuCtxCreate_v2(ctypes.byref(ctx), 0, dev) == 0
+    assert cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(3 << 30)) == 0
+    print("allocated", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root")
+async def test_container_process_publishes_through_a_read_only_overlay(
+    runtime: RuntimeDouble,
+    start_plugin: Start,
+    overlay: Path,  # noqa: F811
+) -> None:
+    from nvml_mock_cuda.library import driver_path
+
+    await start_plugin("--overlay-host-path", str(overlay), "--host-proc-root", "/proc")
+    assert (overlay / names.OVERLAY_CUDA_SOCKET).is_socket()
+    config = overlay / names.OVERLAY_CONFIG_DIR
+    env = {
+        "PATH": os.environ["PATH"],
+        "LD_LIBRARY_PATH": f"{driver_path().parent}:{overlay / names.OVERLAY_LIB_DIR}",
+        "MOCK_NVML_CONFIG": str(config / names.STATE_FILE_NAME),
+        "NVIDIA_VISIBLE_DEVICES": "2",
+        "PYTHONUNBUFFERED": "1",
+    }
+    ro = f"mount --bind {overlay} {overlay} && mount -o remount,bind,ro {overlay} && exec "
+    script = ro + f'{sys.executable} -c "$0" {config / names.LIVE_FILE_NAME}'
+    client = subprocess.Popen(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, CUDA_CLIENT],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert client.stdout is not None and client.stdin is not None
+        assert client.stdout.readline().strip() == "live file: EROFS"
+        sandbox = pod("train")
+        await run_container(runtime, sandbox, allocated("main", sandbox, gpus="2"), client.pid)
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        line = await asyncio.to_thread(client.stdout.readline)
+        assert line.strip() == "allocated", client.stderr.read() if client.stderr else ""
+        # the runtime's record of the container (its share) and the CUDA process, by host PID
+        await _until(lambda: [client.pid, 3 * GiB] in _procs(overlay, 2))
+        assert all(p[0] != client.pid for p in _procs(overlay, 0))
+        client.send_signal(signal.SIGKILL)
+        client.wait()
+        await _until(lambda: all(p[1] != 3 * GiB for p in _procs(overlay, 2)))
+    finally:
+        _end(client)
+
+
+RAW_CLIENT = textwrap.dedent(
+    """
+    import socket, sys
+    path = sys.argv[1]
+    conns = {}
+    for line in sys.stdin:
+        name, _, frame = line.rstrip("\\n").partition(" ")
+        if name not in conns:
+            conns[name] = socket.socket(socket.AF_UNIX)
+            conns[name].connect(path)
+        s = conns[name]
+        s.sendall(bytes.fromhex(frame))
+        reply = s.recv(4096).decode()
+        if reply.startswith("error"):
+            closed = s.recv(16) == b""
+            reply = reply.strip() + (" [closed]" if closed else "")
+        print(reply.strip(), flush=True)
+    """
+)
+
+
+async def test_hostile_peer_is_refused_and_broken_frames_close_one_connection(
+    runtime: RuntimeDouble,
+    start_plugin: Start,
+    overlay: Path,  # noqa: F811
+) -> None:
+    await start_plugin("--overlay-host-path", str(overlay), "--host-proc-root", "/proc")
+    board = read_board(overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME)
+    total = board[2].memory_total_bytes
+    client = subprocess.Popen(
+        [sys.executable, "-c", RAW_CLIENT, str(overlay / names.OVERLAY_CUDA_SOCKET)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdin is not None and client.stdout is not None
+
+    def ask(conn: str, frame: bytes) -> str:
+        assert client.stdin is not None and client.stdout is not None
+        client.stdin.write(f"{conn} {frame.hex()}\n")
+        client.stdin.flush()
+        return client.stdout.readline().strip()
+
+    try:
+        # before the runtime recorded its container, the process holds nothing
+        reply = await asyncio.to_thread(ask, "a", f"{board[2].uuid} 1024\n".encode())
+        assert reply == "refused: the process is in no container holding GPUs"
+        sandbox = pod("tenant")
+        await run_container(runtime, sandbox, allocated("main", sandbox, gpus="2"), client.pid)
+        # a new connection is judged by its container now
+        assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 1024\n".encode()) == "ok"
+        await _until(lambda: [client.pid, 1024] in _procs(overlay, 2))
+        # a GPU it was not given: refused, nothing written there
+        reply = await asyncio.to_thread(ask, "b", f"{board[0].uuid} 1024\n".encode())
+        assert reply.startswith("refused:") and "was not given" in reply
+        reply = await asyncio.to_thread(ask, "b", f"{board[2].uuid} {total + 1}\n".encode())
+        assert reply.startswith("refused:") and "more than" in reply
+        assert all(p[0] != client.pid for p in _procs(overlay, 0))
+        # garbage closes that connection only
+        reply = await asyncio.to_thread(ask, "c", b"\x00\xffGPU-garbage 12\n")
+        assert reply.startswith("error:") and reply.endswith("[closed]")
+        reply = await asyncio.to_thread(ask, "d", b"x" * 300)
+        assert reply.startswith("error:") and reply.endswith("[closed]")
+        assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 2048\n".encode()) == "ok"
+        await _until(lambda: [client.pid, 2048] in _procs(overlay, 2))
+        # a zero removes the record
+        assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 0\n".encode()) == "ok"
+        await _until(lambda: [client.pid, 2048] not in _procs(overlay, 2))
+    finally:
+        _end(client)
+    assert json.dumps(_procs(overlay, 0))  # NVML still reads the file after all of it
