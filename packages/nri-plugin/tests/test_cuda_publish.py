@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import Start, allocated, pod, run_container
 from nvml_mock_live import read_board
+from nvml_mock_nri.allocations import RECORDS_PER_POD, Grant
+from nvml_mock_nri.cuda_publish import container_of
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 from test_allocations import nvml_view, overlay  # noqa: F401 - the fixture
@@ -47,8 +49,8 @@ def _end(client: subprocess.Popen[str]) -> None:
             pipe.close()
 
 
-def _procs(overlay: Path, gpu: int) -> list[list[int]]:
-    return nvml_view(overlay)[str(gpu)]["procs"]  # type: ignore[index, no-any-return]
+def _procs(root: Path, gpu: int) -> list[list[int]]:
+    return nvml_view(root)[str(gpu)]["procs"]  # type: ignore[index, no-any-return]
 
 
 CUDA_CLIENT = textwrap.dedent(
@@ -81,6 +83,10 @@ async def test_container_process_publishes_through_a_read_only_overlay(
 ) -> None:
     from nvml_mock_cuda.library import driver_path
 
+    # the driver finds the socket by the protocol's names
+    built = driver_path().read_bytes()
+    assert names.OVERLAY_CUDA_SOCKET.encode() in built
+    assert names.ENV_MOCK_CUDA_PUBLISH_SOCKET.encode() in built
     await start_plugin("--overlay-host-path", str(overlay), "--host-proc-root", "/proc")
     assert (overlay / names.OVERLAY_CUDA_SOCKET).is_socket()
     config = overlay / names.OVERLAY_CONFIG_DIR
@@ -185,9 +191,41 @@ async def test_hostile_peer_is_refused_and_broken_frames_close_one_connection(
         assert reply.startswith("error:") and reply.endswith("[closed]")
         assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 2048\n".encode()) == "ok"
         await _until(lambda: [client.pid, 2048] in _procs(overlay, 2))
+        # at most RECORDS_PER_POD records per container, over all its connections
+        for n in range(RECORDS_PER_POD - 1):
+            reply = await asyncio.to_thread(ask, f"many{n}", f"{board[2].uuid} 4096\n".encode())
+            assert reply == "ok"
+        reply = await asyncio.to_thread(ask, "last", f"{board[2].uuid} 4096\n".encode())
+        assert reply == f"refused: the container holds {RECORDS_PER_POD} records already"
         # a zero removes the record
         assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 0\n".encode()) == "ok"
         await _until(lambda: [client.pid, 2048] not in _procs(overlay, 2))
     finally:
         _end(client)
     assert json.dumps(_procs(overlay, 0))  # NVML still reads the file after all of it
+
+
+def test_a_peer_is_found_by_its_cgroup_then_by_its_ancestors(tmp_path: Path) -> None:
+    """A process ``kubectl exec`` started is no child of the container's process: its cgroup
+    (containerd's, systemd driver) names the container. A process that left its cgroup is
+    followed up the process tree; one of neither is in no container."""
+    cid = "ab" * 32
+    grant = Grant(cid, 100, "p", "default", frozenset({2}), frozenset())
+    grants = {cid: grant}
+
+    def proc(pid: int, ppid: int, cgroup: str) -> None:
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cgroup").write_text(cgroup)
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (py (x) y) S {ppid} 1 1\n")
+
+    proc(100, 50, "0::/\n")
+    proc(300, 7, f"0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-{cid}.scope\n")
+    proc(301, 100, "0::/elsewhere\n")
+    proc(302, 301, "0::/elsewhere\n")
+    proc(400, 1, "0::/system.slice/x.service\n")
+    proc(401, 400, f"0::/kubepods.slice/cri-containerd-{'cd' * 32}.scope\n")
+    assert container_of(300, grants, str(tmp_path)) is grant
+    assert container_of(302, grants, str(tmp_path)) is grant
+    assert container_of(400, grants, str(tmp_path)) is None
+    assert container_of(401, grants, str(tmp_path)) is None
+    assert container_of(999, grants, str(tmp_path)) is None
