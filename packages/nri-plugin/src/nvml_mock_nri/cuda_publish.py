@@ -130,9 +130,9 @@ class CudaPublisher:
         self._lock = threading.Lock()
         self._conns: dict[int, _Conn] = {}
         self._live: LiveLayer | None = None
-        self._selector = selectors.DefaultSelector()
+        self._selector: selectors.BaseSelector | None = None
         self._server: socket.socket | None = None
-        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake: tuple[socket.socket, socket.socket] | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
 
@@ -140,18 +140,25 @@ class CudaPublisher:
 
     def start(self) -> None:
         """Bind the socket (a stale one of an earlier plugin is replaced) and serve.
-        Raises OSError when it cannot be bound."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        Raises OSError when it cannot be bound: no overlay directory (never created here,
+        so a plugin without a staged node leaves no trace), or a read-only one."""
+        self.path.parent.mkdir(exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        server.bind(str(self.path))
-        os.chmod(self.path, 0o666)  # containers run as any user; the peer's creds decide
-        server.listen(64)
+        try:
+            server.bind(str(self.path))
+            os.chmod(self.path, 0o666)  # containers run as any user; the peer's creds decide
+            server.listen(64)
+        except OSError:
+            server.close()
+            raise
         server.setblocking(False)
         self._server = server
+        self._wake = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
         self._selector.register(server, selectors.EVENT_READ, None)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._selector.register(self._wake[0], selectors.EVENT_READ, None)
         self._thread = threading.Thread(target=self._loop, name="cuda publish", daemon=True)
         self._thread.start()
         logger.info("publishing for CUDA processes in containers on %s", self.path)
@@ -159,7 +166,8 @@ class CudaPublisher:
     def close(self) -> None:
         """Stop serving; every record published through the socket is removed."""
         self._stopping = True
-        self._wake_w.send(b"x")
+        if self._wake is not None:
+            self._wake[1].send(b"x")
         if self._thread is not None:
             self._thread.join(timeout=5)
         with self._lock:
@@ -169,9 +177,11 @@ class CudaPublisher:
             self._server.close()
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
-        self._selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        if self._selector is not None:
+            self._selector.close()
+        if self._wake is not None:
+            for end in self._wake:
+                end.close()
         if self._live is not None:
             self._live.close()
 
@@ -188,11 +198,12 @@ class CudaPublisher:
     # -- the loop --------------------------------------------------------------
 
     def _loop(self) -> None:
+        assert self._selector is not None and self._wake is not None
         while not self._stopping:
             for key, _ in self._selector.select(timeout=1.0):
                 if key.fileobj is self._server:
                     self._accept()
-                elif key.fileobj is self._wake_r:
+                elif key.fileobj is self._wake[0]:
                     continue
                 else:
                     with self._lock:
@@ -225,6 +236,7 @@ class CudaPublisher:
                 return
             now = time.time_ns() // 1_000_000
             self._conns[sock.fileno()] = _Conn(sock, pid, grant, now)
+        assert self._selector is not None
         self._selector.register(sock, selectors.EVENT_READ, None)
 
     def _readable(self, conn: _Conn) -> None:
@@ -269,8 +281,9 @@ class CudaPublisher:
     def _drop(self, conn: _Conn) -> None:
         """Close *conn* and remove every record it published."""
         self._conns.pop(conn.sock.fileno(), None)
-        with contextlib.suppress(KeyError, ValueError):
-            self._selector.unregister(conn.sock)
+        if self._selector is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(conn.sock)
         for held in conn.held.values():
             try:
                 self._open().remove(held.record_id)
