@@ -175,9 +175,11 @@ async def test_hostile_peer_is_refused_and_broken_frames_close_one_connection(
         assert reply == "refused: the process is in no container holding GPUs"
         sandbox = pod("tenant")
         await run_container(runtime, sandbox, allocated("main", sandbox, gpus="2"), client.pid)
-        # a new connection is judged by its container now
-        assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 1024\n".encode()) == "ok"
+        # judged again once the runtime recorded it: the same connection publishes now
+        assert await asyncio.to_thread(ask, "a", f"{board[2].uuid} 1024\n".encode()) == "ok"
         await _until(lambda: [client.pid, 1024] in _procs(overlay, 2))
+        assert await asyncio.to_thread(ask, "a", f"{board[2].uuid} 0\n".encode()) == "ok"
+        assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 1024\n".encode()) == "ok"
         # a GPU it was not given: refused, nothing written there
         reply = await asyncio.to_thread(ask, "b", f"{board[0].uuid} 1024\n".encode())
         assert reply.startswith("refused:") and "was not given" in reply

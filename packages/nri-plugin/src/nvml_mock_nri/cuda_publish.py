@@ -19,9 +19,11 @@ The peer is a tenant, so nothing it sends is believed but the bytes, and those a
   logged;
 - bytes at most the GPU's (MIG device's) memory; at most
   :data:`~nvml_mock_nri.allocations.RECORDS_PER_POD` records per container, at most
-  :data:`CONNECTIONS_PER_CONTAINER` connections per container and :data:`CONNECTIONS_MAX`
-  in all; a frame is at most :data:`FRAME_MAX` bytes; a peer that does not read its replies
-  is closed once they no longer fit its socket buffer.
+  :data:`CONNECTIONS_PER_CONTAINER` connections per container (peers of no recorded container
+  share one such allowance; such a peer is judged again at each frame, so a process that
+  connected before the runtime's PostStartContainer was handled publishes once it is) and
+  :data:`CONNECTIONS_MAX` in all; a frame is at most :data:`FRAME_MAX` bytes; a peer that
+  does not read its replies is closed once they no longer fit its socket buffer.
 
 The records have the driver's own shape (container id ``cuda-<pid>-<gpu>[-<gi>-<ci>]``, the
 host PID, container name ``cuda``) and the container's pod and namespace. They go when the
@@ -115,6 +117,8 @@ class _Conn:
     pid: int
     grant: Grant | None
     started_ms: int
+    key: str | None
+    """The container its connection count is charged to (None: no recorded container)."""
     buffer: bytes = b""
     held: dict[str, _Held] = dataclasses.field(default_factory=dict)
     refused_logged: bool = False
@@ -221,13 +225,9 @@ class CudaPublisher:
         pid = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))[0]
         grant = container_of(pid, self.recorder.grants(), self.proc_root) if pid > 0 else None
         with self._lock:
-            mine = sum(
-                1
-                for c in self._conns.values()
-                if grant is not None
-                and c.grant is not None
-                and c.grant.container_id == grant.container_id
-            )
+            # peers of no recorded container share one container's allowance
+            key = grant.container_id if grant is not None else None
+            mine = sum(1 for c in self._conns.values() if c.key == key)
             if len(self._conns) >= CONNECTIONS_MAX or mine >= CONNECTIONS_PER_CONTAINER:
                 logger.warning(
                     "CUDA publish connection of pid %d closed: too many connections", pid
@@ -235,7 +235,7 @@ class CudaPublisher:
                 sock.close()
                 return
             now = time.time_ns() // 1_000_000
-            self._conns[sock.fileno()] = _Conn(sock, pid, grant, now)
+            self._conns[sock.fileno()] = _Conn(sock, pid, grant, now, key)
         assert self._selector is not None
         self._selector.register(sock, selectors.EVENT_READ, None)
 
@@ -302,7 +302,15 @@ class CudaPublisher:
         used = int(match["bytes"])
         grant = conn.grant
         if grant is None:
-            return self._refused(conn, "the process is in no container holding GPUs")
+            # recorded since it connected (a process that allocates before the runtime's
+            # PostStartContainer is handled)? Judged again, and charged to it from now on
+            grant = container_of(conn.pid, self.recorder.grants(), self.proc_root)
+            if grant is None:
+                return self._refused(conn, "the process is in no container holding GPUs")
+            mine = sum(1 for c in self._conns.values() if c.key == grant.container_id)
+            if mine >= CONNECTIONS_PER_CONTAINER:
+                return self._refused(conn, "the container holds too many connections")
+            conn.grant, conn.key = grant, grant.container_id
         try:
             live = self._open()
         except LiveLayerError as exc:
@@ -323,7 +331,7 @@ class CudaPublisher:
                 live.remove(held.record_id)
             return "ok"
         if held is None:
-            count = sum(len(c.held) for c in self._conns.values() if _same(c.grant, grant))
+            count = sum(len(c.held) for c in self._conns.values() if c.key == grant.container_id)
             if count >= RECORDS_PER_POD:
                 return self._refused(conn, f"the container holds {RECORDS_PER_POD} records already")
             suffix = f"{gpu}" if mig is None else f"{gpu}-{mig[1]}-{mig[2]}"
@@ -396,8 +404,3 @@ class CudaPublisher:
                     total // MIG_MEMORY_SLICES,
                 )
         return None
-
-
-def _same(a: Grant | None, b: Grant | None) -> bool:
-    """Whether two connections are of the same container."""
-    return a is not None and b is not None and a.container_id == b.container_id
