@@ -19,13 +19,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import Start, allocated, pod, run_container
+from conftest import Start, allocated, pod, run_container, settled
+from nvml_mock_engine.config import resolve_config
+from nvml_mock_engine.mig_layout import parse_spec
 from nvml_mock_live import read_board
+from nvml_mock_node.stage import StageOptions, stage
 from nvml_mock_nri.allocations import RECORDS_PER_POD, Grant
 from nvml_mock_nri.cuda_publish import container_of
 from nvml_mock_protocol import names
 from nvml_mock_protocol.nri.runtime import RuntimeDouble
 from test_allocations import nvml_view, overlay  # noqa: F401 - the fixture
+from test_mig_allocations import LAYOUT
+from test_mig_allocations import nvml_view as mig_view
 
 GiB = 1 << 30
 
@@ -174,7 +179,9 @@ async def test_hostile_peer_is_refused_and_broken_frames_close_one_connection(
         reply = await asyncio.to_thread(ask, "a", f"{board[2].uuid} 1024\n".encode())
         assert reply == "refused: the process is in no container holding GPUs"
         sandbox = pod("tenant")
-        await run_container(runtime, sandbox, allocated("main", sandbox, gpus="2"), client.pid)
+        cid = await run_container(
+            runtime, sandbox, allocated("main", sandbox, gpus="2"), client.pid
+        )
         # judged again once the runtime recorded it: the same connection publishes now
         assert await asyncio.to_thread(ask, "a", f"{board[2].uuid} 1024\n".encode()) == "ok"
         await _until(lambda: [client.pid, 1024] in _procs(overlay, 2))
@@ -202,9 +209,59 @@ async def test_hostile_peer_is_refused_and_broken_frames_close_one_connection(
         # a zero removes the record
         assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 0\n".encode()) == "ok"
         await _until(lambda: [client.pid, 2048] not in _procs(overlay, 2))
+        # a stopped container holds nothing: its processes publish nothing more
+        await runtime.stop_container(sandbox, runtime.containers[cid])
+        await settled(runtime, sandbox)
+        reply = await asyncio.to_thread(ask, "b", f"{board[2].uuid} 4096\n".encode())
+        assert reply == "refused: the process's container holds no GPU any more"
     finally:
         _end(client)
     assert json.dumps(_procs(overlay, 0))  # NVML still reads the file after all of it
+
+
+@pytest.fixture
+def mig_overlay(short_tmp: Path) -> Path:
+    """A staged four-GPU H100 overlay whose GPU 1 holds two 1g.10gb and one 3g.40gb."""
+    root = short_tmp / "mig-overlay"
+    config = resolve_config(profile="h100", node="node-a", count=4)
+    plan = parse_spec(LAYOUT, config.profile.mig, config.count)
+    stage(root, config, StageOptions(runtime=False, devices=False, imex_channels=0, mig=plan))
+    return root
+
+
+async def test_a_mig_device_is_published_on_its_parent_and_only_the_one_given(
+    runtime: RuntimeDouble, start_plugin: Start, mig_overlay: Path
+) -> None:
+    await start_plugin("--overlay-host-path", str(mig_overlay), "--host-proc-root", "/proc")
+    devices = mig_view(mig_overlay)["devices"]
+    assert isinstance(devices, list) and len(devices) == 3
+    (mine, gi, ci, _), (other, *_) = devices[0], devices[1]
+    client = subprocess.Popen(
+        [sys.executable, "-c", RAW_CLIENT, str(mig_overlay / names.OVERLAY_CUDA_SOCKET)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    def ask(frame: bytes) -> str:
+        assert client.stdin is not None and client.stdout is not None
+        client.stdin.write(f"a {frame.hex()}\n")
+        client.stdin.flush()
+        return client.stdout.readline().strip()
+
+    try:
+        sandbox = pod("infer")
+        await run_container(runtime, sandbox, allocated("main", sandbox, gpus=mine), client.pid)
+        # bounded by the MIG device's memory (at most 4 slices of 8 here), not its GPU's
+        reply = await asyncio.to_thread(ask, f"{mine} {(81559 << 20) // 2 + 1}\n".encode())
+        assert reply.startswith("refused:") and "more than" in reply
+        assert await asyncio.to_thread(ask, f"{mine} {1 << 30}\n".encode()) == "ok"
+        await _until(lambda: [client.pid, 1 << 30, gi, ci] in mig_view(mig_overlay)["procs"])
+        reply = await asyncio.to_thread(ask, f"{other} {1 << 30}\n".encode())
+        assert reply.startswith("refused:") and "was not given" in reply
+    finally:
+        _end(client)
+    await _until(lambda: [client.pid, 1 << 30, gi, ci] not in mig_view(mig_overlay)["procs"])
 
 
 def test_a_peer_is_found_by_its_cgroup_then_by_its_ancestors(tmp_path: Path) -> None:

@@ -158,15 +158,12 @@ class AllocationRecorder:
         """What each recorded container holds now, by container id: the GPUs and MIG devices
         its CUDA processes may publish their use on (:mod:`nvml_mock_nri.cuda_publish`, from
         its own thread: one copy of the records taken at once)."""
-        kept = list(self._kept.items())
-        grants: dict[str, Grant] = {}
-        for cid, k in kept:
-            alloc = k.derived.alloc
-            whole = frozenset(g for g in alloc.gpus if g not in {m[0] for m in alloc.mig})
-            grants[cid] = Grant(
-                cid, alloc.pid, alloc.pod, alloc.namespace, whole, frozenset(alloc.mig)
-            )
-        return grants
+        return {cid: _grant(cid, k) for cid, k in list(self._kept.items())}
+
+    def grant(self, container_id: str) -> Grant | None:
+        """What the recorded container *container_id* holds now (None: no record)."""
+        kept = self._kept.get(container_id)
+        return None if kept is None else _grant(container_id, kept)
 
     def mig_devices(self) -> list[MigDevice]:
         """The node's MIG devices now (for DRA MIG claims and MIG capability device nodes);
@@ -595,6 +592,13 @@ class _Kept:
 
     pod_id: str
     derived: _Derived
+
+
+def _grant(container_id: str, kept: _Kept) -> Grant:
+    alloc = kept.derived.alloc
+    parents = {m[0] for m in alloc.mig}
+    whole = frozenset(g for g in alloc.gpus if g not in parents)
+    return Grant(container_id, alloc.pid, alloc.pod, alloc.namespace, whole, frozenset(alloc.mig))
 
 
 def _holding(

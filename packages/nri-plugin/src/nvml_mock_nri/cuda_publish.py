@@ -15,7 +15,9 @@ The peer is a tenant, so nothing it sends is believed but the bytes, and those a
   allocation records in the path of ``/proc/<pid>/cgroup``, else the nearest ancestor that is
   a recorded container's process (the PID the runtime gave at PostStartContainer);
 - it may publish only on the GPUs and MIG devices that container's allocation record holds
-  (what the runtime gave it, :mod:`nvml_mock_nri.allocations`); anything else is refused and
+  (what the runtime gave it, and GPUs it named that no container was given:
+  :mod:`nvml_mock_nri.allocations`), so it shows nothing where its container shows nothing
+  already; a MIG device only as itself, never its siblings; anything else is refused and
   logged;
 - bytes at most the GPU's (MIG device's) memory; at most
   :data:`~nvml_mock_nri.allocations.RECORDS_PER_POD` records per container, at most
@@ -300,7 +302,11 @@ class CudaPublisher:
             return "error: a frame is '<GPU or MIG UUID> <bytes>'"
         uuid = match["uuid"].decode()
         used = int(match["bytes"])
-        grant = conn.grant
+        # what the container holds now (a claim elsewhere may have taken a GPU it only named;
+        # a stopped container holds nothing)
+        grant = conn.grant if conn.key is None else self.recorder.grant(conn.key)
+        if conn.key is not None and grant is None:
+            return self._refused(conn, "the process's container holds no GPU any more")
         if grant is None:
             # recorded since it connected (a process that allocates before the runtime's
             # PostStartContainer is handled)? Judged again, and charged to it from now on
@@ -311,6 +317,7 @@ class CudaPublisher:
             if mine >= CONNECTIONS_PER_CONTAINER:
                 return self._refused(conn, "the container holds too many connections")
             conn.grant, conn.key = grant, grant.container_id
+        conn.grant = grant
         try:
             live = self._open()
         except LiveLayerError as exc:
