@@ -198,6 +198,12 @@ def test_nri_plugin_daemonset_wiring(render: RenderFn) -> None:
     assert overlay_volume["hostPath"]["path"] == names.OVERLAY_HOST_PATH
     cdi_mount, cdi_volume = mounts["/var/run/cdi"]
     assert cdi_mount["readOnly"] is True
+    # the CUDA socket: served in the overlay's run/ (writable), peers' PIDs the node's
+    run = f"{names.OVERLAY_HOST_PATH}/{names.OVERLAY_CUDA_SOCKET.rsplit('/', 1)[0]}"
+    run_mount, run_volume = mounts[run]
+    assert not run_mount.get("readOnly", False)
+    assert run_volume["hostPath"] == {"path": run, "type": "DirectoryOrCreate"}
+    assert spec["hostPID"] is True
     assert cdi_volume["hostPath"]["path"] == "/var/run/cdi"
 
 

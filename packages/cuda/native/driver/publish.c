@@ -12,10 +12,16 @@
  * in it), closes every descriptor it inherited, leaves the process group and blocks every
  * signal that can be blocked, so a Ctrl-C to the program's group does not take it first.
  *
- * Where the live file cannot be written (a container sees the overlay read-only; no live file;
- * a library of another live ABI), nothing is published: this process's use then lowers the
- * free memory only it sees (mock_cu_unpublished), and NVML elsewhere shows what the NRI
- * plugin's allocation record for the container says.
+ * Where the live file cannot be opened for writing (a container sees the overlay read-only),
+ * the use is sent instead to the node's writer acting for containers: the NRI plugin's unix
+ * socket at <overlay>/run/cuda.sock (nvml_mock_protocol.names.OVERLAY_CUDA_SOCKET; the overlay
+ * is the directory above the live file's), or MOCK_CUDA_PUBLISH_SOCKET. One line per change,
+ * "<GPU or MIG UUID> <bytes>\n", one line back ("ok", "refused: ...", "error: ..."). The
+ * plugin takes the PID from the socket's credentials and removes the records when the
+ * connection closes, so no watcher is needed. What is not published (no socket, refused, a
+ * library of another live ABI) lowers the free memory only this process sees
+ * (mock_cu_unpublished), and NVML elsewhere shows what the NRI plugin's allocation record for
+ * the container says.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -27,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -39,7 +47,13 @@
 unsigned long long mock_cu_mem_used(int dev);
 
 static pthread_mutex_t publish_lock = PTHREAD_MUTEX_INITIALIZER;
-static int ready = -1; /* -1 not tried, 0 unavailable, 1 ready */
+static int ready = -1; /* -1 not tried, 0 unavailable, 1 the live file, 2 the plugin's socket */
+static int sock_fd = -1;
+static unsigned int sock_of; /* the PID that connected (a forked child connects again) */
+static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+
+#define CUDA_SOCKET "run/cuda.sock" /* nvml_mock_protocol.names.OVERLAY_CUDA_SOCKET */
+#define REPLY_MAX 256
 static unsigned char *base;
 static char lock_path[PATH_MAX];
 static unsigned long long published[MOCK_CU_MAX_DEVICES];
@@ -131,6 +145,80 @@ static int lock_file_of(const char *live, char *out, size_t len)
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* The plugin's socket: MOCK_CUDA_PUBLISH_SOCKET (empty: none), else run/cuda.sock in the
+ * overlay, the directory above the one holding the live file. */
+static int socket_path_of(const char *live)
+{
+    const char *given = getenv("MOCK_CUDA_PUBLISH_SOCKET");
+    if (given != NULL) {
+        return given[0] != '\0' && snprintf(sock_path, sizeof(sock_path), "%s", given) < (int)sizeof(sock_path)
+                   ? 0
+                   : -1;
+    }
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof(dir), "%s", live) >= (int)sizeof(dir)) {
+        return -1;
+    }
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL) {
+        return snprintf(sock_path, sizeof(sock_path), "../" CUDA_SOCKET) < (int)sizeof(sock_path) ? 0 : -1;
+    }
+    *slash = '\0';
+    slash = strrchr(dir, '/');
+    int n = slash == NULL ? snprintf(sock_path, sizeof(sock_path), "%s/../" CUDA_SOCKET, dir)
+                          : snprintf(sock_path, sizeof(sock_path), "%.*s/" CUDA_SOCKET, (int)(slash - dir), dir);
+    return n > 0 && n < (int)sizeof(sock_path) ? 0 : -1;
+}
+
+static int connect_socket(void)
+{
+    if (sock_path[0] == '\0') {
+        return 0;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return 0;
+    }
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    memcpy(addr.sun_path, sock_path, strlen(sock_path) + 1);
+    struct timeval wait = {.tv_sec = 2, .tv_usec = 0}; /* a wedged plugin never hangs an allocation */
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        close(fd);
+        return 0;
+    }
+    sock_fd = fd;
+    sock_of = (unsigned int)getpid();
+    return 1;
+}
+
+/* Send one change and read the answer: 1 published, 0 refused, -1 the connection is gone. */
+static int socket_send(const char *uuid, unsigned long long used)
+{
+    char line[REPLY_MAX];
+    int n = snprintf(line, sizeof(line), "%s %llu\n", uuid, used);
+    if (n <= 0 || n >= (int)sizeof(line) || send(sock_fd, line, (size_t)n, MSG_NOSIGNAL) != n) {
+        return -1;
+    }
+    size_t got = 0;
+    while (got < sizeof(line) - 1) {
+        ssize_t r = recv(sock_fd, line + got, 1, 0);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            return -1;
+        }
+        if (line[got] == '\n') {
+            line[got] = '\0';
+            return strcmp(line, "ok") == 0 ? 1 : strncmp(line, "refused:", 8) == 0 ? 0 : -1;
+        }
+        got++;
+    }
+    return -1;
+}
+
 /* Map the live file for writing, once: every check a writer makes before its first write. */
 static int prepare(void)
 {
@@ -153,7 +241,8 @@ static int prepare(void)
     }
     int fd = open(live, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
-        return 0; /* read-only (a container), or no live file */
+        /* read-only (a container): the plugin's socket, if there is one */
+        return errno != ENOENT && socket_path_of(live) == 0 && connect_socket() ? 2 : 0;
     }
     struct stat st;
     unsigned char header[32];
@@ -302,8 +391,33 @@ void mock_cu_publish(int dev, unsigned long long used)
         pthread_mutex_unlock(&publish_lock);
         return;
     }
+    if (ready == 2 && sock_of != (unsigned int)getpid()) {
+        /* a forked child: the connection is its parent's (the plugin knows it by the parent's
+         * PID), and nothing it holds was published by it */
+        close(sock_fd);
+        sock_fd = -1;
+        memset(published, 0, sizeof(published));
+        if (!connect_socket()) {
+            ready = 0;
+            pthread_mutex_unlock(&publish_lock);
+            return;
+        }
+    }
     unsigned long long now_used = mock_cu_mem_used(dev); /* the latest, whatever order callers came in */
     if (now_used == published[dev]) {
+        pthread_mutex_unlock(&publish_lock);
+        return;
+    }
+    if (ready == 2) {
+        int sent = socket_send(mock_cu_devices[dev].uuid, now_used);
+        if (sent > 0) {
+            published[dev] = now_used;
+        } else if (sent < 0) { /* the plugin went away: its records went with the connection */
+            close(sock_fd);
+            sock_fd = -1;
+            memset(published, 0, sizeof(published));
+            ready = 0;
+        }
         pthread_mutex_unlock(&publish_lock);
         return;
     }

@@ -72,7 +72,7 @@ from nvml_mock_nri.metrics import Metrics
 from nvml_mock_nri.selection import MigSource, Selection, Visibility, VisibleSource, select
 from nvml_mock_nri.settings import Settings
 
-__all__ = ["RECORDS_PER_POD", "STARTING_MAX", "AllocationRecorder"]
+__all__ = ["RECORDS_PER_POD", "STARTING_MAX", "AllocationRecorder", "Grant"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +153,17 @@ class AllocationRecorder:
             self._live = None
 
     # -- what a container holds ----------------------------------------------
+
+    def grants(self) -> dict[str, Grant]:
+        """What each recorded container holds now, by container id: the GPUs and MIG devices
+        its CUDA processes may publish their use on (:mod:`nvml_mock_nri.cuda_publish`, from
+        its own thread: one copy of the records taken at once)."""
+        return {cid: _grant(cid, k) for cid, k in list(self._kept.items())}
+
+    def grant(self, container_id: str) -> Grant | None:
+        """What the recorded container *container_id* holds now (None: no record)."""
+        kept = self._kept.get(container_id)
+        return None if kept is None else _grant(container_id, kept)
 
     def mig_devices(self) -> list[MigDevice]:
         """The node's MIG devices now (for DRA MIG claims and MIG capability device nodes);
@@ -563,11 +574,31 @@ class _Derived:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Grant:
+    """What one recorded container holds: its process (the runtime's PID), its pod, the GPUs
+    it holds whole and its MIG devices ``(gpu, gpu instance, compute instance)``."""
+
+    container_id: str
+    pid: int
+    pod: str
+    namespace: str
+    gpus: frozenset[int]
+    mig: frozenset[tuple[int, int, int]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Kept:
     """One record written: its pod, and what it was derived from (with the PID)."""
 
     pod_id: str
     derived: _Derived
+
+
+def _grant(container_id: str, kept: _Kept) -> Grant:
+    alloc = kept.derived.alloc
+    parents = {m[0] for m in alloc.mig}
+    whole = frozenset(g for g in alloc.gpus if g not in parents)
+    return Grant(container_id, alloc.pid, alloc.pod, alloc.namespace, whole, frozenset(alloc.mig))
 
 
 def _holding(

@@ -56,6 +56,7 @@ from nvml_mock_nri import devices as devices_mod
 from nvml_mock_nri import unknown_devices
 from nvml_mock_nri.adjust import Decision, FabricIdentity, Policy, plan
 from nvml_mock_nri.allocations import AllocationRecorder
+from nvml_mock_nri.cuda_publish import CudaPublisher
 from nvml_mock_nri.cuda_runtime import plan_cuda_runtime
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.errors import UnknownDeviceError
@@ -109,6 +110,8 @@ class Injector:
         self.state = state or PluginState()
         self.identity = identity
         self.recorder = recorder or AllocationRecorder(settings, self.metrics, self.state)
+        self.publisher: CudaPublisher | None = None
+        """The socket CUDA processes in containers publish through (set by the service)."""
         self._node_gpus = unknown_devices.NodeGpus(self.recorder.state_path)
         self._scan = scan
         self._scan_channels = scan_channels
@@ -266,6 +269,8 @@ class Injector:
         """Synchronize: rebuild the allocation records from the running containers, then
         record the end of it (the plugin never changes existing containers)."""
         recorded = self.recorder.synchronize(self.policy, pods, containers)
+        if self.publisher is not None:
+            self.publisher.republish()  # Synchronize replaced every record, CUDA's too
         logger.debug("allocation records rebuilt: %d running containers hold GPUs", recorded)
         self.synchronized(len(pods), len(containers))
 

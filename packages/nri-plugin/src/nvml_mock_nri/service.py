@@ -39,6 +39,7 @@ from nvml_mock_protocol.nri.threaded import after_reply
 from nvml_mock_protocol.nri.ttrpc import Code
 
 from nvml_mock_nri import devices as devices_mod
+from nvml_mock_nri.cuda_publish import CudaPublisher
 from nvml_mock_nri.devices import DeviceScan
 from nvml_mock_nri.errors import ConfigError, UnknownDeviceError
 from nvml_mock_nri.health import HealthServer, PluginState
@@ -213,6 +214,18 @@ class PluginService:
             self.health.start()
             host, port = self.health.address
             logger.info("health endpoints listening on http://%s:%d", host, port)
+        publisher = CudaPublisher(
+            self.injector.recorder, self.settings.overlay_host_path, self.settings.host_proc_root
+        )
+        try:
+            publisher.start()
+            self.injector.publisher = publisher
+        except OSError as exc:
+            logger.warning(
+                "not publishing for CUDA processes in containers: cannot serve %s: %s",
+                publisher.path,
+                exc.strerror or exc,
+            )
         watch_task: asyncio.Task[None] | None = None
         try:
             if self.identity is not None:
@@ -231,6 +244,9 @@ class PluginService:
                 await asyncio.gather(watch_task, return_exceptions=True)
             if self.health is not None:
                 self.health.close()
+            if self.injector.publisher is not None:
+                self.injector.publisher.close()
+                self.injector.publisher = None
 
     def _make_stub(self) -> Stub:
         # A plugin launched by the runtime gets its socket as an fd and its index in

@@ -36,6 +36,13 @@ STATE_FILE_NAME: Final = "state.nvmlmock"
 """Rendered GPU state inside ``config/``; the library's fallback when MOCK_NVML_CONFIG is unset."""
 LIVE_FILE_NAME: Final = "live.nvmlmock"
 """The live layer beside the state in ``config/`` (values that change at run time)."""
+OVERLAY_CUDA_SOCKET: Final = "run/cuda.sock"
+"""In the overlay: the unix socket through which the NRI plugin publishes, for a CUDA process
+in a container (which sees the overlay read-only), its memory use into the live layer. The
+mock libcuda finds it at ``<overlay>/run/cuda.sock``, the overlay being the directory above
+``config/``."""
+ENV_MOCK_CUDA_PUBLISH_SOCKET: Final = "MOCK_CUDA_PUBLISH_SOCKET"
+"""Names that socket for the mock libcuda instead (empty: publish through no socket)."""
 ENV_OVERLAY_HOST_PATH: Final = "NVML_MOCK_OVERLAY_HOST_PATH"
 """Where the overlay is staged on the node (the stager, the NRI plugin's mount source)."""
 ENV_OVERLAY_MOUNT_PATH: Final = "NVML_MOCK_OVERLAY_MOUNT_PATH"
