@@ -690,51 +690,52 @@ static CUresult attribute(const struct alloc *a, CUpointer_attribute attribute, 
     switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         *(CUcontext *)data = a != NULL ? (CUcontext)(uintptr_t)a->ctx : NULL;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         *(unsigned int *)data = a == NULL ? 0u : device_side ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         *(CUdeviceptr *)data = a != NULL ? ptr : 0;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
         *(void **)data = a != NULL && (!device_side || a->kind == KIND_MANAGED) ? (void *)(uintptr_t)ptr : NULL;
         return a != NULL && (!device_side || a->kind == KIND_MANAGED) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         *(unsigned int *)data = a != NULL && a->kind == KIND_MANAGED;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data = a != NULL ? a->device : -1;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         *(CUdeviceptr *)data = a != NULL ? (CUdeviceptr)a->base : 0;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
         *(size_t *)data = a != NULL ? a->size : 0;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         *(unsigned long long *)data = a != NULL ? a->id : 0;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
     case CU_POINTER_ATTRIBUTE_MAPPED:
         *(unsigned int *)data = a != NULL;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
         *(unsigned int *)data = 0;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
         *(unsigned long long *)data = 0;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
         *(unsigned int *)data = a != NULL ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
         *(void **)data = NULL;
-        return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        break;
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
+    return a != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 MOCK_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
