@@ -90,23 +90,30 @@ MOCK_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int
     return create_stream(phStream, flags, priority);
 }
 
-static CUresult destroy_stream(CUstream hStream)
+/* Destroy a stream or event: forget the handle, then free it. A handle that is not a live one
+ * of `kind`, or one the caller marks `never` (the special streams), is INVALID_HANDLE. */
+static CUresult destroy_handle(void *handle, enum mock_cu_kind kind, int never)
 {
     CUresult state = mock_cu_init_state();
     if (state != CUDA_SUCCESS) {
         return state;
     }
     pthread_mutex_lock(&mock_cu_lock);
-    int live = !special(hStream) && mock_cu_handle_is(hStream, MOCK_KIND_STREAM);
+    int live = !never && mock_cu_handle_is(handle, kind);
     if (live) {
-        mock_cu_handle_remove(hStream);
+        mock_cu_handle_remove(handle);
     }
     pthread_mutex_unlock(&mock_cu_lock);
     if (!live) {
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    free(hStream);
+    free(handle);
     return CUDA_SUCCESS;
+}
+
+static CUresult destroy_stream(CUstream hStream)
+{
+    return destroy_handle(hStream, MOCK_KIND_STREAM, special(hStream));
 }
 
 MOCK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
@@ -139,50 +146,62 @@ MOCK_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
     return mock_cu_stream_check(hStream);
 }
 
-/* Read one field of a stream (or of the special streams) after checking it. */
-static CUresult stream_fields(CUstream s, struct CUctx_st **ctx, unsigned int *flags, int *priority,
-                              unsigned long long *id)
+/* The fields a stream answers for: the context it belongs to, its flags, priority and id. */
+struct stream_fields {
+    struct CUctx_st *ctx;
+    unsigned int flags;
+    int priority;
+    unsigned long long id;
+};
+
+/* Read the fields of a stream (or of the special streams) after checking it. */
+static CUresult stream_fields(CUstream s, struct stream_fields *out)
 {
     CUresult r = mock_cu_stream_check(s);
     if (r != CUDA_SUCCESS) {
         return r;
     }
     if (special(s)) {
-        CUresult c = mock_cu_current(ctx);
-        *flags = 0;
-        *priority = 0;
-        *id = s == NULL ? 0 : s == CU_STREAM_LEGACY ? 1 : 2;
+        CUresult c = mock_cu_current(&out->ctx);
+        out->flags = 0;
+        out->priority = 0;
+        out->id = s == NULL ? 0 : s == CU_STREAM_LEGACY ? 1 : 2;
         return c;
     }
     pthread_mutex_lock(&mock_cu_lock);
-    *ctx = s->ctx;
-    *flags = s->flags;
-    *priority = s->priority;
-    *id = s->id;
+    out->ctx = s->ctx;
+    out->flags = s->flags;
+    out->priority = s->priority;
+    out->id = s->id;
     pthread_mutex_unlock(&mock_cu_lock);
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
-{
-    struct CUctx_st *ctx;
-    unsigned int flags;
-    int priority;
-    unsigned long long id;
-    if (pctx == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
+/* cuStreamGet<Field> and its per-thread-stream twin: check the out pointer and the stream,
+ * then hand back that one field. */
+#define STREAM_GETTER(name, type, field)                                \
+    MOCK_EXPORT CUresult name(CUstream hStream, type *out)             \
+    {                                                                   \
+        struct stream_fields f;                                         \
+        if (out == NULL) {                                              \
+            return CUDA_ERROR_INVALID_VALUE;                            \
+        }                                                               \
+        CUresult r = stream_fields(hStream, &f);                        \
+        if (r == CUDA_SUCCESS) {                                        \
+            *out = f.field;                                             \
+        }                                                               \
+        return r;                                                       \
+    }                                                                   \
+                                                                        \
+    MOCK_EXPORT CUresult name##_ptsz(CUstream hStream, type *out)      \
+    {                                                                   \
+        return name(hStream, out);                                      \
     }
-    CUresult r = stream_fields(hStream, &ctx, &flags, &priority, &id);
-    if (r == CUDA_SUCCESS) {
-        *pctx = ctx;
-    }
-    return r;
-}
 
-MOCK_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
-{
-    return cuStreamGetCtx(hStream, pctx);
-}
+STREAM_GETTER(cuStreamGetCtx, CUcontext, ctx)
+STREAM_GETTER(cuStreamGetFlags, unsigned int, flags)
+STREAM_GETTER(cuStreamGetPriority, int, priority)
+STREAM_GETTER(cuStreamGetId, unsigned long long, id)
 
 MOCK_EXPORT CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
 {
@@ -200,69 +219,6 @@ MOCK_EXPORT CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
 MOCK_EXPORT CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
 {
     return cuStreamGetDevice(hStream, device);
-}
-
-MOCK_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
-{
-    struct CUctx_st *ctx;
-    int priority;
-    unsigned long long id;
-    unsigned int f;
-    if (flags == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    CUresult r = stream_fields(hStream, &ctx, &f, &priority, &id);
-    if (r == CUDA_SUCCESS) {
-        *flags = f;
-    }
-    return r;
-}
-
-MOCK_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
-{
-    return cuStreamGetFlags(hStream, flags);
-}
-
-MOCK_EXPORT CUresult cuStreamGetPriority(CUstream hStream, int *priority)
-{
-    struct CUctx_st *ctx;
-    unsigned int flags;
-    unsigned long long id;
-    int p;
-    if (priority == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    CUresult r = stream_fields(hStream, &ctx, &flags, &p, &id);
-    if (r == CUDA_SUCCESS) {
-        *priority = p;
-    }
-    return r;
-}
-
-MOCK_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
-{
-    return cuStreamGetPriority(hStream, priority);
-}
-
-MOCK_EXPORT CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
-{
-    struct CUctx_st *ctx;
-    unsigned int flags;
-    int priority;
-    unsigned long long id;
-    if (streamId == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    CUresult r = stream_fields(hStream, &ctx, &flags, &priority, &id);
-    if (r == CUDA_SUCCESS) {
-        *streamId = id;
-    }
-    return r;
-}
-
-MOCK_EXPORT CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
-{
-    return cuStreamGetId(hStream, streamId);
 }
 
 /* ---- events ---------------------------------------------------------------------------- */
@@ -386,21 +342,7 @@ MOCK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 
 static CUresult destroy_event(CUevent hEvent)
 {
-    CUresult state = mock_cu_init_state();
-    if (state != CUDA_SUCCESS) {
-        return state;
-    }
-    pthread_mutex_lock(&mock_cu_lock);
-    int live = mock_cu_handle_is(hEvent, MOCK_KIND_EVENT);
-    if (live) {
-        mock_cu_handle_remove(hEvent);
-    }
-    pthread_mutex_unlock(&mock_cu_lock);
-    if (!live) {
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    free(hEvent);
-    return CUDA_SUCCESS;
+    return destroy_handle(hEvent, MOCK_KIND_EVENT, 0);
 }
 
 MOCK_EXPORT CUresult cuEventDestroy(CUevent hEvent)
