@@ -121,15 +121,8 @@ static CUresult create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    return create(pctx, flags, dev);
-}
-
-MOCK_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
-{
-    return create(pctx, flags, dev);
-}
+MOCK_ALIAS(cuCtxCreate, create);
+MOCK_ALIAS(cuCtxCreate_v2, create);
 
 MOCK_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                     unsigned int flags, CUdevice dev)
@@ -187,15 +180,8 @@ static CUresult destroy(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
-{
-    return destroy(ctx);
-}
-
-MOCK_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
-{
-    return destroy(ctx);
-}
+MOCK_ALIAS(cuCtxDestroy, destroy);
+MOCK_ALIAS(cuCtxDestroy_v2, destroy);
 
 static CUresult push(CUcontext ctx)
 {
@@ -217,15 +203,8 @@ static CUresult push(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx)
-{
-    return push(ctx);
-}
-
-MOCK_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
-{
-    return push(ctx);
-}
+MOCK_ALIAS(cuCtxPushCurrent, push);
+MOCK_ALIAS(cuCtxPushCurrent_v2, push);
 
 static CUresult pop(CUcontext *pctx)
 {
@@ -244,15 +223,8 @@ static CUresult pop(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
-{
-    return pop(pctx);
-}
-
-MOCK_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-    return pop(pctx);
-}
+MOCK_ALIAS(cuCtxPopCurrent, pop);
+MOCK_ALIAS(cuCtxPopCurrent_v2, pop);
 
 MOCK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
@@ -406,10 +378,7 @@ MOCK_EXPORT CUresult cuCtxSynchronize(void)
     return synchronize(NULL);
 }
 
-MOCK_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
-{
-    return synchronize(ctx);
-}
+MOCK_ALIAS(cuCtxSynchronize_v2, synchronize);
 
 MOCK_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
@@ -553,15 +522,8 @@ static CUresult primary_release(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-    return primary_release(dev);
-}
-
-MOCK_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-    return primary_release(dev);
-}
+MOCK_ALIAS(cuDevicePrimaryCtxRelease, primary_release);
+MOCK_ALIAS(cuDevicePrimaryCtxRelease_v2, primary_release);
 
 static CUresult primary_reset(CUdevice dev)
 {
@@ -579,15 +541,8 @@ static CUresult primary_reset(CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    return primary_reset(dev);
-}
-
-MOCK_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    return primary_reset(dev);
-}
+MOCK_ALIAS(cuDevicePrimaryCtxReset, primary_reset);
+MOCK_ALIAS(cuDevicePrimaryCtxReset_v2, primary_reset);
 
 MOCK_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
@@ -620,12 +575,5 @@ static CUresult primary_set_flags(CUdevice dev, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
-{
-    return primary_set_flags(dev, flags);
-}
-
-MOCK_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
-{
-    return primary_set_flags(dev, flags);
-}
+MOCK_ALIAS(cuDevicePrimaryCtxSetFlags, primary_set_flags);
+MOCK_ALIAS(cuDevicePrimaryCtxSetFlags_v2, primary_set_flags);

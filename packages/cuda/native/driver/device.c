@@ -81,10 +81,7 @@ MOCK_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
-{
-    return cuDeviceGetUuid(uuid, dev);
-}
+MOCK_ALIAS(cuDeviceGetUuid_v2, cuDeviceGetUuid);
 
 MOCK_EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev)
 {

@@ -411,10 +411,7 @@ MOCK_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int
     return r;
 }
 
-MOCK_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
-{
-    return cuMemHostRegister_v2(p, bytesize, Flags);
-}
+MOCK_ALIAS(cuMemHostRegister, cuMemHostRegister_v2);
 
 MOCK_EXPORT CUresult cuMemHostUnregister(void *p)
 {

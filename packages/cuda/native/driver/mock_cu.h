@@ -18,6 +18,12 @@
 
 #define MOCK_EXPORT __attribute__((visibility("default")))
 
+/* Export `name` as another name of `target`, a function of the same unit and type: the legacy,
+ * _v2 and _ptsz spellings of one entry point are one body at one address, not copies that
+ * forward to it. */
+#define MOCK_ALIAS(name, target) \
+    extern __typeof__(target) name __attribute__((alias(#target), visibility("default")))
+
 /* The most CUDA devices one process sees: every GPU of a node, or every MIG device. */
 #define MOCK_CU_MAX_DEVICES 512
 

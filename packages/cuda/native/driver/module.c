@@ -156,10 +156,7 @@ MOCK_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, uns
     return cuModuleLoadData(module, image);
 }
 
-MOCK_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
-{
-    return cuModuleLoadData(module, fatCubin);
-}
+MOCK_ALIAS(cuModuleLoadFatBinary, cuModuleLoadData);
 
 static CUresult read_file(const char *path, unsigned char **out)
 {
@@ -501,14 +498,7 @@ MOCK_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigne
     return launch(f, hStream);
 }
 
-MOCK_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
-                                         void **kernelParams, void **extra)
-{
-    return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
-                          kernelParams, extra);
-}
+MOCK_ALIAS(cuLaunchKernel_ptsz, cuLaunchKernel);
 
 MOCK_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
@@ -519,11 +509,7 @@ MOCK_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f
     return launch(f, config->hStream);
 }
 
-MOCK_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
-                                           void **extra)
-{
-    return cuLaunchKernelEx(config, f, kernelParams, extra);
-}
+MOCK_ALIAS(cuLaunchKernelEx_ptsz, cuLaunchKernelEx);
 
 MOCK_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                                unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
@@ -534,14 +520,7 @@ MOCK_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDi
                           kernelParams, NULL);
 }
 
-MOCK_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                                    unsigned int gridDimZ, unsigned int blockDimX,
-                                                    unsigned int blockDimY, unsigned int blockDimZ,
-                                                    unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
-{
-    return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,
-                                     hStream, kernelParams);
-}
+MOCK_ALIAS(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel);
 
 MOCK_EXPORT CUresult cuLaunch(CUfunction f)
 {

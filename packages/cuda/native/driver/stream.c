@@ -85,10 +85,7 @@ MOCK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     return create_stream(phStream, Flags, 0);
 }
 
-MOCK_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
-{
-    return create_stream(phStream, flags, priority);
-}
+MOCK_ALIAS(cuStreamCreateWithPriority, create_stream);
 
 /* Destroy a stream or event: forget the handle, then free it. A handle that is not a live one
  * of `kind`, or one the caller marks `never` (the special streams), is INVALID_HANDLE. */
@@ -116,35 +113,12 @@ static CUresult destroy_stream(CUstream hStream)
     return destroy_handle(hStream, MOCK_KIND_STREAM, special(hStream));
 }
 
-MOCK_EXPORT CUresult cuStreamDestroy(CUstream hStream)
-{
-    return destroy_stream(hStream);
-}
-
-MOCK_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
-{
-    return destroy_stream(hStream);
-}
-
-MOCK_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
-{
-    return mock_cu_stream_check(hStream);
-}
-
-MOCK_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
-{
-    return mock_cu_stream_check(hStream);
-}
-
-MOCK_EXPORT CUresult cuStreamQuery(CUstream hStream)
-{
-    return mock_cu_stream_check(hStream);
-}
-
-MOCK_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
-{
-    return mock_cu_stream_check(hStream);
-}
+MOCK_ALIAS(cuStreamDestroy, destroy_stream);
+MOCK_ALIAS(cuStreamDestroy_v2, destroy_stream);
+MOCK_ALIAS(cuStreamSynchronize, mock_cu_stream_check);
+MOCK_ALIAS(cuStreamSynchronize_ptsz, mock_cu_stream_check);
+MOCK_ALIAS(cuStreamQuery, mock_cu_stream_check);
+MOCK_ALIAS(cuStreamQuery_ptsz, mock_cu_stream_check);
 
 /* The fields a stream answers for: the context it belongs to, its flags, priority and id. */
 struct stream_fields {
@@ -192,11 +166,7 @@ static CUresult stream_fields(CUstream s, struct stream_fields *out)
         }                                                               \
         return r;                                                       \
     }                                                                   \
-                                                                        \
-    MOCK_EXPORT CUresult name##_ptsz(CUstream hStream, type *out)      \
-    {                                                                   \
-        return name(hStream, out);                                      \
-    }
+    MOCK_ALIAS(name##_ptsz, name);
 
 STREAM_GETTER(cuStreamGetCtx, CUcontext, ctx)
 STREAM_GETTER(cuStreamGetFlags, unsigned int, flags)
@@ -216,10 +186,7 @@ MOCK_EXPORT CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
     return r;
 }
 
-MOCK_EXPORT CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice *device)
-{
-    return cuStreamGetDevice(hStream, device);
-}
+MOCK_ALIAS(cuStreamGetDevice_ptsz, cuStreamGetDevice);
 
 /* ---- events ---------------------------------------------------------------------------- */
 
@@ -249,10 +216,7 @@ MOCK_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigne
     return event_of(hEvent, &e);
 }
 
-MOCK_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
-{
-    return cuStreamWaitEvent(hStream, hEvent, Flags);
-}
+MOCK_ALIAS(cuStreamWaitEvent_ptsz, cuStreamWaitEvent);
 
 MOCK_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
@@ -305,15 +269,8 @@ static CUresult record(CUevent hEvent, CUstream hStream)
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
-{
-    return record(hEvent, hStream);
-}
-
-MOCK_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
-{
-    return record(hEvent, hStream);
-}
+MOCK_ALIAS(cuEventRecord, record);
+MOCK_ALIAS(cuEventRecord_ptsz, record);
 
 MOCK_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
@@ -323,10 +280,7 @@ MOCK_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, un
     return record(hEvent, hStream);
 }
 
-MOCK_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
-{
-    return cuEventRecordWithFlags(hEvent, hStream, flags);
-}
+MOCK_ALIAS(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags);
 
 MOCK_EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
@@ -335,25 +289,15 @@ MOCK_EXPORT CUresult cuEventQuery(CUevent hEvent)
     return r != CUDA_SUCCESS ? r : mock_cu_ctx_health(e.ctx);
 }
 
-MOCK_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
-{
-    return cuEventQuery(hEvent);
-}
+MOCK_ALIAS(cuEventSynchronize, cuEventQuery);
 
 static CUresult destroy_event(CUevent hEvent)
 {
     return destroy_handle(hEvent, MOCK_KIND_EVENT, 0);
 }
 
-MOCK_EXPORT CUresult cuEventDestroy(CUevent hEvent)
-{
-    return destroy_event(hEvent);
-}
-
-MOCK_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
-{
-    return destroy_event(hEvent);
-}
+MOCK_ALIAS(cuEventDestroy, destroy_event);
+MOCK_ALIAS(cuEventDestroy_v2, destroy_event);
 
 MOCK_EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
@@ -379,10 +323,7 @@ MOCK_EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CU
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
-{
-    return cuEventElapsedTime(pMilliseconds, hStart, hEnd);
-}
+MOCK_ALIAS(cuEventElapsedTime_v2, cuEventElapsedTime);
 
 /* ---- host functions -------------------------------------------------------------------- */
 
@@ -399,10 +340,7 @@ MOCK_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userD
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
-{
-    return cuLaunchHostFunc(hStream, fn, userData);
-}
+MOCK_ALIAS(cuLaunchHostFunc_ptsz, cuLaunchHostFunc);
 
 MOCK_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
                                          unsigned int flags)
@@ -418,8 +356,4 @@ MOCK_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback call
     return CUDA_SUCCESS;
 }
 
-MOCK_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData,
-                                              unsigned int flags)
-{
-    return cuStreamAddCallback(hStream, callback, userData, flags);
-}
+MOCK_ALIAS(cuStreamAddCallback_ptsz, cuStreamAddCallback);
