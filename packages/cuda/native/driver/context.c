@@ -183,7 +183,8 @@ static CUresult destroy(CUcontext ctx)
 MOCK_ALIAS(cuCtxDestroy, destroy);
 MOCK_ALIAS(cuCtxDestroy_v2, destroy);
 
-static CUresult push(CUcontext ctx)
+/* Whether a context a call names is one that is alive, once the driver is up. */
+static CUresult live_context(CUcontext ctx)
 {
     CUresult state = mock_cu_init_state();
     if (state != CUDA_SUCCESS) {
@@ -194,6 +195,15 @@ static CUresult push(CUcontext ctx)
     pthread_mutex_unlock(&mock_cu_lock);
     if (!live) {
         return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult push(CUcontext ctx)
+{
+    CUresult r = live_context(ctx);
+    if (r != CUDA_SUCCESS) {
+        return r;
     }
     if (depth >= STACK_MAX) {
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -228,9 +238,9 @@ MOCK_ALIAS(cuCtxPopCurrent_v2, pop);
 
 MOCK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-    CUresult state = mock_cu_init_state();
-    if (state != CUDA_SUCCESS) {
-        return state;
+    CUresult r = ctx == NULL ? mock_cu_init_state() : live_context(ctx);
+    if (r != CUDA_SUCCESS) {
+        return r;
     }
     if (ctx == NULL) {
         if (depth > 0) {
@@ -238,12 +248,6 @@ MOCK_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
         }
         current_destroyed = 0;
         return CUDA_SUCCESS;
-    }
-    pthread_mutex_lock(&mock_cu_lock);
-    int live = mock_cu_ctx_live(ctx);
-    pthread_mutex_unlock(&mock_cu_lock);
-    if (!live) {
-        return CUDA_ERROR_INVALID_CONTEXT;
     }
     if (depth == 0) {
         depth = 1;
@@ -272,32 +276,12 @@ static CUresult named_or_current(CUcontext ctx, struct CUctx_st **out)
     if (ctx == NULL) {
         return mock_cu_current(out);
     }
-    CUresult state = mock_cu_init_state();
-    if (state != CUDA_SUCCESS) {
-        return state;
-    }
-    pthread_mutex_lock(&mock_cu_lock);
-    int live = mock_cu_ctx_live(ctx);
-    pthread_mutex_unlock(&mock_cu_lock);
-    if (!live) {
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
-    *out = ctx;
-    return mock_cu_ctx_health(ctx);
-}
-
-MOCK_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
-{
-    struct CUctx_st *ctx;
-    if (device == NULL) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    CUresult r = mock_cu_current(&ctx);
+    CUresult r = live_context(ctx);
     if (r != CUDA_SUCCESS) {
         return r;
     }
-    *device = ctx->device;
-    return CUDA_SUCCESS;
+    *out = ctx;
+    return mock_cu_ctx_health(ctx);
 }
 
 MOCK_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
@@ -312,6 +296,11 @@ MOCK_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     }
     *device = c->device;
     return CUDA_SUCCESS;
+}
+
+MOCK_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    return cuCtxGetDevice_v2(device, NULL);
 }
 
 MOCK_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
