@@ -110,3 +110,18 @@ int mock_cu_handle_is(const void *handle, enum mock_cu_kind kind)
     const struct slot *s = find(handle);
     return s != NULL && s->kind == kind;
 }
+
+CUresult mock_cu_handle_retire(const void *handle, enum mock_cu_kind kind)
+{
+    CUresult state = mock_cu_init_state();
+    if (state != CUDA_SUCCESS) {
+        return state;
+    }
+    pthread_mutex_lock(&mock_cu_lock);
+    int ours = mock_cu_handle_is(handle, kind);
+    if (ours) {
+        mock_cu_handle_remove(handle);
+    }
+    pthread_mutex_unlock(&mock_cu_lock);
+    return ours ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}

@@ -98,6 +98,10 @@ enum mock_cu_kind {
 int mock_cu_handle_add(const void *handle, enum mock_cu_kind kind);
 void mock_cu_handle_remove(const void *handle);
 int mock_cu_handle_is(const void *handle, enum mock_cu_kind kind);
+/* The first half of destroying a handle, taking mock_cu_lock itself: forget it if it is a live
+ * one of `kind` (CUDA_SUCCESS: the caller frees it now), else INVALID_HANDLE with nothing
+ * forgotten; the driver's own error when it is not up. */
+CUresult mock_cu_handle_retire(const void *handle, enum mock_cu_kind kind);
 
 struct CUctx_st {
     int device;

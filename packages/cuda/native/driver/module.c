@@ -224,22 +224,12 @@ static void free_module(struct CUmod_st *m)
 
 MOCK_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 {
-    CUresult state = mock_cu_init_state();
-    if (state != CUDA_SUCCESS) {
-        return state;
+    CUresult r = mock_cu_handle_retire(hmod, MOCK_KIND_MODULE);
+    if (r == CUDA_SUCCESS) {
+        /* functions of the module stay registered but name a module that is gone: looked up first */
+        free_module(hmod);
     }
-    pthread_mutex_lock(&mock_cu_lock);
-    int live = mock_cu_handle_is(hmod, MOCK_KIND_MODULE);
-    if (live) {
-        mock_cu_handle_remove(hmod);
-    }
-    pthread_mutex_unlock(&mock_cu_lock);
-    if (!live) {
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    /* functions of the module stay registered but name a module that is gone: looked up first */
-    free_module(hmod);
-    return CUDA_SUCCESS;
+    return r;
 }
 
 /* Whether module `m` (live, under mock_cu_lock) defines function `name`. */
@@ -377,12 +367,6 @@ MOCK_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileN
                                            CUlibraryOption *libraryOptions, void **libraryOptionValues,
                                            unsigned int numLibraryOptions)
 {
-    (void)jitOptions;
-    (void)jitOptionsValues;
-    (void)numJitOptions;
-    (void)libraryOptions;
-    (void)libraryOptionValues;
-    (void)numLibraryOptions;
     if (fileName == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -391,7 +375,8 @@ MOCK_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileN
     if (r != CUDA_SUCCESS) {
         return r;
     }
-    r = library_load(library, buf);
+    r = cuLibraryLoadData(library, buf, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                          libraryOptionValues, numLibraryOptions);
     free(buf);
     return r;
 }

@@ -87,30 +87,14 @@ MOCK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 
 MOCK_ALIAS(cuStreamCreateWithPriority, create_stream);
 
-/* Destroy a stream or event: forget the handle, then free it. A handle that is not a live one
- * of `kind`, or one the caller marks `never` (the special streams), is INVALID_HANDLE. */
-static CUresult destroy_handle(void *handle, enum mock_cu_kind kind, int never)
-{
-    CUresult state = mock_cu_init_state();
-    if (state != CUDA_SUCCESS) {
-        return state;
-    }
-    pthread_mutex_lock(&mock_cu_lock);
-    int live = !never && mock_cu_handle_is(handle, kind);
-    if (live) {
-        mock_cu_handle_remove(handle);
-    }
-    pthread_mutex_unlock(&mock_cu_lock);
-    if (!live) {
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    free(handle);
-    return CUDA_SUCCESS;
-}
-
+/* The special streams are never in the registry: destroying one is INVALID_HANDLE. */
 static CUresult destroy_stream(CUstream hStream)
 {
-    return destroy_handle(hStream, MOCK_KIND_STREAM, special(hStream));
+    CUresult r = mock_cu_handle_retire(hStream, MOCK_KIND_STREAM);
+    if (r == CUDA_SUCCESS) {
+        free(hStream);
+    }
+    return r;
 }
 
 MOCK_ALIAS(cuStreamDestroy, destroy_stream);
@@ -293,7 +277,11 @@ MOCK_ALIAS(cuEventSynchronize, cuEventQuery);
 
 static CUresult destroy_event(CUevent hEvent)
 {
-    return destroy_handle(hEvent, MOCK_KIND_EVENT, 0);
+    CUresult r = mock_cu_handle_retire(hEvent, MOCK_KIND_EVENT);
+    if (r == CUDA_SUCCESS) {
+        free(hEvent);
+    }
+    return r;
 }
 
 MOCK_ALIAS(cuEventDestroy, destroy_event);
