@@ -103,6 +103,16 @@ static struct pool *pool_of(cudaMemPool_t handle) {
     return NULL;
 }
 
+/* Ready the pools, then find the one a call names (NULL for any other handle, which the
+ * caller refuses as it says); a failure to get ready comes back recorded. */
+static cudaError_t ready_pool(cudaMemPool_t handle, struct pool **out) {
+    cudaError_t st = ready();
+    if (st != cudaSuccess)
+        return rt_record(st);
+    *out = pool_of(handle);
+    return cudaSuccess;
+}
+
 RT_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device) {
     if (memPool == NULL)
         return rt_record(cudaErrorInvalidValue);
@@ -120,12 +130,12 @@ RT_EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device) {
 }
 
 RT_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
-    cudaError_t st = ready();
+    struct pool *p;
+    cudaError_t st = ready_pool(memPool, &p);
     if (st != cudaSuccess)
-        return rt_record(st);
+        return st;
     if (device < 0 || device >= pool_count)
         return rt_record(cudaErrorInvalidDevice);
-    struct pool *p = pool_of(memPool);
     if (p == NULL)
         return rt_record(cudaErrorInvalidValue);
     if (p->device != device)
@@ -137,10 +147,10 @@ RT_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool) {
 
 RT_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
                                               void *value) {
-    cudaError_t st = ready();
+    struct pool *p;
+    cudaError_t st = ready_pool(memPool, &p);
     if (st != cudaSuccess)
-        return rt_record(st);
-    struct pool *p = pool_of(memPool);
+        return st;
     if (p == NULL || value == NULL)
         return rt_record(cudaErrorInvalidValue);
     pthread_mutex_lock(&lock);
@@ -171,10 +181,10 @@ RT_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMe
 
 RT_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr,
                                               void *value) {
-    cudaError_t st = ready();
+    struct pool *p;
+    cudaError_t st = ready_pool(memPool, &p);
     if (st != cudaSuccess)
-        return rt_record(st);
-    struct pool *p = pool_of(memPool);
+        return st;
     if (p == NULL || value == NULL)
         return rt_record(cudaErrorInvalidValue);
     cudaError_t result = cudaSuccess;
@@ -205,19 +215,20 @@ RT_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMe
 
 RT_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep) {
     (void)minBytesToKeep;
-    cudaError_t st = ready();
+    struct pool *p;
+    cudaError_t st = ready_pool(memPool, &p);
     if (st != cudaSuccess)
-        return rt_record(st);
+        return st;
     /* nothing is held back, so there is nothing to give back */
-    return pool_of(memPool) != NULL ? cudaSuccess : rt_record(cudaErrorInvalidValue);
+    return p != NULL ? cudaSuccess : rt_record(cudaErrorInvalidValue);
 }
 
 RT_EXPORT cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool,
                                            const struct cudaMemAccessDesc *descList, size_t count) {
-    cudaError_t st = ready();
+    struct pool *p;
+    cudaError_t st = ready_pool(memPool, &p);
     if (st != cudaSuccess)
-        return rt_record(st);
-    struct pool *p = pool_of(memPool);
+        return st;
     if (p == NULL || (count > 0 && descList == NULL))
         return rt_record(cudaErrorInvalidValue);
     for (size_t i = 0; i < count; i++) {
@@ -240,10 +251,10 @@ RT_EXPORT cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool,
 
 RT_EXPORT cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags *flags, cudaMemPool_t memPool,
                                            struct cudaMemLocation *location) {
-    cudaError_t st = ready();
+    struct pool *p;
+    cudaError_t st = ready_pool(memPool, &p);
     if (st != cudaSuccess)
-        return rt_record(st);
-    struct pool *p = pool_of(memPool);
+        return st;
     if (p == NULL || flags == NULL || location == NULL ||
         location->type != cudaMemLocationTypeDevice || location->id < 0 ||
         location->id >= pool_count)
@@ -294,10 +305,10 @@ RT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t h
 RT_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool,
                                               cudaStream_t stream) {
     (void)stream;
-    cudaError_t st = ready();
+    struct pool *p;
+    cudaError_t st = ready_pool(memPool, &p);
     if (st != cudaSuccess)
-        return rt_record(st);
-    struct pool *p = pool_of(memPool);
+        return st;
     if (p == NULL)
         return rt_record(cudaErrorInvalidValue);
     return allocate(ptr, size, p);
