@@ -239,11 +239,7 @@ RT_EXPORT cudaError_t cudaDeviceGetByPCIBusId(int *device, const char *pciBusId)
     st = RT_DRV(cuDeviceGetByPCIBusId, &dev, pciBusId);
     if (st != cudaSuccess)
         return st;
-    int ordinal = rt_ordinal_of(dev);
-    if (ordinal < 0)
-        return rt_record(cudaErrorInvalidDevice);
-    *device = ordinal;
-    return cudaSuccess;
+    return rt_answer_ordinal(dev, device);
 }
 
 RT_EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device) {

@@ -143,6 +143,14 @@ int rt_ordinal_of(CUdevice dev) {
     return -1;
 }
 
+cudaError_t rt_answer_ordinal(CUdevice dev, int *device) {
+    int ordinal = rt_ordinal_of(dev);
+    if (ordinal < 0)
+        return rt_record(cudaErrorInvalidDevice);
+    *device = ordinal;
+    return cudaSuccess;
+}
+
 cudaError_t rt_primary(int ordinal, CUcontext *out) {
     cudaError_t st = rt_init();
     if (st != cudaSuccess)

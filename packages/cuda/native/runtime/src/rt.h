@@ -131,6 +131,9 @@ int rt_device_count(void);
 CUdevice rt_cu_device(int ordinal);
 /* The runtime ordinal of a driver device handle, or -1. */
 int rt_ordinal_of(CUdevice dev);
+/* Answer a call that names a device with the runtime ordinal of driver device `dev`:
+ * cudaErrorInvalidDevice (recorded) for one the runtime does not show. */
+cudaError_t rt_answer_ordinal(CUdevice dev, int *device);
 
 /*
  * The context the calling thread's runtime calls run in: the context current to the thread

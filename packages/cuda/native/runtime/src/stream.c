@@ -93,11 +93,7 @@ RT_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device) {
     cudaError_t st = RT_DRV(cuStreamGetDevice, s, &dev);
     if (st != cudaSuccess)
         return st;
-    int ordinal = rt_ordinal_of(dev);
-    if (ordinal < 0)
-        return rt_record(cudaErrorInvalidDevice);
-    *device = ordinal;
-    return cudaSuccess;
+    return rt_answer_ordinal(dev, device);
 }
 
 RT_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
@@ -165,27 +161,15 @@ static cudaError_t capture_info(enum cudaStreamCaptureStatus *status, unsigned l
     return cudaSuccess;
 }
 
+/* The capture calls with edge data are the plain names in CUDA 13 and the newest versioned
+ * ones before it; the older versions CUDA 12 also exports go without edges. */
 #if CUDART_VERSION >= 13000
-RT_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
-                                               enum cudaStreamCaptureStatus *captureStatus_out,
-                                               unsigned long long *id_out, cudaGraph_t *graph_out,
-                                               const cudaGraphNode_t **dependencies_out,
-                                               const cudaGraphEdgeData **edgeData_out,
-                                               size_t *numDependencies_out) {
-    (void)stream;
-    return capture_info(captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
-                        numDependencies_out);
-}
-
-RT_EXPORT cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream,
-                                                          cudaGraphNode_t *dependencies,
-                                                          const cudaGraphEdgeData *dependencyData,
-                                                          size_t numDependencies,
-                                                          unsigned int flags) {
-    (void)stream, (void)dependencies, (void)dependencyData, (void)numDependencies, (void)flags;
-    return rt_record(cudaErrorIllegalState);
-}
+#define CAPTURE_INFO cudaStreamGetCaptureInfo
+#define UPDATE_CAPTURE_DEPENDENCIES cudaStreamUpdateCaptureDependencies
 #else
+#define CAPTURE_INFO cudaStreamGetCaptureInfo_v3
+#define UPDATE_CAPTURE_DEPENDENCIES cudaStreamUpdateCaptureDependencies_v2
+
 RT_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
                                                enum cudaStreamCaptureStatus *captureStatus_out,
                                                unsigned long long *id_out) {
@@ -204,18 +188,6 @@ RT_EXPORT cudaError_t cudaStreamGetCaptureInfo_v2(cudaStream_t stream,
                         numDependencies_out);
 }
 
-RT_EXPORT cudaError_t cudaStreamGetCaptureInfo_v3(cudaStream_t stream,
-                                                  enum cudaStreamCaptureStatus *captureStatus_out,
-                                                  unsigned long long *id_out,
-                                                  cudaGraph_t *graph_out,
-                                                  const cudaGraphNode_t **dependencies_out,
-                                                  const cudaGraphEdgeData **edgeData_out,
-                                                  size_t *numDependencies_out) {
-    (void)stream;
-    return capture_info(captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
-                        numDependencies_out);
-}
-
 RT_EXPORT cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream,
                                                           cudaGraphNode_t *dependencies,
                                                           size_t numDependencies,
@@ -223,16 +195,26 @@ RT_EXPORT cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream,
     (void)stream, (void)dependencies, (void)numDependencies, (void)flags;
     return rt_record(cudaErrorIllegalState);
 }
+#endif
 
-RT_EXPORT cudaError_t cudaStreamUpdateCaptureDependencies_v2(cudaStream_t stream,
-                                                             cudaGraphNode_t *dependencies,
-                                                             const cudaGraphEdgeData *dependencyData,
-                                                             size_t numDependencies,
-                                                             unsigned int flags) {
+RT_EXPORT cudaError_t CAPTURE_INFO(cudaStream_t stream,
+                                   enum cudaStreamCaptureStatus *captureStatus_out,
+                                   unsigned long long *id_out, cudaGraph_t *graph_out,
+                                   const cudaGraphNode_t **dependencies_out,
+                                   const cudaGraphEdgeData **edgeData_out,
+                                   size_t *numDependencies_out) {
+    (void)stream;
+    return capture_info(captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                        numDependencies_out);
+}
+
+RT_EXPORT cudaError_t UPDATE_CAPTURE_DEPENDENCIES(cudaStream_t stream,
+                                                  cudaGraphNode_t *dependencies,
+                                                  const cudaGraphEdgeData *dependencyData,
+                                                  size_t numDependencies, unsigned int flags) {
     (void)stream, (void)dependencies, (void)dependencyData, (void)numDependencies, (void)flags;
     return rt_record(cudaErrorIllegalState);
 }
-#endif
 
 RT_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
     (void)stream, (void)mode;
