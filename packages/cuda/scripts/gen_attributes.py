@@ -8,10 +8,11 @@ against NVIDIA's cuda.h. ``--check`` compares instead of writing and fails on dr
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tomllib
 from pathlib import Path
+
+import generated
 
 HERE = Path(__file__).resolve().parent.parent
 SOURCE = HERE / "src" / "nvml_mock_cuda" / "device_attributes.toml"
@@ -69,17 +70,9 @@ def render(data: dict[str, object]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when the header is stale")
-    args = parser.parse_args(argv)
-    text = render(tomllib.loads(SOURCE.read_text()))
-    if args.check:
-        if not TARGET.is_file() or TARGET.read_text() != text:
-            print(f"{TARGET.name} is stale: run python {Path(__file__).name}", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text)
-    return 0
+    return generated.main(
+        __doc__, __file__, TARGET, lambda: render(tomllib.loads(SOURCE.read_text())), argv
+    )
 
 
 if __name__ == "__main__":

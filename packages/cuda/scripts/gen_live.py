@@ -9,10 +9,10 @@ layout. ``--check`` compares instead of writing and fails on drift.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+import generated
 from nvml_mock_live import _layout as layout
 
 HERE = Path(__file__).resolve().parent.parent
@@ -54,17 +54,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when the header is stale")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        if not TARGET.is_file() or TARGET.read_text() != text:
-            print(f"{TARGET.name} is stale: run python {Path(__file__).name}", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text)
-    return 0
+    return generated.main(__doc__, __file__, TARGET, render, argv)
 
 
 if __name__ == "__main__":
