@@ -3,12 +3,12 @@ for the API server and counts what reaches it (nothing may)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from loopback import api_server
 from nvml_mock_kwok.cli import EXIT_CONFIG, EXIT_FAILURE, main
 
 
@@ -44,26 +44,31 @@ class _Counting(BaseHTTPRequestHandler):
 def server(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     seen: list[str] = []
     handler = type("Handler", (_Counting,), {"seen": seen})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{httpd.server_port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: k, user: u}}]\n",
-        encoding="utf-8",
-    )
-    yield kubeconfig, seen
-    httpd.shutdown()
-    httpd.server_close()
+    with api_server(handler, tmp_path / "kubeconfig") as kubeconfig:
+        yield kubeconfig, seen
 
 
 def _plan(tmp_path: Path, nodes: int, *extra: str) -> Path:
     doc = tmp_path / "topology.yaml"
     assert main(["plan", "--nodes", str(nodes), *extra, "-o", str(doc)]) == 0
     return doc
+
+
+def _refused_before_any_request(
+    server: tuple[Path, list[str]],
+    doc: Path,
+    caplog: pytest.LogCaptureFixture,
+    argv: list[str],
+    message: str,
+) -> None:
+    """``apply`` of *doc* with *argv* exits with the config error naming *message*, without
+    a traceback and before the server sees a request."""
+    kubeconfig, seen = server
+    code = main(["apply", "--topology", str(doc), "--kubeconfig", str(kubeconfig), *argv])
+    assert code == EXIT_CONFIG, caplog.text
+    assert message in caplog.text
+    assert "Traceback" not in caplog.text
+    assert seen == []
 
 
 @pytest.mark.parametrize(
@@ -83,12 +88,7 @@ def test_bad_input_makes_no_request(
     argv: list[str],
     message: str,
 ) -> None:
-    kubeconfig, seen = server
-    doc = _plan(tmp_path, 36)
-    code = main(["apply", "--topology", str(doc), "--kubeconfig", str(kubeconfig), *argv])
-    assert code == EXIT_CONFIG
-    assert message in caplog.text
-    assert seen == []
+    _refused_before_any_request(server, _plan(tmp_path, 36), caplog, argv, message)
 
 
 def test_a_clique_one_nvlink_domain_cannot_hold_makes_no_request(
@@ -138,13 +138,7 @@ def test_a_bad_flag_is_refused_naming_it_before_any_request(
     argv: list[str],
     message: str,
 ) -> None:
-    kubeconfig, seen = server
-    doc = _plan(tmp_path, 18)
-    code = main(["apply", "--topology", str(doc), "--kubeconfig", str(kubeconfig), *argv])
-    assert code == EXIT_CONFIG, caplog.text
-    assert message in caplog.text
-    assert "Traceback" not in caplog.text
-    assert seen == []
+    _refused_before_any_request(server, _plan(tmp_path, 18), caplog, argv, message)
 
 
 def test_a_node_name_too_long_for_its_hostname_label_makes_no_request(

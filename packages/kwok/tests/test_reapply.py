@@ -9,14 +9,14 @@ checks the same against a real kube-apiserver where one is given.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from loopback import api_server
 from nvml_mock_kwok.apply import holds, node_holds
 from nvml_mock_kwok.cli import EXIT_OK, main
 
@@ -91,20 +91,8 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Path, type[_Cluster]]]:
     for version, obj in enumerate(objects, start=100):
         store = handler.nodes if obj["kind"] == "Node" else handler.slices
         store[obj["metadata"]["name"]] = _as_stored(obj, version)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{httpd.server_port}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: k, user: u}}]\n",
-        encoding="utf-8",
-    )
-    yield kubeconfig, handler
-    httpd.shutdown()
-    httpd.server_close()
+    with api_server(handler, tmp_path / "kubeconfig") as kubeconfig:
+        yield kubeconfig, handler
 
 
 def test_a_second_apply_of_the_same_fleet_sends_no_write(
