@@ -21,9 +21,8 @@ from typing import Any
 import nvml_mock_live as live
 import pytest
 from conftest import wait_for_line
+from mig_board import split_board
 from nvml_mock_engine import ctl
-from nvml_mock_engine.config import resolve_config
-from nvml_mock_engine.render import render_text
 from smi_fixtures.helpers import smi
 
 GiB = 1 << 30
@@ -32,19 +31,7 @@ GiB = 1 << 30
 @pytest.fixture
 def mig_node(pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Path, Any]:
     """A two-GPU H100 node, GPU 0 in MIG mode with two 1g.10gb MIG devices."""
-    state = tmp_path / "state.nvmlmock"
-    state.write_text(render_text(resolve_config(node="ctl-mig", profile="h100", count=2)))
-    live_file = live.create(tmp_path / live.LIVE_FILE_NAME, live.read_board(state))
-    monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
-    pynvml.nvmlInit()
-    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
-    pynvml.nvmlDeviceSetMigMode(gpu, pynvml.NVML_DEVICE_MIG_ENABLE)
-    info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
-    for _ in range(2):
-        gi = pynvml.nvmlDeviceCreateGpuInstance(gpu, info.id)
-        ci_info = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, 0, 0)
-        pynvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)
-    return live_file, gpu
+    return split_board(pynvml, monkeypatch, tmp_path, "ctl-mig")
 
 
 def run(live_file: Path, *argv: str) -> int:

@@ -12,10 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nvml_mock_live as live
 import pytest
-from nvml_mock_engine.config import resolve_config
-from nvml_mock_engine.render import render_text
+from mig_board import split_board
 from nvml_mock_live import MIG_HOLDINGS_MAX, Allocation, AllocationError, LiveLayer
 from smi_fixtures.helpers import smi
 
@@ -28,19 +26,8 @@ NVML_PROCESS_MODE_COMPUTE = 0
 def node(pynvml: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, library_file: Path) -> Any:
     """A two-GPU H100 node with GPU 0 in MIG mode holding two 1g.10gb MIG devices (GI/CI ids
     as the library gives them), and the live file opened for writing records."""
-    state = tmp_path / "state.nvmlmock"
-    state.write_text(render_text(resolve_config(node="mig-node", profile="h100", count=2)))
-    live.create(tmp_path / live.LIVE_FILE_NAME, live.read_board(state))
-    monkeypatch.setenv("MOCK_NVML_CONFIG", str(state))
-    pynvml.nvmlInit()
-    gpu = pynvml.nvmlDeviceGetHandleByIndex(0)
-    pynvml.nvmlDeviceSetMigMode(gpu, pynvml.NVML_DEVICE_MIG_ENABLE)
-    info = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(gpu, pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE)
-    for _ in range(2):
-        gi = pynvml.nvmlDeviceCreateGpuInstance(gpu, info.id)
-        ci_info = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, 0, 0)
-        pynvml.nvmlGpuInstanceCreateComputeInstance(gi, ci_info.id)
-    with LiveLayer.open(tmp_path / live.LIVE_FILE_NAME, library=library_file) as records:
+    live_file, gpu = split_board(pynvml, monkeypatch, tmp_path, "mig-node")
+    with LiveLayer.open(live_file, library=library_file) as records:
         yield gpu, records
 
 
