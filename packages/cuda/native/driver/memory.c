@@ -434,16 +434,21 @@ static int tracked(uintptr_t p, size_t len)
 
 enum side { SIDE_HOST, SIDE_DEVICE, SIDE_ANY };
 
-static CUresult copy(uintptr_t dst, enum side dst_side, uintptr_t src, enum side src_side, size_t n, CUstream stream,
-                     int async)
+/* The first checks of a copy or a set: a current context, and for the async forms a live
+ * stream. */
+static CUresult current_and_stream(CUstream stream, int async)
 {
     CURRENT_OR_RETURN(ctx);
     (void)ctx;
-    if (async) {
-        CUresult r = mock_cu_stream_check(stream);
-        if (r != CUDA_SUCCESS) {
-            return r;
-        }
+    return async ? mock_cu_stream_check(stream) : CUDA_SUCCESS;
+}
+
+static CUresult copy(uintptr_t dst, enum side dst_side, uintptr_t src, enum side src_side, size_t n, CUstream stream,
+                     int async)
+{
+    CUresult checked = current_and_stream(stream, async);
+    if (checked != CUDA_SUCCESS) {
+        return checked;
     }
     if (n == 0) {
         return CUDA_SUCCESS;
@@ -525,13 +530,9 @@ MOCK_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstConte
 static CUresult memset_rows(uintptr_t dst, size_t pitch, unsigned int value, size_t width, size_t n, size_t rows,
                             CUstream stream, int async)
 {
-    CURRENT_OR_RETURN(ctx);
-    (void)ctx;
-    if (async) {
-        CUresult r = mock_cu_stream_check(stream);
-        if (r != CUDA_SUCCESS) {
-            return r;
-        }
+    CUresult checked = current_and_stream(stream, async);
+    if (checked != CUDA_SUCCESS) {
+        return checked;
     }
     if (n == 0 || rows == 0) {
         return CUDA_SUCCESS;
