@@ -87,14 +87,20 @@ MOCK_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 
 MOCK_ALIAS(cuStreamCreateWithPriority, create_stream);
 
+/* Destroy a stream or an event: each is one allocation, freed once the registry lets it go. */
+static CUresult retire_and_free(void *handle, enum mock_cu_kind kind)
+{
+    CUresult r = mock_cu_handle_retire(handle, kind);
+    if (r == CUDA_SUCCESS) {
+        free(handle);
+    }
+    return r;
+}
+
 /* The special streams are never in the registry: destroying one is INVALID_HANDLE. */
 static CUresult destroy_stream(CUstream hStream)
 {
-    CUresult r = mock_cu_handle_retire(hStream, MOCK_KIND_STREAM);
-    if (r == CUDA_SUCCESS) {
-        free(hStream);
-    }
-    return r;
+    return retire_and_free(hStream, MOCK_KIND_STREAM);
 }
 
 MOCK_ALIAS(cuStreamDestroy, destroy_stream);
@@ -277,11 +283,7 @@ MOCK_ALIAS(cuEventSynchronize, cuEventQuery);
 
 static CUresult destroy_event(CUevent hEvent)
 {
-    CUresult r = mock_cu_handle_retire(hEvent, MOCK_KIND_EVENT);
-    if (r == CUDA_SUCCESS) {
-        free(hEvent);
-    }
-    return r;
+    return retire_and_free(hEvent, MOCK_KIND_EVENT);
 }
 
 MOCK_ALIAS(cuEventDestroy, destroy_event);
