@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import Start, allocated, pod, read_through_library, run_container, settled
 from nvml_mock_engine.config import resolve_config
+from nvml_mock_engine.errors import StageError
 from nvml_mock_engine.mig_layout import apply, parse_spec
 from nvml_mock_live import Allocation, LiveLayer
 from nvml_mock_node.stage import StageOptions, stage
@@ -148,22 +149,27 @@ async def test_mig_entries_naming_no_mig_device_of_the_node_are_left_out(
     assert "allocation names no GPU of this node: MIG-0000-bogus" in caplog.text
 
 
-async def test_a_destroyed_instance_keeps_the_record_and_the_ids_it_was_given(
+async def test_an_instance_a_running_container_holds_cannot_be_destroyed(
     runtime: RuntimeDouble, start_plugin: Start, overlay: Path
 ) -> None:
+    """A real driver refuses to destroy a GPU or compute instance a process runs on: a
+    re-partition while the container runs fails naming the reason (the instances nobody
+    holds may go first, as on a real node), and the held instance, the record and its ids
+    stay as they were."""
     await start_plugin("--overlay-host-path", str(overlay), "--gpu-memory-share", "0.5")
     sandbox = pod("p")
     await run_container(runtime, sandbox, allocated("main", sandbox, gpus="1:2"), 99)
-    devices = nvml_view(overlay)["devices"]
+    before = nvml_view(overlay)
+    devices = before["devices"]
     assert isinstance(devices, list)
     _, gi, ci, _ = devices[2]
-    # the node is re-partitioned while the container runs: every instance goes
     library, state, _ = paths(overlay)
     config = resolve_config(profile="h100", node="node-a", count=4)
     cleared = parse_spec([{"devices": [1], "mig-enabled": True}], config.profile.mig, 4)
-    apply(cleared, library, state)
-    view = nvml_view(overlay)
-    assert view["devices"] == []
+    with pytest.raises(StageError, match="In use by another client"):
+        apply(cleared, library, state)
     (record,) = live_records(overlay)
     assert record.mig == ((1, gi, ci),)
+    view = nvml_view(overlay)
+    assert devices[2] in view["devices"]
     assert view["procs"] == [[99, record.used_memory_bytes, gi, ci]]
