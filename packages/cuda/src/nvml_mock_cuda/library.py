@@ -8,7 +8,9 @@ it into driver roots and the overlay; tests need it for ``LD_LIBRARY_PATH``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from nvml_mock_protocol import names
 
 from nvml_mock_cuda.errors import DriverNotBuiltError, RuntimeNotBuiltError
 
@@ -26,14 +28,27 @@ __all__ = [
 DRIVER_NAME = "libcuda.so.1"
 """The driver's soname, as NVIDIA's runtimes and bindings dlopen it."""
 
-RUNTIME_DIR = "cuda-runtime"
-"""The directory of the runtime work-alikes, one level below ``libcuda.so.1`` in the package
-and in the overlay's ``lib/``: a work-alike that finds no driver on the library path loads
-``../libcuda.so.1`` from its own directory."""
 
-RUNTIME_NAMES = ("libcudart.so.13", "libcudart.so.12")
-"""The runtime work-alikes by soname, one per CUDA major PyTorch wheels load, in the order the
-NRI plugin preloads them."""
+def _runtime_layout(preloads: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The work-alikes' directory below ``lib/`` and their sonames, read from the overlay
+    paths the NRI plugin preloads (the one declaration of where they are)."""
+    paths = [PurePosixPath(p) for p in preloads]
+    parents = {p.parent for p in paths}
+    if len(parents) != 1:
+        raise ValueError(f"CUDA runtime preloads in several directories: {sorted(preloads)}")
+    directory = parents.pop().relative_to(names.OVERLAY_LIB_DIR)
+    if len(directory.parts) != 1:
+        raise ValueError(f"CUDA runtime preloads not one level below lib/: {preloads}")
+    return str(directory), tuple(p.name for p in paths)
+
+
+RUNTIME_DIR, RUNTIME_NAMES = _runtime_layout(names.CUDA_RUNTIME_PRELOADS)
+"""The directory of the runtime work-alikes (``cuda-runtime``), one level below
+``libcuda.so.1`` in the package and in the overlay's ``lib/`` (a work-alike that finds no
+driver on the library path loads ``../libcuda.so.1`` from its own directory); and their
+sonames (``libcudart.so.13``, ``libcudart.so.12``), one per CUDA major PyTorch wheels load, in
+the order the NRI plugin preloads them. Both come from
+:data:`nvml_mock_protocol.names.CUDA_RUNTIME_PRELOADS`."""
 
 
 def driver_file() -> str:
