@@ -10,8 +10,10 @@ IMEX channels and check them, where the demo may make device nodes); a rebind (t
 file changes: new workloads see the new clique, running ones keep what they were given); an
 Xid on one node; an allocation (a workload given GPU 2 by NVIDIA_VISIBLE_DEVICES sees exactly
 that GPU, and the node's nvidia-smi shows its process and memory while it runs, and not
-after); GPU metrics (an exporter's series of one GPU under dcgm-exporter's names, before and
-after a thermal fault and an Xid); a scenario (a 50% Xid scenario in the scenario document:
+after); CUDA in a pod (a pod annotated for the CUDA runtime work-alike sees its GPU, allocates
+and copies through it, and its next call fails once its GPU falls off the bus); GPU metrics
+(an exporter's series of one GPU under dcgm-exporter's names, before and after a thermal fault
+and an Xid); a scenario (a 50% Xid scenario in the scenario document:
 each node's agent applies it, new workloads' nvidia-smi shows which nodes got it, the
 scenario status says the same, and removing it clears it); a fault (the topology service
 stops: new workloads keep the cached identity; a plugin stops: its node's new workloads get
@@ -41,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import nvml_mock_live as live
 from cluster import Node, Process, TopologyService, free_port, http_get, wait_until
+from cuda_act import CudaRow, cuda_table, run_cuda_act
 from imex_act import ImexRow, imex_table, run_imex_act
 from metrics import act_metrics
 from nvml_mock_engine.errors import NvmlEngineError
@@ -218,6 +221,7 @@ class Demo:
         self.acts = 0
         self.imex = False
         self.imex_rows: list[ImexRow] = []
+        self.cuda_rows: list[CudaRow] = []
         """Whether IMEX channels were staged, so ComputeDomain workloads opt in and check them."""
 
     def act(self, title: str) -> None:
@@ -236,6 +240,7 @@ class Demo:
                 await self.act_rebind(first)
             await self.act_xid()
             await self.act_allocation()
+            self.cuda_rows = await run_cuda_act(self)
             await self.act_imex()
             await act_metrics(self)
             if self.service is not None:
@@ -254,6 +259,9 @@ class Demo:
         if self.imex_rows:
             say("\n== IMEX domain")
             imex_table(self.imex_rows, say)
+        if self.cuda_rows:
+            say("\n== CUDA in a pod")
+            cuda_table(self.cuda_rows, say)
         if self.verdicts.failures:
             say(f"\nDEMO FAILED ({len(self.verdicts.failures)} assertion(s), {took:.1f}s):")
             for failure in self.verdicts.failures:
