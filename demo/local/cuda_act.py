@@ -17,6 +17,8 @@ import contextlib
 import json
 import os
 import signal
+import socket
+import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,11 +37,15 @@ XID79_ERROR = (719, "cudaErrorLaunchFailure")
 """What the real driver answers a running program once its GPU fell off the bus (Xid 79):
 ``CUDA_ERROR_LAUNCH_FAILED``, which the runtime passes on as ``cudaErrorLaunchFailure`` (the
 mapping and its source: the cuda package's README, "Faults reach CUDA")."""
-PUBLISHED_FROM_CONTAINERS = False
-"""Whether the node publishes a container's CUDA use into its live layer. A pod sees the
-overlay read-only, so its program cannot write the live layer itself; until the node does it
-for containers, the nvidia-smi step is reported as skipped when it finds nothing, and asserted
-once this is true."""
+PUBLISHED_FROM_CONTAINERS = True
+"""Whether the node publishes a container's CUDA use into its live layer (the NRI plugin's
+socket in the overlay, through which the mock libcuda in a pod, seeing the overlay read-only,
+sends its use). When true the nvidia-smi step is asserted; when false it is reported as
+skipped if nvidia-smi lists nothing for the pod."""
+PLUGIN_RECORD_MIB = 64
+PLUGIN_RECORD = f"{PLUGIN_RECORD_MIB}Mi"
+"""The pod's ``gpu-memory`` annotation: what the plugin's own allocation record for the
+container (under its first process's PID) says, told apart from the CUDA program's use."""
 
 
 class _Demo(Protocol):
@@ -54,6 +60,8 @@ class _Demo(Protocol):
 
     async def node_smi(self, *args: str) -> list[str]: ...
 
+    async def node_smi_until(self, done: Callable[[list[str]], bool], *args: str) -> list[str]: ...
+
 
 @dataclass
 class CudaRow:
@@ -62,6 +70,29 @@ class CudaRow:
     step: str
     seen: str
     verdict: str
+
+
+def socket_server(path: Path) -> int | None:
+    """The PID of the process serving the unix socket at *path* (the kernel's credentials of
+    the listener), or None when nothing answers there."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return None
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[0])
+
+
+def serving_node(demo: _Demo) -> Node:
+    """The node whose plugin serves the overlay's CUDA socket. The demo's nodes share one
+    overlay, where each real node has its own: the plugin that started last holds the socket,
+    and a pod's publication reaches only the plugin of its own node."""
+    pid = socket_server(demo.overlay / names.OVERLAY_CUDA_SOCKET)
+    for node in demo.nodes:
+        if node.plugin is not None and node.plugin.proc.pid == pid:
+            return node
+    return demo.nodes[0]
 
 
 def say(text: str) -> None:
@@ -88,7 +119,7 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-async def ctl(demo: _Demo, *args: str) -> int:
+async def ctl(demo: _Demo, node: Node, *args: str) -> int:
     """``nvml-mock-ctl`` on the node's live layer (the one the node's nvidia-smi and the
     pod's library read)."""
     config = demo.overlay / names.OVERLAY_CONFIG_DIR
@@ -98,7 +129,7 @@ async def ctl(demo: _Demo, *args: str) -> int:
         *argv, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
     out, _ = await proc.communicate()
-    say(f"  $ nvml-mock-ctl {' '.join(args)}   (on {demo.nodes[0].name})")
+    say(f"  $ nvml-mock-ctl {' '.join(args)}   (on {node.name})")
     for line in out.decode(errors="replace").splitlines():
         say(f"      {line[:110]}")
     return int(proc.returncode or 0)
@@ -106,7 +137,7 @@ async def ctl(demo: _Demo, *args: str) -> int:
 
 async def run_cuda_act(demo: _Demo) -> list[CudaRow]:
     """Run the act; its summary rows."""
-    node = demo.nodes[0]
+    node = serving_node(demo)
     assert node.runtime is not None
     state = demo.overlay / names.OVERLAY_CONFIG_DIR / names.STATE_FILE_NAME
     board = live.read_board(state)
@@ -132,12 +163,23 @@ async def run_cuda_act(demo: _Demo) -> list[CudaRow]:
         name="cuda-client",
         started=demo.workloads,
         extra_env={names.ENV_NVIDIA_VISIBLE_DEVICES: str(gpu)},
-        annotations={names.ANNOTATION_CUDA_RUNTIME: "true"},
-        command=f"exec {sys.executable} {CLIENT} {go}",
+        annotations={
+            names.ANNOTATION_CUDA_RUNTIME: "true",
+            names.ANNOTATION_GPU_MEMORY: PLUGIN_RECORD,
+        },
+        # the container's first process is a shell that runs the program as its child, as
+        # many images' entry points do: the plugin records the shell's PID at start, and the
+        # program, publishing its CUDA use, is found in the container as the shell's child
+        command=f"{sys.executable} {CLIENT} {go}; exit $?",
         log=log,
     )
     assert outcome.pid is not None
     pid = outcome.pid
+    runtime = node.runtime
+    pod = runtime.pods[runtime.containers[outcome.container_id].pod_sandbox_id]
+    # the runtime starts it: PostStartContainer gives the plugin the container's PID, by
+    # which it knows the process that later publishes through its socket
+    await runtime.start_container(pod, outcome.container_id, pid)
     mount = names.OVERLAY_MOUNT_PATH
     preload = ":".join(f"{mount}/{rel}" for rel in names.CUDA_RUNTIME_PRELOADS)
     ok = v.check(
@@ -201,27 +243,33 @@ async def run_cuda_act(demo: _Demo) -> list[CudaRow]:
 
         query = ("--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader")
 
-        def listed(lines: list[str]) -> bool:
-            return any(ln.startswith(f"{pid}, ") and ln.endswith(uuid) for ln in lines)
+        program = int(loaded.get("pid", 0))
+
+        def used(lines: list[str], who: int) -> int:
+            """MiB nvidia-smi lists for process *who* on the pod's GPU."""
+            rows = [ln.split(", ") for ln in lines if ln.startswith(f"{who}, ")]
+            return sum(int(f[1].split()[0]) for f in rows if len(f) == 3 and f[2] == uuid)
 
         # the driver publishes at the allocation, before the client says it is waiting
         apps = await demo.node_smi(*query)
-        if listed(apps) or PUBLISHED_FROM_CONTAINERS:
+        mib = used(apps, program)
+        if mib >= ALLOCATION_MIB or PUBLISHED_FROM_CONTAINERS:
             ok = v.check(
-                listed(apps),
-                f"{node.name}: the node's nvidia-smi lists the pod's process {pid} on GPU {gpu}: "
-                f"{apps}",
+                program > 0 and mib >= ALLOCATION_MIB and used(apps, pid) == PLUGIN_RECORD_MIB,
+                f"{node.name}: the node's nvidia-smi lists the pod's CUDA program {program} with "
+                f"{mib} MiB on GPU {gpu} (at least its {ALLOCATION_MIB} MiB), beside the "
+                f"container's first process {pid} with the plugin's {PLUGIN_RECORD} record",
             )
-            row("node nvidia-smi", ok, f"pid {pid}" if ok else "not listed")
+            row("node nvidia-smi", ok, f"pid {program}: {mib} MiB")
         else:
             say(
-                f"  [skip] {node.name}: the node's nvidia-smi does not list the pod's process "
-                f"{pid}: not published from containers yet (a pod sees the overlay read-only); "
-                f"compute apps: {apps or 'none'}"
+                f"  [skip] {node.name}: the node's nvidia-smi does not list the pod's CUDA "
+                f"program {program}: not published from containers yet (a pod sees the overlay "
+                "read-only)"
             )
             row("node nvidia-smi", True, "not published from containers yet", "SKIP")
 
-        rc = await ctl(demo, "fail", "fallen-off-bus", "-i", str(gpu))
+        rc = await ctl(demo, node, "fail", "fallen-off-bus", "-i", str(gpu))
         v.check(rc == 0, f"{node.name}: nvml-mock-ctl fail fallen-off-bus -i {gpu} exits {rc}")
         go.write_text("go\n")
         with contextlib.suppress(TimeoutError):
@@ -235,13 +283,30 @@ async def run_cuda_act(demo: _Demo) -> list[CudaRow]:
             f"{after.get('error')}: {after.get('string')}",
         )
         row("Xid 79: next call", ok, f"{after.get('code')} {after.get('error')}")
-        rc = await ctl(demo, "reset", "-i", str(gpu))
+        rc = await ctl(demo, node, "reset", "-i", str(gpu))
         ok = v.check(rc == 0, f"{node.name}: nvml-mock-ctl reset -i {gpu} exits {rc}")
         row("reset", ok, f"exit {rc}")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        await runtime.stop_container(pod, runtime.containers[outcome.container_id])
+        await runtime.remove_container(pod, outcome.container_id)
+        say(f"  {node.name}: the pod is killed and removed")
+        gone = await demo.node_smi_until(
+            lambda lines: used(lines, program) == 0 and used(lines, pid) == 0, *query
+        )
+        ok = v.check(
+            used(gone, program) == 0 and used(gone, pid) == 0,
+            f"{node.name}: afterwards nvidia-smi lists neither process: {gone or 'none'}",
+        )
+        row("pod gone", ok, "no process listed" if ok else "still listed")
     finally:
         go.write_text("go\n")
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
+        stored = runtime.containers.get(outcome.container_id)
+        if stored is not None:
+            await runtime.stop_container(pod, stored)
+            await runtime.remove_container(pod, outcome.container_id)
         say(f"  client output: {log}")
     return rows
 
