@@ -115,6 +115,46 @@ def test_imex_act_two_daemons_ready_then_degraded(tmp_path: Path) -> None:
     assert "Domain State: DEGRADED" in done.stdout
 
 
+def _cuda_rows(stdout: str) -> dict[str, list[str]]:
+    """The CUDA act's summary: step -> [seen, verdict]."""
+    lines = stdout.split("== CUDA in a pod", 1)[1].strip().splitlines()
+    rows: dict[str, list[str]] = {}
+    for line in lines[1:]:
+        if not line.startswith("  "):
+            break
+        cells = [cell.strip() for cell in line.strip().split("  ") if cell.strip()]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+@pytest.mark.parametrize(("profile", "runtime"), [("t4", "13"), ("a100", "12")])
+def test_cuda_act_a_pod_sees_allocates_shows_and_fails_after_xid(
+    tmp_path: Path, profile: str, runtime: str
+) -> None:
+    """An annotated pod's CUDA program, through the plugin's preload of the runtime
+    work-alike, sees its one GPU, allocates 256 MiB and copies exactly; the node's nvidia-smi
+    lists it; Xid 79 fails its next call with the real driver's error. The a100 profile's
+    driver is CUDA 12, which the CUDA 13 runtime refuses: the program falls back to 12."""
+    done = _run(tmp_path, GPU_PROFILE=profile, GPU_COUNT="2", WITH_COMPUTE_DOMAIN="false")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    rows = _cuda_rows(done.stdout)
+    for step in ("plugin: LD_PRELOAD", "devices", "cudaMalloc 256 MiB", "cudaMemcpy round trip"):
+        assert rows[step][-1] == "PASS", rows
+    assert rows["libcudart"] == [f"libcudart.so.{runtime} (work-alike)", "PASS"]
+    assert rows["devices"][0].startswith("1 x ")
+    assert rows["cudaMalloc 256 MiB"][0] == "free -256 MiB"
+    assert rows["Xid 79: next call"] == ["719 cudaErrorLaunchFailure", "PASS"]
+    assert rows["reset"][-1] == "PASS" and rows["pod gone"][-1] == "PASS"
+    assert rows["node nvidia-smi"][-1] == "PASS", rows
+    assert rows["node nvidia-smi"][0].endswith(": 256 MiB")
+    try:
+        import torch  # type: ignore[import-not-found, unused-ignore]  # noqa: F401
+    except ImportError:
+        assert rows["PyTorch"] == ["not installed", "SKIP"]
+    else:
+        assert rows["PyTorch"][-1] == "PASS", rows
+
+
 def picked_by_the_demo_scenario(nodes: list[str]) -> list[str]:
     """What the protocol's selection picks for the demo's scenario over these nodes."""
     from nvml_mock_live.scenarios import parse_scenarios
