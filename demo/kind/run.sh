@@ -4,7 +4,7 @@
 # request, no volumes, no MOCK_* env) that sees GPUs and its node's fabric identity.
 #
 # Usage: demo/kind/run.sh [--dry-run] [--help]
-# Env: FORCE_RECREATE GPU_PROFILE GPU_COUNT WITH_COMPUTE_DOMAIN NVML_MOCK_NAMESPACE
+# Env: FORCE_RECREATE GPU_PROFILE GPU_COUNT WITH_COMPUTE_DOMAIN WITH_CUDA_ACT NVML_MOCK_NAMESPACE
 #      WORKLOAD_NAMESPACE METRICS_WAIT_SECONDS (see demo/kind/README.md). Safe to re-run.
 set -euo pipefail
 
@@ -56,10 +56,13 @@ GPU_COUNT="${GPU_COUNT:-}"
 NVML_MOCK_NAMESPACE="${NVML_MOCK_NAMESPACE:-mokka}"
 WORKLOAD_NAMESPACE="${WORKLOAD_NAMESPACE:-default}"
 WITH_DRA_DRIVER="${WITH_DRA_DRIVER:-false}"
+WITH_CUDA_ACT="${WITH_CUDA_ACT:-true}"
 DRY_RUN=false
 
 # shellcheck source=demo/kind/dra_act.sh
 source "${SCRIPT_DIR}/dra_act.sh"
+# shellcheck source=demo/kind/cuda_act.sh
+source "${SCRIPT_DIR}/cuda_act.sh"
 
 # Commands are echoed on the original stdout (fd 3), also from inside $(...).
 exec 3>&1
@@ -157,7 +160,7 @@ validate_config() {
     fi
   fi
   local flag
-  for flag in FORCE_RECREATE WITH_COMPUTE_DOMAIN WITH_DRA_DRIVER; do
+  for flag in FORCE_RECREATE WITH_COMPUTE_DOMAIN WITH_DRA_DRIVER WITH_CUDA_ACT; do
     [[ "${!flag}" == true || "${!flag}" == false ]] ||
       usage_error "${flag}=${!flag} must be true or false"
   done
@@ -585,6 +588,9 @@ main() {
   assert_gpus_visible
   assert_allocations_recorded
   assert_allocations_removed
+  if is_true "${WITH_CUDA_ACT}"; then
+    cuda_act
+  fi
   if is_true "${WITH_COMPUTE_DOMAIN}"; then
     assert_fabric_identity
   fi

@@ -178,11 +178,14 @@ def test_dry_run_prints_every_command_pinned_to_the_demo(stand_ins: Path) -> Non
     assert [(_option(a, "--namespace"), _option(a, "--filename")) for a in applies] == [
         (["default"], [str(DEMO / "gpu-agent.yaml")]),
         (["default"], [str(DEMO / "gpu-holder.yaml")]),
+        (["default"], [str(DEMO / "cuda-client.yaml")]),
         (["mokka"], [str(DEMO / "prometheus.yaml")]),
     ]
-    # the metrics act: faults through the staging pod, then Prometheus asked for them
+    # the CUDA act's Xid, then the metrics act's faults, through the staging pods
     ctl = [a[a.index("--") + 1 :] for a in cmds if "nvml-mock-ctl" in a]
     assert ctl == [
+        ["nvml-mock-ctl", "fail", "fallen-off-bus", "-i", "0"],
+        ["nvml-mock-ctl", "reset", "-i", "0"],
         ["nvml-mock-ctl", "fail", "thermal", "-i", "0"],
         ["nvml-mock-ctl", "xid", "43", "-i", "0"],
         ["nvml-mock-ctl", "reset", "-i", "0"],
@@ -373,6 +376,26 @@ def test_gpu_agent_asks_for_nothing() -> None:
         script = "\n".join(item["args"])
         for tool in ("nvidia-smi", "check-fabric", f"test -d {names.OVERLAY_MOUNT_PATH}"):
             assert tool in script
+
+
+def test_the_cuda_pod_asks_for_the_runtime_and_runs_the_local_demos_program() -> None:
+    """The CUDA act's pod: the annotation that preloads the runtime work-alike, one GPU, the
+    program from the ConfigMap the act makes of demo/local/cuda_client.py, run on the
+    overlay's own Python as the shell's child (so the plugin's record of the pod and the
+    program's published use are two processes)."""
+    (pod,) = list(yaml.safe_load_all((DEMO / "cuda-client.yaml").read_text()))
+    kubernetes_validate.validate(pod, kubernetes_validate.latest_version(), strict=True)
+    annotations = pod["metadata"]["annotations"]
+    assert annotations[names.ANNOTATION_CUDA_RUNTIME] == "true"
+    assert annotations[names.ANNOTATION_GPU_MEMORY] == "64Mi"
+    (container,) = pod["spec"]["containers"]
+    assert {"name": names.ENV_NVIDIA_VISIBLE_DEVICES, "value": "0"} in container["env"]
+    script = "\n".join(container["args"])
+    assert f"rt={names.OVERLAY_MOUNT_PATH}/runtime" in script
+    assert '"$rt/bin/python3" -I /client/cuda_client.py /tmp/go' in script
+    assert "exec " not in script.split("cuda_client.py")[0]
+    assert pod["spec"]["volumes"] == [{"name": "client", "configMap": {"name": "cuda-client"}}]
+    assert (REPO_ROOT / "demo" / "local" / "cuda_client.py").is_file()
 
 
 def test_the_demo_prometheus_reads_the_charts_scrape_config_and_rules() -> None:

@@ -89,13 +89,53 @@ if args[:1] == ["exec"] and args[1].startswith("nvml-mock-stage-"):
     if "nvml-mock-ctl" in args:
         flaky("CTL")
     sys.exit(0)
+def cuda_state():
+    # the CUDA act's pod: "none" before it, "running", "after" (its go file touched), "gone"
+    state = "none"
+    with open(env("FAKE_LOG")) as calls:
+        for line in calls:
+            if "cuda-client.yaml" in line:
+                state = "running"
+            elif "exec cuda-client -- touch /tmp/go" in line:
+                state = "after"
+            elif "delete pod cuda-client --wait=true" in line and state != "none":
+                state = "gone"
+    return state
+if args[:3] == ["get", "pod", "cuda-client"]:
+    out(workers[0])
+if args[:2] == ["logs", "cuda-client"]:
+    import json
+    def step(which, **fields):
+        return "@@cuda@@ " + json.dumps({"step": which, **fields}) + "\\n"
+    library = env("FAKE_CUDA_LIBRARY", "/opt/nvml-mock/lib/cuda-runtime/libcudart.so.13")
+    text = "ERROR: ld.so: object ... cannot be preloaded: ignored.\\n"
+    text += step("loaded", library=library, pid=7)
+    text += step("count", count=int(env("FAKE_CUDA_COUNT", "1")), code=0, error="cudaSuccess")
+    text += step("properties", name="NVIDIA GB200", uuid="GPU-0", code=0, error="cudaSuccess")
+    text += step("malloc", bytes=268435456, code=0, error="cudaSuccess")
+    text += step("round-trip", exact=env("FAKE_CUDA_INEXACT") is None, code=0, error="x")
+    text += step("waiting")
+    if cuda_state() == "after":
+        code, error = env("FAKE_CUDA_AFTER", "719 cudaErrorLaunchFailure").split()
+        text += step("after", code=int(code), error=error, string="unspecified launch failure")
+        text += "cuda-client exited 0\\n"
+    out(text)
+if args[:2] == ["exec", "cuda-client"]:
+    sys.exit(0)
 if args[:2] == ["get", "pods"] and "app.kubernetes.io/component=staging" in args:
     node = args[args.index("--field-selector") + 1].split(",")[0].split("=")[1]
     out("nvml-mock-stager-" + node)
 if args[:1] == ["exec"] and args[1].startswith("nvml-mock-stager-"):
     node = args[1][len("nvml-mock-stager-"):]
     assert args[2:5] == ["-c", "stage", "--"], args
+    if "nvml-mock-ctl" in args:
+        sys.exit(0)
     assert "--query-compute-apps=pid,used_memory" in args, args
+    cuda = cuda_state()
+    if cuda in ("running", "after") and node == workers[0]:
+        out("" if env("FAKE_CUDA_UNPUBLISHED") else "4300, 64 MiB\\n4301, 256 MiB\\n")
+    if cuda == "gone" and node == workers[0] and env("FAKE_CUDA_STALE"):
+        out("4301, 256 MiB\\n")
     holders_gone = False
     with open(env("FAKE_LOG")) as calls:
         for line in calls:  # the last of the holders' apply and delete decides
@@ -183,8 +223,10 @@ def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> Non
     install = next(c for c in calls if c[0] == "helm")
     assert f"image.tag={tag}" in install
     execs = [c for c in calls if c[0] == "kubectl" and "exec" in c and "default" in c]
-    assert len(execs) == 8
-    assert all("gpu-agent-new-" in " ".join(c) for c in execs)
+    assert len(execs) == 9
+    cuda = [c for c in execs if "cuda-client" in c]  # the CUDA act's, once its GPU is lost
+    assert [c[-4:] for c in cuda] == [["cuda-client", "--", "touch", "/tmp/go"]]
+    assert all("gpu-agent-new-" in " ".join(c) for c in execs if c not in cuda)
     # the metrics act: the faults through the first worker's staging pod, then Prometheus
     staged = [c for c in calls if "exec" in c and f"nvml-mock-stage-{WORKERS[0]}" in c]
     assert [c[c.index("--") + 1 : c.index("--") + 3] for c in staged] == [
@@ -197,11 +239,15 @@ def test_a_healthy_cluster_passes_every_check(fake_tools: dict[str, str]) -> Non
     agents = [c for c in execs if "gpu-agent-new-" in " ".join(c)]
     stagers = [c for c in execs if "nvml-mock-stager-" in " ".join(c)]
     others = [c for c in execs if c not in agents and c not in stagers]
-    # each node's stager is asked twice: with its gpu-holder running, and after it went
-    assert len(agents) == 8 and len(stagers) == 8, execs
-    # the rest are the metrics act's: its Prometheus and the staging pods it injects faults in
+    # each node's stager is asked twice: with its gpu-holder running, and after it went; the
+    # CUDA act's node four more times: its use, the fault, the reset, no process after
+    assert len(agents) == 8 and len(stagers) == 12, execs
+    # the rest are the CUDA act's exec into its pod, and the metrics act's: its Prometheus
+    # and the staging pods it injects faults in
     assert all(
-        "deployment/demo-prometheus" in c or any(a.startswith("nvml-mock-stage-") for a in c)
+        "deployment/demo-prometheus" in c
+        or "cuda-client" in c
+        or any(a.startswith("nvml-mock-stage-") for a in c)
         for c in others
     ), others
     for node in WORKERS:  # each node's own nvidia-smi, in its staging pod
@@ -277,7 +323,8 @@ def test_records_are_asked_for_again_once_the_holders_are_gone(
     assert result.returncode == 0, result.stderr
     delete = ["daemonset", "gpu-holder", "--wait=true"]
     deleted = calls.index(next(c for c in calls if c[-3:] == delete))
-    after = [c for c in calls[deleted:] if "--query-compute-apps=pid,used_memory" in c]
+    cuda = calls.index(next(c for c in calls if "cuda-client" in c))  # the next act's
+    after = [c for c in calls[deleted:cuda] if "--query-compute-apps=pid,used_memory" in c]
     assert len(after) == len(WORKERS)
     assert f"    {WORKERS[3]}: no compute process" in result.stdout
 
@@ -306,12 +353,22 @@ def test_a_workload_that_asks_for_something_fails(
     assert needle in result.stderr
 
 
+def _metrics_ctl(calls: list[list[str]]) -> list[list[str]]:
+    """The metrics act's nvml-mock-ctl calls (in the staging pods it finds by name; the CUDA
+    act's go to its pod's node through the staging selector)."""
+    return [
+        c
+        for c in calls
+        if "nvml-mock-ctl" in c and any(a.startswith("nvml-mock-stage-") for a in c)
+    ]
+
+
 def test_the_metrics_act_waits_for_the_alert_and_fails_naming_it(
     fake_tools: dict[str, str],
 ) -> None:
     result, calls = run(fake_tools)
     assert result.returncode == 0, result.stderr
-    ctl = [c[c.index("--") + 1 :] for c in calls if "nvml-mock-ctl" in c]
+    ctl = [c[c.index("--") + 1 :] for c in _metrics_ctl(calls)]
     assert ctl[0][:3] == ["nvml-mock-ctl", "fail", "thermal"]
     assert any(
         c[1] == "nvml-mock-stage-" + WORKERS[0]
@@ -327,7 +384,7 @@ def test_the_metrics_act_retries_a_refused_exec(fake_tools: dict[str, str]) -> N
     """A reused cluster under load refuses an exec now and then: the demo asks again."""
     result, calls = run(fake_tools, FAKE_PROM_FAILS="2", FAKE_CTL_FAILS="1")
     assert result.returncode == 0, result.stdout + result.stderr
-    ctl = [c[c.index("--") + 1 : c.index("--") + 3] for c in calls if "nvml-mock-ctl" in c]
+    ctl = [c[c.index("--") + 1 : c.index("--") + 3] for c in _metrics_ctl(calls)]
     assert ctl == [
         ["nvml-mock-ctl", "fail"],
         ["nvml-mock-ctl", "fail"],
@@ -389,3 +446,75 @@ def test_builders_that_work_are_accepted(fake_tools: dict[str, str], version: st
     result, calls = run(fake_tools, FAKE_DOCKER_VERSION=version)
     assert result.returncode == 0, result.stdout + result.stderr
     assert any(c[:2] == ["docker", "build"] for c in calls)
+
+
+def _cuda_calls(calls: list[list[str]]) -> list[list[str]]:
+    return [c for c in calls if c[0] == "kubectl" and any("cuda-client" in a for a in c)]
+
+
+def test_the_cuda_act_checks_the_program_then_fails_its_gpu(fake_tools: dict[str, str]) -> None:
+    """After the holders went: the pod with the annotation, its program's view, the node's
+    nvidia-smi listing its 256 MiB, Xid 79 on its GPU, its next call's error, reset, and no
+    process once the pod is gone."""
+    result, calls = run(fake_tools)
+    assert result.returncode == 0, result.stderr
+    node = WORKERS[0]
+    assert "    cuda-client: 1 GPU (NVIDIA GB200), 256 MiB allocated, copies exact" in result.stdout
+    assert f"    {node}: 4301, 256 MiB" in result.stdout
+    assert "    cuda-client: next call after Xid 79: 719 cudaErrorLaunchFailure" in result.stdout
+    assert f"    {node}: no compute process after the pod went" in result.stdout
+    holders_gone = calls.index(next(c for c in calls if c[-3:-1] == ["daemonset", "gpu-holder"]))
+    first = calls.index(_cuda_calls(calls)[0])
+    assert first > holders_gone
+    ctl = [
+        c[c.index("--") + 1 :]
+        for c in calls
+        if "nvml-mock-ctl" in c and f"nvml-mock-stager-{node}" in c
+    ]
+    assert ctl == [
+        ["nvml-mock-ctl", "fail", "fallen-off-bus", "-i", "0"],
+        ["nvml-mock-ctl", "reset", "-i", "0"],
+    ]
+    touched = calls.index(next(c for c in calls if c[-2:] == ["touch", "/tmp/go"]))
+    fault = calls.index(next(c for c in calls if "fallen-off-bus" in c))
+    assert fault < touched
+    created = next(c for c in calls if "create" in c and "configmap" in c)
+    assert created[-1] == f"--from-file=cuda_client.py={REPO_ROOT}/demo/local/cuda_client.py"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"FAKE_CUDA_LIBRARY": "/usr/lib/libcudart.so.13"},
+            "the CUDA program's libcudart is not the overlay's work-alike",
+        ),
+        ({"FAKE_CUDA_COUNT": "2"}, "cudaGetDeviceCount in pod cuda-client is not 1"),
+        ({"FAKE_CUDA_INEXACT": "1"}, "cudaMemcpy there and back is not exact"),
+        (
+            {"FAKE_CUDA_UNPUBLISHED": "1"},
+            "lists no process using 256 MiB: the CUDA program's use was not published",
+        ),
+        (
+            {"FAKE_CUDA_AFTER": "0 cudaSuccess"},
+            "after Xid 79 the CUDA program's next call answered 0 cudaSuccess, "
+            "not 719 cudaErrorLaunchFailure",
+        ),
+        ({"FAKE_CUDA_STALE": "1"}, "its CUDA record was left behind"),
+    ],
+)
+def test_the_cuda_act_fails_naming_what_is_wrong(
+    fake_tools: dict[str, str], env: dict[str, str], message: str
+) -> None:
+    result, _ = run(fake_tools, WITH_COMPUTE_DOMAIN="false", **env)
+    assert result.returncode == 1
+    assert message in result.stderr, result.stderr
+
+
+def test_without_the_cuda_act_no_cuda_pod(fake_tools: dict[str, str]) -> None:
+    result, calls = run(fake_tools, WITH_CUDA_ACT="false")
+    assert result.returncode == 0, result.stderr
+    assert _cuda_calls(calls) == []
+    refused, _ = run(fake_tools, WITH_CUDA_ACT="yes")
+    assert refused.returncode == 2
+    assert "WITH_CUDA_ACT=yes must be true or false" in refused.stderr
