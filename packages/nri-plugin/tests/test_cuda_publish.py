@@ -182,9 +182,11 @@ async def test_hostile_peer_is_refused_and_broken_frames_close_one_connection(
         cid = await run_container(
             runtime, sandbox, allocated("main", sandbox, gpus="2"), client.pid
         )
-        # judged again once the runtime recorded it: the same connection publishes now
-        assert await asyncio.to_thread(ask, "a", f"{board[2].uuid} 1024\n".encode()) == "ok"
+        # judged again once the runtime recorded it, without a new frame: a process sends
+        # only on a change, and may have allocated before PostStartContainer
         await _until(lambda: [client.pid, 1024] in _procs(overlay, 2))
+        # and the same connection publishes from now on
+        assert await asyncio.to_thread(ask, "a", f"{board[2].uuid} 1024\n".encode()) == "ok"
         assert await asyncio.to_thread(ask, "a", f"{board[2].uuid} 0\n".encode()) == "ok"
         assert await asyncio.to_thread(ask, "b", f"{board[2].uuid} 1024\n".encode()) == "ok"
         # a GPU it was not given: refused, nothing written there

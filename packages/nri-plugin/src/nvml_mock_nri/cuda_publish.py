@@ -124,6 +124,10 @@ class _Conn:
     buffer: bytes = b""
     held: dict[str, _Held] = dataclasses.field(default_factory=dict)
     refused_logged: bool = False
+    waiting: dict[str, int] = dataclasses.field(default_factory=dict)
+    """The newest use per device sent before the peer's container was recorded: a process
+    can allocate before the runtime's PostStartContainer, and it sends only on a change, so
+    the frame is judged again once a container is recorded (:meth:`CudaPublisher.recorded`)."""
 
 
 class CudaPublisher:
@@ -200,6 +204,19 @@ class CudaPublisher:
                         self._put(conn, held)
                     except LiveLayerError as exc:
                         logger.warning("CUDA record %s not rewritten: %s", held.record_id, exc)
+
+    def recorded(self) -> None:
+        """A container was recorded (PostStartContainer): judge again the frames of peers
+        that were in no recorded container when they sent them."""
+        with self._lock:
+            for conn in list(self._conns.values()):
+                if not conn.waiting or conn.key is not None:
+                    continue
+                waiting, conn.waiting = conn.waiting, {}
+                for uuid, used in waiting.items():
+                    reply = self._frame(conn, f"{uuid} {used}".encode())
+                    if reply != "ok" and conn.key is not None:
+                        logger.warning("CUDA publish of pid %d refused: %s", conn.pid, reply)
 
     # -- the loop --------------------------------------------------------------
 
@@ -312,6 +329,8 @@ class CudaPublisher:
             # PostStartContainer is handled)? Judged again, and charged to it from now on
             grant = container_of(conn.pid, self.recorder.grants(), self.proc_root)
             if grant is None:
+                if len(conn.waiting) < RECORDS_PER_POD or uuid in conn.waiting:
+                    conn.waiting[uuid] = used
                 return self._refused(conn, "the process is in no container holding GPUs")
             mine = sum(1 for c in self._conns.values() if c.key == grant.container_id)
             if mine >= CONNECTIONS_PER_CONTAINER:

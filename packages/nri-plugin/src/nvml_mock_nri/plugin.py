@@ -279,8 +279,11 @@ class Injector:
         self.recorder.starting(self.policy, pod, container)
 
     def container_started(self, pod: api_pb2.PodSandbox, container: api_pb2.Container) -> None:
-        """PostStartContainer (which has the PID): record the allocation."""
+        """PostStartContainer (which has the PID): record the allocation, then judge again
+        what its CUDA processes sent before it was recorded."""
         self.recorder.started(self.policy, pod, container)
+        if self.publisher is not None:
+            self.publisher.recorded()
 
     def container_stopped(self, container: api_pb2.Container) -> None:
         """StopContainer and RemoveContainer: drop the allocation record."""
