@@ -371,6 +371,9 @@ deploy_workload() {
   # chart just installed (overlay, profile, fabric identity).
   kc --namespace "${WORKLOAD_NAMESPACE}" rollout restart daemonset/gpu-agent
   kc --namespace "${WORKLOAD_NAMESPACE}" rollout status daemonset/gpu-agent --timeout "${WAIT_TIMEOUT}"
+  # A run that failed in the CUDA act leaves its pod running (and recorded on its GPU):
+  # gone before the allocation checks count the processes, so a re-run starts clean.
+  kc --namespace "${WORKLOAD_NAMESPACE}" delete pod cuda-client --ignore-not-found --wait=true
   log "deploying the gpu-holder DaemonSet (GPU 0 of each node, ${HOLDER_MEMORY}) into namespace ${WORKLOAD_NAMESPACE}"
   kc --namespace "${WORKLOAD_NAMESPACE}" apply --filename "${HOLDER_MANIFEST}"
   kc --namespace "${WORKLOAD_NAMESPACE}" rollout status daemonset/gpu-holder --timeout "${WAIT_TIMEOUT}"

@@ -323,10 +323,23 @@ def test_records_are_asked_for_again_once_the_holders_are_gone(
     assert result.returncode == 0, result.stderr
     delete = ["daemonset", "gpu-holder", "--wait=true"]
     deleted = calls.index(next(c for c in calls if c[-3:] == delete))
-    cuda = calls.index(next(c for c in calls if "cuda-client" in c))  # the next act's
+    # the next act's first call (a leftover cuda-client pod is deleted before the holders)
+    cuda = next(i for i, c in enumerate(calls) if i > deleted and "cuda-client" in c)
     after = [c for c in calls[deleted:cuda] if "--query-compute-apps=pid,used_memory" in c]
     assert len(after) == len(WORKERS)
     assert f"    {WORKERS[3]}: no compute process" in result.stdout
+
+
+def test_a_leftover_cuda_client_goes_before_the_holders_are_counted(
+    fake_tools: dict[str, str],
+) -> None:
+    """A run that failed in the CUDA act leaves its pod running, recorded on its GPU: the
+    next run's holder checks would count it as a record of a dead container."""
+    result, calls = run(fake_tools)
+    assert result.returncode == 0, result.stderr
+    first = next(i for i, c in enumerate(calls) if c[-len(_LEFTOVER) :] == _LEFTOVER)
+    holders = next(i for i, c in enumerate(calls) if "gpu-holder" in " ".join(c))
+    assert first < holders
 
 
 def test_a_record_left_after_its_container_went_fails(fake_tools: dict[str, str]) -> None:
@@ -448,8 +461,19 @@ def test_builders_that_work_are_accepted(fake_tools: dict[str, str], version: st
     assert any(c[:2] == ["docker", "build"] for c in calls)
 
 
+_LEFTOVER = ["delete", "pod", "cuda-client", "--ignore-not-found", "--wait=true"]
+"""Before the holders: a run that failed in the CUDA act left its pod running."""
+
+
 def _cuda_calls(calls: list[list[str]]) -> list[list[str]]:
-    return [c for c in calls if c[0] == "kubectl" and any("cuda-client" in a for a in c)]
+    """The CUDA act's calls (not the clean-up of an earlier run's pod before the holders)."""
+    return [
+        c
+        for c in calls
+        if c[0] == "kubectl"
+        and any("cuda-client" in a for a in c)
+        and c[-len(_LEFTOVER) :] != _LEFTOVER
+    ]
 
 
 def test_the_cuda_act_checks_the_program_then_fails_its_gpu(fake_tools: dict[str, str]) -> None:
