@@ -67,7 +67,8 @@ def _mount_script(mounts: list[tuple[str, str, bool]], host: Path, then: str) ->
 
 def _stage(overlay: Path) -> None:
     # the engine's command with the node's commands, from their source trees
-    sources = [str(ENGINE_SRC), str(ENGINE_SRC.parents[1] / "node" / "src")]
+    # (and the mock CUDA libraries it stages, built in place by ``tox -e native``)
+    sources = [str(ENGINE_SRC.parents[1] / p / "src") for p in ("nvml-engine", "node", "cuda")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*sources, *sys.path])}
     result = subprocess.run(
         [sys.executable, "-m", "nvml_mock_node", "stage", "--profile", "h100",

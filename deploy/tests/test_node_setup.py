@@ -30,8 +30,9 @@ from nvml_mock_protocol import names
 NODE_SETUP = REPO_ROOT / "deploy" / "image" / "node_setup.py"
 ENGINE_SRC = REPO_ROOT / "packages" / "nvml-engine" / "src"
 CHECK_FABRIC_SRC = REPO_ROOT / "packages" / "check-fabric" / "src"
-NODE = ("node", "smi", "imex")
-"""nvml-mock-node, whose commands stage, and the packages of the tools it stages."""
+NODE = ("node", "smi", "imex", "cuda")
+"""nvml-mock-node, whose commands stage, and the packages of the tools and libraries it
+stages (the mock CUDA libraries, built in place by ``tox -e native``)."""
 
 STAND_IN_ENGINE = textwrap.dedent(
     """
