@@ -197,6 +197,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         state, live_file = render_node(tmp)
         idle_dir = tmp / "idle"
         idle_dir.mkdir()
+        # ctl reads the board state beside the live file it is given, as on a staged node
+        shutil.copyfile(state, idle_dir / state.name)
         import nvml_mock_live as live
 
         idle = live.create(
