@@ -35,7 +35,7 @@
 #define ENV_LIVE "MOCK_NVML_LIVE"
 #define LIVE_FILE_NAME "live.nvmlmock"
 
-struct nvmlDevice_st mock_devices[STATE_MAX_GPUS];
+struct nvmlDevice_st mock_devices[STATE_MAX_GPUS] MOCK_COLD(mock_devices);
 struct state_system mock_system;
 unsigned int mock_device_count;
 size_t mock_devices_bytes;
@@ -61,7 +61,7 @@ struct detail {
     int code;
     char text[DETAIL_LEN];
 };
-static struct detail detail_ring[DETAIL_SLOTS];
+static struct detail detail_ring[DETAIL_SLOTS] MOCK_COLD(detail_ring);
 static unsigned int detail_used;
 static unsigned int detail_oldest;
 static _Atomic(const struct detail *) detail_current;
@@ -230,8 +230,8 @@ static int state_path(char *out, size_t cap, char *tried, size_t tried_cap)
  * Init is serialised by lifecycle_lock, so the file and the parse result use static
  * buffers: no allocation on the init path, and the pages stay mapped for the next init.
  */
-static char read_buffer[STATE_MAX_BYTES + 1];
-static struct state staging;
+static char read_buffer[STATE_MAX_BYTES + 1] MOCK_COLD(read_buffer);
+static struct state staging MOCK_COLD(staging);
 
 /* Read the whole file, refusing anything larger than the format allows. */
 static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
@@ -374,7 +374,7 @@ static void publish(const struct state *st, const struct visible_view *view)
 static char live_problem[DETAIL_LEN];
 
 /* The live file bound at the last init ("" without one): MIG changes are written to it. */
-char mock_live_path[4096];
+char mock_live_path[4096] MOCK_COLD(mock_live_path);
 
 /* The live file: MOCK_NVML_LIVE, else live.nvmlmock beside the state. */
 static int live_path(const char *state, char *out, size_t cap)

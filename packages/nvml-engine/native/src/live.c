@@ -45,7 +45,7 @@ static unsigned int maps_oldest; /* the slot the next new file takes once all ar
  * board UUIDs its records must carry. maps, maps_used and these are guarded by bind_lock
  * (attach runs under init's lock, a repair on any thread). */
 static pthread_mutex_t bind_lock = PTHREAD_MUTEX_INITIALIZER;
-static char bound_path[4096];
+static char bound_path[4096] MOCK_COLD(bound_path);
 static unsigned char *bound_base;
 static unsigned int bound_count;
 static char bound_uuids[LIVE_GPU_SLOTS][LIVE_RECORD_UUID_BYTES];
@@ -92,7 +92,7 @@ struct trigger_state {
     _Atomic uint64_t calls;
     atomic_int fired;
 };
-static struct trigger_state triggers[TRIGGER_ENTRIES];
+static struct trigger_state triggers[TRIGGER_ENTRIES] MOCK_COLD(triggers);
 
 static uint64_t splitmix64(uint64_t x)
 {
@@ -372,7 +372,7 @@ static const char *bound_file_problem(int fd, char *why, size_t why_len)
                  (unsigned long long)LIVE_TOTAL_BYTES);
         return why;
     }
-    static unsigned char head[LIVE_HEADER_BYTES]; /* under bind_lock */
+    static unsigned char head[LIVE_HEADER_BYTES] MOCK_COLD(head); /* under bind_lock */
     if (pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
         return "its header cannot be read";
     }

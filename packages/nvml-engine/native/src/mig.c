@@ -65,9 +65,9 @@ struct nvmlGpuInstance_st {
 struct nvmlComputeInstance_st {
     unsigned char unused;
 };
-static struct nvmlGpuInstance_st gi_handles[STATE_MAX_GPUS][MIG_IDS];
-static struct nvmlComputeInstance_st ci_handles[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI];
-struct mock_mig_dev mock_mig_devs[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI];
+static struct nvmlGpuInstance_st gi_handles[STATE_MAX_GPUS][MIG_IDS] MOCK_COLD(gi_handles);
+static struct nvmlComputeInstance_st ci_handles[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI] MOCK_COLD(ci_handles);
+struct mock_mig_dev mock_mig_devs[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI] MOCK_COLD(mock_mig_devs);
 
 /* --- the board's tables --------------------------------------------------------------- */
 
@@ -786,7 +786,7 @@ static unsigned int mig_devices(const struct nvmlDevice_st *d, const struct mig_
 int mock_mig_at(const struct state *st, const unsigned char *live, unsigned int board, unsigned int index,
                 unsigned int *gi, unsigned int *ci)
 {
-    static struct nvmlDevice_st probe; /* init holds the lifecycle lock: one caller at a time */
+    static struct nvmlDevice_st probe MOCK_COLD(probe); /* init holds the lifecycle lock: one caller at a time */
     if (board >= st->gpu_count || !st->gpu[board].mig_capable || live == NULL) {
         return -1;
     }

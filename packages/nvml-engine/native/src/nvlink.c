@@ -167,7 +167,7 @@ static void mock_nvlink_derive(const struct state *st)
     static struct {
         struct state_pci_addr addr;
         unsigned int next;
-    } ports[STATE_MAX_GPUS * STATE_MAX_NVLINKS];
+    } ports[STATE_MAX_GPUS * STATE_MAX_NVLINKS] MOCK_COLD(ports);
     unsigned int switches = 0;
     memset(remote_link_of, 0, sizeof(remote_link_of));
     for (unsigned int gi = 0; gi < st->gpu_count && gi < STATE_MAX_GPUS; gi++) {

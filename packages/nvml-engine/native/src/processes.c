@@ -40,7 +40,7 @@ static uint32_t ld32(const unsigned char *rec, unsigned int off)
  * with many of them makes each call wait once per record, which on a busy node is a
  * scheduler time slice each.
  */
-static uint64_t stuck_seq[LIVE_PROCESS_SLOTS];
+static uint64_t stuck_seq[LIVE_PROCESS_SLOTS] MOCK_COLD(stuck_seq);
 
 #define MIG_WORDS (LIVE_PROC_MIG_HOLDINGS_BYTES / 4u)
 #define MIG_HELD 0x80000000u

@@ -53,6 +53,11 @@ static const struct key_def gpu_keys[] = {STATE_GPU_KEYS(GPU_KEY)};
 
 #define NSYS (sizeof(system_keys) / sizeof(system_keys[0]))
 #define NGPU (sizeof(gpu_keys) / sizeof(gpu_keys[0]))
+
+/* Each GPU key's index in gpu_keys (declaration order), for the defaults close_section_at
+ * derives from other keys. */
+#define GPU_KEY_INDEX(name, field, kind, size, min, max, flags, dflt) GPU_KEY_##name,
+enum { STATE_GPU_KEYS(GPU_KEY_INDEX) };
 #define MAX_KEYS 128
 
 _Static_assert(NGPU <= MAX_KEYS && NSYS <= MAX_KEYS, "seen[] too small");
@@ -603,19 +608,18 @@ static int apply_value(struct parser *p, const struct key_def *k, void *base, co
     return fail(p, "key '%s': internal error (unknown type)", k->name);
 }
 
-static const struct key_def *sorted_sys[NSYS];
-static const struct key_def *sorted_gpu[NGPU];
-static pthread_once_t sort_once = PTHREAD_ONCE_INIT;
+static pthread_once_t hash_once = PTHREAD_ONCE_INIT;
 
-/* Each sorted table's keys by hash of the name (open addressing, linear probing): a line's
- * key is hashed while its characters are checked and found with one compare, where a binary
- * search cost some seven string compares per line of a 64-GPU state. An entry is the key's
- * sorted index + 1; 0 is an empty slot. */
+/* Each table's keys by hash of the name (open addressing, linear probing): a line's key is
+ * hashed while its characters are checked and found with one compare, where a binary search
+ * cost some seven string compares per line of a 64-GPU state. An entry is the key's index in
+ * its table + 1; 0 is an empty slot. The tables stay in declaration order: sorting them by
+ * name at each process's first parse cost a fresh client some 17 microseconds. */
 #define HASH_SLOTS 512u
 _Static_assert(HASH_SLOTS >= 2u * MAX_KEYS && (HASH_SLOTS & (HASH_SLOTS - 1u)) == 0, "hash table too small");
 static uint16_t hash_sys[HASH_SLOTS];
 static uint16_t hash_gpu[HASH_SLOTS];
-static uint8_t name_len_sys[NSYS]; /* strlen of each sorted key's name */
+static uint8_t name_len_sys[NSYS]; /* strlen of each key's name */
 static uint8_t name_len_gpu[NGPU];
 
 /* djb2, one step per key character (parse_kv folds it into its character check). */
@@ -631,16 +635,12 @@ static uint32_t key_hash(const char *name, size_t len)
     return h;
 }
 
-static int cmp_def(const void *a, const void *b)
-{
-    return strcmp((*(const struct key_def *const *)a)->name, (*(const struct key_def *const *)b)->name);
-}
-
-static void hash_table(const struct key_def *const *tab, size_t n, uint16_t *slots, uint8_t *lens)
+static void hash_table(const struct key_def *tab, size_t n, uint16_t *slots, uint8_t *lens)
 {
     for (size_t i = 0; i < n; i++) {
-        lens[i] = (uint8_t)strlen(tab[i]->name);
-        uint32_t at = key_hash(tab[i]->name, strlen(tab[i]->name)) & (HASH_SLOTS - 1u);
+        size_t len = strlen(tab[i].name);
+        lens[i] = (uint8_t)len;
+        uint32_t at = key_hash(tab[i].name, len) & (HASH_SLOTS - 1u);
         while (slots[at] != 0) {
             at = (at + 1u) & (HASH_SLOTS - 1u);
         }
@@ -648,40 +648,24 @@ static void hash_table(const struct key_def *const *tab, size_t n, uint16_t *slo
     }
 }
 
-static void sort_tables(void)
+static void hash_tables(void)
 {
-    for (size_t i = 0; i < NSYS; i++) {
-        sorted_sys[i] = &system_keys[i];
-    }
-    for (size_t i = 0; i < NGPU; i++) {
-        sorted_gpu[i] = &gpu_keys[i];
-    }
-    qsort(sorted_sys, NSYS, sizeof(sorted_sys[0]), cmp_def);
-    qsort(sorted_gpu, NGPU, sizeof(sorted_gpu[0]), cmp_def);
-    hash_table(sorted_sys, NSYS, hash_sys, name_len_sys);
-    hash_table(sorted_gpu, NGPU, hash_gpu, name_len_gpu);
+    hash_table(system_keys, NSYS, hash_sys, name_len_sys);
+    hash_table(gpu_keys, NGPU, hash_gpu, name_len_gpu);
 }
 
-/* The sorted index of the key key[0..len) whose hash is `h`, or -1. */
-static int find_key_hashed(const struct key_def *const *tab, const char *key, size_t len, uint32_t h)
+/* The index in `tab` of the key key[0..len) whose hash is `h`, or -1. */
+static int find_key_hashed(const struct key_def *tab, const char *key, size_t len, uint32_t h)
 {
-    const uint16_t *slots = tab == sorted_sys ? hash_sys : hash_gpu;
-    const uint8_t *lens = tab == sorted_sys ? name_len_sys : name_len_gpu;
+    const uint16_t *slots = tab == system_keys ? hash_sys : hash_gpu;
+    const uint8_t *lens = tab == system_keys ? name_len_sys : name_len_gpu;
     for (uint32_t at = h & (HASH_SLOTS - 1u); slots[at] != 0; at = (at + 1u) & (HASH_SLOTS - 1u)) {
         unsigned int i = slots[at] - 1u;
-        if (lens[i] == len && memcmp(tab[i]->name, key, len) == 0) {
+        if (lens[i] == len && memcmp(tab[i].name, key, len) == 0) {
             return (int)i;
         }
     }
     return -1;
-}
-
-/* The sorted index of the NUL-terminated `key`, or -1. */
-static int find_key(const struct key_def *const *tab, size_t n, const char *key)
-{
-    (void)n;
-    size_t len = strlen(key);
-    return find_key_hashed(tab, key, len, key_hash(key, len));
 }
 
 enum section { SEC_NONE, SEC_SYSTEM, SEC_GPU };
@@ -689,7 +673,7 @@ enum section { SEC_NONE, SEC_SYSTEM, SEC_GPU };
 struct section_ctx {
     enum section kind;
     void *base;
-    const struct key_def *const *tab;
+    const struct key_def *tab;
     size_t n;
     unsigned char seen[MAX_KEYS];
     size_t header_line;
@@ -717,7 +701,7 @@ static int close_section_at(struct parser *p, struct section_ctx *sc)
     }
     p->line_no = sc->header_line;
     for (size_t i = 0; i < sc->n; i++) {
-        const struct key_def *k = sc->tab[i];
+        const struct key_def *k = &sc->tab[i];
         if (sc->seen[i]) {
             continue;
         }
@@ -733,20 +717,20 @@ static int close_section_at(struct parser *p, struct section_ctx *sc)
     }
     if (sc->kind == SEC_GPU) {
         struct state_gpu *g = (struct state_gpu *)sc->base;
-        if (!sc->seen[find_key(sc->tab, sc->n, "app_clock_graphics_mhz")]) {
+        if (!sc->seen[GPU_KEY_app_clock_graphics_mhz]) {
             g->app_clock_graphics_mhz = g->max_clock_graphics_mhz;
         }
-        if (!sc->seen[find_key(sc->tab, sc->n, "app_clock_mem_mhz")]) {
+        if (!sc->seen[GPU_KEY_app_clock_mem_mhz]) {
             g->app_clock_mem_mhz = g->max_clock_mem_mhz;
         }
-        if (!sc->seen[find_key(sc->tab, sc->n, "platform_supported")]) {
+        if (!sc->seen[GPU_KEY_platform_supported]) {
             g->platform_supported = g->platform_chassis_serial[0] != '\0';
         }
         /* Ampere replaced page retirement with row remapping (NVML_DEVICE_ARCH_AMPERE = 7). */
-        if (!sc->seen[find_key(sc->tab, sc->n, "remapped_rows_supported")]) {
+        if (!sc->seen[GPU_KEY_remapped_rows_supported]) {
             g->remapped_rows_supported = g->architecture >= 7;
         }
-        if (!sc->seen[find_key(sc->tab, sc->n, "retired_pages_supported")]) {
+        if (!sc->seen[GPU_KEY_retired_pages_supported]) {
             g->retired_pages_supported = g->architecture < 7;
         }
         if (g->memory_used_bytes > g->memory_total_bytes ||
@@ -768,7 +752,7 @@ static void open_section(struct section_ctx *sc, enum section kind, void *base, 
 {
     sc->kind = kind;
     sc->base = base;
-    sc->tab = kind == SEC_SYSTEM ? sorted_sys : sorted_gpu;
+    sc->tab = kind == SEC_SYSTEM ? system_keys : gpu_keys;
     sc->n = kind == SEC_SYSTEM ? NSYS : NGPU;
     memset(sc->seen, 0, sizeof(sc->seen));
     sc->header_line = line;
@@ -852,11 +836,11 @@ static int parse_kv(struct parser *p, const char *line, size_t n, struct section
     if (idx < 0) {
         return 0; /* unknown keys are ignored for forward compatibility */
     }
-    if (sc->seen[idx] && sc->tab[idx]->type != K_MIGGI) {
+    if (sc->seen[idx] && sc->tab[idx].type != K_MIGGI) {
         return fail(p, "key '%.*s' appears twice in this section", klen, line);
     }
     sc->seen[idx] = 1;
-    return apply_value(p, sc->tab[idx], sc->base, line + eq + 1, vlen);
+    return apply_value(p, &sc->tab[idx], sc->base, line + eq + 1, vlen);
 }
 
 static int check_unique(struct parser *p, const struct state *out)
@@ -881,7 +865,7 @@ int state_parse(const char *buf, size_t len, struct state *out, char *err, size_
     struct section_ctx sc;
     int seen_system = 0;
 
-    pthread_once(&sort_once, sort_tables);
+    pthread_once(&hash_once, hash_tables);
     /* Only what the text fills: the system part here, each GPU's entry as its section opens.
      * A whole struct state is 300 KiB, and clearing it all made a fresh process fault in every
      * page of it at its first nvmlInit for the few GPUs a node has. */

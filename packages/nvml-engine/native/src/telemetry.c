@@ -450,7 +450,7 @@ struct tele_cache {
     uint64_t vals[TELE_FIELDS];
 } __attribute__((aligned(64)));
 
-static struct tele_cache caches[STATE_MAX_GPUS];
+static struct tele_cache caches[STATE_MAX_GPUS] MOCK_COLD(caches);
 
 void mock_telemetry_attach(void)
 {

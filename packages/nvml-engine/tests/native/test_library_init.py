@@ -113,7 +113,7 @@ def test_unreadable_state(pynvml: Any, tmp_path: Path, monkeypatch: pytest.Monke
         ("nvml-mock-state 1\n[gpu 0]\n", "[gpu 0] before [system]"),
         (
             "nvml-mock-state 1\n[system]\ndriver_version=1\n",
-            "required key 'cuda_driver_version' is missing",
+            "required key 'nvml_version' is missing",  # the first missing, in keys.toml's order
         ),
         ("nvml-mock-state 1\nname=x\n", "key 'name' outside a section"),
         (
