@@ -363,12 +363,48 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned i
     return NVML_SUCCESS;
 }
 
+/* `v` in upper-case hex, at least `width` digits; returns the end. */
+static char *put_hex(char *p, uint32_t v, int width)
+{
+    char digits[8];
+    int n = 0;
+    do {
+        digits[n++] = "0123456789ABCDEF"[v & 0xfu];
+        v >>= 4;
+    } while (v != 0);
+    while (n < width) {
+        digits[n++] = '0';
+    }
+    while (n > 0) {
+        *p++ = digits[--n];
+    }
+    return p;
+}
+
+void mock_format_bus_id(char *out, size_t cap, const struct state_pci_addr *a, int legacy)
+{
+    char text[40]; /* four fields of at most 8 digits and their separators */
+    char *p = put_hex(text, legacy ? a->domain & 0xffffu : a->domain, legacy ? 4 : 8);
+    *p++ = ':';
+    p = put_hex(p, a->bus, 2);
+    *p++ = ':';
+    p = put_hex(p, a->device, 2);
+    *p++ = '.';
+    p = put_hex(p, a->function, 1);
+    size_t n = (size_t)(p - text);
+    if (cap == 0) {
+        return;
+    }
+    n = n < cap - 1 ? n : cap - 1;
+    memcpy(out, text, n);
+    out[n] = '\0';
+}
+
 void mock_fill_pci_addr(const struct state_pci_addr *a, nvmlPciInfo_t *pci)
 {
     memset(pci, 0, sizeof(*pci));
-    snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.%X", a->domain & 0xffff, a->bus, a->device,
-             a->function);
-    snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.%X", a->domain, a->bus, a->device, a->function);
+    mock_format_bus_id(pci->busIdLegacy, sizeof(pci->busIdLegacy), a, 1);
+    mock_format_bus_id(pci->busId, sizeof(pci->busId), a, 0);
     pci->domain = a->domain;
     pci->bus = a->bus;
     pci->device = a->device;

@@ -186,43 +186,65 @@ static void clear_error_detail(void)
 #define STATE_IN_ROOT "/config/state.nvmlmock"
 static const char *const state_relative[] = {"/..", "/../..", "/../../.."};
 
+/*
+ * Paths are put together with mock_join, not snprintf: a successful init then runs no
+ * printf-family code at all, whose pages a fresh client would otherwise fault in first
+ * (bench/floor.py, startup).
+ */
+
+/* `tried` += ", " (after the first) + `path`, cut short where it does not fit. */
+static void note_tried(char *tried, size_t tried_cap, const char *path)
+{
+    size_t used = strlen(tried);
+    if (used > 0 && mock_join(tried, tried_cap, &used, ", ", 2) != 0) {
+        return;
+    }
+    size_t n = strlen(path);
+    size_t room = tried_cap - 1 - used;
+    (void)mock_join(tried, tried_cap, &used, path, n < room ? n : room);
+}
+
 /* The state to read: MOCK_NVML_CONFIG, else the first candidate that is there. `tried`
  * gets every place looked at, for the error when none is. 0 found, -1 too long, 1 none. */
 static int state_path(char *out, size_t cap, char *tried, size_t tried_cap)
 {
     tried[0] = '\0';
+    size_t used = 0;
     const char *env = getenv(ENV_CONFIG);
     if (env != NULL && env[0] != '\0') {
-        return snprintf(out, cap, "%s", env) < (int)cap ? 0 : -1;
+        return mock_join(out, cap, &used, env, strlen(env));
     }
-    size_t used = 0;
     Dl_info info;
     if (dladdr((const void *)&nvmlErrorString, &info) != 0 && info.dli_fname != NULL) {
         const char *slash = strrchr(info.dli_fname, '/');
-        int dir_len = slash == NULL ? 1 : (int)(slash - info.dli_fname);
+        size_t dir_len = slash == NULL ? 1 : (size_t)(slash - info.dli_fname);
         const char *dir = slash == NULL ? "." : info.dli_fname;
         for (size_t i = 0; i < sizeof(state_relative) / sizeof(state_relative[0]); i++) {
-            if (snprintf(out, cap, "%.*s%s" STATE_IN_ROOT, dir_len, dir, state_relative[i]) >= (int)cap) {
+            used = 0;
+            if (mock_join(out, cap, &used, dir, dir_len) != 0 ||
+                mock_join(out, cap, &used, state_relative[i], strlen(state_relative[i])) != 0 ||
+                mock_join(out, cap, &used, STATE_IN_ROOT, sizeof(STATE_IN_ROOT) - 1) != 0) {
                 return -1;
             }
             if (access(out, F_OK) == 0) {
                 return 0;
             }
-            int n = snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", out);
-            used = n > 0 && (size_t)n < tried_cap - used ? used + (size_t)n : tried_cap - 1;
+            note_tried(tried, tried_cap, out);
         }
     }
     const char *mount = getenv(ENV_OVERLAY_MOUNT);
     if (mount == NULL || mount[0] == '\0') {
         mount = OVERLAY_MOUNT_DEFAULT;
     }
-    if (snprintf(out, cap, "%s" STATE_IN_ROOT, mount) >= (int)cap) {
+    used = 0;
+    if (mock_join(out, cap, &used, mount, strlen(mount)) != 0 ||
+        mock_join(out, cap, &used, STATE_IN_ROOT, sizeof(STATE_IN_ROOT) - 1) != 0) {
         return -1;
     }
     if (access(out, F_OK) == 0) {
         return 0;
     }
-    snprintf(tried + used, tried_cap - used, "%s%s", used ? ", " : "", out);
+    note_tried(tried, tried_cap, out);
     return 1;
 }
 
@@ -344,8 +366,10 @@ static nvmlReturn_t select_view(const struct state *st, const unsigned char *con
 static void publish(const struct state *st, const struct visible_view *view)
 {
     mock_system = st->system;
-    if (sscanf(mock_system.driver_version, "%u", &mock_driver_branch) != 1) {
-        mock_driver_branch = 0;
+    /* the branch: the driver version's leading number ("580" of "580.95.05"), 0 without one */
+    mock_driver_branch = 0;
+    for (const char *c = mock_system.driver_version; *c >= '0' && *c <= '9' && mock_driver_branch < 100000000u; c++) {
+        mock_driver_branch = mock_driver_branch * 10u + (unsigned int)(*c - '0');
     }
     mock_board_count = st->gpu_count;
     for (uint32_t i = 0; i < st->gpu_count; i++) {
@@ -361,10 +385,8 @@ static void publish(const struct state *st, const struct visible_view *view)
         d->s = st->gpu[view->board[i]];
         d->index = i;
         d->board = view->board[i];
-        snprintf(d->bus_id, sizeof(d->bus_id), "%08X:%02X:%02X.%X", d->s.pci.domain, d->s.pci.bus, d->s.pci.device,
-                 d->s.pci.function);
-        snprintf(d->bus_id_legacy, sizeof(d->bus_id_legacy), "%04X:%02X:%02X.%X", d->s.pci.domain & 0xffff,
-                 d->s.pci.bus, d->s.pci.device, d->s.pci.function);
+        mock_format_bus_id(d->bus_id, sizeof(d->bus_id), &d->s.pci, 0);
+        mock_format_bus_id(d->bus_id_legacy, sizeof(d->bus_id_legacy), &d->s.pci, 1);
     }
     mock_device_count = view->count;
     mock_devices_bytes = (size_t)view->count * sizeof(struct nvmlDevice_st);
@@ -379,14 +401,18 @@ char mock_live_path[4096] MOCK_COLD(mock_live_path);
 /* The live file: MOCK_NVML_LIVE, else live.nvmlmock beside the state. */
 static int live_path(const char *state, char *out, size_t cap)
 {
+    size_t used = 0;
     const char *env = getenv(ENV_LIVE);
     if (env != NULL && env[0] != '\0') {
-        return snprintf(out, cap, "%s", env) < (int)cap ? 0 : -1;
+        return mock_join(out, cap, &used, env, strlen(env));
     }
     const char *slash = strrchr(state, '/');
-    int dir_len = slash == NULL ? 1 : (int)(slash - state);
+    size_t dir_len = slash == NULL ? 1 : (size_t)(slash - state);
     const char *dir = slash == NULL ? "." : state;
-    return snprintf(out, cap, "%.*s/" LIVE_FILE_NAME, dir_len, dir) < (int)cap ? 0 : -1;
+    if (mock_join(out, cap, &used, dir, dir_len) != 0) {
+        return -1;
+    }
+    return mock_join(out, cap, &used, "/" LIVE_FILE_NAME, sizeof("/" LIVE_FILE_NAME) - 1);
 }
 
 /* The live records of the current init cycle, by board index (NULL: none). */
@@ -421,7 +447,11 @@ static void attach_live(const char *state, const struct state *st)
         memset(live_recs, 0, sizeof(live_recs));
         return;
     }
-    snprintf(mock_live_path, sizeof(mock_live_path), "%s", header != NULL ? path : "");
+    size_t used = 0;
+    mock_live_path[0] = '\0';
+    if (header != NULL) {
+        (void)mock_join(mock_live_path, sizeof(mock_live_path), &used, path, strlen(path)); /* both 4096 */
+    }
     atomic_fetch_add_explicit(&mock_live_epoch, 1u, memory_order_release);
     atomic_store_explicit(&mock_live_header, header, memory_order_release);
 }
@@ -578,6 +608,17 @@ MOCK_EXPORT nvmlReturn_t nvmlShutdown(void)
     }
     pthread_mutex_unlock(&lifecycle_lock);
     return rc;
+}
+
+int mock_join(char *out, size_t cap, size_t *used, const char *s, size_t n)
+{
+    if (*used >= cap || n > cap - 1 - *used) {
+        return -1;
+    }
+    memcpy(out + *used, s, n);
+    *used += n;
+    out[*used] = '\0';
+    return 0;
 }
 
 nvmlReturn_t mock_copy_string(char *dst, unsigned int length, const char *src)

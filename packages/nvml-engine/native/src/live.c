@@ -327,11 +327,17 @@ static int attach_locked(const char *path, unsigned int count, const char *uuids
         recs[i] = base + LIVE_RECORDS_OFFSET + (size_t)i * LIVE_RECORD_BYTES;
     }
     *header = base;
-    snprintf(bound_path, sizeof(bound_path), "%s", path);
+    /* copied, not printed: a successful init runs no printf-family code (init.c) */
+    size_t path_len = strnlen(path, sizeof(bound_path) - 1);
+    memcpy(bound_path, path, path_len);
+    bound_path[path_len] = '\0';
     bound_base = (unsigned char *)(uintptr_t)base;
     bound_count = count;
     for (unsigned int i = 0; i < count; i++) {
-        snprintf(bound_uuids[i], sizeof(bound_uuids[i]), "%s", uuids + i * uuid_stride);
+        const char *uuid = uuids + i * uuid_stride;
+        size_t n = strnlen(uuid, sizeof(bound_uuids[i]) - 1);
+        memcpy(bound_uuids[i], uuid, n);
+        bound_uuids[i][n] = '\0';
     }
     bound_broken = 0;
     return 0;

@@ -241,6 +241,14 @@ extern MOCK_HIDDEN char mock_live_path[4096];
 /* Copy a NUL-terminated string into a caller buffer of `length` bytes (NVML semantics). */
 nvmlReturn_t mock_copy_string(char *dst, unsigned int length, const char *src);
 
+/* Append s[0..n) to the string out[0..*used) of a `cap`-byte buffer and terminate it; -1,
+ * with `out` as it was, when it does not fit. */
+int mock_join(char *out, size_t cap, size_t *used, const char *s, size_t n);
+
+/* `a` as NVML writes a bus id, DDDDDDDD:BB:DD.F (`legacy`: a 4-digit domain, DDDD:BB:DD.F),
+ * upper-case hex, cut short as snprintf would to fit `cap` bytes. */
+void mock_format_bus_id(char *out, size_t cap, const struct state_pci_addr *a, int legacy);
+
 /* Fill the 68-byte nvmlPciInfo_t (v3) for a device. */
 void mock_fill_pci_v3(const struct nvmlDevice_st *d, nvmlPciInfo_t *pci);
 void mock_fill_pci_addr(const struct state_pci_addr *a, nvmlPciInfo_t *pci);

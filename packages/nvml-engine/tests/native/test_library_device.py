@@ -113,6 +113,27 @@ def test_pci_info_v3(nvml: Any) -> None:
     assert pci.pciSubSystemId == 0x16C110DE
 
 
+@pytest.mark.parametrize(
+    ("bus_id", "full", "legacy"),
+    [
+        ("0001ABCD:0F:1E.7", "0001ABCD:0F:1E.7", "ABCD:0F:1E.7"),
+        ("FFFFFFFF:FF:1F.7", "FFFFFFFF:FF:1F.7", "FFFF:FF:1F.7"),
+        ("c0:01.0", "00000000:C0:01.0", "0000:C0:01.0"),
+    ],
+)
+def test_bus_ids_as_nvml_writes_them(
+    pynvml: Any, write_state: StateWriter, bus_id: str, full: str, legacy: str
+) -> None:
+    """Upper-case hex, zero-padded, the legacy form's domain cut to 16 bits, in the handle's
+    own bus id (written at init) and in the PCI info (written per call) alike."""
+    write_state(gpus=[gpu_entry(0, pci_bus_id=bus_id)])
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(0)
+    pci = pynvml.nvmlDeviceGetPciInfo(h)
+    assert (pci.busId, pci.busIdLegacy) == (full, legacy)
+    assert pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByPciBusId(full)) == 0
+
+
 @pytest.mark.parametrize("symbol", ["nvmlDeviceGetPciInfo", "nvmlDeviceGetPciInfo_v2"])
 def test_old_pci_entry_points_write_52_bytes(nvml: Any, cnvml: ctypes.CDLL, symbol: str) -> None:
     buf = (ctypes.c_ubyte * 96)(*([0xEE] * 96))
