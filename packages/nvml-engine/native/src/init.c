@@ -255,6 +255,10 @@ static int state_path(char *out, size_t cap, char *tried, size_t tried_cap)
 static char read_buffer[STATE_MAX_BYTES + 1] MOCK_COLD(read_buffer);
 static struct state staging MOCK_COLD(staging);
 
+/* The published devices' MIG profiles (each device's `mig_gi` points in here): the staging
+ * pool's entries in use, copied as the devices are. */
+static struct state_mig_gi published_mig_gi[STATE_MAX_GPUS * STATE_MAX_MIG_GI_PROFILES] MOCK_COLD(published_mig_gi);
+
 /* Read the whole file, refusing anything larger than the format allows. */
 static nvmlReturn_t read_state_file(const char *path, char **buf, size_t *len)
 {
@@ -379,12 +383,14 @@ static void publish(const struct state *st, const struct visible_view *view)
     memcpy(mock_mig_only, view->mig_only, sizeof(mock_mig_only));
     memcpy(mock_mig_allowed, view->mig_allowed, sizeof(mock_mig_allowed));
     mock_nvlink_invalidate();
+    memcpy(published_mig_gi, st->mig_gi_pool, st->mig_gi_pooled * sizeof(st->mig_gi_pool[0]));
     for (uint32_t i = 0; i < view->count; i++) {
         struct nvmlDevice_st *d = &mock_devices[i];
         memset(d, 0, sizeof(*d));
         d->s = st->gpu[view->board[i]];
         d->index = i;
         d->board = view->board[i];
+        d->mig_gi = &published_mig_gi[d->s.mig_gi_first];
         mock_format_bus_id(d->bus_id, sizeof(d->bus_id), &d->s.pci, 0);
         mock_format_bus_id(d->bus_id_legacy, sizeof(d->bus_id_legacy), &d->s.pci, 1);
     }

@@ -74,8 +74,8 @@ struct mock_mig_dev mock_mig_devs[STATE_MAX_GPUS][MIG_IDS][MIG_MAX_CI] MOCK_COLD
 static const struct state_mig_gi *gi_profile_by_index(const struct nvmlDevice_st *d, unsigned int index)
 {
     for (uint32_t i = 0; i < d->s.mig_gi_count && i < STATE_MAX_MIG_GI_PROFILES; i++) {
-        if (d->s.mig_gi[i].profile == index) {
-            return &d->s.mig_gi[i];
+        if (d->mig_gi[i].profile == index) {
+            return &d->mig_gi[i];
         }
     }
     return NULL;
@@ -84,8 +84,8 @@ static const struct state_mig_gi *gi_profile_by_index(const struct nvmlDevice_st
 static const struct state_mig_gi *gi_profile_by_id(const struct nvmlDevice_st *d, unsigned int id)
 {
     for (uint32_t i = 0; i < d->s.mig_gi_count && i < STATE_MAX_MIG_GI_PROFILES; i++) {
-        if (d->s.mig_gi[i].id == id) {
-            return &d->s.mig_gi[i];
+        if (d->mig_gi[i].id == id) {
+            return &d->mig_gi[i];
         }
     }
     return NULL;
@@ -552,7 +552,7 @@ static unsigned int gi_damage(const struct nvmlDevice_st *d, const struct mig_la
 {
     unsigned int lost = 0;
     for (uint32_t i = 0; i < d->s.mig_gi_count && i < STATE_MAX_MIG_GI_PROFILES; i++) {
-        const struct state_mig_gi *q = &d->s.mig_gi[i];
+        const struct state_mig_gi *q = &d->mig_gi[i];
         for (uint32_t p = 0; p < q->placement_count && p < STATE_MAX_MIG_PLACEMENTS; p++) {
             uint32_t qs = q->placement_start[p];
             lost += gi_fits(l, qs, q->placement_size) && overlaps(qs, q->placement_size, start, size);
@@ -792,6 +792,7 @@ int mock_mig_at(const struct state *st, const unsigned char *live, unsigned int 
     }
     memset(&probe, 0, sizeof(probe));
     probe.s = st->gpu[board];
+    probe.mig_gi = &st->mig_gi_pool[st->gpu[board].mig_gi_first];
     probe.board = board;
     probe.live = live;
     struct mig_layout l;
@@ -1690,7 +1691,7 @@ MOCK_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, uns
     mig_read(d, &l);
     unsigned int most = 0;
     for (uint32_t i = 0; i < d->s.mig_gi_count; i++) {
-        most = d->s.mig_gi[i].slices > most ? d->s.mig_gi[i].slices : most;
+        most = d->mig_gi[i].slices > most ? d->mig_gi[i].slices : most;
     }
     *count = l.current ? most : 0;
     return NVML_SUCCESS;

@@ -43,6 +43,7 @@ struct nvmlDevice_st {
     char bus_id[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];           /* 8-digit domain */
     char bus_id_legacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* 4-digit domain */
     const unsigned char *live; /* this GPU's live-layer record; NULL = board values only */
+    const struct state_mig_gi *mig_gi; /* its s.mig_gi_count MIG profiles (state.h) */
 };
 
 /*

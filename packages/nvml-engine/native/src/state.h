@@ -76,9 +76,12 @@ struct state_mig_gi {
 #define STATE_FIELD_BUSLIST(field, size) \
     uint32_t field##_count;              \
     struct state_pci_addr field[STATE_MAX_NVLINKS];
+/* A GPU's MIG profiles are not in its entry but in the state's pool (struct state), from
+ * field##_first on: most GPUs list some 7 of the 18 profiles a GPU may have, and 18 slots in
+ * every entry tripled its size, and the pages a client's first nvmlInit writes. */
 #define STATE_FIELD_MIGGI(field, size) \
     uint32_t field##_count;            \
-    struct state_mig_gi field[STATE_MAX_MIG_GI_PROFILES];
+    uint32_t field##_first;
 #define STATE_FIELD(name, field, kind, size, min, max, flags, dflt) STATE_FIELD_##kind(field, size)
 
 struct state_system {
@@ -93,6 +96,8 @@ struct state {
     struct state_system system;
     uint32_t gpu_count;
     struct state_gpu gpu[STATE_MAX_GPUS];
+    uint32_t mig_gi_pooled; /* entries of mig_gi_pool in use */
+    struct state_mig_gi mig_gi_pool[STATE_MAX_GPUS * STATE_MAX_MIG_GI_PROFILES]; /* each GPU's, one after another */
 };
 
 /*

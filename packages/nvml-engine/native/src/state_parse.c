@@ -45,7 +45,18 @@ struct key_def {
 #define SYS(f) offsetof(struct state_system, f), sizeof(((struct state_system *)0)->f)
 #define GPU(f) offsetof(struct state_gpu, f), sizeof(((struct state_gpu *)0)->f)
 #define SYSTEM_KEY(name, field, kind, size, min, max, flags, dflt) {#name, K_##kind, SYS(field), min, max, flags, dflt},
-#define GPU_KEY(name, field, kind, size, min, max, flags, dflt) {#name, K_##kind, GPU(field), min, max, flags, dflt},
+/* Where a GPU key's value goes: its member, but a MIG profile key's count (the profiles
+ * themselves go to the state's pool, state.h). */
+#define GPU_AT_STR(f) GPU(f)
+#define GPU_AT_U32(f) GPU(f)
+#define GPU_AT_I32(f) GPU(f)
+#define GPU_AT_U64(f) GPU(f)
+#define GPU_AT_BUSID(f) GPU(f)
+#define GPU_AT_UUID16(f) GPU(f)
+#define GPU_AT_CPULIST(f) GPU(f)
+#define GPU_AT_BUSLIST(f) GPU(f)
+#define GPU_AT_MIGGI(f) GPU(f##_count)
+#define GPU_KEY(name, field, kind, size, min, max, flags, dflt) {#name, K_##kind, GPU_AT_##kind(field), min, max, flags, dflt},
 
 /* Expanded from the generated tables (keys.h): the declaration in keys.toml is the one source. */
 static const struct key_def system_keys[] = {STATE_SYSTEM_KEYS(SYSTEM_KEY)};
@@ -63,8 +74,7 @@ enum { STATE_GPU_KEYS(GPU_KEY_INDEX) };
 _Static_assert(NGPU <= MAX_KEYS && NSYS <= MAX_KEYS, "seen[] too small");
 
 struct parser {
-    const char *buf;
-    size_t len;
+    struct state *out;
     size_t line_no;
     char *err;
     size_t errlen;
@@ -578,21 +588,33 @@ static int apply_value(struct parser *p, const struct key_def *k, void *base, co
         }
         return 0;
     case K_MIGGI: {
+        /* A section is parsed whole before the next opens, so a GPU's profiles are appended
+         * one after another to the pool, from mig_gi_first on. */
         struct state_gpu *g = (struct state_gpu *)base;
+        struct state *st = p->out;
         if (g->mig_gi_count >= STATE_MAX_MIG_GI_PROFILES) {
             return fail(p, "key '%s': more than %d profiles", k->name, STATE_MAX_MIG_GI_PROFILES);
+        }
+        if (g->mig_gi_count == 0) {
+            g->mig_gi_first = st->mig_gi_pooled;
+        }
+        if (g->mig_gi_first + g->mig_gi_count != st->mig_gi_pooled ||
+            st->mig_gi_pooled >= sizeof(st->mig_gi_pool) / sizeof(st->mig_gi_pool[0])) {
+            return fail(p, "key '%s': internal error (profile pool)", k->name);
         }
         struct state_mig_gi gi;
         const char *why = parse_mig_gi(v, vlen, &gi);
         if (why != NULL) {
             return fail(p, "key '%s': %s", k->name, why);
         }
+        const struct state_mig_gi *have = &st->mig_gi_pool[g->mig_gi_first];
         for (uint32_t i = 0; i < g->mig_gi_count; i++) {
-            if (g->mig_gi[i].profile == gi.profile) {
+            if (have[i].profile == gi.profile) {
                 return fail(p, "key '%s': profile %u appears twice", k->name, gi.profile);
             }
         }
-        g->mig_gi[g->mig_gi_count++] = gi;
+        st->mig_gi_pool[st->mig_gi_pooled++] = gi;
+        g->mig_gi_count++;
         return 0;
     }
     case K_BUSLIST: {
@@ -861,7 +883,7 @@ static int check_unique(struct parser *p, const struct state *out)
 
 int state_parse(const char *buf, size_t len, struct state *out, char *err, size_t errlen)
 {
-    struct parser p = {buf, len, 0, err, errlen};
+    struct parser p = {out, 0, err, errlen};
     struct section_ctx sc;
     int seen_system = 0;
 
@@ -871,6 +893,7 @@ int state_parse(const char *buf, size_t len, struct state *out, char *err, size_
      * page of it at its first nvmlInit for the few GPUs a node has. */
     memset(&out->system, 0, sizeof(out->system));
     out->gpu_count = 0;
+    out->mig_gi_pooled = 0;
     memset(&sc, 0, sizeof(sc));
     if (err != NULL && errlen > 0) {
         err[0] = '\0';
