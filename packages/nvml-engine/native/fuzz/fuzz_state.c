@@ -27,6 +27,7 @@ static void check_state(const struct state *st)
     if (st->gpu_count != st->system.device_count || st->gpu_count > STATE_MAX_GPUS) {
         __builtin_trap();
     }
+    uint32_t pooled = 0; /* MIG profiles of the GPUs checked so far */
     check_terminated(st->system.driver_version, sizeof(st->system.driver_version));
     check_terminated(st->system.nvml_version, sizeof(st->system.nvml_version));
     check_terminated(st->system.node_name, sizeof(st->system.node_name));
@@ -53,6 +54,15 @@ static void check_state(const struct state *st)
                 __builtin_trap();
             }
         }
+        /* a GPU's MIG profiles: its own run of the pool, after the GPUs before it */
+        if (g->mig_gi_count > STATE_MAX_MIG_GI_PROFILES ||
+            (g->mig_gi_count > 0 && (g->mig_gi_first < pooled || g->mig_gi_first + g->mig_gi_count > st->mig_gi_pooled))) {
+            __builtin_trap();
+        }
+        pooled += g->mig_gi_count;
+    }
+    if (pooled != st->mig_gi_pooled) {
+        __builtin_trap();
     }
 }
 

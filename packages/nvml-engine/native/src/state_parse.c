@@ -644,17 +644,23 @@ static uint16_t hash_gpu[HASH_SLOTS];
 static uint8_t name_len_sys[NSYS]; /* strlen of each key's name */
 static uint8_t name_len_gpu[NGPU];
 
-/* djb2, one step per key character (parse_kv folds it into its character check). */
-#define KEY_HASH_SEED 5381u
-#define KEY_HASH_STEP(h, c) ((h) * 33u + (unsigned char)(c))
-
+/* A key's hash from its length and its first and last eight bytes: a per-character hash is a
+ * chain of dependent multiplies, and the character check beside it ran at its pace. Keys
+ * that differ only in their middle share a hash and are told apart by the compare. */
 static uint32_t key_hash(const char *name, size_t len)
 {
-    uint32_t h = KEY_HASH_SEED;
-    for (size_t i = 0; i < len; i++) {
-        h = KEY_HASH_STEP(h, name[i]);
+    uint64_t head = 0;
+    uint64_t tail = 0;
+    if (len >= 8) {
+        memcpy(&head, name, 8);
+        memcpy(&tail, name + len - 8, 8);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            head = head << 8 | (unsigned char)name[i];
+        }
     }
-    return h;
+    uint64_t h = head * 0x9E3779B97F4A7C15ull ^ tail * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)len;
+    return (uint32_t)(h >> 29) ^ (uint32_t)h;
 }
 
 static void hash_table(const struct key_def *tab, size_t n, uint16_t *slots, uint8_t *lens)
@@ -781,10 +787,13 @@ static void open_section(struct section_ctx *sc, enum section kind, void *base, 
     sc->gpu_index = idx;
 }
 
-static int is_key_char(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-}
+/* Bytes of a key=value line's key: 1 for [a-z0-9_], 2 for the '=' that ends it, 0 else. */
+#define KEY_CHARS_4(c) [c] = 1, [c + 1] = 1, [c + 2] = 1, [c + 3] = 1
+static const unsigned char key_char[256] = {
+    KEY_CHARS_4('a'), KEY_CHARS_4('e'), KEY_CHARS_4('i'), KEY_CHARS_4('m'), KEY_CHARS_4('q'),
+    KEY_CHARS_4('u'), ['y'] = 1, ['z'] = 1, KEY_CHARS_4('0'), KEY_CHARS_4('4'), ['8'] = 1,
+    ['9'] = 1, ['_'] = 1, ['='] = 2,
+};
 
 static int parse_header(struct parser *p, const char *line, size_t n, struct state *out,
                         struct section_ctx *sc, int *seen_system)
@@ -829,13 +838,11 @@ static int parse_header(struct parser *p, const char *line, size_t n, struct sta
 static int parse_kv(struct parser *p, const char *line, size_t n, struct section_ctx *sc)
 {
     size_t eq = 0;
-    uint32_t h = KEY_HASH_SEED;
-    while (eq < n && line[eq] != '=') {
-        if (!is_key_char(line[eq])) {
-            return fail(p, "expected key=value with a key of [a-z0-9_]");
-        }
-        h = KEY_HASH_STEP(h, line[eq]);
+    while (eq < n && key_char[(unsigned char)line[eq]] == 1) {
         eq++;
+    }
+    if (eq < n && line[eq] != '=') {
+        return fail(p, "expected key=value with a key of [a-z0-9_]");
     }
     if (eq == n) {
         return fail(p, "expected key=value (no '=')");
@@ -854,7 +861,7 @@ static int parse_kv(struct parser *p, const char *line, size_t n, struct section
     if (sc->kind == SEC_NONE) {
         return fail(p, "key '%.*s' outside a section", klen, line);
     }
-    int idx = find_key_hashed(sc->tab, line, eq, h);
+    int idx = find_key_hashed(sc->tab, line, eq, key_hash(line, eq));
     if (idx < 0) {
         return 0; /* unknown keys are ignored for forward compatibility */
     }
@@ -905,6 +912,8 @@ int state_parse(const char *buf, size_t len, struct state *out, char *err, size_
         return fail(&p, "file larger than %u bytes", STATE_MAX_BYTES);
     }
 
+    /* the first NUL byte, found in one pass rather than line by line: its line is refused */
+    const char *nul = memchr(buf, '\0', len);
     size_t pos = 0;
     while (pos < len) {
         const char *line = buf + pos;
@@ -915,7 +924,7 @@ int state_parse(const char *buf, size_t len, struct state *out, char *err, size_
         if (n > STATE_MAX_LINE) {
             return fail(&p, "line longer than %d bytes", STATE_MAX_LINE);
         }
-        if (memchr(line, '\0', n) != NULL) {
+        if (nul != NULL && nul < line + n) {
             return fail(&p, "NUL byte in line");
         }
         if (p.line_no == 1) {
