@@ -37,12 +37,12 @@ from nvml_mock_engine.ctl import EXIT_FAILURE, EXIT_OK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import ctypes
     import mmap
     from collections.abc import Mapping, Sequence
     from typing import Final
 
     from nvml_mock_live import Allocation
+    from nvml_mock_live.library import EventSender
 
 __all__ = ["COMMAND_OPTIONS", "ENV_KERNEL_LOG", "VERB_OPTIONS", "read_argv", "run"]
 
@@ -198,36 +198,26 @@ def _paths(options: Mapping[str, str]) -> tuple[str, str] | None:
 class _Live:
     """The live file mapped and checked as :meth:`nvml_mock_live.LiveLayer.open` checks it."""
 
-    __slots__ = ("_buffer", "_fd", "lib", "map", "path", "uuids")
+    __slots__ = ("_fd", "map", "path", "sender", "uuids")
 
     def __init__(
-        self, path: str, fd: int, mapped: mmap.mmap, lib: ctypes.CDLL | None, uuids: list[str]
+        self, path: str, fd: int, mapped: mmap.mmap, sender: EventSender | None, uuids: list[str]
     ) -> None:
         self.path = path
         self._fd = fd
         self.map = mapped
-        self.lib = lib
+        self.sender = sender
         self.uuids = uuids
-        self._buffer: ctypes.Array[ctypes.c_char] | None = None
-
-    def address(self) -> int:
-        import ctypes
-
-        from nvml_mock_live.header import SIZE
-
-        if self._buffer is None:
-            self._buffer = (ctypes.c_char * SIZE).from_buffer(self.map)
-        return ctypes.addressof(self._buffer)
 
     def close(self) -> None:
-        self._buffer = None
         self.map.close()
         os.close(self._fd)
 
 
 def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) -> _Live | None:
     """The live file, when the full command line would open it without a word; else None.
-    A writer's (``xid``) comes with the library loaded; a reader's (``status``) without."""
+    A writer's (``xid``) comes with the library's event primitive bound; a reader's
+    (``status``) without."""
     import mmap
 
     from nvml_mock_live import header
@@ -245,7 +235,7 @@ def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) 
         return None  # the full command line makes it, and says so
     try:
         uuids = read_gpu_uuids(state)
-        lib = _library() if writable else None
+        sender = _event_sender() if writable else None
     except LiveLayerError:
         return None
     flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | os.O_CLOEXEC
@@ -263,7 +253,7 @@ def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) 
     except OSError:
         os.close(fd)
         return None
-    opened = _Live(live, fd, mapped, lib, uuids)
+    opened = _Live(live, fd, mapped, sender, uuids)
     if (
         header.header_problem(mapped) is not None
         or header.header_field(mapped, "retired") != 0
@@ -274,12 +264,12 @@ def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) 
     return opened
 
 
-def _library() -> ctypes.CDLL:
-    from nvml_mock_live import library
+def _event_sender() -> EventSender:
+    from nvml_mock_live.library import event_sender
 
     from nvml_mock_engine.library import library_file
 
-    return library.load(library_file())
+    return event_sender(library_file())
 
 
 def run(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int | None:
@@ -379,8 +369,8 @@ def _xid(request: Request, live_path: str, state_path: str) -> int | None:
     live = _open(live_path, state_path, writable=True, options=request.options)
     if live is None:
         return None
-    lib = live.lib
-    assert lib is not None  # a writer's file comes with the library
+    sender = live.sender
+    assert sender is not None  # a writer's file comes with the library's primitive
     sent: list[int] = []
     refused: int | None = None
     try:
@@ -397,14 +387,13 @@ def _xid(request: Request, live_path: str, state_path: str) -> int | None:
                 if header.torn_records(live.map, len(live.uuids)):
                     return None
                 for index in gpus:
-                    seq = lib.nvml_mock_live_event_on(
-                        live.address(),
-                        header.SIZE,
+                    seq = sender.send(
+                        live.map,
                         index,
-                        _NO_INSTANCE,
-                        _NO_INSTANCE,
                         EVENTS["xid"],
                         code,
+                        gpu_instance=_NO_INSTANCE,
+                        compute_instance=_NO_INSTANCE,
                     )
                     if seq == 0:
                         if not sent:

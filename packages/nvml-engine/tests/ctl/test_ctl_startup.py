@@ -5,7 +5,8 @@ and TLS stack (only the ``scenario`` verb talks to the topology service) nor the
 distributions' metadata (the command names its own library), and on their quick path
 (``ctl_quick``) none of the standard library's heavier modules either: the installed console
 script, run as a user runs it, imports nothing of argparse, logging, typing, re, dataclasses,
-enum or pathlib. ``bench/ctl_bench.py`` measures the wall time beside the bare interpreter's.
+enum or pathlib, and neither verb loads the ``ctypes`` package. ``bench/ctl_bench.py``
+measures the wall time beside the bare interpreter's.
 """
 
 from __future__ import annotations
@@ -129,3 +130,7 @@ def test_the_console_script_loads_only_what_its_verb_needs(
     }
     assert "nvml_mock_engine.ctl_quick" in loaded
     assert sorted((QUICK_NEVER | {"json"}) - allowed & loaded) == []
+    # status reads with plain mmap reads; xid binds its one primitive on ctypes' C core
+    # (nvml_mock_live.library.event_sender): the ctypes package would double what it adds
+    assert "ctypes" not in loaded
+    assert ("_ctypes" in loaded) == (argv[0] == "xid")
