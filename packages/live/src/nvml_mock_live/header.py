@@ -2,19 +2,18 @@
 
 Split from :mod:`.layer` so that a reader that only maps the file (``nvml-mock-ctl status``
 and ``xid`` start in a few milliseconds) checks it with exactly the writer's rules without
-importing the writer. Offsets and sizes are the generated layout's (:mod:`._layout`).
+importing the writer. Offsets and sizes are the generated layout's (:mod:`._layout`). Words
+are read with ``int.from_bytes``, not ``struct``: ``xid`` needs no other use of ``struct``,
+whose extension module is one more shared object to load at its start.
 """
 
 from __future__ import annotations
-
-import struct
 
 from nvml_mock_live import _layout as layout
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import mmap
-    from collections.abc import Callable
     from typing import Final
 
 __all__ = [
@@ -34,6 +33,8 @@ MASK_WORDS: Final = (layout.LIVE_KEY_SLOTS + 63) // 64
 """64-bit words of a GPU record's set and armed masks."""
 FIELD_FORMATS: Final = {"uint32_t": "<I", "uint64_t": "<Q"}
 """The struct format of each C type the header's fields are declared with."""
+_FIELD_BYTES: Final = {"uint32_t": 4, "uint64_t": 8}
+"""The size of each of those C types (little-endian, as :data:`FIELD_FORMATS` reads them)."""
 _DYNAMIC_HEADER_FIELDS: Final = frozenset(
     {"magic", "gpu_count", "generation", "event_head", "event_futex", "retired", "process_high"}
 )
@@ -68,7 +69,8 @@ def header_bytes(gpu_count: int) -> bytearray:
     data[0 : len(layout.LIVE_MAGIC)] = layout.LIVE_MAGIC
     for name, value in _header_values(gpu_count).items():
         ctype, offset = layout.LIVE_HEADER_FIELDS[name]
-        struct.pack_into(FIELD_FORMATS[ctype], data, offset, value)
+        size = _FIELD_BYTES[ctype]
+        data[offset : offset + size] = value.to_bytes(size, "little")
     return data
 
 
@@ -83,7 +85,7 @@ def header_problem(data: bytes | mmap.mmap) -> str | None:
         if name in _DYNAMIC_HEADER_FIELDS:
             continue
         # a field this version leaves zero (none so far) must be zero too
-        if struct.unpack_from(FIELD_FORMATS[ctype], data, offset)[0] != want.get(name, 0):
+        if _word(data, offset, _FIELD_BYTES[ctype]) != want.get(name, 0):
             return f"layout field {name} differs from this version's"
     return None
 
@@ -91,8 +93,12 @@ def header_problem(data: bytes | mmap.mmap) -> str | None:
 def header_field(data: bytes | mmap.mmap, name: str) -> int:
     """The header field *name* (a display read: one aligned word, whatever a writer does)."""
     ctype, offset = layout.LIVE_HEADER_FIELDS[name]
-    value: int = struct.unpack_from(FIELD_FORMATS[ctype], data, offset)[0]
-    return value
+    return _word(data, offset, _FIELD_BYTES[ctype])
+
+
+def _word(data: bytes | mmap.mmap, offset: int, size: int) -> int:
+    """The little-endian unsigned word of *size* bytes at *offset*."""
+    return int.from_bytes(data[offset : offset + size], "little")
 
 
 def record_offset(gpu: int) -> int:
@@ -110,22 +116,10 @@ def record_uuid(data: bytes | mmap.mmap, gpu: int) -> str:
 def torn_records(data: bytes | mmap.mmap, gpu_count: int) -> list[int]:
     """The GPU records whose sequence counter is odd: mid-write, or (read under the writers'
     lock, when no writer can be active) left so by a writer that died. Every writer asks it
-    first; the counters are read in one unpack."""
-    seqs = _seq_words(min(gpu_count, layout.LIVE_GPU_SLOTS))(data, _FIRST_SEQ)
-    return [gpu for gpu, seq in enumerate(seqs) if seq & 1]
+    first."""
+    count = min(gpu_count, layout.LIVE_GPU_SLOTS)
+    return [gpu for gpu in range(count) if _word(data, _FIRST_SEQ + gpu * _RECORD, 8) & 1]
 
 
 _FIRST_SEQ: Final = layout.LIVE_RECORDS_OFFSET + layout.LIVE_RECORD_SEQ
-
-
-_SEQ_WORDS: dict[int, Callable[[bytes | mmap.mmap, int], tuple[int, ...]]] = {}
-
-
-def _seq_words(count: int) -> Callable[[bytes | mmap.mmap, int], tuple[int, ...]]:
-    """An unpack of *count* GPU records' sequence counters, one record apart (kept)."""
-    unpack = _SEQ_WORDS.get(count)
-    if unpack is None:
-        gap = layout.LIVE_RECORD_BYTES - 8
-        fmt = "<" + f"Q{gap}x" * (count - 1) + ("Q" if count else "")
-        unpack = _SEQ_WORDS[count] = struct.Struct(fmt).unpack_from
-    return unpack
+_RECORD: Final = layout.LIVE_RECORD_BYTES
