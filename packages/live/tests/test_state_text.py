@@ -27,6 +27,12 @@ LINES = st.sampled_from(
         "",
         "\r",
         " [gpu 3]",
+        "[gpu uuid=GPU-e]",
+        "uuid=uuid=GPU-f",
+        "uuid=GPU-\u00e9",
+        "\x0c",
+        "\u2028",
+        "[",
     ]
 )
 
