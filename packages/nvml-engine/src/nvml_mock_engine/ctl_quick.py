@@ -14,8 +14,9 @@ what they need only:
   locks with plain reads (:mod:`nvml_mock_live.plain_reads`: ``status`` loads neither
   ``ctypes`` nor the library) and decoded by :mod:`nvml_mock_live.slots`, the Xid appended
   to the event ring with the library's ``nvml_mock_live_event_on`` (which wakes the
-  waiters' futex) under the writers' lock of :mod:`nvml_mock_live.lock_files`, exactly as
-  :class:`nvml_mock_live.LiveLayer` does;
+  waiters' futex; bound alone, without the ``ctypes`` package:
+  :func:`nvml_mock_live.library.event_sender`) under the writers' lock of
+  :mod:`nvml_mock_live.lock_files`, exactly as :class:`nvml_mock_live.LiveLayer` does;
 - every line printed by :mod:`nvml_mock_engine.ctl_report`, the full command line's printer.
 
 Whatever this path does not take as plainly right (an abbreviated, unknown or repeated-verb
@@ -267,9 +268,17 @@ def _open(live: str, state: str, *, writable: bool, options: Mapping[str, str]) 
 def _event_sender() -> EventSender:
     from nvml_mock_live.library import event_sender
 
-    from nvml_mock_engine.library import library_file
+    return event_sender(_library_file())
 
-    return event_sender(library_file())
+
+def _library_file() -> str:
+    """The library :func:`nvml_mock_engine.library.library_file` names (a test holds them to
+    one file), without importing that module and the engine's error classes it defines its
+    own on, and without resolving links (``dlopen`` follows them)."""
+    import nvml_mock_engine
+
+    package = os.path.dirname(nvml_mock_engine.__file__)
+    return os.path.join(package, "_lib", names.LIBRARY_NAME)
 
 
 def run(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int | None:

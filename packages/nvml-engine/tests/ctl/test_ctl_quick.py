@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import mmap
+import os
 import re
 import struct
 import subprocess
@@ -25,6 +26,7 @@ import nvml_mock_live as live
 import pytest
 from conftest import StateWriter
 from nvml_mock_engine import ctl, ctl_cli, ctl_quick, settings
+from nvml_mock_engine.library import library_file
 from nvml_mock_live import _layout as layout
 from nvml_mock_live.layer import guarded_directory
 from nvml_mock_live.writers_lock import WritersLock
@@ -405,6 +407,10 @@ def test_the_command_options_are_the_declared_ones() -> None:
     assert ctl_quick.ENV_KERNEL_LOG == settings.ENV_KERNEL_LOG
     assert ctl_quick._LOCATIONS == settings.LOCATION_FIELDS
     assert not any(o.aliases for o in (*settings.LOG_OPTIONS, *settings.CTL_OPTIONS))
+
+
+def test_the_library_is_the_packages() -> None:
+    assert os.path.realpath(ctl_quick._library_file()) == library_file()
 
 
 def _verb_parser(verb: str) -> argparse.ArgumentParser:
