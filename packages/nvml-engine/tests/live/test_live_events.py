@@ -336,13 +336,22 @@ def _start_waiter(command: list[str], env: dict[str, str]) -> subprocess.Popen[s
     return proc
 
 
-def _xid_reaches_a_blocked_waiter(proc: subprocess.Popen[str], live_file: Path) -> dict[str, Any]:
-    """Once the waiter sleeps in its 30 s wait, write Xid 79 on GPU 1; return its answer."""
+def _xid_reaches_a_blocked_waiter(
+    proc: subprocess.Popen[str], live_file: Path, *, console_script: Path | None = None
+) -> dict[str, Any]:
+    """Once the waiter sleeps in its 30 s wait, write Xid 79 on GPU 1 (through the live layer,
+    or with the installed ``nvml-mock-ctl xid``, whose quick path binds the primitive on its
+    own); return its answer."""
     try:
         _until(lambda: _blocked_in_wait(proc.pid), "the waiter to block in nvmlEventSetWait")
-        with live.LiveLayer.open(live_file) as layer:
-            written = time.monotonic()
-            layer.event(1, XID, 79)
+        written = time.monotonic()
+        if console_script is None:
+            with live.LiveLayer.open(live_file) as layer:
+                layer.event(1, XID, 79)
+        else:
+            argv = [str(console_script), "--live-file", str(live_file), "xid", "79", "-i", "1"]
+            sent = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+            assert (sent.returncode, sent.stderr) == (0, ""), sent
         assert proc.stdout is not None
         answer: dict[str, Any] = json.loads(proc.stdout.readline())
         answer["after_write"] = time.monotonic() - written
@@ -362,6 +371,27 @@ def test_an_xid_wakes_a_waiter_blocked_in_another_process_at_once(
     answer = _xid_reaches_a_blocked_waiter(proc, live_state.parent / live.LIVE_FILE_NAME)
     assert (answer.get("type"), answer.get("data")) == (XID, 79), answer
     # woken by the write, not by its 30 s timeout (a generous bound, not a latency figure)
+    assert answer["after_write"] < 5 and answer["waited"] < 25, answer
+
+
+CONSOLE_SCRIPT = Path(sys.executable).parent / "nvml-mock-ctl"
+
+
+@pytest.mark.skipif(not CONSOLE_SCRIPT.is_file(), reason="no installed nvml-mock-ctl script")
+def test_nvml_mock_ctl_xid_wakes_a_waiter_blocked_in_another_process_at_once(
+    library_file: Path, live_state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``nvml-mock-ctl xid`` sends through the library's primitive, as the live layer does:
+    a process asleep in ``nvmlEventSetWait`` wakes with the Xid, not at its timeout."""
+    monkeypatch.setenv("NVML_MOCK_LOCK_DIR", str(tmp_path / "locks"))
+    script = tmp_path / "waiter.py"
+    script.write_text(WAITER)
+    env = dict(os.environ, MOCK_NVML_CONFIG=str(live_state))
+    proc = _start_waiter([sys.executable, str(script), str(library_file), "1"], env)
+    answer = _xid_reaches_a_blocked_waiter(
+        proc, live_state.parent / live.LIVE_FILE_NAME, console_script=CONSOLE_SCRIPT
+    )
+    assert (answer.get("type"), answer.get("data")) == (XID, 79), answer
     assert answer["after_write"] < 5 and answer["waited"] < 25, answer
 
 
