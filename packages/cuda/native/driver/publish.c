@@ -63,6 +63,8 @@ static unsigned long long start_ms;
 static int (*proc_put)(void *, size_t, const unsigned char *, size_t);
 static int (*proc_remove)(void *, size_t, const unsigned char *, size_t);
 static int (*proc_read)(const void *, size_t, unsigned int, unsigned char *, size_t);
+/* the writers' lock file of a live file: the NVML library's rule (nvml_mock_live_lock_path) */
+static int (*lock_path_of)(const char *, char *, size_t);
 
 /* The live file the NVML library reads: MOCK_NVML_LIVE, else live.nvmlmock beside the state
  * (MOCK_NVML_CONFIG, else ../config/state.nvmlmock from the NVML library's directory), as
@@ -100,49 +102,6 @@ static int live_path(char *out, size_t len)
         return snprintf(out, len, "live.nvmlmock") < (int)len ? 0 : -1;
     }
     return snprintf(out, len, "%.*s/live.nvmlmock", (int)(slash - state), state) < (int)len ? 0 : -1;
-}
-
-/* The writers' lock file of the live file at `live` (the rule of nvml_mock_live.lock_files:
- * "<dir>/live-<dev>-<ino>.lock" for the directory holding the file, links followed; <dir> is
- * $NVML_MOCK_LOCK_DIR, else /run/nvml-mock for root, else $TMPDIR or /tmp +
- * "/nvml-mock-locks-<uid>"). */
-static int lock_file_of(const char *live, char *out, size_t len)
-{
-    char real[PATH_MAX];
-    if (realpath(live, real) == NULL) {
-        return -1;
-    }
-    char *slash = strrchr(real, '/');
-    if (slash == NULL) {
-        return -1;
-    }
-    if (slash == real) {
-        slash[1] = '\0';
-    } else {
-        *slash = '\0';
-    }
-    struct stat dir;
-    if (stat(real, &dir) != 0) {
-        return -1;
-    }
-    char lock_dir[PATH_MAX];
-    const char *given = getenv("NVML_MOCK_LOCK_DIR");
-    int n;
-    if (given != NULL && given[0] != '\0') {
-        n = snprintf(lock_dir, sizeof(lock_dir), "%s", given);
-    } else if (geteuid() == 0) {
-        n = snprintf(lock_dir, sizeof(lock_dir), "/run/nvml-mock");
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        n = snprintf(lock_dir, sizeof(lock_dir), "%s/nvml-mock-locks-%u", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
-                     (unsigned)geteuid());
-    }
-    if (n < 0 || (size_t)n >= sizeof(lock_dir) || (mkdir(lock_dir, 0700) != 0 && errno != EEXIST)) {
-        return -1;
-    }
-    n = snprintf(out, len, "%s/live-%llx-%llx.lock", lock_dir, (unsigned long long)dir.st_dev,
-                 (unsigned long long)dir.st_ino);
-    return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
 /* The plugin's socket: MOCK_CUDA_PUBLISH_SOCKET (empty: none), else run/cuda.sock in the
@@ -231,12 +190,14 @@ static int prepare(void)
     *(void **)&proc_put = dlsym(mock_nvml.lib, "nvml_mock_live_proc_put");
     *(void **)&proc_remove = dlsym(mock_nvml.lib, "nvml_mock_live_proc_remove");
     *(void **)&proc_read = dlsym(mock_nvml.lib, "nvml_mock_live_proc_read");
+    *(void **)&lock_path_of = dlsym(mock_nvml.lib, "nvml_mock_live_lock_path");
     if (abi == NULL || layout == NULL || proc_put == NULL || proc_remove == NULL || proc_read == NULL ||
+        lock_path_of == NULL ||
         abi() != MOCK_LIVE_ABI_VERSION || layout() != MOCK_LIVE_TOTAL_BYTES) {
         return 0; /* a library of another live ABI: never write through it */
     }
     char live[PATH_MAX];
-    if (live_path(live, sizeof(live)) != 0 || lock_file_of(live, lock_path, sizeof(lock_path)) != 0) {
+    if (live_path(live, sizeof(live)) != 0 || lock_path_of(live, lock_path, sizeof(lock_path)) != 0) {
         return 0;
     }
     int fd = open(live, O_RDWR | O_CLOEXEC | O_NOFOLLOW);

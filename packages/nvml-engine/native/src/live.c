@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -470,6 +471,57 @@ MOCK_EXPORT uint64_t nvml_mock_live_event_on(void *base, size_t len, unsigned in
                                              unsigned int ci, uint64_t type, uint64_t data);
 MOCK_EXPORT unsigned long long nvml_mock_live_layout_bytes(void);
 MOCK_EXPORT unsigned int nvml_mock_live_abi_version(void);
+MOCK_EXPORT int nvml_mock_live_lock_path(const char *live, char *out, size_t len);
+
+/*
+ * The writers' lock file of the live file at `live`, into out[0..len): the file
+ * nvml_mock_live.writers_lock names, "<dir>/live-<dev>-<ino>.lock" with the dev and ino of the
+ * directory holding the live file (links followed), in hex; <dir> is $NVML_MOCK_LOCK_DIR, else
+ * /run/nvml-mock for root, else $TMPDIR or /tmp + "/nvml-mock-locks-<uid>", made (0700) when
+ * missing. Returns 0, or -1 (no such file, a path too long, the directory not made). For the C
+ * writers besides this library (the mock libcuda.so.1 finds it with dlsym): one rule, here.
+ */
+int nvml_mock_live_lock_path(const char *live, char *out, size_t len)
+{
+    char real[PATH_MAX];
+    if (realpath(live, real) == NULL) {
+        return -1;
+    }
+    char *slash = strrchr(real, '/');
+    if (slash == NULL) {
+        return -1;
+    }
+    if (slash == real) {
+        slash[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+    struct stat dir;
+    if (stat(real, &dir) != 0) {
+        return -1;
+    }
+    char lock_dir[PATH_MAX];
+    const char *given = getenv("NVML_MOCK_LOCK_DIR");
+    int n;
+    if (given != NULL && given[0] != '\0') {
+        n = snprintf(lock_dir, sizeof(lock_dir), "%s", given);
+    } else if (geteuid() == 0) {
+        n = snprintf(lock_dir, sizeof(lock_dir), "/run/nvml-mock");
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        n = snprintf(lock_dir, sizeof(lock_dir), "%s/nvml-mock-locks-%u",
+                     tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (unsigned)geteuid());
+    }
+    if (n < 0 || (size_t)n >= sizeof(lock_dir)) {
+        return -1;
+    }
+    if (mkdir(lock_dir, 0700) != 0 && errno != EEXIST) {
+        return -1;
+    }
+    n = snprintf(out, len, "%s/live-%llx-%llx.lock", lock_dir, (unsigned long long)dir.st_dev,
+                 (unsigned long long)dir.st_ino);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
 
 static unsigned char *record_of(void *base, size_t len, unsigned int gpu)
 {

@@ -157,4 +157,7 @@ unsigned int mock_live_guard_replaced(void);
 uint64_t nvml_mock_live_event_on(void *base, size_t len, unsigned int gpu, unsigned int gi, unsigned int ci,
                                  uint64_t type, uint64_t data);
 
+/* The writers' lock file of the live file at `live` (live.c says which); 0, or -1. */
+int nvml_mock_live_lock_path(const char *live, char *out, size_t len);
+
 #endif

@@ -340,53 +340,14 @@ int mock_mig_on(const struct nvmlDevice_st *d)
     return 0;
 }
 
-/* The writers' lock of the live file at `live`: the file nvml_mock_live.writers_lock names
- * ("<dir>/live-<dev>-<ino>.lock", dev and ino of the directory holding the file, links
- * followed, in hex; <dir> is $NVML_MOCK_LOCK_DIR, else /run/nvml-mock for root, else
- * $TMPDIR or /tmp + "/nvml-mock-locks-<uid>"), held exclusively. Never a lock on the live file
- * itself: any process that maps it, a container's read-only mapping included, could hold that
- * one and stop every writer. Returns the locked descriptor, or -1. */
+/* The writers' lock of the live file at `live` (nvml_mock_live_lock_path names it), held
+ * exclusively. Never a lock on the live file itself: any process that maps it, a container's
+ * read-only mapping included, could hold that one and stop every writer. Returns the locked
+ * descriptor, or -1. */
 static int writers_lock(const char *live)
 {
-    char real[PATH_MAX];
-    if (realpath(live, real) == NULL) {
-        return -1;
-    }
-    char *slash = strrchr(real, '/');
-    if (slash == NULL) {
-        return -1;
-    }
-    if (slash == real) {
-        slash[1] = '\0';
-    } else {
-        *slash = '\0';
-    }
-    struct stat dir;
-    if (stat(real, &dir) != 0) {
-        return -1;
-    }
-    char lock_dir[PATH_MAX];
-    const char *given = getenv("NVML_MOCK_LOCK_DIR");
-    int n;
-    if (given != NULL && given[0] != '\0') {
-        n = snprintf(lock_dir, sizeof(lock_dir), "%s", given);
-    } else if (geteuid() == 0) {
-        n = snprintf(lock_dir, sizeof(lock_dir), "/run/nvml-mock");
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        n = snprintf(lock_dir, sizeof(lock_dir), "%s/nvml-mock-locks-%u",
-                     tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp", (unsigned)geteuid());
-    }
-    if (n < 0 || (size_t)n >= sizeof(lock_dir)) {
-        return -1;
-    }
-    if (mkdir(lock_dir, 0700) != 0 && errno != EEXIST) {
-        return -1;
-    }
     char path[PATH_MAX];
-    n = snprintf(path, sizeof(path), "%s/live-%llx-%llx.lock", lock_dir, (unsigned long long)dir.st_dev,
-                 (unsigned long long)dir.st_ino);
-    if (n < 0 || (size_t)n >= sizeof(path)) {
+    if (nvml_mock_live_lock_path(live, path, sizeof(path)) != 0) {
         return -1;
     }
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
