@@ -45,6 +45,7 @@
 
 #include <nvml.h>
 
+#include "bench_baseline.h"
 #include "live_layout.h"
 
 typedef nvmlReturn_t (*init_fn)(void);
@@ -53,7 +54,6 @@ typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*util_fn)(nvmlDevice_t, nvmlUtilization_t *);
 typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
 typedef nvmlReturn_t (*temp_fn)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *);
-typedef nvmlReturn_t (*empty_fn)(nvmlDevice_t, void *);
 typedef int (*proc_write_fn)(void *, size_t, unsigned int, const unsigned char *, size_t);
 
 static struct {
@@ -66,26 +66,6 @@ static struct {
     temp_fn temp;
     proc_write_fn proc_write;
 } api;
-
-__attribute__((noinline)) static nvmlReturn_t empty_call(nvmlDevice_t device, void *out)
-{
-    __asm__ volatile("" : : "r"(device), "r"(out) : "memory");
-    return NVML_SUCCESS;
-}
-static empty_fn volatile empty_ptr = empty_call;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 enum kind { EMPTY, MEMORY, PROCS, UTIL, TEMP };
 #define PROCS_CAP 16

@@ -47,6 +47,7 @@
 
 #include <nvml.h>
 
+#include "bench_baseline.h"
 #include "live_layout.h"
 
 #define GPUS 64
@@ -59,7 +60,6 @@ typedef nvmlReturn_t (*handle_fn)(unsigned int, nvmlDevice_t *);
 typedef nvmlReturn_t (*uuid_fn)(nvmlDevice_t, char *, unsigned int);
 typedef nvmlReturn_t (*mem_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
 typedef nvmlReturn_t (*fabric_fn)(nvmlDevice_t, nvmlGpuFabricInfoV_t *);
-typedef nvmlReturn_t (*empty_fn)(nvmlDevice_t, void *);
 typedef nvmlReturn_t (*temp_fn)(nvmlDevice_t, nvmlTemperatureSensors_t, unsigned int *);
 typedef nvmlReturn_t (*util_fn)(nvmlDevice_t, nvmlUtilization_t *);
 typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_t *);
@@ -90,33 +90,11 @@ static struct {
     wait_fn wait;
 } api;
 
-/* The baseline: a call that does nothing, through a pointer the compiler cannot see through. */
-__attribute__((noinline)) static nvmlReturn_t empty_call(nvmlDevice_t device, void *out)
-{
-    __asm__ volatile("" : : "r"(device), "r"(out) : "memory");
-    return NVML_SUCCESS;
-}
-static empty_fn volatile empty_ptr = empty_call;
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static double cpu_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a;
-    double y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 struct stats {
