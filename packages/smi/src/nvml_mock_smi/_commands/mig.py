@@ -179,6 +179,14 @@ class _Mig:
             gis.append(handle)
         return gis
 
+    def _gis_by_gpu(self) -> tuple[dict[int, dict[int, Any]], set[int]]:
+        """The GPU instances of each picked GPU by ID (keyed by GPU index), and every ID seen
+        on any of them: a destroy names an ID missing from one GPU only where no GPU has it."""
+        on = {
+            d.index: {gid: gi for _, gi, gid in self._picked_gis(None, (d,))} for d in self.devices
+        }
+        return on, {gid for present in on.values() for gid in present}
+
     def _picked_gis(
         self, wanted: list[int] | None, devices: Iterable[Device] | None = None
     ) -> Iterator[tuple[Device, Any, int]]:
@@ -609,10 +617,7 @@ class _Mig:
         wanted = _ids(self.options.extra.get("gi"))
         rc = 0
         found = False
-        on = {
-            d.index: {gid: gi for _, gi, gid in self._picked_gis(None, (d,))} for d in self.devices
-        }
-        anywhere = {gid for present in on.values() for gid in present}
+        on, anywhere = self._gis_by_gpu()
         for device in self.devices:
             present = on[device.index]
             for gid in sorted(present) if wanted is None else wanted:
@@ -650,10 +655,7 @@ class _Mig:
         wanted_ci = _ids(self.options.extra.get("ci"))
         rc = 0
         found = False
-        on = {
-            d.index: {gid: gi for _, gi, gid in self._picked_gis(None, (d,))} for d in self.devices
-        }
-        anywhere = {gid for present in on.values() for gid in present}
+        on, anywhere = self._gis_by_gpu()
         for device in self.devices:
             present = on[device.index]
             for gid in sorted(present) if wanted_gi is None else wanted_gi:
