@@ -97,7 +97,9 @@ struct state {
     uint32_t gpu_count;
     struct state_gpu gpu[STATE_MAX_GPUS];
     uint32_t mig_gi_pooled; /* entries of mig_gi_pool in use */
-    struct state_mig_gi mig_gi_pool[STATE_MAX_GPUS * STATE_MAX_MIG_GI_PROFILES]; /* each GPU's, one after another */
+    /* each GPU's, one after another: room for every GPU's STATE_MAX_MIG_GI_PROFILES, which
+     * the parser holds each to, so an append never needs a bounds check of its own */
+    struct state_mig_gi mig_gi_pool[STATE_MAX_GPUS * STATE_MAX_MIG_GI_PROFILES];
 };
 
 /*

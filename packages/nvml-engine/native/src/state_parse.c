@@ -598,10 +598,6 @@ static int apply_value(struct parser *p, const struct key_def *k, void *base, co
         if (g->mig_gi_count == 0) {
             g->mig_gi_first = st->mig_gi_pooled;
         }
-        if (g->mig_gi_first + g->mig_gi_count != st->mig_gi_pooled ||
-            st->mig_gi_pooled >= sizeof(st->mig_gi_pool) / sizeof(st->mig_gi_pool[0])) {
-            return fail(p, "key '%s': internal error (profile pool)", k->name);
-        }
         struct state_mig_gi gi;
         const char *why = parse_mig_gi(v, vlen, &gi);
         if (why != NULL) {
